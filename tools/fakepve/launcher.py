@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""Serve the fakepve PVE stand-in for ProxOps tests, seeded from a JSON file.
+
+What this owns: one FakePve instance on a loopback address (HTTPS, with a
+certificate made for that address), and a plain-HTTP control port on the same
+loopback address through which a test injects faults, changes settings and
+reads what the client sent. It never listens on anything but loopback.
+
+Usage (the Rust harness proxops_pve::fakepve runs this):
+
+  launcher.py SEED.json --host 127.3.4.5 --state-dir DIR [--port 8006]
+      [--control-port 8007] [--time-scale 0] [--user root@pam] [--exit-with-stdin]
+
+The login password is read from $PROXOPS_FAKEPVE_PASSWORD (default "secret"),
+never from the command line, so it does not show in the process list.
+
+When both ports listen, one line of JSON goes to stdout:
+  {"url": "https://127.3.4.5:8006", "control": "http://127.3.4.5:8007",
+   "cafile": "DIR/fakepve.crt", "fingerprint": "AB:CD:..."}
+Errors go to stderr; exit status 3 means an address was already in use.
+
+Seed file keys (all optional):
+  nodes     ["pve2", ...]                       extra cluster nodes
+  storages  {"local": {"type": "dir", "content": "iso,import", ...}}  add or replace
+  files     [{"storage", "name", "size", "content"}]   e.g. ISOs, vztmpl archives
+  tokens    {"root@pam!proxops": "<secret>"}     API tokens fakepve accepts
+  users     {"alice@pve": "<password>"}          extra password logins
+  guests    [{"vmid", "name", "node", "status", "type": "qemu"|"lxc", "template",
+              "lock", "pool", "ostemplate", "config": {...}, "attrs": {...}}]
+  settings  {"version": "9.2.0", "ticket_ttl": 7200, ...}   see SETTINGS
+
+Control port (JSON in, JSON out):
+  POST /call      {"fn": NAME, "args": [...], "kwargs": {...}}  NAME from CALLABLE
+  POST /guest     {"vmid": 100, "set": {"shutdown_secs": 90}}   guest attributes
+  POST /settings  {"time_scale": 0.01, ...}                      names from SETTINGS
+  POST /clear     drop injected failures and network faults
+  GET  /requests  [[method, path, body], ...] what the client sent, secrets redacted
+  DELETE /requests  forget them
+"""
+import argparse
+import asyncio
+import errno
+import hashlib
+import inspect
+import ipaddress
+import json
+import os
+import sys
+import threading
+
+from aiohttp import web
+from fakepve import FakePve
+from fakepve.certs import make_cert
+
+# FakePve methods a test may call through POST /call.
+CALLABLE = frozenset((
+    'fail', 'add_node', 'set_node_offline', 'lose_quorum', 'regain_quorum', 'snapshot_lock', 'unlock',
+    'hold_config_lock', 'release_config_lock', 'backup', 'migrate', 'slow_network', 'flaky_network',
+    'revoke_tickets', 'store_file', 'grant', 'ceph_slow', 'ceph_down', 'ceph_recover', 'add_ceph_storage',
+))
+
+# FakePve attributes a test may set through POST /settings or the seed's "settings".
+SETTINGS = frozenset((
+    'time_scale', 'latency', 'ticket_ttl', 'lock_wait', 'shutdown_default_timeout', 'ha_delay', 'quorate',
+    'tfa', 'version', 'release_version', 'cluster_name', 'max_requests', 'body_timeout',
+))
+
+# Guest attributes a test may set through POST /guest or a seeded guest's "attrs".
+GUEST_ATTRS = frozenset((
+    'shutdown_secs', 'start_secs', 'stop_secs', 'start_error', 'acpi', 'ha_state', 'agent', 'agent_hangs',
+    'stats', 'lock', 'status', 'qmpstatus',
+))
+
+EXIT_ADDRESS_IN_USE = 3
+
+
+class SeedError(Exception):
+    """The seed file asks for something this launcher does not do."""
+
+
+def apply_settings(pve, settings):
+    unknown = sorted(set(settings) - SETTINGS)
+    if unknown:
+        raise SeedError('unknown settings: {0} (known: {1})'.format(', '.join(unknown), ', '.join(sorted(SETTINGS))))
+    for key, value in settings.items():
+        setattr(pve, key, value)
+
+
+def set_guest_attrs(guest, attrs):
+    unknown = sorted(set(attrs) - GUEST_ATTRS)
+    if unknown:
+        raise SeedError('unknown guest attributes: {0} (known: {1})'.format(
+            ', '.join(unknown), ', '.join(sorted(GUEST_ATTRS))))
+    for key, value in attrs.items():
+        setattr(guest, key, value)
+
+
+def seed(pve, spec):
+    """Fill the fake cluster from the seed file's keys (see the module doc)."""
+    known = {'nodes', 'storages', 'files', 'tokens', 'users', 'guests', 'settings'}
+    unknown = sorted(set(spec) - known)
+    if unknown:
+        raise SeedError('unknown seed keys: {0}'.format(', '.join(unknown)))
+    for node in spec.get('nodes', []):
+        pve.add_node(node)
+    for name, store in spec.get('storages', {}).items():
+        merged = {'active': 1, 'files': set()}
+        merged.update(store)
+        pve.storages[name] = merged
+    for g in spec.get('guests', []):
+        common = dict(node=g.get('node', 'pve1'), status=g.get('status', 'stopped'), config=g.get('config', {}),
+                      template=bool(g.get('template', False)), lock=g.get('lock'), pool=g.get('pool'))
+        kind = g.get('type', 'qemu')
+        if kind == 'lxc':
+            guest = pve.add_ct(g['vmid'], g.get('name'), ostemplate=g.get('ostemplate'), **common)
+        elif kind == 'qemu':
+            guest = pve.add_vm(g['vmid'], g['name'], **common)
+        else:
+            raise SeedError('guest {0}: type must be qemu or lxc, not {1!r}'.format(g.get('vmid'), kind))
+        set_guest_attrs(guest, g.get('attrs', {}))
+    for f in spec.get('files', []):
+        pve.store_file(f['storage'], f['name'], f.get('size', 1 << 20), f.get('content', 'iso'))
+    pve.apitokens.update(spec.get('tokens', {}))
+    pve.users.update(spec.get('users', {}))
+    apply_settings(pve, spec.get('settings', {}))
+
+
+def redactor(pve):
+    """A function that blanks every known secret (token secrets, passwords) in recorded text.
+
+    fakepve already redacts password-like form and JSON fields and never records headers or
+    query strings; this also catches a secret that turns up anywhere else in a body.
+    """
+    def secrets():
+        values = [pve.password] + list(pve.users.values()) + list(pve.apitokens.values())
+        return sorted((v for v in values if isinstance(v, str) and len(v) >= 4), key=len, reverse=True)
+
+    def redact(text):
+        for secret in secrets():
+            text = text.replace(secret, '***')
+        return text
+    return redact
+
+
+def control_app(pve):
+    redact = redactor(pve)
+
+    def bad(message):
+        return web.json_response({'error': message}, status=400)
+
+    async def read_object(request):
+        try:
+            body = await request.json()
+        except ValueError:
+            body = None
+        if not isinstance(body, dict):
+            raise web.HTTPBadRequest(text='{"error": "expected a JSON object"}', content_type='application/json')
+        return body
+
+    async def call(request):
+        body = await read_object(request)
+        name = body.get('fn')
+        if name not in CALLABLE:
+            return bad('not callable: {0!r} (allowed: {1})'.format(name, ', '.join(sorted(CALLABLE))))
+        try:
+            result = getattr(pve, name)(*body.get('args', []), **body.get('kwargs', {}))
+            if inspect.isawaitable(result):
+                result = await result
+        except (TypeError, ValueError, KeyError) as exc:
+            return bad('{0}: {1}'.format(name, exc))
+        return web.json_response({'result': None if result is None else str(result)})
+
+    async def guest(request):
+        body = await read_object(request)
+        try:
+            target = pve.guest(int(body['vmid']))
+        except (KeyError, TypeError, ValueError):
+            return bad('guest: "vmid" must be an integer')
+        if target is None:
+            return bad('guest: no guest {0}'.format(body['vmid']))
+        try:
+            set_guest_attrs(target, body.get('set', {}))
+        except SeedError as exc:
+            return bad(str(exc))
+        return web.json_response({'result': None})
+
+    async def settings(request):
+        try:
+            apply_settings(pve, await read_object(request))
+        except SeedError as exc:
+            return bad(str(exc))
+        return web.json_response({'result': None})
+
+    async def clear(request):
+        pve.failures.clear()
+        pve.flaky_network(0, 0)
+        pve.slow_network(0)
+        return web.json_response({'result': None})
+
+    async def requests(request):
+        return web.json_response([[m, p, redact(b.decode('utf-8', 'replace'))] for m, p, b in pve.requests])
+
+    async def forget_requests(request):
+        del pve.requests[:]
+        return web.json_response({'result': None})
+
+    app = web.Application()
+    app.router.add_post('/call', call)
+    app.router.add_post('/guest', guest)
+    app.router.add_post('/settings', settings)
+    app.router.add_post('/clear', clear)
+    app.router.add_get('/requests', requests)
+    app.router.add_delete('/requests', forget_requests)
+    return app
+
+
+def exit_when_stdin_closes(loop, stop):
+    """The parent holds our stdin: when it goes away (even killed), so do we."""
+    def watch():
+        try:
+            while sys.stdin.buffer.read(4096):
+                pass
+        except OSError:
+            pass
+        loop.call_soon_threadsafe(stop.set)
+    threading.Thread(target=watch, daemon=True).start()
+
+
+async def serve(args):
+    try:
+        loopback = ipaddress.ip_address(args.host).is_loopback
+    except ValueError:
+        loopback = False
+    if not loopback:
+        raise SystemExit('launcher: refusing to listen on {0!r}: only loopback addresses (127.0.0.0/8, ::1)'.format(
+            args.host))
+    with open(args.seed) as fh:
+        spec = json.load(fh)
+    password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
+    pve = FakePve(user=args.user, password=password, host=args.host, port=args.port)
+    pve.time_scale = args.time_scale
+    try:
+        seed(pve, spec)
+    except (SeedError, KeyError, TypeError, ValueError) as exc:
+        raise SystemExit('launcher: bad seed file {0}: {1}'.format(args.seed, exc))
+
+    os.makedirs(args.state_dir, exist_ok=True)
+    certfile, keyfile, der = make_cert(args.state_dir, hosts=(args.host,))
+    fingerprint = ':'.join('{0:02X}'.format(b) for b in hashlib.sha256(der).digest())
+    with open(os.path.join(args.state_dir, 'fingerprint'), 'w') as fh:
+        fh.write(fingerprint + '\n')
+
+    control = web.AppRunner(control_app(pve), access_log=None)
+    try:
+        await pve.start(certfile, keyfile)
+        await control.setup()
+        await web.TCPSite(control, args.host, args.control_port).start()
+    except OSError as exc:
+        print('launcher: cannot listen on {0}: {1}'.format(args.host, exc), file=sys.stderr, flush=True)
+        sys.exit(EXIT_ADDRESS_IN_USE if exc.errno == errno.EADDRINUSE else 1)
+
+    stop = asyncio.Event()
+    if args.exit_with_stdin:
+        exit_when_stdin_closes(asyncio.get_running_loop(), stop)
+    print(json.dumps({'url': pve.url, 'control': 'http://{0}:{1}'.format(args.host, args.control_port),
+                      'cafile': certfile, 'fingerprint': fingerprint}), flush=True)
+    await stop.wait()
+    await control.cleanup()
+    await pve.stop()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split('\n')[0])
+    ap.add_argument('seed', help='seed JSON file')
+    ap.add_argument('--host', default='127.0.0.2', help='loopback address to listen on')
+    ap.add_argument('--port', type=int, default=8006)
+    ap.add_argument('--control-port', type=int, default=8007)
+    ap.add_argument('--state-dir', required=True, help='where the certificate, key and fingerprint go')
+    ap.add_argument('--time-scale', type=float, default=0.0,
+                    help='real seconds per PVE second; 0 (default) finishes every task before its POST returns')
+    ap.add_argument('--user', default='root@pam', help='the password login user')
+    ap.add_argument('--exit-with-stdin', action='store_true', help='exit when stdin reaches end of file')
+    try:
+        asyncio.run(serve(ap.parse_args()))
+    except KeyboardInterrupt:
+        pass
+
+
+if __name__ == '__main__':
+    main()
