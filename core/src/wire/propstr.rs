@@ -1,0 +1,171 @@
+//! The generic property string `[<default-key-value>,]k=v,k=v`: token order
+//! and every token kept verbatim.
+
+use super::WireError;
+
+/// One comma-separated token: `key=value`, or a positional value (PVE's
+/// default key, or a legacy bare flag such as LXC's `ro`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+pub enum PropToken {
+    Positional(String),
+    Pair { key: String, value: String },
+}
+
+impl PropToken {
+    pub fn pair(key: &str, value: &str) -> PropToken {
+        PropToken::Pair {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        }
+    }
+
+    pub fn key(&self) -> Option<&str> {
+        match self {
+            PropToken::Positional(_) => None,
+            PropToken::Pair { key, .. } => Some(key),
+        }
+    }
+
+    pub fn to_wire(&self) -> String {
+        match self {
+            PropToken::Positional(v) => v.clone(),
+            PropToken::Pair { key, value } => format!("{key}={value}"),
+        }
+    }
+}
+
+/// A property string as PVE sent it: the ordered tokens.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize)]
+pub struct PropertyString {
+    tokens: Vec<PropToken>,
+}
+
+impl PropertyString {
+    /// Splits on `,`; a token splits on its first `=`. Empty tokens (`a,,b`,
+    /// a trailing comma) carry nothing and are dropped. Values are never
+    /// quoted in PVE's grammar, so a value cannot contain a comma.
+    pub fn parse(s: &str) -> Result<PropertyString, WireError> {
+        let mut tokens = Vec::new();
+        for raw in s.split(',') {
+            let raw = raw.trim();
+            if raw.is_empty() {
+                continue;
+            }
+            match raw.split_once('=') {
+                Some((k, v)) => {
+                    let k = k.trim();
+                    if k.is_empty() {
+                        return Err(WireError::invalid(
+                            "property string",
+                            s,
+                            "key=value tokens with a non-empty key",
+                        ));
+                    }
+                    tokens.push(PropToken::pair(k, v.trim()));
+                }
+                None => tokens.push(PropToken::Positional(raw.to_owned())),
+            }
+        }
+        Ok(PropertyString { tokens })
+    }
+
+    pub fn from_tokens(tokens: Vec<PropToken>) -> PropertyString {
+        PropertyString { tokens }
+    }
+
+    pub fn tokens(&self) -> &[PropToken] {
+        &self.tokens
+    }
+
+    pub fn into_tokens(self) -> Vec<PropToken> {
+        self.tokens
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.tokens.is_empty()
+    }
+
+    /// The value of the first `key=` token.
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.tokens.iter().find_map(|t| match t {
+            PropToken::Pair { key: k, value } if k == key => Some(value.as_str()),
+            _ => None,
+        })
+    }
+
+    /// The leading positional token (PVE's default-key value), if any.
+    pub fn positional(&self) -> Option<&str> {
+        match self.tokens.first() {
+            Some(PropToken::Positional(v)) => Some(v),
+            _ => None,
+        }
+    }
+
+    /// Replaces the first `key=` token in place, or appends one.
+    pub fn set(&mut self, key: &str, value: &str) {
+        for t in &mut self.tokens {
+            if let PropToken::Pair { key: k, value: v } = t
+                && k == key
+            {
+                *v = value.to_owned();
+                return;
+            }
+        }
+        self.tokens.push(PropToken::pair(key, value));
+    }
+
+    /// Removes every `key=` token; true when one was there.
+    pub fn remove(&mut self, key: &str) -> bool {
+        let before = self.tokens.len();
+        self.tokens.retain(|t| t.key() != Some(key));
+        before != self.tokens.len()
+    }
+
+    pub fn push(&mut self, token: PropToken) {
+        self.tokens.push(token);
+    }
+
+    pub fn to_wire(&self) -> String {
+        join_tokens(self.tokens.iter().map(PropToken::to_wire))
+    }
+}
+
+pub(crate) fn join_tokens(parts: impl Iterator<Item = String>) -> String {
+    parts
+        .filter(|p| !p.is_empty())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn token_order_and_unknown_tokens_survive_a_round_trip() {
+        let s = "local-zfs:vm-111-disk-1,discard=on,size=160G,ssd=1,x-future=7";
+        let p = PropertyString::parse(s).unwrap();
+        assert_eq!(p.positional(), Some("local-zfs:vm-111-disk-1"));
+        assert_eq!(p.get("size"), Some("160G"));
+        assert_eq!(p.to_wire(), s);
+    }
+
+    #[test]
+    fn set_replaces_in_place_and_appends_when_absent() {
+        let mut p = PropertyString::parse("a=1,b=2").unwrap();
+        p.set("a", "3");
+        p.set("c", "4");
+        assert_eq!(p.to_wire(), "a=3,b=2,c=4");
+        assert!(p.remove("b"));
+        assert_eq!(p.to_wire(), "a=3,c=4");
+    }
+
+    #[test]
+    fn value_splits_on_the_first_equals_only() {
+        let p = PropertyString::parse("order=scsi0;net0").unwrap();
+        assert_eq!(p.get("order"), Some("scsi0;net0"));
+        let p = PropertyString::parse("user=a=b").unwrap();
+        assert_eq!(p.get("user"), Some("a=b"));
+    }
+}

@@ -1,0 +1,106 @@
+//! `tags`: a set of PVE tags, read split on `;`, `,` and spaces, written
+//! `;`-joined and sorted.
+
+use std::collections::BTreeSet;
+
+use super::WireError;
+
+/// One PVE tag: PVE's `pve-tag` grammar, a letter, digit or `_` followed by
+/// letters, digits and `-_+.` (`go-proxmox+cloud-init` is one tag).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Tag(String);
+
+impl Tag {
+    pub fn new(s: &str) -> Result<Tag, WireError> {
+        let b = s.as_bytes();
+        let ok = !b.is_empty()
+            && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
+            && b.iter()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'+' | b'.'));
+        if ok {
+            Ok(Tag(s.to_owned()))
+        } else {
+            Err(WireError::invalid(
+                "tags",
+                s,
+                "a tag of letters, digits and -_+. (not starting with -, + or .)",
+            ))
+        }
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+/// The tags of a guest, as a set: order and duplicates never matter.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct TagSet(pub BTreeSet<Tag>);
+
+impl TagSet {
+    /// PVE writes `a;b`; its input side also accepts `,` and spaces.
+    pub fn parse(s: &str) -> Result<TagSet, WireError> {
+        s.split(|c: char| c == ';' || c == ',' || c.is_whitespace())
+            .filter(|t| !t.is_empty())
+            .map(Tag::new)
+            .collect::<Result<BTreeSet<_>, _>>()
+            .map(TagSet)
+    }
+
+    pub fn contains(&self, tag: &str) -> bool {
+        self.0.iter().any(|t| t.as_str() == tag)
+    }
+
+    pub fn insert(&mut self, tag: Tag) -> bool {
+        self.0.insert(tag)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Tag> {
+        self.0.iter()
+    }
+
+    /// Sorted, `;`-joined: PVE's own storage form.
+    pub fn to_wire(&self) -> String {
+        self.0.iter().map(Tag::as_str).collect::<Vec<_>>().join(";")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn tags_read_any_separator_and_write_sorted_semicolons() {
+        let t = TagSet::parse("red;blue, green proxops;blue").unwrap();
+        assert_eq!(t.to_wire(), "blue;green;proxops;red");
+    }
+
+    #[test]
+    fn plus_and_dot_stay_inside_one_tag() {
+        let t = TagSet::parse("go-proxmox+cloud-init").unwrap();
+        assert_eq!(t.0.len(), 1);
+        assert!(t.contains("go-proxmox+cloud-init"));
+    }
+
+    #[test]
+    fn tag_characters_follow_pve_grammar() {
+        assert!(Tag::new("a_b-c.d+e").is_ok());
+        for bad in ["", "-a", "a/b", "a b", "ä", "a=b"] {
+            assert!(Tag::new(bad).is_err(), "{bad}");
+        }
+        assert!(TagSet::parse("ok;bad/tag").is_err());
+    }
+
+    #[test]
+    fn empty_tags_value_is_the_empty_set() {
+        assert!(TagSet::parse("").unwrap().is_empty());
+        assert!(TagSet::parse(" ; ").unwrap().is_empty());
+    }
+}
