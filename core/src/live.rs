@@ -1,0 +1,430 @@
+//! The live snapshot: what one cluster's PVE looked like this cycle, as
+//! plain values.
+//!
+//! The PVE adapter's reader builds it from recorded or live responses; the
+//! planner compares it with desired state. Every collection is ordered
+//! (BTreeMap, sorted Vec), so the same responses give the same snapshot.
+//!
+//! **Architecture Invariant:** a read that failed is kept as a
+//! `ReadFailure`, never turned into absence. Absence drives creates and
+//! prunes; a failed read must drive neither. This module does no I/O.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+use serde::ser::{SerializeSeq, Serializer};
+
+use crate::names::{NodeName, StorageId, Vmid};
+use crate::wire::{TagSet, Volid, WireError, WireValue, json_to_text, parse_memory_mib};
+
+/// One read that did not give a usable answer.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct ReadFailure {
+    /// The request, e.g. `GET /nodes/pve1/qemu/100/config`.
+    pub what: String,
+    /// Why: PVE's status and reason, a transport error, or a parse error.
+    pub message: String,
+}
+
+impl std::fmt::Display for ReadFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.what, self.message)
+    }
+}
+
+/// A node's state from `/cluster/resources`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum NodeState {
+    Online,
+    Offline,
+    /// Any other status, or a node the scope names that PVE did not list.
+    Unknown,
+}
+
+impl NodeState {
+    pub fn from_status(status: Option<&str>) -> NodeState {
+        match status {
+            Some("online") => NodeState::Online,
+            Some("offline") => NodeState::Offline,
+            _ => NodeState::Unknown,
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum GuestType {
+    Qemu,
+    Lxc,
+}
+
+impl GuestType {
+    /// `/cluster/resources` `type`: `qemu` (older PVE also `qm`) or `lxc`.
+    pub fn from_resource_type(t: &str) -> Option<GuestType> {
+        match t {
+            "qemu" | "qm" => Some(GuestType::Qemu),
+            "lxc" => Some(GuestType::Lxc),
+            _ => None,
+        }
+    }
+
+    /// The path segment below `/nodes/{node}/`.
+    pub fn path_segment(self) -> &'static str {
+        match self {
+            GuestType::Qemu => "qemu",
+            GuestType::Lxc => "lxc",
+        }
+    }
+}
+
+/// Live power, from `/cluster/resources` `status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub enum Power {
+    Running,
+    Stopped,
+    /// Anything else or absent: no power action may be derived from it.
+    Unknown,
+}
+
+impl Power {
+    pub fn from_status(status: Option<&str>) -> Power {
+        match status {
+            Some("running") => Power::Running,
+            Some("stopped") => Power::Stopped,
+            _ => Power::Unknown,
+        }
+    }
+}
+
+/// A guest's `/config`, every value normalised to text (numbers in decimal,
+/// booleans `1`/`0`, LXC's raw `lxc` pairs as `key: value` lines).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LiveConfig {
+    pub values: BTreeMap<String, String>,
+    /// PVE's config digest (kept out of `values`): opaque, sent back for
+    /// optimistic locking.
+    pub digest: Option<String>,
+}
+
+impl LiveConfig {
+    /// From the `data` object of a config response. `null` values are unset.
+    pub fn from_json(data: &serde_json::Value) -> Result<LiveConfig, WireError> {
+        let obj = data.as_object().ok_or_else(|| WireError::Invalid {
+            key: "config".into(),
+            value: truncate(&data.to_string()),
+            expected: "a JSON object of config keys".into(),
+        })?;
+        let mut cfg = LiveConfig::default();
+        for (k, v) in obj {
+            let Some(text) = json_to_text(v) else {
+                continue;
+            };
+            if k == "digest" {
+                cfg.digest = Some(text);
+            } else {
+                cfg.values.insert(k.clone(), text);
+            }
+        }
+        Ok(cfg)
+    }
+
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    /// The value of `key` parsed with its wire grammar; `None` when absent.
+    /// Errors name `key`.
+    pub fn typed<T: WireValue>(&self, key: &str) -> Option<Result<T, WireError>> {
+        self.get(key)
+            .map(|v| T::parse_wire(v).map_err(|e| e.for_key(key)))
+    }
+
+    /// Keys `<prefix><N>` (e.g. `net0`, `scsi12`, `mp3`) in slot-number order.
+    pub fn slots<'a>(&'a self, prefix: &'a str) -> Vec<(u32, &'a str, &'a str)> {
+        let mut out: Vec<(u32, &str, &str)> = self
+            .values
+            .iter()
+            .filter_map(|(k, v)| {
+                let n = k.strip_prefix(prefix)?;
+                if n.is_empty()
+                    || !n.bytes().all(|b| b.is_ascii_digit())
+                    || (n.len() > 1 && n.starts_with('0'))
+                {
+                    return None;
+                }
+                Some((n.parse().ok()?, k.as_str(), v.as_str()))
+            })
+            .collect();
+        out.sort_by_key(|(n, _, _)| *n);
+        out
+    }
+
+    /// `memory` in MiB (number, numeric string, or `current=N`).
+    pub fn memory_mib(&self) -> Option<Result<u64, WireError>> {
+        self.get("memory")
+            .map(|v| parse_memory_mib(v).map_err(|e| e.for_key("memory")))
+    }
+
+    /// A boolean key; absent → `None`.
+    pub fn flag(&self, key: &str) -> Option<Result<bool, WireError>> {
+        self.get(key)
+            .map(|v| crate::wire::parse_bool(v).map_err(|e| e.for_key(key)))
+    }
+
+    /// `template` in the config (`1`, `"1"`, `"true"`); absent = not a template.
+    pub fn is_template(&self) -> Result<bool, WireError> {
+        self.flag("template").unwrap_or(Ok(false))
+    }
+
+    pub fn tags(&self) -> Result<TagSet, WireError> {
+        TagSet::parse(self.get("tags").unwrap_or("")).map_err(|e| e.for_key("tags"))
+    }
+}
+
+fn truncate(s: &str) -> String {
+    s.chars().take(120).collect()
+}
+
+/// One guest from `/cluster/resources`, with its config read.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveGuest {
+    pub node: NodeName,
+    pub vmid: Vmid,
+    pub guest_type: GuestType,
+    pub name: String,
+    pub template: bool,
+    pub power: Power,
+    pub lock: Option<String>,
+    pub tags: TagSet,
+    pub config: Result<LiveConfig, ReadFailure>,
+}
+
+/// One entry of a bare `GET /nodes/{n}/storage/{s}/content` listing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ContentEntry {
+    pub volid: String,
+    pub content: String,
+    pub format: Option<String>,
+    pub size: Option<u64>,
+}
+
+impl ContentEntry {
+    /// The file name per the extraction rule: what follows `:<content>/`,
+    /// else the last path component, else the whole volume id.
+    pub fn file_name(&self) -> &str {
+        Volid::file_name_of(&self.volid, &self.content)
+    }
+}
+
+/// A storage's content listing, in PVE's order.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct StorageContent {
+    pub entries: Vec<ContentEntry>,
+}
+
+impl StorageContent {
+    /// Parses the `data` array. `ctime` and other fields are ignored (their
+    /// JSON type differs between builds); `size` may be an integer, a float
+    /// or a numeric string.
+    pub fn from_json(data: &serde_json::Value) -> Result<StorageContent, WireError> {
+        let bad = |what: &str| WireError::Invalid {
+            key: "storage content".into(),
+            value: truncate(&data.to_string()),
+            expected: what.into(),
+        };
+        let items = data
+            .as_array()
+            .ok_or_else(|| bad("a JSON array of content entries"))?;
+        let mut entries = Vec::with_capacity(items.len());
+        for item in items {
+            let text = |k: &str| item.get(k).and_then(json_to_text);
+            let volid = text("volid").ok_or_else(|| bad("entries with a volid"))?;
+            let content = text("content").ok_or_else(|| bad("entries with a content type"))?;
+            let size = match item.get("size") {
+                None | Some(serde_json::Value::Null) => None,
+                Some(v) => Some(json_size(v).ok_or_else(|| bad("a numeric size"))?),
+            };
+            entries.push(ContentEntry {
+                volid,
+                content,
+                format: text("format"),
+                size,
+            });
+        }
+        Ok(StorageContent { entries })
+    }
+
+    /// True when an entry of `content_type` (`iso`, `vztmpl`, `import`) has
+    /// exactly `filename` (case-sensitive).
+    pub fn has_file(&self, content_type: &str, filename: &str) -> bool {
+        self.entries
+            .iter()
+            .any(|e| e.content == content_type && e.file_name() == filename)
+    }
+}
+
+fn json_size(v: &serde_json::Value) -> Option<u64> {
+    match v {
+        serde_json::Value::Number(n) => n
+            .as_u64()
+            .or_else(|| n.as_f64().filter(|f| *f >= 0.0).map(|f| f as u64)),
+        serde_json::Value::String(s) => s
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .or_else(|| s.trim().parse::<f64>().ok().map(|f| f as u64)),
+        _ => None,
+    }
+}
+
+/// One cluster's live state this cycle.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct LiveSnapshot {
+    pub nodes: BTreeMap<NodeName, NodeState>,
+    #[serde(serialize_with = "guests_as_list")]
+    pub guests: BTreeMap<(NodeName, Vmid), LiveGuest>,
+    #[serde(serialize_with = "storage_as_list")]
+    pub storage: BTreeMap<(NodeName, StorageId), Result<StorageContent, ReadFailure>>,
+    /// Every failure of this read (also the ones held by a guest or a
+    /// storage entry), sorted.
+    pub failures: Vec<ReadFailure>,
+}
+
+impl LiveSnapshot {
+    pub fn guest(&self, node: &NodeName, vmid: Vmid) -> Option<&LiveGuest> {
+        self.guests.get(&(node.clone(), vmid))
+    }
+
+    /// The guest with `vmid` on any node (PVE ids are cluster-wide).
+    pub fn guest_by_vmid(&self, vmid: Vmid) -> Option<&LiveGuest> {
+        self.guests.values().find(|g| g.vmid == vmid)
+    }
+
+    pub fn node_state(&self, node: &NodeName) -> NodeState {
+        self.nodes.get(node).copied().unwrap_or(NodeState::Unknown)
+    }
+
+    /// `None` when the pair was not read this cycle.
+    pub fn storage_content(
+        &self,
+        node: &NodeName,
+        storage: &StorageId,
+    ) -> Option<&Result<StorageContent, ReadFailure>> {
+        self.storage.get(&(node.clone(), storage.clone()))
+    }
+}
+
+fn guests_as_list<S: Serializer>(
+    m: &BTreeMap<(NodeName, Vmid), LiveGuest>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(m.len()))?;
+    for g in m.values() {
+        seq.serialize_element(g)?;
+    }
+    seq.end()
+}
+
+#[derive(Serialize)]
+struct StorageRow<'a> {
+    node: &'a NodeName,
+    storage: &'a StorageId,
+    content: &'a Result<StorageContent, ReadFailure>,
+}
+
+#[allow(clippy::type_complexity)]
+fn storage_as_list<S: Serializer>(
+    m: &BTreeMap<(NodeName, StorageId), Result<StorageContent, ReadFailure>>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    let mut seq = s.serialize_seq(Some(m.len()))?;
+    for ((node, storage), content) in m {
+        seq.serialize_element(&StorageRow {
+            node,
+            storage,
+            content,
+        })?;
+    }
+    seq.end()
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::wire::QemuNet;
+    use serde_json::json;
+
+    #[test]
+    fn config_values_normalise_to_text_and_digest_is_kept_apart() {
+        let cfg = LiveConfig::from_json(&json!({
+            "memory": "4096", "cores": 4, "kvm": 1, "digest": "18389648fd69603dd93ab0c443e1f32267f6c436",
+            "net0": "virtio=bc:24:11:4e:8f:d1,bridge=vmbr0,firewall=1", "net2": "e1000,bridge=vmbr1",
+            "lxc": [["lxc.apparmor.profile", "unconfined"]], "description": null
+        }))
+        .unwrap();
+        assert_eq!(cfg.get("cores"), Some("4"));
+        assert_eq!(cfg.memory_mib().unwrap().unwrap(), 4096);
+        assert_eq!(
+            cfg.digest.as_deref(),
+            Some("18389648fd69603dd93ab0c443e1f32267f6c436")
+        );
+        assert!(cfg.get("digest").is_none() && cfg.get("description").is_none());
+        assert_eq!(cfg.get("lxc"), Some("lxc.apparmor.profile: unconfined"));
+        let nets: Vec<_> = cfg
+            .slots("net")
+            .into_iter()
+            .map(|(n, k, _)| (n, k))
+            .collect();
+        assert_eq!(nets, vec![(0, "net0"), (2, "net2")]);
+        let n: QemuNet = cfg.typed("net0").unwrap().unwrap();
+        assert_eq!(n.bridge.as_deref(), Some("vmbr0"));
+    }
+
+    #[test]
+    fn typed_errors_name_the_config_key() {
+        let cfg = LiveConfig::from_json(&json!({"net1": "virtio=zz,bridge=vmbr0"})).unwrap();
+        let e = cfg.typed::<QemuNet>("net1").unwrap().unwrap_err();
+        assert_eq!(e.key(), "net1");
+    }
+
+    #[test]
+    fn power_comes_from_resource_status() {
+        assert_eq!(Power::from_status(Some("running")), Power::Running);
+        assert_eq!(Power::from_status(Some("stopped")), Power::Stopped);
+        assert_eq!(Power::from_status(Some("paused")), Power::Unknown);
+        assert_eq!(Power::from_status(None), Power::Unknown);
+    }
+
+    #[test]
+    fn storage_presence_matches_content_type_and_extracted_file_name() {
+        let c = StorageContent::from_json(&json!([
+            {"volid": "local:iso/debian-13.1.0-amd64-netinst.iso", "content": "iso", "format": "iso", "size": 1, "ctime": "x"},
+            {"volid": "local:vztmpl/debian-13-standard_13.6.1-1_amd64.tar.zst", "content": "vztmpl", "size": 1.2e8},
+            {"volid": "local:import/debian-13-genericcloud-amd64.qcow2", "content": "import", "format": "qcow2", "size": "3221225472"}
+        ]))
+        .unwrap();
+        assert!(c.has_file("iso", "debian-13.1.0-amd64-netinst.iso"));
+        assert!(!c.has_file("vztmpl", "debian-13.1.0-amd64-netinst.iso"));
+        assert!(c.has_file("vztmpl", "debian-13-standard_13.6.1-1_amd64.tar.zst"));
+        assert!(c.has_file("import", "debian-13-genericcloud-amd64.qcow2"));
+        assert!(!c.has_file("iso", "DEBIAN-13.1.0-amd64-netinst.iso"));
+        assert_eq!(c.entries[2].size, Some(3221225472));
+    }
+
+    #[test]
+    fn snapshot_serialises_maps_with_compound_keys_as_lists() {
+        let mut s = LiveSnapshot::default();
+        let node = NodeName::new("pve1").unwrap();
+        s.nodes.insert(node.clone(), NodeState::Online);
+        s.storage.insert(
+            (node.clone(), StorageId::new("local").unwrap()),
+            Err(ReadFailure {
+                what: "GET /nodes/pve1/storage/local/content".into(),
+                message: "500".into(),
+            }),
+        );
+        let v = serde_json::to_value(&s).unwrap();
+        assert_eq!(v["storage"][0]["node"], "pve1");
+        assert_eq!(v["storage"][0]["content"]["Err"]["message"], "500");
+    }
+}
