@@ -1,0 +1,134 @@
+//! The seam between ProxOps and a PVE API endpoint.
+//!
+//! A `Transport` sends one request below `/api2/json` and returns PVE's
+//! status and whole JSON body. The live transport (ureq, auth, TLS, retries)
+//! and the replay transport (recorded fixtures) both implement it, so the
+//! snapshot reader and the runner are the same code offline and live.
+//!
+//! **Architecture Invariant:** only this crate knows PVE's JSON envelope.
+
+use std::fmt;
+
+/// HTTP method of a PVE API call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Method> {
+        match s {
+            "GET" => Some(Method::Get),
+            "POST" => Some(Method::Post),
+            "PUT" => Some(Method::Put),
+            "DELETE" => Some(Method::Delete),
+            _ => None,
+        }
+    }
+
+    pub fn is_write(self) -> bool {
+        self != Method::Get
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One API call. `path` is below `/api2/json` and starts with `/`; each path
+/// segment that came from data is already percent-encoded. `params` go into
+/// the query string for GET and into a form body otherwise, in this order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    pub method: Method,
+    pub path: String,
+    pub params: Vec<(String, String)>,
+}
+
+impl Request {
+    pub fn get(path: impl Into<String>) -> Request {
+        Request { method: Method::Get, path: path.into(), params: Vec::new() }
+    }
+
+    pub fn new(method: Method, path: impl Into<String>, params: Vec<(String, String)>) -> Request {
+        Request { method, path: path.into(), params }
+    }
+}
+
+/// PVE's answer: the HTTP status, the reason phrase (PVE puts its
+/// human-readable error there, not in the body) and the whole JSON body
+/// (`{"data": …}` and, on 400, `errors`). A body that was not JSON is kept
+/// as a JSON string.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Response {
+    pub status: u16,
+    pub reason: String,
+    pub body: serde_json::Value,
+}
+
+impl Response {
+    pub fn is_success(&self) -> bool {
+        (200..300).contains(&self.status)
+    }
+
+    /// The `data` member of the envelope (`null` when absent).
+    pub fn data(&self) -> &serde_json::Value {
+        self.body.get("data").unwrap_or(&serde_json::Value::Null)
+    }
+}
+
+/// A call that produced no HTTP answer at all (or none we may use).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TransportError {
+    /// Connection refused, reset, dropped, timed out, TLS failure …
+    #[error("{method} {path}: transport error: {message}")]
+    Io { method: Method, path: String, message: String },
+    /// A replayed recording has no response for this request: fail closed.
+    #[error("{method} {path}: not in the recording")]
+    NotRecorded { method: Method, path: String },
+    /// The write circuit breaker is open (§18.3): running read-only.
+    #[error("{method} {path}: refused, the write circuit breaker is open (running read-only)")]
+    ReadOnly { method: Method, path: String },
+    /// The TLS handshake was refused: the server's certificate is not trusted
+    /// (wrong CA, wrong pinned fingerprint, wrong name) or no TLS version or
+    /// cipher was agreed. Nothing was sent; another attempt would not help.
+    #[error("{method} {path}: TLS: {message}")]
+    Tls { method: Method, path: String, message: String },
+    /// Credentials were missing or refused before any request was sent.
+    #[error("authentication: {0}")]
+    Auth(String),
+}
+
+/// Sends PVE API calls. Implementations are shared between reader threads,
+/// hence `Send + Sync` and `&self`.
+pub trait Transport: Send + Sync {
+    fn call(&self, request: &Request) -> Result<Response, TransportError>;
+}
+
+/// Percent-encodes one path segment (a node name, a storage id, a UPID).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}

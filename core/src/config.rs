@@ -1,0 +1,571 @@
+//! Process and cluster configuration (spec §3): the files as written, the
+//! built-in defaults, the layering, and every validation rule — reported
+//! together, never one at a time.
+//!
+//! Core sees configuration as bytes handed in by the caller; it reads no
+//! file and no environment variable. Credentials found here are kept as
+//! `Secret`s and are never printed.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use crate::diag::{Diagnostic, YamlIndex};
+use crate::names::{ClusterName, NodeName};
+use crate::secret::Secret;
+use crate::units::Duration;
+use crate::yaml::{deserialize_document, DocError};
+
+/// Default `reconcile.prune-budget`: at most this many deletions per cluster per cycle.
+pub const DEFAULT_PRUNE_BUDGET: u32 = 3;
+/// Default config-read concurrency per cluster. Higher finishes a cold read
+/// sooner but loads pveproxy on the node behind `base-url`; 4 keeps a
+/// 2,000-guest read well under a minute on typical latencies.
+pub const DEFAULT_READ_CONCURRENCY: usize = 4;
+
+// ------------------------------------------------------------ file shapes
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ConfigFile {
+    #[serde(default)]
+    pub log: Option<LogSection>,
+    #[serde(default)]
+    pub pve: Option<PveSection>,
+    #[serde(default)]
+    pub git: Option<GitSection>,
+    #[serde(default)]
+    pub reconcile: Option<ReconcileSection>,
+    #[serde(default)]
+    pub listen: Option<String>,
+    #[serde(default)]
+    pub data_dir: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LogSection {
+    #[serde(default)]
+    pub level: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PveSection {
+    #[serde(default)]
+    pub auth: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub token_id: Option<String>,
+    #[serde(default)]
+    pub token: Option<Secret>,
+    #[serde(default)]
+    pub token_value: Option<Secret>,
+    #[serde(default)]
+    pub password: Option<Secret>,
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    #[serde(default)]
+    pub clusters: Option<BTreeMap<String, ClusterEntry>>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ClusterEntry {
+    #[serde(default)]
+    pub base_url: Option<String>,
+    #[serde(default)]
+    pub nodes: Vec<String>,
+    #[serde(default)]
+    pub secrets_file: Option<String>,
+    #[serde(default)]
+    pub secrets: Option<SecretRefs>,
+    /// A PEM CA bundle trusted for this cluster only.
+    #[serde(default)]
+    pub ca_file: Option<String>,
+    /// SHA-256 pin of the server certificate (`AA:BB:…`).
+    #[serde(default)]
+    pub fingerprint: Option<String>,
+    /// Explicit opt-out of TLS verification: logged as a warning every cycle.
+    #[serde(default)]
+    pub insecure: Option<bool>,
+    /// Config reads in flight for this cluster.
+    #[serde(default)]
+    pub read_concurrency: Option<usize>,
+}
+
+/// The closed `secrets:` reference block: which SOPS key holds which credential.
+#[derive(Debug, Default, Deserialize, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SecretRefs {
+    #[serde(default)]
+    pub pve: Option<PveSecretRefs>,
+    #[serde(default)]
+    pub git: Option<GitSecretRefs>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PveSecretRefs {
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub token_id: Option<String>,
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize, Clone, PartialEq, Eq)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GitSecretRefs {
+    #[serde(default)]
+    pub token: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GitSection {
+    #[serde(default)]
+    pub url: Option<String>,
+    #[serde(default)]
+    pub branch: Option<String>,
+    #[serde(default)]
+    pub token: Option<Secret>,
+    #[serde(default)]
+    pub path: Option<String>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ReconcileSection {
+    #[serde(default)]
+    pub poll_interval: Option<String>,
+    #[serde(default)]
+    pub task_timeout: Option<String>,
+    #[serde(default)]
+    pub prune_budget: Option<i64>,
+    #[serde(default)]
+    pub read_concurrency: Option<i64>,
+}
+
+// ------------------------------------------------------------ resolved
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AuthMethod {
+    Token,
+    Ticket,
+}
+
+impl AuthMethod {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AuthMethod::Token => "token",
+            AuthMethod::Ticket => "ticket",
+        }
+    }
+}
+
+/// The process configuration after layering and validation.
+#[derive(Debug, Clone)]
+pub struct Config {
+    pub log_level: String,
+    pub auth: AuthMethod,
+    pub user: Option<String>,
+    pub token_id: Option<String>,
+    pub token: Option<Secret>,
+    pub token_value: Option<Secret>,
+    pub password: Option<Secret>,
+    pub ca_file: Option<String>,
+    pub clusters: BTreeMap<ClusterName, ClusterConfig>,
+    pub git_url: Option<String>,
+    pub git_branch: String,
+    pub git_token: Option<Secret>,
+    pub git_path: Option<String>,
+    pub poll_interval: Duration,
+    pub task_timeout: Duration,
+    /// 0 = unlimited.
+    pub prune_budget: u32,
+    pub read_concurrency: usize,
+    pub listen: String,
+    pub data_dir: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct ClusterConfig {
+    pub name: ClusterName,
+    pub base_url: String,
+    /// The node allowlist; empty = no allowlist check.
+    pub nodes: BTreeSet<NodeName>,
+    /// As written, relative to `declared_in`'s directory.
+    pub secrets_file: Option<String>,
+    pub secrets: SecretRefs,
+    pub ca_file: Option<String>,
+    pub fingerprint: Option<String>,
+    pub insecure: bool,
+    pub read_concurrency: usize,
+    /// The file that declared this cluster.
+    pub declared_in: String,
+}
+
+impl ClusterConfig {
+    pub fn allows(&self, node: &NodeName) -> bool {
+        self.nodes.is_empty() || self.nodes.contains(node)
+    }
+}
+
+/// Values given on the command line or through the environment; each is
+/// applied only when set (spec §3.1 layers 4 and 5).
+#[derive(Debug, Clone, Default)]
+pub struct Overrides {
+    pub log_level: Option<String>,
+    pub listen: Option<String>,
+    pub git_url: Option<String>,
+    pub git_branch: Option<String>,
+    pub poll_interval_secs: Option<u64>,
+    pub prune_budget: Option<i64>,
+    pub pve_user: Option<String>,
+    pub pve_auth: Option<String>,
+    pub ca_file: Option<String>,
+    /// `PROXOPS_PVE_TOKEN_VALUE`
+    pub env_token_value: Option<Secret>,
+    /// `PROXOPS_PVE_TOKEN`
+    pub env_token: Option<Secret>,
+    /// `PROXOPS_PVE_PASSWORD`
+    pub env_password: Option<Secret>,
+    /// `PROXOPS_PVE_USER`
+    pub env_user: Option<String>,
+    /// `PROXOPS_GIT_TOKEN`
+    pub env_git_token: Option<Secret>,
+}
+
+/// One configuration file handed in by the caller.
+#[derive(Debug, Clone)]
+pub struct ConfigSource<'a> {
+    /// Repo-relative path (or the path as given with `--config`).
+    pub name: String,
+    pub bytes: &'a [u8],
+}
+
+/// Where the configuration comes from.
+#[derive(Debug, Clone, Default)]
+pub struct ConfigSources<'a> {
+    /// `proxops.yaml` at the repository root, or the `--config` file.
+    pub process: Option<ConfigSource<'a>>,
+    /// `clusters/<name>/config.yaml`, with `<name>` from the directory.
+    pub cluster_local: Vec<(String, ConfigSource<'a>)>,
+    /// The process file came from `--config` (URL mode or legacy layout):
+    /// its clusters win over cluster-local ones.
+    pub process_is_explicit: bool,
+}
+
+fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<ConfigFile> {
+    let text = match std::str::from_utf8(src.bytes) {
+        Ok(t) => t,
+        Err(_) => {
+            diags.push(Diagnostic::file(&src.name, "invalid configuration: the file is not UTF-8 text"));
+            return None;
+        }
+    };
+    if text.trim().is_empty() {
+        return Some(ConfigFile::default());
+    }
+    let index = YamlIndex::build(text);
+    match deserialize_document::<ConfigFile>(text, 0) {
+        Ok(f) => Some(f),
+        Err(DocError { path, message, pos }) => {
+            let pos = pos.or_else(|| index.locate(0, &path));
+            diags.push(
+                Diagnostic::file(&src.name, format!("invalid configuration: {message}"))
+                    .with_field(path)
+                    .at(pos),
+            );
+            None
+        }
+    }
+}
+
+/// Loads, layers and validates the configuration. Every error is returned
+/// at once.
+pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let process = match &sources.process {
+        Some(src) => parse_file(src, &mut diags).map(|f| (src.name.clone(), f)),
+        None => Some(("proxops.yaml".to_owned(), ConfigFile::default())),
+    };
+    let process_name = process.as_ref().map(|(n, _)| n.clone()).unwrap_or_default();
+    let mut process = process.map(|(_, f)| f).unwrap_or_default();
+
+    // Cluster entries: name → (entry, declaring file).
+    let mut clusters: BTreeMap<String, (ClusterEntry, String)> = BTreeMap::new();
+    if let Some(pve) = &mut process.pve
+        && let Some(c) = pve.clusters.take()
+    {
+        for (name, entry) in c {
+            clusters.insert(name, (entry, process_name.clone()));
+        }
+    }
+    for (dir_name, src) in &sources.cluster_local {
+        let Some(file) = parse_file(src, &mut diags) else { continue };
+        let declared: Vec<(String, ClusterEntry)> =
+            file.pve.and_then(|p| p.clusters).map(|c| c.into_iter().collect()).unwrap_or_default();
+        let index = std::str::from_utf8(src.bytes).map(YamlIndex::build).unwrap_or_default();
+        match declared.as_slice() {
+            [(name, entry)] if name == dir_name => {
+                let explicit_wins = sources.process_is_explicit && clusters.contains_key(name);
+                if !explicit_wins {
+                    clusters.insert(name.clone(), (entry.clone(), src.name.clone()));
+                }
+            }
+            [(name, _)] => diags.push(
+                Diagnostic::file(
+                    &src.name,
+                    format!(
+                        "invalid configuration: the file declares cluster {name:?}, which does not match its directory name {dir_name:?}; the key under pve.clusters must equal the directory name"
+                    ),
+                )
+                .with_field(format!("pve.clusters.{name}"))
+                .at(index.locate(0, &format!("pve.clusters.{name}"))),
+            ),
+            [] => diags.push(
+                Diagnostic::file(
+                    &src.name,
+                    format!("invalid configuration: a cluster-local config must declare exactly one entry pve.clusters.{dir_name}"),
+                )
+                .with_field("pve.clusters"),
+            ),
+            _ => diags.push(
+                Diagnostic::file(
+                    &src.name,
+                    format!(
+                        "invalid configuration: a cluster-local config declares {} clusters; it must declare exactly one, pve.clusters.{dir_name}",
+                        declared.len()
+                    ),
+                )
+                .with_field("pve.clusters")
+                .at(index.locate(0, "pve.clusters")),
+            ),
+        }
+    }
+
+    let cfg = Some(resolve(process, &process_name, clusters, overrides, &mut diags));
+    match cfg {
+        Some(cfg) if diags.is_empty() => Ok(cfg),
+        _ => {
+            diags.sort();
+            diags.dedup();
+            Err(diags)
+        }
+    }
+}
+
+fn non_empty(s: Option<String>) -> Option<String> {
+    s.map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+}
+
+fn non_empty_secret(s: Option<Secret>) -> Option<Secret> {
+    s.filter(|s| !s.is_empty())
+}
+
+fn resolve(
+    file: ConfigFile,
+    file_name: &str,
+    clusters: BTreeMap<String, (ClusterEntry, String)>,
+    ov: &Overrides,
+    diags: &mut Vec<Diagnostic>,
+) -> Config {
+    let err = |field: &str, msg: String| {
+        Diagnostic::file(file_name, format!("invalid configuration: {msg}")).with_field(field)
+    };
+    let pve = file.pve.unwrap_or_default();
+    let git = file.git.unwrap_or_default();
+    let rec = file.reconcile.unwrap_or_default();
+
+    let log_level = ov
+        .log_level
+        .clone()
+        .or_else(|| file.log.and_then(|l| l.level))
+        .unwrap_or_else(|| "info".to_owned());
+    if !["debug", "info", "warn", "error"].contains(&log_level.as_str()) {
+        diags.push(err("log.level", format!("log level {log_level:?} is not one of debug, info, warn, error")));
+    }
+
+    let auth_text = ov.pve_auth.clone().or(pve.auth).unwrap_or_else(|| "token".to_owned());
+    let auth = match auth_text.as_str() {
+        "token" => AuthMethod::Token,
+        "ticket" => AuthMethod::Ticket,
+        other => {
+            diags.push(err("pve.auth", format!("auth {other:?} is not one of token, ticket")));
+            AuthMethod::Token
+        }
+    };
+
+    let user = non_empty(ov.env_user.clone()).or(non_empty(ov.pve_user.clone())).or(non_empty(pve.user));
+    let token = non_empty_secret(ov.env_token.clone()).or(non_empty_secret(pve.token));
+    let token_value = non_empty_secret(ov.env_token_value.clone()).or(non_empty_secret(pve.token_value));
+    let password = non_empty_secret(ov.env_password.clone()).or(non_empty_secret(pve.password));
+    if auth == AuthMethod::Token && password.is_some() && ov.env_password.is_none() {
+        diags.push(err("pve.password", "pve.password must be empty with auth: token (use auth: ticket for password login)".to_owned()));
+    }
+
+    let git_url = non_empty(ov.git_url.clone()).or(non_empty(git.url));
+    let git_path = if ov.git_url.is_some() { None } else { non_empty(git.path) };
+    if git_url.is_some() && git_path.is_some() {
+        diags.push(err("git.url", "git.url and git.path are mutually exclusive: set one".to_owned()));
+    }
+    let git_branch = ov.git_branch.clone().or(git.branch).unwrap_or_else(|| "main".to_owned());
+    if git_branch.trim().is_empty() {
+        diags.push(err("git.branch", "git.branch must not be empty".to_owned()));
+    }
+    let git_token = non_empty_secret(ov.env_git_token.clone()).or(non_empty_secret(git.token));
+
+    let poll_interval = match (ov.poll_interval_secs.filter(|s| *s > 0), rec.poll_interval) {
+        (Some(s), _) => Duration::from_secs(s),
+        (None, Some(t)) => Duration::parse(&t).unwrap_or_else(|e| {
+            diags.push(err("reconcile.poll-interval", e.0));
+            Duration::from_secs(30)
+        }),
+        (None, None) => Duration::from_secs(30),
+    };
+    if poll_interval.as_millis() == 0 {
+        diags.push(err("reconcile.poll-interval", "poll-interval must be greater than 0".to_owned()));
+    }
+    let task_timeout = match rec.task_timeout {
+        Some(t) => Duration::parse(&t).unwrap_or_else(|e| {
+            diags.push(err("reconcile.task-timeout", e.0));
+            Duration::from_secs(1800)
+        }),
+        None => Duration::from_secs(1800),
+    };
+    if task_timeout.as_millis() == 0 {
+        diags.push(err("reconcile.task-timeout", "task-timeout must be greater than 0".to_owned()));
+    }
+    let budget_raw = ov.prune_budget.filter(|b| *b >= 0).or(rec.prune_budget).unwrap_or(DEFAULT_PRUNE_BUDGET as i64);
+    let prune_budget = if budget_raw < 0 || budget_raw > u32::MAX as i64 {
+        diags.push(err("reconcile.prune-budget", format!("prune-budget {budget_raw} must be 0 (unlimited) or more")));
+        DEFAULT_PRUNE_BUDGET
+    } else {
+        budget_raw as u32
+    };
+    let read_concurrency = match rec.read_concurrency {
+        Some(n) if (1..=64).contains(&n) => n as usize,
+        Some(n) => {
+            diags.push(err("reconcile.read-concurrency", format!("read-concurrency {n} must be 1-64")));
+            DEFAULT_READ_CONCURRENCY
+        }
+        None => DEFAULT_READ_CONCURRENCY,
+    };
+    let listen = ov.listen.clone().or(file.listen).unwrap_or_else(|| "127.0.0.1:9494".to_owned());
+    if listen.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
+        diags.push(err("listen", format!("listen {listen:?} must be host:port, e.g. 127.0.0.1:9494")));
+    }
+    let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
+
+    if clusters.is_empty() {
+        diags.push(err(
+            "pve.clusters",
+            "no cluster is configured: add clusters/<name>/config.yaml declaring pve.clusters.<name>".to_owned(),
+        ));
+    }
+    let mut resolved = BTreeMap::new();
+    let mut base_urls: BTreeMap<String, String> = BTreeMap::new();
+    for (name, (entry, declared_in)) in clusters {
+        let cerr = |field: &str, msg: String| {
+            Diagnostic::file(&declared_in, format!("invalid configuration: cluster {name:?}: {msg}"))
+                .with_field(format!("pve.clusters.{name}{}{field}", if field.is_empty() { "" } else { "." }))
+        };
+        let cname = match ClusterName::new(&name) {
+            Ok(n) => Some(n),
+            Err(e) => {
+                diags.push(cerr("", e.0));
+                None
+            }
+        };
+        let base_url = entry.base_url.clone().unwrap_or_default();
+        if base_url.trim().is_empty() {
+            diags.push(cerr("base-url", "base-url is required, e.g. https://pve1.example.org:8006".to_owned()));
+        } else if let Err(e) = crate::manifest::check_url(&base_url) {
+            diags.push(cerr("base-url", e));
+        } else if let Some(other) = base_urls.insert(base_url.clone(), name.clone()) {
+            diags.push(cerr(
+                "base-url",
+                format!("base-url {base_url:?} is also used by cluster {other:?}: two clusters must never share an endpoint (one could prune the other's guests)"),
+            ));
+        }
+        let mut nodes = BTreeSet::new();
+        for (i, n) in entry.nodes.iter().enumerate() {
+            match NodeName::new(n.trim()) {
+                Ok(node) => {
+                    if !nodes.insert(node) {
+                        diags.push(cerr(&format!("nodes[{i}]"), format!("node {n:?} is listed twice")));
+                    }
+                }
+                Err(e) => diags.push(cerr(&format!("nodes[{i}]"), e.0)),
+            }
+        }
+        if let Some(fp) = &entry.fingerprint {
+            let hex: String = fp.chars().filter(|c| *c != ':').collect();
+            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+                diags.push(cerr("fingerprint", "fingerprint must be a SHA-256 certificate fingerprint: 32 hex pairs, e.g. AB:CD:…".to_owned()));
+            }
+        }
+        let rc = match entry.read_concurrency {
+            Some(n) if (1..=64).contains(&n) => n,
+            Some(n) => {
+                diags.push(cerr("read-concurrency", format!("read-concurrency {n} must be 1-64")));
+                read_concurrency
+            }
+            None => read_concurrency,
+        };
+        if let Some(sf) = &entry.secrets_file
+            && (sf.trim().is_empty() || sf.contains('\0'))
+        {
+            diags.push(cerr("secrets-file", "secrets-file must be a path".to_owned()));
+        }
+        if entry.secrets.is_some() && entry.secrets_file.is_none() {
+            diags.push(cerr("secrets", "a secrets: block needs secrets-file: naming the SOPS file".to_owned()));
+        }
+        if let Some(cname) = cname {
+            resolved.insert(
+                cname.clone(),
+                ClusterConfig {
+                    name: cname,
+                    base_url: base_url.trim_end_matches('/').to_owned(),
+                    nodes,
+                    secrets_file: entry.secrets_file.clone(),
+                    secrets: entry.secrets.clone().unwrap_or_default(),
+                    ca_file: non_empty(entry.ca_file.clone()),
+                    fingerprint: entry.fingerprint.clone(),
+                    insecure: entry.insecure.unwrap_or(false),
+                    read_concurrency: rc,
+                    declared_in,
+                },
+            );
+        }
+    }
+
+    Config {
+        log_level,
+        auth,
+        user,
+        token_id: non_empty(pve.token_id),
+        token,
+        token_value,
+        password,
+        ca_file,
+        clusters: resolved,
+        git_url,
+        git_branch,
+        git_token,
+        git_path,
+        poll_interval,
+        task_timeout,
+        prune_budget,
+        read_concurrency,
+        listen,
+        data_dir,
+    }
+}

@@ -1,0 +1,220 @@
+//! Diagnostics: what is wrong with the input, where, and what would be valid.
+//!
+//! Errors about desired state are data, not `Err`: loading returns every
+//! diagnostic it found so a person can fix them all at once. Each names the
+//! repo-relative file, the line and column where the YAML has them, and the
+//! field path (`spec.disks[1].size`).
+
+use std::collections::BTreeMap;
+use std::fmt;
+
+use serde::Serialize;
+use yaml_rust2::parser::{Event, Parser};
+
+/// One problem with the input.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Diagnostic {
+    /// Repo-relative path (or the config file as given).
+    pub file: String,
+    /// 1-based line, when the YAML has one.
+    pub line: Option<usize>,
+    /// 1-based column, when the YAML has one.
+    pub column: Option<usize>,
+    /// Field path inside the document, e.g. `spec.disks[1].size`.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+impl Diagnostic {
+    pub fn file(file: impl Into<String>, message: impl Into<String>) -> Diagnostic {
+        Diagnostic { file: file.into(), line: None, column: None, field: None, message: message.into() }
+    }
+
+    pub fn with_field(mut self, field: impl Into<String>) -> Diagnostic {
+        let f = field.into();
+        self.field = (!f.is_empty()).then_some(f);
+        self
+    }
+
+    pub fn at(mut self, pos: Option<(usize, usize)>) -> Diagnostic {
+        if let Some((l, c)) = pos {
+            self.line = Some(l);
+            self.column = Some(c);
+        }
+        self
+    }
+}
+
+impl fmt::Display for Diagnostic {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(l) = self.line {
+            write!(f, ":{l}")?;
+            if let Some(c) = self.column {
+                write!(f, ":{c}")?;
+            }
+        }
+        f.write_str(": ")?;
+        if let Some(field) = &self.field {
+            write!(f, "{field}: ")?;
+        }
+        f.write_str(&self.message)
+    }
+}
+
+/// Positions of every key and sequence item in a YAML text, per document,
+/// keyed by field path (`metadata.name`, `spec.disks[1].size`).
+#[derive(Debug, Default, Clone)]
+pub struct YamlIndex {
+    docs: Vec<BTreeMap<String, (usize, usize)>>,
+}
+
+enum Frame {
+    Map { path: String, key: Option<String> },
+    Seq { path: String, next: usize },
+}
+
+impl YamlIndex {
+    /// Builds the index; a syntax error just ends it early (the parser
+    /// reports syntax errors with their own position).
+    pub fn build(text: &str) -> YamlIndex {
+        let mut docs: Vec<BTreeMap<String, (usize, usize)>> = Vec::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        let mut parser = Parser::new_from_str(text);
+        // yaml-rust2 marks a block collection where its first entry ends,
+        // not where it starts; a sequence item that is a collection is
+        // therefore placed at its first scalar.
+        let mut pending_item: Option<String> = None;
+        loop {
+            let Ok((event, mark)) = parser.next_token() else { break };
+            // yaml-rust2 lines are 1-based, columns 0-based.
+            let pos = (mark.line(), mark.col() + 1);
+            match event {
+                Event::StreamEnd => break,
+                Event::DocumentStart => {
+                    docs.push(BTreeMap::new());
+                    stack.clear();
+                    pending_item = None;
+                }
+                Event::Scalar(value, ..) => {
+                    let Some(doc) = docs.last_mut() else { continue };
+                    if let Some(p) = pending_item.take() {
+                        doc.entry(p).or_insert(pos);
+                    }
+                    match stack.last_mut() {
+                        Some(Frame::Map { path, key }) => match key.take() {
+                            None => {
+                                let p = join(path, &value);
+                                doc.entry(p).or_insert(pos);
+                                *key = Some(value);
+                            }
+                            Some(_) => {}
+                        },
+                        Some(Frame::Seq { path, next }) => {
+                            doc.entry(format!("{path}[{next}]")).or_insert(pos);
+                            *next += 1;
+                        }
+                        None => {}
+                    }
+                }
+                Event::Alias(_) => {
+                    if let Some(Frame::Map { key, .. }) = stack.last_mut() {
+                        // An alias as a value completes the entry; as a key we
+                        // cannot name it, so treat it the same way.
+                        key.take();
+                    } else if let Some(Frame::Seq { next, .. }) = stack.last_mut() {
+                        *next += 1;
+                    }
+                }
+                Event::MappingStart(..) | Event::SequenceStart(..) => {
+                    let is_map = matches!(event, Event::MappingStart(..));
+                    let Some(doc) = docs.last_mut() else { continue };
+                    let path = match stack.last_mut() {
+                        Some(Frame::Map { path, key }) => match key.take() {
+                            Some(k) => join(path, &k),
+                            None => join(path, "?"),
+                        },
+                        Some(Frame::Seq { path, next }) => {
+                            let p = format!("{path}[{next}]");
+                            pending_item.get_or_insert_with(|| p.clone());
+                            *next += 1;
+                            p
+                        }
+                        None => {
+                            pending_item.get_or_insert_with(String::new);
+                            String::new()
+                        }
+                    };
+                    stack.push(if is_map {
+                        Frame::Map { path, key: None }
+                    } else {
+                        Frame::Seq { path, next: 0 }
+                    });
+                }
+                Event::MappingEnd | Event::SequenceEnd => {
+                    stack.pop();
+                }
+                _ => {}
+            }
+        }
+        YamlIndex { docs }
+    }
+
+    /// The position of `path` in document `doc`, or of its nearest ancestor
+    /// that has one.
+    pub fn locate(&self, doc: usize, path: &str) -> Option<(usize, usize)> {
+        let map = self.docs.get(doc)?;
+        let mut p = path.to_owned();
+        loop {
+            if let Some(pos) = map.get(&p) {
+                return Some(*pos);
+            }
+            if p.is_empty() {
+                return None;
+            }
+            p = parent(&p);
+        }
+    }
+
+    pub fn documents(&self) -> usize {
+        self.docs.len()
+    }
+}
+
+fn join(path: &str, key: &str) -> String {
+    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+}
+
+fn parent(path: &str) -> String {
+    if path.ends_with(']') {
+        if let Some(i) = path.rfind('[') {
+            return path[..i].to_owned();
+        }
+    }
+    match path.rfind('.') {
+        Some(i) => path[..i].to_owned(),
+        None => String::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn index_finds_keys_and_items_per_document() {
+        let text = "a: 1\nspec:\n  disks:\n    - size: 1\n    - size: 2\n---\nb:\n  c: x\n";
+        let idx = YamlIndex::build(text);
+        assert_eq!(idx.documents(), 2);
+        assert_eq!(idx.locate(0, "a"), Some((1, 1)));
+        assert_eq!(idx.locate(0, "spec.disks[1].size"), Some((5, 7)));
+        assert_eq!(idx.locate(0, "spec.disks[1].nope"), Some((5, 7)));
+        assert_eq!(idx.locate(1, "b.c"), Some((8, 3)));
+    }
+
+    #[test]
+    fn display_names_file_line_field() {
+        let d = Diagnostic::file("vm/base/a.yaml", "bad").with_field("spec.memory").at(Some((3, 5)));
+        assert_eq!(d.to_string(), "vm/base/a.yaml:3:5: spec.memory: bad");
+    }
+}

@@ -1,0 +1,22 @@
+//! ProxOps' planner core.
+//!
+//! This crate decides; it never acts. It turns repository files (handed in
+//! as an in-memory map of repo-relative path → bytes) into typed desired
+//! state, turns recorded PVE responses (handed in as parsed values) into a
+//! live snapshot, compares them, and produces an ordered, deterministic plan
+//! with its safety rails applied.
+//!
+//! **Architecture Invariant:** core does no I/O. It reads no files, opens no
+//! sockets, reads no environment variables, spawns no processes, starts no
+//! threads and reads no clock: time is always an argument. Same inputs, same
+//! bytes out.
+
+pub mod live;
+pub mod names;
+pub mod wire;
+pub mod config;
+pub mod diag;
+pub mod manifest;
+pub mod secret;
+pub mod units;
+pub mod yaml;

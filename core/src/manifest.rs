@@ -1,0 +1,1441 @@
+//! The manifest model: the envelope and the seven kinds' specs, exactly as
+//! an operator writes them (spec §5–§10), parsed into typed values.
+//!
+//! Unknown fields are errors (a typo must never silently drop a setting).
+//! Rules that need no other manifest are enforced here by `validate`; rules
+//! across manifests (references, vmid collisions, cycles) are the
+//! composition's. This module never decides what PVE should do.
+
+use std::collections::BTreeMap;
+use std::net::IpAddr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::names::{Kind, NodeName, ResourceName, StorageId, Vmid};
+use crate::units::Quantity;
+
+pub const API_VERSION: &str = "proxops/v1alpha1";
+/// The ownership tag: only objects carrying it are ever pruned.
+pub const OWNERSHIP_TAG: &str = "proxops";
+/// The pre-rename ownership tag: treated as untagged, never pruned.
+pub const LEGACY_TAG: &str = "pveconform";
+/// `proxops/depends-on: "Kind:name,Kind:name"`.
+pub const ANNOTATION_DEPENDS_ON: &str = "proxops/depends-on";
+/// `proxops/prune: disabled` keeps an object from ever being pruned.
+pub const ANNOTATION_PRUNE: &str = "proxops/prune";
+
+/// A field-level problem found by `validate`: the path below the document
+/// root and a message that says what would be valid.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FieldError {
+    pub path: String,
+    pub message: String,
+}
+
+impl FieldError {
+    fn new(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+        FieldError { path: path.into(), message: message.into() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Metadata {
+    pub name: ResourceName,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub labels: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub annotations: BTreeMap<String, String>,
+}
+
+impl Metadata {
+    /// `proxops/prune: disabled`.
+    pub fn prune_disabled(&self) -> bool {
+        self.annotations.get(ANNOTATION_PRUNE).is_some_and(|v| v.trim() == "disabled")
+    }
+}
+
+/// One manifest document of a given spec type.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct Document<S> {
+    pub api_version: String,
+    pub kind: String,
+    pub metadata: Metadata,
+    pub spec: S,
+}
+
+/// A parsed manifest's spec, by kind.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(untagged)]
+pub enum Spec {
+    Vm(VmSpec),
+    TemplateVm(VmSpec),
+    Lxc(LxcSpec),
+    TemplateCt(LxcSpec),
+    Iso(ArtifactSpec),
+    CtTemplate(ArtifactSpec),
+    DiskImage(ArtifactSpec),
+}
+
+impl Spec {
+    pub fn kind(&self) -> Kind {
+        match self {
+            Spec::Vm(_) => Kind::VM,
+            Spec::TemplateVm(_) => Kind::TemplateVM,
+            Spec::Lxc(_) => Kind::LXC,
+            Spec::TemplateCt(_) => Kind::TemplateCT,
+            Spec::Iso(_) => Kind::ISO,
+            Spec::CtTemplate(_) => Kind::CTTemplate,
+            Spec::DiskImage(_) => Kind::DiskImage,
+        }
+    }
+
+    pub fn vm(&self) -> Option<&VmSpec> {
+        match self {
+            Spec::Vm(s) | Spec::TemplateVm(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn lxc(&self) -> Option<&LxcSpec> {
+        match self {
+            Spec::Lxc(s) | Spec::TemplateCt(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    pub fn artifact(&self) -> Option<&ArtifactSpec> {
+        match self {
+            Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// `(node, vmid)` of a guest.
+    pub fn guest_id(&self) -> Option<(&NodeName, Vmid)> {
+        match self {
+            Spec::Vm(s) | Spec::TemplateVm(s) => Some((&s.node, s.vmid)),
+            Spec::Lxc(s) | Spec::TemplateCt(s) => Some((&s.node, s.vmid)),
+            _ => None,
+        }
+    }
+
+    /// Every node the object lives on.
+    pub fn nodes(&self) -> Vec<NodeName> {
+        match self {
+            Spec::Vm(s) | Spec::TemplateVm(s) => vec![s.node.clone()],
+            Spec::Lxc(s) | Spec::TemplateCt(s) => vec![s.node.clone()],
+            Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => s.all_nodes(),
+        }
+    }
+}
+
+// ---------------------------------------------------------------- power
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PowerState {
+    Started,
+    Stopped,
+}
+
+// ---------------------------------------------------------------- VM
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VmSpec {
+    pub node: NodeName,
+    pub vmid: Vmid,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PowerState>,
+    pub memory: Quantity,
+    pub cpu: VmCpu,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub disks: Vec<VmDisk>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<VmNic>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hardware: Option<VmHardware>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<VmOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init_data: Option<CloudInitData>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pve_name: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pve_description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clone: Option<ResourceName>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VmCpu {
+    #[serde(rename = "type")]
+    pub cpu_type: String,
+    pub cores: u32,
+    /// Parsed and round-tripped, never sent (a documented gap).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub flags: Vec<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VmDisk {
+    pub storage: StorageId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+    /// A DiskImage `metadata.name` to import from.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub image: Option<ResourceName>,
+    /// `scsiN`, `virtioN`, `sataN`, `ideN`; default `scsi<index>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interface: Option<String>,
+    /// VM-wide `scsihw`; the first disk that declares one wins.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub controller: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iothread: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub discard: Option<Discard>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssd: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aio: Option<Aio>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Discard {
+    Ignore,
+    On,
+}
+
+impl Discard {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Discard::Ignore => "ignore",
+            Discard::On => "on",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Aio {
+    Native,
+    Threads,
+    IoUring,
+}
+
+impl Aio {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Aio::Native => "native",
+            Aio::Threads => "threads",
+            Aio::IoUring => "io_uring",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VmNic {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    pub bridge: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mac: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vlan: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VmHardware {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub machine: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bios: Option<Bios>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub display: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sockets: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub numa: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub serial0: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cdrom: Option<Cdrom>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub efi_disk: Option<EfiDisk>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cloud_init: Option<CloudInitDrive>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tpm: Option<Tpm>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pci_devices: Vec<PciDevice>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Bios {
+    Seabios,
+    Ovmf,
+}
+
+impl Bios {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bios::Seabios => "seabios",
+            Bios::Ovmf => "ovmf",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Cdrom {
+    /// An ISO `metadata.name`, or `none` to own an empty drive.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iso: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub media: Option<CdMedia>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CdMedia {
+    Cdrom,
+    Disk,
+}
+
+impl CdMedia {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CdMedia::Cdrom => "cdrom",
+            CdMedia::Disk => "disk",
+        }
+    }
+}
+
+/// What `cdrom.iso` asks for.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CdromIntent {
+    /// No IDE CD slot is owned.
+    NotOwned,
+    /// The slot is owned and empty (`none`).
+    Detach,
+    /// The slot holds this ISO.
+    Attach(ResourceName),
+}
+
+impl Cdrom {
+    pub fn intent(&self) -> CdromIntent {
+        match self.iso.as_deref().map(str::trim) {
+            None | Some("") => CdromIntent::NotOwned,
+            Some("none") => CdromIntent::Detach,
+            Some(name) => match ResourceName::new(name) {
+                Ok(n) => CdromIntent::Attach(n),
+                // validate() reports it; treat as not owned meanwhile.
+                Err(_) => CdromIntent::NotOwned,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct EfiDisk {
+    pub storage: StorageId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+    /// `efitype=`: `byos`, `2m`, `4m`, `8m`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub template: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secure_boot: Option<SecureBoot>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum SecureBoot {
+    Enabled,
+    Disabled,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CloudInitDrive {
+    pub enabled: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub storage: Option<StorageId>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub size: Option<Quantity>,
+}
+
+impl CloudInitDrive {
+    pub fn is_enabled(&self) -> bool {
+        self.enabled
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Tpm {
+    pub storage: StorageId,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PciDevice {
+    /// N in `hostpci<N>` (0–999); `hostpci<N>` is accepted too.
+    pub slot: PciSlot,
+    pub device: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pcie: Option<bool>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct PciSlot(pub u16);
+
+impl<'de> Deserialize<'de> for PciSlot {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(i64),
+            Text(String),
+        }
+        let bad = |s: &dyn std::fmt::Display| {
+            serde::de::Error::custom(format!(
+                "invalid PCI slot {s}: use a number from 0 to 999 (or \"hostpci<N>\")"
+            ))
+        };
+        let n = match Raw::deserialize(d)? {
+            Raw::Int(n) => n,
+            Raw::Text(s) => s
+                .strip_prefix("hostpci")
+                .unwrap_or(&s)
+                .parse::<i64>()
+                .map_err(|_| bad(&format!("{s:?}")))?,
+        };
+        if (0..=999).contains(&n) { Ok(PciSlot(n as u16)) } else { Err(bad(&n)) }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct VmOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboot: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub agent: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acpi: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tablet: Option<bool>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub hotplug: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub boot_order: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nested_virt: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hidden: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct CloudInitData {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_user: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_keys: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ssh_key_refs: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ci_password_ref: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub search_domains: Vec<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ipconfigs: Vec<IpConfig>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct IpConfig {
+    pub nic: u32,
+    pub ip: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway: Option<String>,
+}
+
+// ---------------------------------------------------------------- LXC
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LxcSpec {
+    pub node: NodeName,
+    pub vmid: Vmid,
+    /// A CTTemplate `metadata.name` (PVE `ostemplate`, create-only).
+    pub template: ResourceName,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub state: Option<PowerState>,
+    pub memory: Quantity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub swap: Option<Quantity>,
+    pub cpu: LxcCpu,
+    pub root: LxcRoot,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub mount_points: Vec<MountPoint>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub bind_mounts: Vec<BindMount>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub networks: Vec<LxcNic>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dns: Option<LxcDns>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arch: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<LxcOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pve_description: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tags: Vec<String>,
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub extra: BTreeMap<String, String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LxcCpu {
+    pub cores: u32,
+    /// Parsed, never sent (PVE `cpuunits` is a documented gap).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub units: Option<u32>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LxcRoot {
+    pub storage: StorageId,
+    pub size: Quantity,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MountPoint {
+    pub storage: StorageId,
+    pub size: Quantity,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_point: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub options: Option<MountOptions>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct MountOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub backup: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub acl: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub quota: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shared: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mount_options: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BindMount {
+    pub host_path: String,
+    pub mount_point: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LxcNic {
+    pub bridge: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub iface: Option<String>,
+    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    pub nic_type: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hwaddr: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rate_limit: Option<f64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub firewall: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ip: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gw: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub slot: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LxcDns {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hostname: Option<String>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nameservers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub domain: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct LxcOptions {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub unprivileged: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protection: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nesting: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub keyctl: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fuse: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub onboot: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub startup: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub console: Option<bool>,
+    /// Never sent: PVE 9.2 rejects `ttys=` at create [PROBE].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttys: Option<u32>,
+}
+
+// ---------------------------------------------------------------- artifacts
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ArtifactSpec {
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NodeName>,
+    /// Legacy single node, merged into `nodes`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub node: Option<NodeName>,
+    pub storage: StorageId,
+    pub filename: String,
+    pub url: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub checksum: Option<Checksum>,
+}
+
+impl ArtifactSpec {
+    /// `node` and `nodes` merged, sorted, without duplicates.
+    pub fn all_nodes(&self) -> Vec<NodeName> {
+        let mut v: Vec<NodeName> = self.nodes.iter().cloned().chain(self.node.clone()).collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct Checksum {
+    pub algorithm: String,
+    pub value: String,
+}
+
+// ---------------------------------------------------------------- validation
+
+/// Keys `spec.extra` may not set on a VM: everything ProxOps writes from a
+/// structured field (a collision would make two fields fight over one key).
+const VM_RESERVED_EXTRA: &[&str] = &[
+    "vmid", "name", "memory", "cpu", "cores", "sockets", "numa", "machine", "bios", "vga", "cdrom",
+    "efidisk0", "tpmstate0", "serial0", "onboot", "startup", "protection", "agent", "acpi",
+    "tablet", "hotplug", "boot", "tags", "description", "scsihw", "ciuser", "sshkeys",
+    "cipassword", "nameserver", "searchdomain", "start", "template",
+];
+const VM_RESERVED_EXTRA_PREFIXES: &[&str] =
+    &["scsi", "virtio", "sata", "ide", "net", "hostpci", "ipconfig"];
+
+const LXC_RESERVED_EXTRA: &[&str] = &[
+    "vmid", "ctid", "name", "memory", "swap", "cores", "rootfs", "ostemplate", "ostype", "arch",
+    "hostname", "nameserver", "searchdomain", "unprivileged", "onboot", "protection", "nesting",
+    "keyctl", "fuse", "start", "tags", "description", "features", "console", "startup", "template",
+];
+const LXC_RESERVED_EXTRA_PREFIXES: &[&str] = &["net", "mp"];
+
+/// Bind-mount host paths that are never allowed (exact match after trimming
+/// a trailing `/`): mounting a system root into a container is a takeover.
+const REFUSED_BIND_ROOTS: &[&str] = &[
+    "/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
+    "/run", "/sbin", "/srv", "/sys", "/usr", "/var",
+];
+
+/// Rules of one document that need no other document.
+pub fn validate(metadata: &Metadata, spec: &Spec) -> Vec<FieldError> {
+    let mut errs = Vec::new();
+    validate_metadata(metadata, &mut errs);
+    match spec {
+        Spec::Vm(s) => validate_vm(s, false, &mut errs),
+        Spec::TemplateVm(s) => validate_vm(s, true, &mut errs),
+        Spec::Lxc(s) => validate_lxc(s, false, &mut errs),
+        Spec::TemplateCt(s) => validate_lxc(s, true, &mut errs),
+        Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => {
+            validate_artifact(spec.kind(), s, &mut errs)
+        }
+    }
+    errs
+}
+
+fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
+    for (k, v) in &m.annotations {
+        let path = format!("metadata.annotations.{k}");
+        if k == ANNOTATION_DEPENDS_ON {
+            if let Err(e) = parse_depends_on(v) {
+                errs.push(FieldError::new(path, e));
+            }
+        } else if k == ANNOTATION_PRUNE {
+            if v.trim() != "disabled" && v.trim() != "enabled" {
+                errs.push(FieldError::new(
+                    path,
+                    format!("invalid value {v:?}: use \"disabled\" (never prune) or \"enabled\""),
+                ));
+            }
+        } else if k.starts_with("proxops/") {
+            errs.push(FieldError::new(
+                path,
+                format!(
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?} and {ANNOTATION_PRUNE:?}"
+                ),
+            ));
+        }
+    }
+}
+
+/// Parses `"Kind:name,Kind:name"`.
+pub fn parse_depends_on(text: &str) -> Result<Vec<crate::names::Ref>, String> {
+    let mut out = Vec::new();
+    for item in text.split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let Some((kind, name)) = item.split_once(':') else {
+            return Err(format!(
+                "invalid dependency {item:?}: use \"Kind:name\" entries separated by commas, e.g. \"ISO:debian-iso,VM:db\""
+            ));
+        };
+        let kind = Kind::parse(kind.trim()).ok_or_else(|| {
+            format!(
+                "invalid dependency {item:?}: unknown kind {kind:?} (use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage)"
+            )
+        })?;
+        let name = ResourceName::new(name.trim()).map_err(|e| format!("invalid dependency {item:?}: {e}"))?;
+        out.push(crate::names::Ref { kind, name });
+    }
+    Ok(out)
+}
+
+fn check_tags(tags: &[String], errs: &mut Vec<FieldError>) {
+    for (i, t) in tags.iter().enumerate() {
+        let ok = !t.is_empty()
+            && t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'.'))
+            && !t.starts_with(['-', '+', '.']);
+        if !ok {
+            errs.push(FieldError::new(
+                format!("spec.tags[{i}]"),
+                format!("invalid tag {t:?}: PVE tags are letters, digits, '-', '_', '+' and '.', not starting with a symbol"),
+            ));
+        } else if t.eq_ignore_ascii_case(OWNERSHIP_TAG) {
+            errs.push(FieldError::new(
+                format!("spec.tags[{i}]"),
+                "the ownership tag \"proxops\" is added by ProxOps; do not list it",
+            ));
+        }
+    }
+}
+
+fn check_extra(extra: &BTreeMap<String, String>, reserved: &[&str], prefixes: &[&str], errs: &mut Vec<FieldError>) {
+    for k in extra.keys() {
+        let clash = reserved.contains(&k.as_str()) || prefixes.iter().any(|p| k.starts_with(p));
+        let well_formed = !k.is_empty()
+            && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if clash {
+            errs.push(FieldError::new(
+                format!("spec.extra.{k}"),
+                format!("key {k:?} is written by a structured field; set that field instead of spec.extra"),
+            ));
+        } else if !well_formed {
+            errs.push(FieldError::new(
+                format!("spec.extra.{k}"),
+                format!("invalid PVE key {k:?}: use letters, digits, '-', '_' and '.'"),
+            ));
+        }
+    }
+}
+
+fn check_mac(mac: &str) -> bool {
+    let parts: Vec<&str> = mac.split(':').collect();
+    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// `a.b.c.d/len` or an IPv6 CIDR.
+pub fn check_cidr(text: &str) -> bool {
+    let Some((addr, len)) = text.split_once('/') else { return false };
+    let Ok(ip) = addr.parse::<IpAddr>() else { return false };
+    let Ok(len) = len.parse::<u8>() else { return false };
+    match ip {
+        IpAddr::V4(_) => len <= 32,
+        IpAddr::V6(_) => len <= 128,
+    }
+}
+
+/// `http(s)://host[:port]/…` with a non-empty host.
+pub fn check_url(text: &str) -> Result<(), String> {
+    let bad = || format!("invalid url {text:?}: use an absolute https:// (or http://) URL with a host");
+    let rest = text
+        .strip_prefix("https://")
+        .or_else(|| text.strip_prefix("http://"))
+        .ok_or_else(bad)?;
+    let host = rest.split(['/', '?', '#']).next().unwrap_or("");
+    let host = host.rsplit_once('@').map_or(host, |(_, h)| h);
+    let hostname = if host.starts_with('[') {
+        host.split(']').next().unwrap_or("").trim_start_matches('[')
+    } else {
+        host.split(':').next().unwrap_or("")
+    };
+    if hostname.is_empty() || text.contains(char::is_whitespace) {
+        return Err(bad());
+    }
+    if let Some(port) = host.strip_prefix(&format!("{hostname}:")).filter(|_| !host.starts_with('['))
+        && port.parse::<u16>().is_err()
+    {
+        return Err(bad());
+    }
+    Ok(())
+}
+
+fn check_abs_path(p: &str) -> bool {
+    p.starts_with('/') && !p.contains(',') && !p.contains(char::is_whitespace)
+}
+
+fn power_rule(state: Option<PowerState>, template: bool, errs: &mut Vec<FieldError>) {
+    if template && state == Some(PowerState::Started) {
+        errs.push(FieldError::new(
+            "spec.state",
+            "a template is never started: use \"stopped\" or leave state out",
+        ));
+    }
+}
+
+/// Where a VM disk goes: `scsi0`, `virtio1`, …
+pub fn disk_slot(disk: &VmDisk, index: usize) -> String {
+    disk.interface.clone().unwrap_or_else(|| format!("scsi{index}"))
+}
+
+fn parse_slot(slot: &str, buses: &[(&str, u32)]) -> Option<(String, u32)> {
+    for (bus, max) in buses {
+        if let Some(n) = slot.strip_prefix(bus)
+            && !n.is_empty()
+            && n.bytes().all(|b| b.is_ascii_digit())
+            && !(n.len() > 1 && n.starts_with('0'))
+            && let Ok(n) = n.parse::<u32>()
+            && n <= *max
+        {
+            return Some((bus.to_string(), n));
+        }
+    }
+    None
+}
+
+/// Disk buses and their highest index in PVE 9.
+pub const DISK_BUSES: &[(&str, u32)] = &[("scsi", 30), ("virtio", 15), ("sata", 5), ("ide", 3)];
+
+/// Where a VM NIC goes: `net0`, …
+pub fn vm_nic_slot(nic: &VmNic, index: usize) -> String {
+    nic.slot.clone().unwrap_or_else(|| format!("net{index}"))
+}
+
+/// The IDE slot the CD drive uses: `ide2`, or `ide3` when cloud-init owns `ide2`.
+pub fn cdrom_slot(vm: &VmSpec) -> &'static str {
+    if vm.hardware.as_ref().and_then(|h| h.cloud_init.as_ref()).is_some_and(|c| c.enabled) {
+        "ide3"
+    } else {
+        "ide2"
+    }
+}
+
+const VM_NIC_MODELS: &[&str] = &[
+    "virtio", "e1000", "e1000e", "rtl8139", "vmxnet3", "e1000-82540em", "e1000-82544gc",
+    "e1000-82545em", "i82551", "i82557b", "i82559er", "ne2k_isa", "ne2k_pci", "pcnet",
+];
+const SCSI_CONTROLLERS: &[&str] =
+    &["lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi"];
+
+fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
+    power_rule(s.state, template, errs);
+    if s.memory.whole_mib().is_none_or(|m| m == 0) {
+        errs.push(FieldError::new(
+            "spec.memory",
+            format!("memory {} is not a whole, non-zero number of MiB: use e.g. \"2GiB\" or \"512MiB\"", s.memory),
+        ));
+    }
+    if s.cpu.cpu_type.trim().is_empty() || s.cpu.cpu_type.contains([',', ' ', '=']) {
+        errs.push(FieldError::new("spec.cpu.type", "cpu type must be one PVE CPU model, e.g. \"host\" or \"x86-64-v2-AES\""));
+    }
+    if s.cpu.cores == 0 {
+        errs.push(FieldError::new("spec.cpu.cores", "cores must be at least 1"));
+    }
+    if let Some(name) = &s.pve_name
+        && (name.is_empty() || name.len() > 63 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')))
+    {
+        errs.push(FieldError::new("spec.pve-name", format!("invalid PVE name {name:?}: a DNS name of letters, digits, '-' and '.'")));
+    }
+    check_tags(&s.tags, errs);
+    check_extra(&s.extra, VM_RESERVED_EXTRA, VM_RESERVED_EXTRA_PREFIXES, errs);
+
+    if s.clone.is_some() {
+        if !s.disks.is_empty() {
+            errs.push(FieldError::new(
+                "spec.disks",
+                "a VM cloned from a TemplateVM must not declare disks: the template owns the disk layout",
+            ));
+        }
+        if template {
+            errs.push(FieldError::new("spec.clone", "a TemplateVM cannot be cloned from another template"));
+        }
+    } else if s.disks.is_empty() {
+        errs.push(FieldError::new("spec.disks", "at least one disk is required (or clone from a TemplateVM with spec.clone)"));
+    }
+
+    let mut slots: BTreeMap<String, usize> = BTreeMap::new();
+    let mut controller_seen = false;
+    for (i, d) in s.disks.iter().enumerate() {
+        let base = format!("spec.disks[{i}]");
+        let slot = disk_slot(d, i);
+        match parse_slot(&slot, DISK_BUSES) {
+            None => errs.push(FieldError::new(
+                format!("{base}.interface"),
+                format!("invalid interface {slot:?}: use scsi0-scsi30, virtio0-virtio15, sata0-sata5 or ide0-ide3"),
+            )),
+            Some((bus, _)) => {
+                if d.ssd.is_some() && bus == "virtio" {
+                    errs.push(FieldError::new(
+                        format!("{base}.ssd"),
+                        "ssd is not supported on virtio disks (PVE rejects it): use a scsi, sata or ide interface, or drop ssd",
+                    ));
+                }
+            }
+        }
+        if let Some(prev) = slots.insert(slot.clone(), i) {
+            errs.push(FieldError::new(
+                format!("{base}.interface"),
+                format!("interface {slot} is already used by spec.disks[{prev}]"),
+            ));
+        }
+        if matches!(slot.as_str(), "ide2" | "ide3")
+            && s.hardware.as_ref().is_some_and(|h| {
+                h.cdrom.as_ref().is_some_and(|c| c.intent() != CdromIntent::NotOwned && cdrom_slot(s) == slot)
+                    || (slot == "ide2" && h.cloud_init.as_ref().is_some_and(|c| c.enabled))
+            })
+        {
+            errs.push(FieldError::new(
+                format!("{base}.interface"),
+                format!("interface {slot} is used by the CD-ROM or cloud-init drive"),
+            ));
+        }
+        match (&d.size, &d.image) {
+            (Some(_), Some(_)) => errs.push(FieldError::new(
+                format!("{base}.size"),
+                "size must be left out when image is set: PVE sizes an imported disk from the image",
+            )),
+            (None, None) => errs.push(FieldError::new(format!("{base}.size"), "size is required (e.g. \"32GiB\") unless image is set")),
+            (Some(q), None) if q.bytes() == 0 || q.bytes() % 1024 != 0 => errs.push(FieldError::new(
+                format!("{base}.size"),
+                format!("size {q} must be a non-zero whole number of KiB, e.g. \"32GiB\""),
+            )),
+            _ => {}
+        }
+        if let Some(c) = &d.controller {
+            if !SCSI_CONTROLLERS.contains(&c.as_str()) {
+                errs.push(FieldError::new(
+                    format!("{base}.controller"),
+                    format!("invalid controller {c:?}: use one of {}", SCSI_CONTROLLERS.join(", ")),
+                ));
+            }
+            controller_seen = true;
+        }
+    }
+    let _ = controller_seen;
+
+    let mut nic_slots: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, n) in s.networks.iter().enumerate() {
+        let base = format!("spec.networks[{i}]");
+        let slot = vm_nic_slot(n, i);
+        if parse_slot(&slot, &[("net", 31)]).is_none() {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use net0-net31")));
+        }
+        if let Some(prev) = nic_slots.insert(slot.clone(), i) {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("slot {slot} is already used by spec.networks[{prev}]")));
+        }
+        if let Some(m) = &n.model
+            && !VM_NIC_MODELS.contains(&m.as_str())
+        {
+            errs.push(FieldError::new(format!("{base}.model"), format!("invalid model {m:?}: use one of {}", VM_NIC_MODELS.join(", "))));
+        }
+        if !check_bridge(&n.bridge) {
+            errs.push(FieldError::new(format!("{base}.bridge"), format!("invalid bridge {:?}: a Linux bridge name such as \"vmbr0\"", n.bridge)));
+        }
+        if let Some(mac) = &n.mac
+            && !check_mac(mac)
+        {
+            errs.push(FieldError::new(format!("{base}.mac"), format!("invalid MAC {mac:?}: use six hex pairs, e.g. \"bc:24:11:00:00:01\"")));
+        }
+        if let Some(v) = n.vlan
+            && !(1..=4094).contains(&v)
+        {
+            errs.push(FieldError::new(format!("{base}.vlan"), format!("invalid VLAN {v}: use 1-4094")));
+        }
+        if let Some(r) = n.rate_limit
+            && !(r >= 0.0 && r.is_finite())
+        {
+            errs.push(FieldError::new(format!("{base}.rate-limit"), "rate-limit is MBit/s and must be 0 or more"));
+        }
+    }
+    if s.networks.is_empty() && s.clone.is_none() {
+        errs.push(FieldError::new("spec.networks", "at least one network is required"));
+    }
+
+    if let Some(h) = &s.hardware {
+        if let Some(m) = &h.machine
+            && !(m == "i440fx" || m == "q35" || m == "pc" || m.starts_with("pc-"))
+        {
+            errs.push(FieldError::new("spec.hardware.machine", format!("invalid machine {m:?}: use \"i440fx\" or \"q35\"")));
+        }
+        if h.sockets == Some(0) {
+            errs.push(FieldError::new("spec.hardware.sockets", "sockets must be at least 1"));
+        }
+        if let Some(c) = &h.cdrom {
+            if let Some(iso) = &c.iso {
+                let iso = iso.trim();
+                if !iso.is_empty() && iso != "none" && ResourceName::new(iso).is_err() {
+                    errs.push(FieldError::new("spec.hardware.cdrom.iso", format!("invalid ISO reference {iso:?}: an ISO metadata.name, or \"none\" for an empty drive")));
+                }
+            }
+        }
+        if let Some(e) = &h.efi_disk {
+            if let Some(t) = &e.template
+                && !["byos", "2m", "4m", "8m"].contains(&t.as_str())
+            {
+                errs.push(FieldError::new("spec.hardware.efi-disk.template", format!("invalid efi type {t:?}: use byos, 2m, 4m or 8m")));
+            }
+            if h.bios != Some(Bios::Ovmf) {
+                errs.push(FieldError::new("spec.hardware.efi-disk", "an EFI disk needs bios: ovmf"));
+            }
+        }
+        if let Some(ci) = &h.cloud_init
+            && ci.enabled
+            && ci.storage.is_none()
+        {
+            errs.push(FieldError::new("spec.hardware.cloud-init.storage", "storage is required when cloud-init is enabled (a storage with images content)"));
+        }
+        if let Some(t) = &h.tpm
+            && let Some(v) = &t.version
+            && v != "v1.2"
+            && v != "v2.0"
+        {
+            errs.push(FieldError::new("spec.hardware.tpm.version", format!("invalid TPM version {v:?}: use v1.2 or v2.0")));
+        }
+        let mut pci: BTreeMap<u16, usize> = BTreeMap::new();
+        for (i, p) in h.pci_devices.iter().enumerate() {
+            let base = format!("spec.hardware.pci-devices[{i}]");
+            if let Some(prev) = pci.insert(p.slot.0, i) {
+                errs.push(FieldError::new(format!("{base}.slot"), format!("slot {} is already used by pci-devices[{prev}]", p.slot.0)));
+            }
+            if !check_bdf(&p.device) {
+                errs.push(FieldError::new(
+                    format!("{base}.device"),
+                    format!("invalid PCI address {:?}: use [domain:]bus:device[.function] in hex, e.g. \"0000:17:00.0\" or \"00:17.0\"", p.device),
+                ));
+            }
+        }
+    }
+
+    if let Some(o) = &s.options {
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, b) in o.boot_order.iter().enumerate() {
+            if b.trim().is_empty() || b.contains([';', ',', '=']) {
+                errs.push(FieldError::new(format!("spec.options.boot-order[{i}]"), format!("invalid boot device {b:?}: a slot name such as \"scsi0\" or \"net0\"")));
+            } else if !seen.insert(b.clone()) {
+                errs.push(FieldError::new(format!("spec.options.boot-order[{i}]"), format!("{b} is listed twice")));
+            }
+        }
+        for (i, h) in o.hotplug.iter().enumerate() {
+            if !["network", "disk", "cpu", "memory", "usb", "cloudinit"].contains(&h.as_str()) {
+                errs.push(FieldError::new(format!("spec.options.hotplug[{i}]"), format!("invalid hotplug item {h:?}: use network, disk, cpu, memory, usb or cloudinit")));
+            }
+        }
+    }
+
+    if let Some(ci) = &s.cloud_init_data {
+        validate_cloud_init_data(ci, errs);
+    }
+}
+
+fn check_bridge(b: &str) -> bool {
+    !b.is_empty() && b.len() <= 15 && b.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+}
+
+/// PVE's PCI address grammar: `[domain:]bus:device[.function]`, hex.
+pub fn check_bdf(text: &str) -> bool {
+    let t = text.to_ascii_lowercase();
+    let (rest, func) = match t.split_once('.') {
+        Some((r, f)) => (r.to_owned(), Some(f.to_owned())),
+        None => (t.clone(), None),
+    };
+    if let Some(f) = &func
+        && !(f.len() == 1 && matches!(f.as_bytes()[0], b'0'..=b'7'))
+    {
+        return false;
+    }
+    let parts: Vec<&str> = rest.split(':').collect();
+    let hex = |s: &str, lo: usize, hi: usize| (lo..=hi).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    match parts.as_slice() {
+        [bus, dev] => hex(bus, 2, 2) && hex(dev, 2, 2),
+        [dom, bus, dev] => hex(dom, 4, 5) && hex(bus, 2, 2) && hex(dev, 2, 2),
+        _ => false,
+    }
+}
+
+fn validate_cloud_init_data(ci: &CloudInitData, errs: &mut Vec<FieldError>) {
+    let base = "spec.cloud-init-data";
+    if ci.ssh_keys.iter().any(|k| k.trim() == "*") && ci.ssh_keys.len() > 1 {
+        errs.push(FieldError::new(
+            format!("{base}.ssh-keys"),
+            "\"*\" (PVE keeps the live keys) cannot be mixed with real keys: use either [\"*\"] or a list of keys",
+        ));
+    }
+    for (i, k) in ci.ssh_keys.iter().enumerate() {
+        let k = k.trim();
+        if k != "*" {
+            let fields: Vec<&str> = k.split_whitespace().collect();
+            if fields.len() < 2 || fields[1].len() < 16 || k.contains('\n') {
+                errs.push(FieldError::new(format!("{base}.ssh-keys[{i}]"), "not an OpenSSH public key line: \"<type> <base64 key> [comment]\""));
+            }
+        }
+    }
+    if !ci.ssh_keys.is_empty() && !ci.ssh_key_refs.is_empty() {
+        errs.push(FieldError::new(format!("{base}.ssh-key-refs"), "use either ssh-keys or ssh-key-refs, not both"));
+    }
+    for (i, r) in ci.ssh_key_refs.iter().enumerate() {
+        if let Err(e) = check_secret_ref(r, "cloud-init.ssh-keys.") {
+            errs.push(FieldError::new(format!("{base}.ssh-key-refs[{i}]"), e));
+        }
+    }
+    if let Some(r) = &ci.ci_password_ref
+        && let Err(e) = check_secret_ref(r, "cloud-init.passwords.")
+    {
+        errs.push(FieldError::new(format!("{base}.ci-password-ref"), e));
+    }
+    for (i, ns) in ci.nameservers.iter().enumerate() {
+        if ns.parse::<IpAddr>().is_err() {
+            errs.push(FieldError::new(format!("{base}.nameservers[{i}]"), format!("invalid nameserver {ns:?}: an IP address")));
+        }
+    }
+    let mut nics = std::collections::BTreeSet::new();
+    for (i, ip) in ci.ipconfigs.iter().enumerate() {
+        if ip.nic > 31 {
+            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].nic"), "nic must be 0-31 (the N of netN)"));
+        }
+        if !nics.insert(ip.nic) {
+            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].nic"), format!("nic {} is configured twice", ip.nic)));
+        }
+        if !check_cidr(&ip.ip) {
+            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].ip"), format!("invalid address {:?}: use CIDR, e.g. \"10.0.0.5/24\"", ip.ip)));
+        }
+        if let Some(gw) = &ip.gateway
+            && gw.parse::<IpAddr>().is_err()
+        {
+            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].gateway"), format!("invalid gateway {gw:?}: an IP address")));
+        }
+    }
+}
+
+/// A SOPS dot-path such as `cloud-init.ssh-keys.main`.
+fn check_secret_ref(r: &str, prefix: &str) -> Result<(), String> {
+    let name = r.strip_prefix(prefix).ok_or_else(|| format!("invalid reference {r:?}: use \"{prefix}<name>\""))?;
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with('-')
+        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok { Ok(()) } else { Err(format!("invalid reference {r:?}: the name after {prefix:?} is 1-64 lowercase letters, digits and '-'")) }
+}
+
+/// Allocated mount point slots first (`mp<index>`), then bind mounts.
+pub fn lxc_mount_slots(s: &LxcSpec) -> (Vec<String>, Vec<String>) {
+    let alloc: Vec<String> =
+        s.mount_points.iter().enumerate().map(|(i, m)| m.slot.clone().unwrap_or_else(|| format!("mp{i}"))).collect();
+    let binds: Vec<String> = s
+        .bind_mounts
+        .iter()
+        .enumerate()
+        .map(|(i, b)| b.slot.clone().unwrap_or_else(|| format!("mp{}", s.mount_points.len() + i)))
+        .collect();
+    (alloc, binds)
+}
+
+pub fn lxc_nic_slot(nic: &LxcNic, index: usize) -> String {
+    nic.slot.clone().unwrap_or_else(|| format!("net{index}"))
+}
+
+fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
+    power_rule(s.state, template, errs);
+    if s.memory.whole_mib().is_none_or(|m| m == 0) {
+        errs.push(FieldError::new("spec.memory", format!("memory {} is not a whole, non-zero number of MiB: use e.g. \"512MiB\"", s.memory)));
+    }
+    if let Some(sw) = s.swap
+        && sw.whole_mib().is_none()
+    {
+        errs.push(FieldError::new("spec.swap", format!("swap {sw} is not a whole number of MiB")));
+    }
+    if s.cpu.cores == 0 {
+        errs.push(FieldError::new("spec.cpu.cores", "cores must be at least 1"));
+    }
+    if s.root.size.bytes() == 0 || s.root.size.bytes() % 1024 != 0 {
+        errs.push(FieldError::new("spec.root.size", format!("size {} must be a non-zero whole number of KiB, e.g. \"8GiB\"", s.root.size)));
+    }
+    if let Some(a) = &s.arch
+        && !["amd64", "arm64", "i686", "armhf", "riscv32", "riscv64"].contains(&a.as_str())
+    {
+        errs.push(FieldError::new("spec.arch", format!("invalid arch {a:?}: use amd64 or arm64")));
+    }
+    check_tags(&s.tags, errs);
+    check_extra(&s.extra, LXC_RESERVED_EXTRA, LXC_RESERVED_EXTRA_PREFIXES, errs);
+    if s.networks.is_empty() {
+        errs.push(FieldError::new("spec.networks", "at least one network is required"));
+    }
+    let mut nic_slots: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, n) in s.networks.iter().enumerate() {
+        let base = format!("spec.networks[{i}]");
+        let slot = lxc_nic_slot(n, i);
+        if parse_slot(&slot, &[("net", 31)]).is_none() {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use net0-net31")));
+        }
+        if let Some(prev) = nic_slots.insert(slot.clone(), i) {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("slot {slot} is already used by spec.networks[{prev}]")));
+        }
+        if !check_bridge(&n.bridge) {
+            errs.push(FieldError::new(format!("{base}.bridge"), format!("invalid bridge {:?}: a Linux bridge name such as \"vmbr0\"", n.bridge)));
+        }
+        if let Some(iface) = &n.iface
+            && !check_bridge(iface)
+        {
+            errs.push(FieldError::new(format!("{base}.iface"), format!("invalid interface name {iface:?}: e.g. \"eth0\"")));
+        }
+        if let Some(t) = &n.nic_type
+            && t != "veth"
+        {
+            errs.push(FieldError::new(format!("{base}.type"), format!("invalid type {t:?}: PVE containers use \"veth\"")));
+        }
+        if let Some(v) = n.tag
+            && !(1..=4094).contains(&v)
+        {
+            errs.push(FieldError::new(format!("{base}.tag"), format!("invalid VLAN {v}: use 1-4094")));
+        }
+        if let Some(mac) = &n.hwaddr
+            && !check_mac(mac)
+        {
+            errs.push(FieldError::new(format!("{base}.hwaddr"), format!("invalid MAC {mac:?}: use six hex pairs, e.g. \"bc:24:11:00:00:01\"")));
+        }
+        if let Some(r) = n.rate_limit
+            && !(r >= 0.0 && r.is_finite())
+        {
+            errs.push(FieldError::new(format!("{base}.rate-limit"), "rate-limit is MBit/s and must be 0 or more"));
+        }
+        if let Some(ip) = &n.ip
+            && !(ip == "dhcp" || ip == "manual" || check_cidr(ip))
+        {
+            errs.push(FieldError::new(format!("{base}.ip"), format!("invalid address {ip:?}: use CIDR (\"10.0.0.5/24\"), \"dhcp\" or \"manual\"")));
+        }
+        if let Some(gw) = &n.gw
+            && gw.parse::<IpAddr>().is_err()
+        {
+            errs.push(FieldError::new(format!("{base}.gw"), format!("invalid gateway {gw:?}: an IP address")));
+        }
+    }
+    let (alloc, binds) = lxc_mount_slots(s);
+    let mut mp: BTreeMap<String, String> = BTreeMap::new();
+    for (i, (m, slot)) in s.mount_points.iter().zip(&alloc).enumerate() {
+        let base = format!("spec.mount-points[{i}]");
+        if parse_slot(slot, &[("mp", 255)]).is_none() {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use mp0-mp255")));
+        }
+        if let Some(prev) = mp.insert(slot.clone(), base.clone()) {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("slot {slot} is already used by {prev}")));
+        }
+        if m.size.bytes() == 0 || m.size.bytes() % 1024 != 0 {
+            errs.push(FieldError::new(format!("{base}.size"), format!("size {} must be a non-zero whole number of KiB", m.size)));
+        }
+        if let Some(p) = &m.mount_point
+            && !check_abs_path(p)
+        {
+            errs.push(FieldError::new(format!("{base}.mount-point"), format!("invalid path {p:?}: an absolute path inside the container")));
+        }
+    }
+    for (i, (b, slot)) in s.bind_mounts.iter().zip(&binds).enumerate() {
+        let base = format!("spec.bind-mounts[{i}]");
+        if parse_slot(slot, &[("mp", 255)]).is_none() {
+            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use mp0-mp255")));
+        }
+        if let Some(prev) = mp.insert(slot.clone(), base.clone()) {
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("slot {slot} is already used by {prev} (bind and allocated mounts share the mpN slots)"),
+            ));
+        }
+        if !check_abs_path(&b.host_path) {
+            errs.push(FieldError::new(format!("{base}.host-path"), format!("invalid path {:?}: an absolute host path", b.host_path)));
+        } else {
+            let trimmed = b.host_path.trim_end_matches('/');
+            let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
+            if REFUSED_BIND_ROOTS.contains(&trimmed) {
+                errs.push(FieldError::new(
+                    format!("{base}.host-path"),
+                    format!("refusing to bind-mount the host's system directory {trimmed:?}: use a dedicated data directory such as /srv/data or /mnt/data"),
+                ));
+            }
+        }
+        if !check_abs_path(&b.mount_point) {
+            errs.push(FieldError::new(format!("{base}.mount-point"), format!("invalid path {:?}: an absolute path inside the container", b.mount_point)));
+        }
+    }
+    if let Some(d) = &s.dns {
+        if let Some(h) = &d.hostname
+            && (h.is_empty() || h.len() > 63 || !h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')))
+        {
+            errs.push(FieldError::new("spec.dns.hostname", format!("invalid hostname {h:?}: letters, digits, '-' and '.'")));
+        }
+        for (i, ns) in d.nameservers.iter().enumerate() {
+            if ns.parse::<IpAddr>().is_err() {
+                errs.push(FieldError::new(format!("spec.dns.nameservers[{i}]"), format!("invalid nameserver {ns:?}: an IP address")));
+            }
+        }
+    }
+}
+
+/// The file extensions PVE's download-url accepts per content type [PROBE].
+pub fn artifact_extensions(kind: Kind) -> &'static [&'static str] {
+    match kind {
+        Kind::ISO => &[".iso", ".img"],
+        Kind::CTTemplate => &[".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tgz", ".tar"],
+        Kind::DiskImage => &[".qcow2", ".vmdk", ".raw"],
+        _ => &[],
+    }
+}
+
+fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
+    if s.nodes.is_empty() && s.node.is_none() {
+        errs.push(FieldError::new("spec.nodes", "list at least one node the file must exist on"));
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    for (i, n) in s.nodes.iter().enumerate() {
+        if !seen.insert(n) {
+            errs.push(FieldError::new(format!("spec.nodes[{i}]"), format!("node {n} is listed twice")));
+        }
+    }
+    let f = &s.filename;
+    if f.is_empty() || f.contains(['/', '\\', ':', ',']) || f.starts_with('.') || f.contains(char::is_whitespace) || f.contains("..") {
+        errs.push(FieldError::new("spec.filename", format!("invalid file name {f:?}: a plain file name with no path, spaces, ':' or ','")));
+    } else {
+        let lower = f.to_ascii_lowercase();
+        let exts = artifact_extensions(kind);
+        if !exts.iter().any(|e| lower.ends_with(e) && lower.len() > e.len()) {
+            errs.push(FieldError::new(
+                "spec.filename",
+                format!("file name {f:?} has the wrong extension for a {kind}: PVE accepts {}", exts.join(", ")),
+            ));
+        }
+    }
+    if let Err(e) = check_url(&s.url) {
+        errs.push(FieldError::new("spec.url", e));
+    }
+    if let Some(c) = &s.checksum {
+        let alg = c.algorithm.to_ascii_lowercase();
+        let hex_len = match alg.as_str() {
+            "md5" => 32,
+            "sha1" => 40,
+            "sha224" => 56,
+            "sha256" => 64,
+            "sha384" => 96,
+            "sha512" => 128,
+            _ => {
+                errs.push(FieldError::new("spec.checksum.algorithm", format!("invalid algorithm {:?}: use sha256, sha512, sha1 or md5", c.algorithm)));
+                0
+            }
+        };
+        if hex_len > 0 && !(c.value.len() == hex_len && c.value.bytes().all(|b| b.is_ascii_hexdigit())) {
+            errs.push(FieldError::new("spec.checksum.value", format!("a {alg} checksum is {hex_len} hex digits")));
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bdf_accepts_pves_forms() {
+        for ok in ["0000:17:00", "0000:17:00.0", "00:17.0", "00000:17:00", "1234:01:00.1"] {
+            assert!(check_bdf(ok), "{ok}");
+        }
+        for bad in ["zz:17.0", "0000:17:00.8", "17", ""] {
+            assert!(!check_bdf(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn urls_need_scheme_and_host() {
+        assert!(check_url("https://example.org/a.iso").is_ok());
+        assert!(check_url("http://10.0.0.1:8080/x").is_ok());
+        assert!(check_url("ftp://example.org/a.iso").is_err());
+        assert!(check_url("https:///a.iso").is_err());
+        assert!(check_url("https://host:99999/a").is_err());
+    }
+
+    #[test]
+    fn depends_on_parses_kind_and_name() {
+        let refs = parse_depends_on("ISO:debian-iso, VM:db").unwrap_or_default();
+        assert_eq!(refs.len(), 2);
+        assert!(parse_depends_on("Bogus:x").is_err());
+        assert!(parse_depends_on("ISO").is_err());
+    }
+}

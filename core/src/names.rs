@@ -1,0 +1,331 @@
+//! Identifiers that reach PVE URL paths, volume ids or file names.
+//!
+//! Every one is validated against a strict pattern when it is built, so the
+//! planner and the adapters never see a raw string they must re-check
+//! (a name containing `/` must never become a path segment). This module
+//! owns those patterns and nothing else.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// Why a text is not a valid identifier of some sort. The message says what
+/// would be valid, so it can go straight into a diagnostic.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct NameError(pub String);
+
+/// The seven manifest kinds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum Kind {
+    VM,
+    TemplateVM,
+    LXC,
+    TemplateCT,
+    ISO,
+    CTTemplate,
+    DiskImage,
+}
+
+impl Kind {
+    pub const ALL: [Kind; 7] = [
+        Kind::VM,
+        Kind::TemplateVM,
+        Kind::LXC,
+        Kind::TemplateCT,
+        Kind::ISO,
+        Kind::CTTemplate,
+        Kind::DiskImage,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::VM => "VM",
+            Kind::TemplateVM => "TemplateVM",
+            Kind::LXC => "LXC",
+            Kind::TemplateCT => "TemplateCT",
+            Kind::ISO => "ISO",
+            Kind::CTTemplate => "CTTemplate",
+            Kind::DiskImage => "DiskImage",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.as_str() == s)
+    }
+
+    /// The repository directory that holds manifests of this kind (§2.1).
+    pub fn dir(self) -> &'static str {
+        match self {
+            Kind::VM => "vm",
+            Kind::TemplateVM => "templatevm",
+            Kind::LXC => "lxc",
+            Kind::TemplateCT => "templatect",
+            Kind::ISO => "iso",
+            Kind::CTTemplate => "ctt",
+            Kind::DiskImage => "diskimage",
+        }
+    }
+
+    pub fn from_dir(dir: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.dir() == dir)
+    }
+
+    /// Guests carry a vmid on a node; artifacts are files in storage.
+    pub fn is_guest(self) -> bool {
+        matches!(self, Kind::VM | Kind::TemplateVM | Kind::LXC | Kind::TemplateCT)
+    }
+
+    pub fn is_artifact(self) -> bool {
+        !self.is_guest()
+    }
+
+    pub fn is_template(self) -> bool {
+        matches!(self, Kind::TemplateVM | Kind::TemplateCT)
+    }
+
+    /// qemu guests (VM, TemplateVM) versus containers (LXC, TemplateCT).
+    pub fn is_qemu(self) -> bool {
+        matches!(self, Kind::VM | Kind::TemplateVM)
+    }
+
+    pub fn is_lxc(self) -> bool {
+        matches!(self, Kind::LXC | Kind::TemplateCT)
+    }
+
+    /// The PVE storage content type of an artifact kind.
+    pub fn content_type(self) -> Option<&'static str> {
+        match self {
+            Kind::ISO => Some("iso"),
+            Kind::CTTemplate => Some("vztmpl"),
+            Kind::DiskImage => Some("import"),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for Kind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+macro_rules! string_newtype {
+    ($(#[$m:meta])* $name:ident, $check:path) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+        #[serde(transparent)]
+        pub struct $name(String);
+
+        impl $name {
+            pub fn new(s: &str) -> Result<Self, NameError> {
+                $check(s)?;
+                Ok(Self(s.to_owned()))
+            }
+            pub fn as_str(&self) -> &str {
+                &self.0
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(&self.0)
+            }
+        }
+
+        impl std::str::FromStr for $name {
+            type Err = NameError;
+            fn from_str(s: &str) -> Result<Self, NameError> {
+                Self::new(s)
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = String::deserialize(d)?;
+                Self::new(&s).map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
+string_newtype!(
+    /// `metadata.name`: lowercase letters and digits, single dashes between them.
+    ResourceName,
+    check_resource_name
+);
+string_newtype!(
+    /// A cluster name: `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, 1–64 characters (§3.4).
+    ClusterName,
+    check_cluster_name
+);
+string_newtype!(
+    /// A PVE node name as it appears in `/nodes/{node}`: never a hostname.
+    NodeName,
+    check_node_name
+);
+string_newtype!(
+    /// A PVE storage id (`local`, `local-lvm`, `ceph_pool.1`).
+    StorageId,
+    check_storage_id
+);
+
+fn check_resource_name(s: &str) -> Result<(), NameError> {
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-')
+        && !s.contains("--");
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError(format!(
+            "invalid name {s:?}: use 1-63 lowercase letters and digits with single dashes between them, e.g. \"web-01\""
+        )))
+    }
+}
+
+fn check_cluster_name(s: &str) -> Result<(), NameError> {
+    let ok = !s.is_empty()
+        && s.len() <= 64
+        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError(format!(
+            "invalid cluster name {s:?}: use 1-64 lowercase letters, digits and '-', not starting or ending with '-'"
+        )))
+    }
+}
+
+fn check_node_name(s: &str) -> Result<(), NameError> {
+    // PVE node names are DNS labels: letters, digits and '-'.
+    let ok = !s.is_empty()
+        && s.len() <= 63
+        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        && !s.starts_with('-')
+        && !s.ends_with('-');
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError(format!(
+            "invalid node name {s:?}: a PVE node name is 1-63 letters, digits and '-' (no spaces, dots or '/')"
+        )))
+    }
+}
+
+fn check_storage_id(s: &str) -> Result<(), NameError> {
+    // PVE's pve-storage-id format: ^[a-z][a-z0-9\-\_\.]*[a-z0-9]$ (case-insensitive).
+    let b = s.as_bytes();
+    let ok = b.len() >= 2
+        && b.len() <= 64
+        && b[0].is_ascii_alphabetic()
+        && b[b.len() - 1].is_ascii_alphanumeric()
+        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+    if ok {
+        Ok(())
+    } else {
+        Err(NameError(format!(
+            "invalid storage id {s:?}: a letter, then letters, digits, '-', '_' or '.', ending in a letter or digit"
+        )))
+    }
+}
+
+/// A PVE guest id. PVE accepts 100..=999_999_999; ProxOps never allocates one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Vmid(u32);
+
+impl Vmid {
+    pub const MIN: u32 = 100;
+    pub const MAX: u32 = 999_999_999;
+
+    pub fn new(n: u64) -> Result<Vmid, NameError> {
+        if (Vmid::MIN as u64..=Vmid::MAX as u64).contains(&n) {
+            Ok(Vmid(n as u32))
+        } else {
+            Err(NameError(format!(
+                "invalid vmid {n}: PVE guest ids are whole numbers from {} to {}",
+                Vmid::MIN,
+                Vmid::MAX
+            )))
+        }
+    }
+
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl fmt::Display for Vmid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+impl<'de> Deserialize<'de> for Vmid {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let n = i64::deserialize(d)?;
+        if n < 0 {
+            return Err(serde::de::Error::custom(format!(
+                "invalid vmid {n}: PVE guest ids are whole numbers from {} to {}",
+                Vmid::MIN,
+                Vmid::MAX
+            )));
+        }
+        Vmid::new(n as u64).map_err(serde::de::Error::custom)
+    }
+}
+
+/// `Kind/name`: ProxOps' own identity of a desired object (§5).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub struct Ref {
+    pub kind: Kind,
+    pub name: ResourceName,
+}
+
+impl fmt::Display for Ref {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_names_are_lowercase_with_single_dashes() {
+        assert!(ResourceName::new("web-01").is_ok());
+        for bad in ["", "Web", "-a", "a-", "a--b", "a_b", "a/b", "a.b"] {
+            assert!(ResourceName::new(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn node_names_never_hold_a_slash_or_dot() {
+        assert!(NodeName::new("pve-01").is_ok());
+        for bad in ["", "pve 1", "pve/1", "pve.example.com"] {
+            assert!(NodeName::new(bad).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn vmid_range_is_pves() {
+        assert!(Vmid::new(99).is_err());
+        assert!(Vmid::new(100).is_ok());
+        assert!(Vmid::new(1_000_000_000).is_err());
+    }
+
+    #[test]
+    fn storage_ids_follow_pve_grammar() {
+        assert!(StorageId::new("local-lvm").is_ok());
+        assert!(StorageId::new("ceph_pool.1").is_ok());
+        for bad in ["", "1abc", "a", "a/b", "a:b"] {
+            assert!(StorageId::new(bad).is_err(), "{bad}");
+        }
+    }
+}

@@ -1,0 +1,271 @@
+//! Human quantities from manifests and configuration: byte sizes with units
+//! (`8GiB`, `512MiB`, `0.5GiB`, `1G`) and Go-style durations (`30s`, `5m`).
+//!
+//! These are the manifest's grammar, not PVE's: PVE's own size tokens
+//! (`size=32G`) live in `wire`.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+const KIB: u64 = 1024;
+const MIB: u64 = 1024 * KIB;
+const GIB: u64 = 1024 * MIB;
+
+/// A byte count parsed from a human quantity. Binary units `Ki/KiB … Pi/PiB`
+/// (×1024ⁿ), decimal units `K/KB … P/PB` (×1000ⁿ), a bare number is bytes;
+/// units are case-insensitive; a fraction is allowed when the result is a
+/// whole number of bytes (`0.5GiB`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Quantity(u64);
+
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct QuantityError(pub String);
+
+impl Quantity {
+    pub fn from_bytes(bytes: u64) -> Quantity {
+        Quantity(bytes)
+    }
+
+    pub fn bytes(self) -> u64 {
+        self.0
+    }
+
+    pub fn parse(text: &str) -> Result<Quantity, QuantityError> {
+        let t = text.trim();
+        let split = t
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(t.len());
+        let (num, unit) = t.split_at(split);
+        let unit = unit.trim();
+        let bad = || {
+            QuantityError(format!(
+                "invalid quantity {text:?}: use a number with a unit, e.g. \"512MiB\", \"8GiB\", \"0.5GiB\" (binary Ki/Mi/Gi/Ti/Pi, decimal K/M/G/T/P, bare number = bytes)"
+            ))
+        };
+        if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1 {
+            return Err(bad());
+        }
+        let mult: u64 = match unit.to_ascii_lowercase().as_str() {
+            "" | "b" => 1,
+            "ki" | "kib" => KIB,
+            "mi" | "mib" => MIB,
+            "gi" | "gib" => GIB,
+            "ti" | "tib" => GIB * KIB,
+            "pi" | "pib" => GIB * MIB,
+            "k" | "kb" => 1000,
+            "m" | "mb" => 1000_u64.pow(2),
+            "g" | "gb" => 1000_u64.pow(3),
+            "t" | "tb" => 1000_u64.pow(4),
+            "p" | "pb" => 1000_u64.pow(5),
+            _ => return Err(bad()),
+        };
+        let (int_part, frac_part) = match num.split_once('.') {
+            Some((i, f)) => (i, f),
+            None => (num, ""),
+        };
+        let int: u64 = int_part.parse().map_err(|_| bad())?;
+        let mut total = int.checked_mul(mult).ok_or_else(|| too_large(text))?;
+        if !frac_part.is_empty() {
+            // Exact decimal arithmetic: frac / 10^len * mult must be whole.
+            if frac_part.len() > 12 {
+                return Err(bad());
+            }
+            let frac: u128 = frac_part.parse().map_err(|_| bad())?;
+            let scale = 10_u128.pow(frac_part.len() as u32);
+            let scaled = frac * mult as u128;
+            if scaled % scale != 0 {
+                return Err(QuantityError(format!(
+                    "invalid quantity {text:?}: the fraction is not a whole number of bytes"
+                )));
+            }
+            let add = u64::try_from(scaled / scale).map_err(|_| too_large(text))?;
+            total = total.checked_add(add).ok_or_else(|| too_large(text))?;
+        }
+        Ok(Quantity(total))
+    }
+
+    /// Whole MiB, or `None` when the value is not a whole number of MiB.
+    pub fn whole_mib(self) -> Option<u64> {
+        (self.0 % MIB == 0).then_some(self.0 / MIB)
+    }
+
+    /// GiB as PVE's volume-allocation syntax wants it (`50`, `0.5`).
+    /// Trailing zeros trimmed; exact for every multiple of 1 KiB.
+    pub fn gib_text(self) -> String {
+        let whole = self.0 / GIB;
+        let rem = self.0 % GIB;
+        if rem == 0 {
+            return whole.to_string();
+        }
+        // rem / 2^30 = rem * 5^30 / 10^30: exactly 30 decimal digits.
+        let mut frac = format!("{:030}", (rem as u128) * 5_u128.pow(30));
+        while frac.ends_with('0') {
+            frac.pop();
+        }
+        format!("{whole}.{frac}")
+    }
+}
+
+fn too_large(text: &str) -> QuantityError {
+    QuantityError(format!("invalid quantity {text:?}: too large"))
+}
+
+impl fmt::Display for Quantity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let b = self.0;
+        for (unit, size) in [("PiB", GIB * MIB), ("TiB", GIB * KIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
+            if b >= size && b % size == 0 {
+                return write!(f, "{}{unit}", b / size);
+            }
+        }
+        write!(f, "{b}")
+    }
+}
+
+impl<'de> Deserialize<'de> for Quantity {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Raw {
+            Int(u64),
+            Text(String),
+        }
+        match Raw::deserialize(d)? {
+            Raw::Int(n) => Ok(Quantity(n)),
+            Raw::Text(s) => Quantity::parse(&s).map_err(serde::de::Error::custom),
+        }
+    }
+}
+
+/// A Go-style duration (`90s`, `5m`, `1h30m`, `500ms`), kept in milliseconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct Duration(u64);
+
+impl Duration {
+    pub fn from_millis(ms: u64) -> Duration {
+        Duration(ms)
+    }
+
+    pub fn from_secs(s: u64) -> Duration {
+        Duration(s.saturating_mul(1000))
+    }
+
+    pub fn as_millis(self) -> u64 {
+        self.0
+    }
+
+    pub fn as_std(self) -> std::time::Duration {
+        std::time::Duration::from_millis(self.0)
+    }
+
+    pub fn parse(text: &str) -> Result<Duration, QuantityError> {
+        let bad = || {
+            QuantityError(format!(
+                "invalid duration {text:?}: use a number with a unit, e.g. \"30s\", \"5m\", \"1h30m\", \"500ms\""
+            ))
+        };
+        let t = text.trim();
+        if t.is_empty() {
+            return Err(bad());
+        }
+        if t == "0" {
+            return Ok(Duration(0));
+        }
+        let mut total: u64 = 0;
+        let mut rest = t;
+        while !rest.is_empty() {
+            let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            if digits == 0 {
+                return Err(bad());
+            }
+            let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
+            rest = &rest[digits..];
+            let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+            let mult = match &rest[..unit_len] {
+                "ms" => 1,
+                "s" => 1000,
+                "m" => 60_000,
+                "h" => 3_600_000,
+                _ => return Err(bad()),
+            };
+            rest = &rest[unit_len..];
+            total = n
+                .checked_mul(mult)
+                .and_then(|v| total.checked_add(v))
+                .ok_or_else(bad)?;
+        }
+        Ok(Duration(total))
+    }
+}
+
+impl fmt::Display for Duration {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let ms = self.0;
+        if ms % 3_600_000 == 0 && ms > 0 {
+            write!(f, "{}h", ms / 3_600_000)
+        } else if ms % 60_000 == 0 && ms > 0 {
+            write!(f, "{}m", ms / 60_000)
+        } else if ms % 1000 == 0 {
+            write!(f, "{}s", ms / 1000)
+        } else {
+            write!(f, "{ms}ms")
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for Duration {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        Duration::parse(&s).map_err(serde::de::Error::custom)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn binary_and_decimal_units() {
+        assert_eq!(Quantity::parse("8GiB").unwrap().bytes(), 8 * GIB);
+        assert_eq!(Quantity::parse("8gi").unwrap().bytes(), 8 * GIB);
+        assert_eq!(Quantity::parse("1G").unwrap().bytes(), 1_000_000_000);
+        assert_eq!(Quantity::parse("512").unwrap().bytes(), 512);
+        assert_eq!(Quantity::parse("0.5GiB").unwrap().bytes(), GIB / 2);
+    }
+
+    #[test]
+    fn bad_quantities_say_what_is_valid() {
+        for bad in ["", "GiB", "8 bananas", "1.2.3G", "-1G", ".5G", "0.1B"] {
+            let e = Quantity::parse(bad).unwrap_err();
+            assert!(e.0.contains("invalid quantity"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn memory_must_be_whole_mib() {
+        assert_eq!(Quantity::parse("8GiB").unwrap().whole_mib(), Some(8192));
+        assert_eq!(Quantity::parse("1000").unwrap().whole_mib(), None);
+    }
+
+    #[test]
+    fn gib_text_for_pve_allocation() {
+        assert_eq!(Quantity::parse("50GiB").unwrap().gib_text(), "50");
+        assert_eq!(Quantity::parse("0.5GiB").unwrap().gib_text(), "0.5");
+        assert_eq!(Quantity::parse("4MiB").unwrap().gib_text(), "0.00390625");
+    }
+
+    #[test]
+    fn go_durations() {
+        assert_eq!(Duration::parse("30s").unwrap().as_millis(), 30_000);
+        assert_eq!(Duration::parse("1h30m").unwrap().as_millis(), 5_400_000);
+        assert_eq!(Duration::parse("500ms").unwrap().as_millis(), 500);
+        assert!(Duration::parse("30").is_err());
+        assert!(Duration::parse("1d").is_err());
+        assert_eq!(Duration::parse("30m").unwrap().to_string(), "30m");
+    }
+}
