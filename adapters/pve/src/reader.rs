@@ -1,0 +1,394 @@
+//! The snapshot reader: one cluster's PVE state read into a `LiveSnapshot`.
+//!
+//! Requests, for N guests and S (node, storage) pairs: exactly one
+//! `GET /cluster/resources`, then one `GET /nodes/{n}/{qemu|lxc}/{id}/config`
+//! per guest on an online node in scope, then one bare
+//! `GET /nodes/{n}/storage/{s}/content` per requested pair (never the
+//! per-type `…/content/iso` form: PVE 9.2 answers 500 there on dir storage
+//! [PROBE]). Config and content reads run with bounded concurrency; results
+//! are assembled in a fixed order whatever the timing.
+//!
+//! **Architecture Invariant:** a read that failed stays a failure. Only a
+//! config read PVE answers with "does not exist" drops a guest (it vanished
+//! between the two reads); every other failure is kept in the snapshot.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use proxops_core::live::{
+    GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
+};
+use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
+
+use crate::transport::{Request, Response, Transport, TransportError, encode_segment};
+
+/// What to read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ReadScope {
+    /// Nodes ProxOps may look at; `None` = every node. Rows on other nodes
+    /// are ignored.
+    pub allowlist: Option<BTreeSet<NodeName>>,
+    /// The (node, storage) pairs whose content the desired artifacts need.
+    pub storages: BTreeSet<(NodeName, StorageId)>,
+    /// Most config/content reads in flight at once (0 is treated as 1).
+    pub concurrency: usize,
+}
+
+impl ReadScope {
+    pub const DEFAULT_CONCURRENCY: usize = 4;
+
+    fn allows(&self, node: &NodeName) -> bool {
+        self.allowlist.as_ref().is_none_or(|a| a.contains(node))
+    }
+}
+
+impl Default for ReadScope {
+    fn default() -> ReadScope {
+        ReadScope {
+            allowlist: None,
+            storages: BTreeSet::new(),
+            concurrency: ReadScope::DEFAULT_CONCURRENCY,
+        }
+    }
+}
+
+/// The cluster could not be read at all: no snapshot, the cluster's cycle
+/// aborts.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReadError {
+    #[error("cluster inventory unreadable: {0}")]
+    ClusterResources(ReadFailure),
+}
+
+const RESOURCES_PATH: &str = "/cluster/resources";
+
+/// Reads one cluster's live state. See the module docs for the requests.
+pub fn read_snapshot(
+    transport: &dyn Transport,
+    scope: &ReadScope,
+) -> Result<LiveSnapshot, ReadError> {
+    let resources = Request::get(RESOURCES_PATH);
+    let what = describe(&resources);
+    let response = transport.call(&resources).map_err(|e| {
+        ReadError::ClusterResources(ReadFailure {
+            what: what.clone(),
+            message: e.to_string(),
+        })
+    })?;
+    if !response.is_success() {
+        return Err(ReadError::ClusterResources(ReadFailure {
+            what,
+            message: status_message(&response),
+        }));
+    }
+    let rows = response.data().as_array().ok_or_else(|| {
+        ReadError::ClusterResources(ReadFailure {
+            what: what.clone(),
+            message: "expected a JSON array in data".into(),
+        })
+    })?;
+
+    let mut snap = LiveSnapshot::default();
+    let mut failures: Vec<ReadFailure> = Vec::new();
+    // Guests whose resource row could not be fully read: no config read.
+    let mut row_problems: BTreeMap<(NodeName, Vmid), String> = BTreeMap::new();
+
+    for row in rows {
+        let text = |k: &str| row.get(k).and_then(json_to_text);
+        let (Some(kind), Some(node_text)) = (text("type"), text("node")) else {
+            continue;
+        };
+        let Ok(node) = NodeName::new(&node_text) else {
+            failures.push(ReadFailure {
+                what: what.clone(),
+                message: format!("ignored a row with node name {node_text:?}"),
+            });
+            continue;
+        };
+        if !scope.allows(&node) {
+            continue;
+        }
+        if kind == "node" {
+            snap.nodes
+                .insert(node, NodeState::from_status(text("status").as_deref()));
+            continue;
+        }
+        let Some(guest_type) = GuestType::from_resource_type(&kind) else {
+            continue;
+        };
+        let Some(vmid_value) = row.get("vmid").filter(|v| !v.is_null()) else {
+            continue;
+        };
+        let vmid = match json_vmid(vmid_value) {
+            Ok(v) => v,
+            Err(e) => {
+                failures.push(ReadFailure {
+                    what: what.clone(),
+                    message: format!("ignored a {kind} row on {node}: {e}"),
+                });
+                continue;
+            }
+        };
+        let mut problems = Vec::new();
+        let template = json_template_flag(row.get("template")).unwrap_or_else(|e| {
+            problems.push(e.to_string());
+            false
+        });
+        let tags = match row.get("tags").and_then(json_to_text) {
+            None => TagSet::default(),
+            Some(t) => TagSet::parse(&t).unwrap_or_else(|e| {
+                problems.push(e.to_string());
+                TagSet::default()
+            }),
+        };
+        if !problems.is_empty() {
+            row_problems.insert((node.clone(), vmid), problems.join("; "));
+        }
+        let guest = LiveGuest {
+            node: node.clone(),
+            vmid,
+            guest_type,
+            name: text("name").unwrap_or_default(),
+            template,
+            power: Power::from_status(text("status").as_deref()),
+            lock: text("lock").filter(|l| !l.is_empty()),
+            tags,
+            config: Err(ReadFailure {
+                what: String::new(),
+                message: "not read".into(),
+            }),
+        };
+        snap.guests.insert((node, vmid), guest);
+    }
+    // Nodes the scope names or guests sit on, but PVE listed no node row for.
+    let mentioned: Vec<NodeName> = scope
+        .allowlist
+        .iter()
+        .flatten()
+        .cloned()
+        .chain(snap.guests.keys().map(|(n, _)| n.clone()))
+        .collect();
+    for n in mentioned {
+        snap.nodes.entry(n).or_insert(NodeState::Unknown);
+    }
+
+    // Plan the per-guest and per-storage reads.
+    let mut jobs: Vec<Request> = Vec::new();
+    let mut config_jobs: Vec<((NodeName, Vmid), usize)> = Vec::new();
+    for (key, guest) in snap.guests.iter_mut() {
+        let req = Request::get(format!(
+            "/nodes/{}/{}/{}/config",
+            encode_segment(guest.node.as_str()),
+            guest.guest_type.path_segment(),
+            guest.vmid
+        ));
+        let what = describe(&req);
+        if let Some(problem) = row_problems.get(key) {
+            guest.config = Err(ReadFailure {
+                what: describe(&resources),
+                message: problem.clone(),
+            });
+            continue;
+        }
+        match snap
+            .nodes
+            .get(&guest.node)
+            .copied()
+            .unwrap_or(NodeState::Unknown)
+        {
+            NodeState::Online => {
+                config_jobs.push((key.clone(), jobs.len()));
+                jobs.push(req);
+            }
+            state => {
+                guest.config = Err(ReadFailure {
+                    what,
+                    message: node_not_readable(&guest.node, state),
+                })
+            }
+        }
+    }
+    let mut storage_jobs: Vec<((NodeName, StorageId), usize)> = Vec::new();
+    for (node, storage) in &scope.storages {
+        let req = Request::get(format!(
+            "/nodes/{}/storage/{}/content",
+            encode_segment(node.as_str()),
+            encode_segment(storage.as_str())
+        ));
+        let what = describe(&req);
+        let key = (node.clone(), storage.clone());
+        if !scope.allows(node) {
+            snap.storage.insert(
+                key,
+                Err(ReadFailure {
+                    what,
+                    message: format!("node {node} is outside the node allowlist"),
+                }),
+            );
+            continue;
+        }
+        match snap.nodes.get(node).copied().unwrap_or(NodeState::Unknown) {
+            NodeState::Online => {
+                storage_jobs.push((key, jobs.len()));
+                jobs.push(req);
+            }
+            state => {
+                snap.storage.insert(
+                    key,
+                    Err(ReadFailure {
+                        what,
+                        message: node_not_readable(node, state),
+                    }),
+                );
+            }
+        }
+    }
+
+    let mut results = run_bounded(transport, &jobs, scope.concurrency);
+
+    for (key, idx) in config_jobs {
+        let what = describe(&jobs[idx]);
+        let outcome = results[idx].take();
+        match read_config(what, outcome) {
+            ConfigRead::Vanished => {
+                snap.guests.remove(&key);
+            }
+            ConfigRead::Read(result) => {
+                if let Some(g) = snap.guests.get_mut(&key) {
+                    g.config = result;
+                }
+            }
+        }
+    }
+    for (key, idx) in storage_jobs {
+        let what = describe(&jobs[idx]);
+        let content = match results[idx].take() {
+            None => Err(ReadFailure {
+                what,
+                message: "read did not complete".into(),
+            }),
+            Some(Err(e)) => Err(ReadFailure {
+                what,
+                message: e.to_string(),
+            }),
+            Some(Ok(r)) if !r.is_success() => Err(ReadFailure {
+                what,
+                message: status_message(&r),
+            }),
+            Some(Ok(r)) => StorageContent::from_json(r.data()).map_err(|e| ReadFailure {
+                what,
+                message: e.to_string(),
+            }),
+        };
+        snap.storage.insert(key, content);
+    }
+
+    failures.extend(
+        snap.guests
+            .values()
+            .filter_map(|g| g.config.as_ref().err().cloned()),
+    );
+    failures.extend(
+        snap.storage
+            .values()
+            .filter_map(|c| c.as_ref().err().cloned()),
+    );
+    failures.sort();
+    failures.dedup();
+    snap.failures = failures;
+    Ok(snap)
+}
+
+enum ConfigRead {
+    Vanished,
+    Read(Result<LiveConfig, ReadFailure>),
+}
+
+fn read_config(what: String, outcome: Option<Result<Response, TransportError>>) -> ConfigRead {
+    let fail = |message: String| {
+        ConfigRead::Read(Err(ReadFailure {
+            what: what.clone(),
+            message,
+        }))
+    };
+    match outcome {
+        None => fail("read did not complete".into()),
+        Some(Err(e)) => fail(e.to_string()),
+        Some(Ok(r)) if is_not_found(&r) => ConfigRead::Vanished,
+        Some(Ok(r)) if !r.is_success() => fail(status_message(&r)),
+        Some(Ok(r)) => match LiveConfig::from_json(r.data()) {
+            Ok(c) => ConfigRead::Read(Ok(c)),
+            Err(e) => fail(e.to_string()),
+        },
+    }
+}
+
+/// PVE answers a config read of a guest that is gone with 500 "Configuration
+/// file '…' does not exist" (or 404 from some proxies). A 595 (node
+/// unreachable) is never "not found".
+fn is_not_found(r: &Response) -> bool {
+    r.status == 404 || (r.status == 500 && r.reason.to_ascii_lowercase().contains("does not exist"))
+}
+
+fn status_message(r: &Response) -> String {
+    let reason = r.reason.trim();
+    let mut m = if reason.is_empty() {
+        format!("HTTP {}", r.status)
+    } else {
+        format!("HTTP {} {reason}", r.status)
+    };
+    if let Some(errors) = r.body.get("errors").filter(|e| !e.is_null()) {
+        m.push_str(&format!(" {errors}"));
+    }
+    m
+}
+
+fn node_not_readable(node: &NodeName, state: NodeState) -> String {
+    match state {
+        NodeState::Offline => format!("node {node} is offline; not read"),
+        _ => format!("node {node} state is unknown; not read"),
+    }
+}
+
+fn describe(r: &Request) -> String {
+    format!("{} {}", r.method, r.path)
+}
+
+/// Runs `jobs` with at most `bound` calls in flight; result `i` belongs to
+/// job `i` (`None` if a worker died before finishing it).
+fn run_bounded(
+    transport: &dyn Transport,
+    jobs: &[Request],
+    bound: usize,
+) -> Vec<Option<Result<Response, TransportError>>> {
+    let results: Mutex<Vec<Option<Result<Response, TransportError>>>> =
+        Mutex::new(vec![None; jobs.len()]);
+    let next = AtomicUsize::new(0);
+    let work = || {
+        loop {
+            let i = next.fetch_add(1, Ordering::SeqCst);
+            let Some(job) = jobs.get(i) else { break };
+            let r = transport.call(job);
+            // A poisoned lock means another worker panicked; the vector
+            // itself is still whole.
+            results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
+        }
+    };
+    let workers = bound.max(1).min(jobs.len());
+    if workers > 0 {
+        std::thread::scope(|s| {
+            // The calling thread is one of the workers; if a thread cannot
+            // be spawned, fewer calls run at once (never more).
+            for _ in 1..workers {
+                let _ = std::thread::Builder::new()
+                    .name("pve-read".into())
+                    .spawn_scoped(s, work);
+            }
+            work();
+        });
+    }
+    results.into_inner().unwrap_or_else(|e| e.into_inner())
+}

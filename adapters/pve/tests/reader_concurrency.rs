@@ -1,0 +1,93 @@
+//! Config and content reads never exceed the concurrency bound.
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use proxops_core::names::{NodeName, StorageId};
+use proxops_pve::reader::{ReadScope, read_snapshot};
+use proxops_pve::transport::{Request, Response, Transport, TransportError};
+use serde_json::json;
+
+const GUESTS: u64 = 24;
+
+struct Gauge {
+    in_flight: AtomicUsize,
+    max: AtomicUsize,
+    calls: AtomicUsize,
+}
+
+impl Transport for Gauge {
+    fn call(&self, r: &Request) -> Result<Response, TransportError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        self.max.fetch_max(now, Ordering::SeqCst);
+        let data = if r.path == "/cluster/resources" {
+            let mut rows = vec![json!({"type": "node", "node": "pve1", "status": "online"})];
+            rows.extend((0..GUESTS).map(
+                |i| json!({"type": "qemu", "node": "pve1", "vmid": 100 + i, "status": "stopped"}),
+            ));
+            json!(rows)
+        } else if r.path.ends_with("/content") {
+            std::thread::sleep(Duration::from_millis(5));
+            json!([])
+        } else {
+            std::thread::sleep(Duration::from_millis(5));
+            json!({"memory": "1024"})
+        };
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        Ok(Response {
+            status: 200,
+            reason: "OK".into(),
+            body: json!({"data": data}),
+        })
+    }
+}
+
+fn read_with(bound: usize) -> (usize, usize) {
+    let g = Gauge {
+        in_flight: AtomicUsize::new(0),
+        max: AtomicUsize::new(0),
+        calls: AtomicUsize::new(0),
+    };
+    let scope = ReadScope {
+        allowlist: None,
+        storages: BTreeSet::from([
+            (
+                NodeName::new("pve1").unwrap(),
+                StorageId::new("local").unwrap(),
+            ),
+            (
+                NodeName::new("pve1").unwrap(),
+                StorageId::new("nfs-iso").unwrap(),
+            ),
+        ]),
+        concurrency: bound,
+    };
+    let snap = read_snapshot(&g, &scope).unwrap();
+    assert_eq!(snap.guests.len() as u64, GUESTS);
+    assert!(snap.failures.is_empty());
+    (g.max.load(Ordering::SeqCst), g.calls.load(Ordering::SeqCst))
+}
+
+#[test]
+fn reads_never_exceed_the_concurrency_bound() {
+    for bound in [1, 3, 4] {
+        let (max, calls) = read_with(bound);
+        assert!(max <= bound, "bound {bound}, saw {max} in flight");
+        assert_eq!(calls, 1 + GUESTS as usize + 2, "1 + N + S requests");
+    }
+}
+
+#[test]
+fn reads_do_run_in_parallel_up_to_the_bound() {
+    let (max, _) = read_with(4);
+    assert!(max > 1, "expected parallel reads, saw {max}");
+}
+
+#[test]
+fn zero_concurrency_still_reads_one_at_a_time() {
+    let (max, _) = read_with(0);
+    assert_eq!(max, 1);
+}

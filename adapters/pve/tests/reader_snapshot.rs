@@ -1,0 +1,328 @@
+//! The snapshot reader over replayed PVE answers shaped like real PVE
+//! (string `memory`, `a;b` tags, Perl key order, string vmids).
+#![allow(clippy::unwrap_used)]
+
+use std::collections::BTreeSet;
+use std::sync::Mutex;
+
+use proxops_core::live::{GuestType, NodeState, Power};
+use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::wire::{Drive, QemuNet};
+use proxops_pve::reader::{ReadError, ReadScope, read_snapshot};
+use proxops_pve::replay::ReplayTransport;
+use proxops_pve::transport::{Request, Response, Transport, TransportError};
+use serde_json::{Value, json};
+
+fn node(s: &str) -> NodeName {
+    NodeName::new(s).unwrap()
+}
+
+fn vmid(n: u64) -> Vmid {
+    Vmid::new(n).unwrap()
+}
+
+fn ok(path: &str, data: Value) -> Value {
+    json!({"method": "GET", "path": path, "query": "", "status": 200, "reason": "OK", "body": {"data": data}})
+}
+
+fn fail(path: &str, status: u16, reason: &str) -> Value {
+    json!({"method": "GET", "path": path, "query": "", "status": status, "reason": reason, "body": {"data": null}})
+}
+
+fn replay(responses: Vec<Value>) -> ReplayTransport {
+    let rec = json!({"format": "proxops-recording/v1", "cluster": "lab", "responses": responses});
+    ReplayTransport::from_json(rec.to_string().as_bytes()).unwrap()
+}
+
+fn resources() -> Value {
+    json!([
+        {"maxdisk": 482713534464u64, "cpu": 0.0054917623564653, "node": "pve1", "type": "node", "id": "node/pve1", "status": "online", "level": ""},
+        {"id": "node/pve2", "type": "node", "node": "pve2", "status": "offline"},
+        {"netout": 545248946, "type": "qemu", "name": "web-01", "node": "pve1", "maxdisk": 34359738368u64, "vmid": 100, "status": "running", "template": 0, "id": "qemu/100", "tags": "proxops;web"},
+        {"id": "qemu/101", "status": "stopped", "template": 1, "name": "tmpl", "type": "qemu", "vmid": 101, "node": "pve1"},
+        {"type": "lxc", "vmid": "106", "node": "pve1", "name": "ct-01", "status": "stopped", "id": "lxc/106", "lock": "backup"},
+        {"type": "qemu", "vmid": 200, "node": "pve2", "name": "far", "status": "running", "id": "qemu/200"},
+        {"type": "storage", "id": "storage/pve1/local", "storage": "local", "node": "pve1", "content": "backup,vztmpl,iso", "status": "available"},
+        {"type": "qemu", "name": "no-node", "vmid": 300},
+        {"type": "sdn", "id": "sdn/pve1/localnetwork", "node": "pve1", "sdn": "localnetwork"}
+    ])
+}
+
+fn qemu100() -> Value {
+    json!({"smbios1": "uuid=42ecc256-a7c5-4d93-b630-0e7a06c051c2", "cpu": "host", "net0": "virtio=BC:24:11:4E:8F:D1,bridge=vmbr0,firewall=1",
+        "scsi0": "local-zfs:vm-100-disk-1,discard=on,size=160G,ssd=1", "digest": "18389648fd69603dd93ab0c443e1f32267f6c436",
+        "memory": "4096", "cores": 4, "onboot": 1, "tags": "proxops;web", "boot": "order=scsi0"})
+}
+
+fn full() -> Vec<Value> {
+    vec![
+        ok("/cluster/resources", resources()),
+        ok("/nodes/pve1/qemu/100/config", qemu100()),
+        ok(
+            "/nodes/pve1/qemu/101/config",
+            json!({"memory": 8192, "template": 1, "digest": "a2019681a11059dc5602d474c3443b907db213b7", "ide2": "none,media=cdrom"}),
+        ),
+        ok(
+            "/nodes/pve1/lxc/106/config",
+            json!({"hostname": "ct-01", "memory": 512, "rootfs": "local-lvm:vm-106-disk-0,size=8G", "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth", "lxc": [["lxc.apparmor.profile", "unconfined"]]}),
+        ),
+        ok(
+            "/nodes/pve1/storage/local/content",
+            json!([
+                {"ctime": "1700000000", "volid": "local:iso/debian-13.1.0-amd64-netinst.iso", "content": "iso", "format": "iso", "size": 663748608},
+                {"volid": "local:vztmpl/debian-13-standard_13.6.1-1_amd64.tar.zst", "size": 1.2e8, "content": "vztmpl", "format": "tzst", "ctime": 1700000001}
+            ]),
+        ),
+    ]
+}
+
+fn scope_with_storage() -> ReadScope {
+    ReadScope {
+        storages: BTreeSet::from([
+            (node("pve1"), StorageId::new("local").unwrap()),
+            (node("pve2"), StorageId::new("local").unwrap()),
+        ]),
+        ..ReadScope::default()
+    }
+}
+
+/// Counts and logs calls to an inner transport.
+struct Counting<T> {
+    inner: T,
+    calls: Mutex<Vec<String>>,
+}
+
+impl<T: Transport> Transport for Counting<T> {
+    fn call(&self, r: &Request) -> Result<Response, TransportError> {
+        self.calls
+            .lock()
+            .unwrap()
+            .push(format!("{} {}", r.method, r.path));
+        self.inner.call(r)
+    }
+}
+
+#[test]
+fn snapshot_reads_nodes_guests_configs_and_storage() {
+    let t = Counting {
+        inner: replay(full()),
+        calls: Mutex::new(vec![]),
+    };
+    let snap = read_snapshot(&t, &scope_with_storage()).unwrap();
+
+    assert_eq!(snap.nodes.get(&node("pve1")), Some(&NodeState::Online));
+    assert_eq!(snap.nodes.get(&node("pve2")), Some(&NodeState::Offline));
+    assert_eq!(
+        snap.guests.len(),
+        4,
+        "rows without node are ignored, sdn rows too"
+    );
+
+    let web = snap.guest(&node("pve1"), vmid(100)).unwrap();
+    assert_eq!(
+        (web.guest_type, web.power, web.template),
+        (GuestType::Qemu, Power::Running, false)
+    );
+    assert_eq!(web.tags.to_wire(), "proxops;web");
+    let cfg = web.config.as_ref().unwrap();
+    assert_eq!(cfg.memory_mib().unwrap().unwrap(), 4096);
+    assert_eq!(
+        cfg.digest.as_deref(),
+        Some("18389648fd69603dd93ab0c443e1f32267f6c436")
+    );
+    let nic: QemuNet = cfg.typed("net0").unwrap().unwrap();
+    assert_eq!(nic.mac.unwrap().to_wire(), "bc:24:11:4e:8f:d1");
+    let disk: Drive = cfg.typed("scsi0").unwrap().unwrap();
+    assert_eq!(disk.size.unwrap().get(), 160 << 30);
+
+    let tmpl = snap.guest(&node("pve1"), vmid(101)).unwrap();
+    assert!(tmpl.template);
+    assert!(tmpl.config.as_ref().unwrap().is_template().unwrap());
+
+    let ct = snap.guest(&node("pve1"), vmid(106)).unwrap();
+    assert_eq!(
+        (ct.guest_type, ct.power, ct.lock.as_deref()),
+        (GuestType::Lxc, Power::Stopped, Some("backup"))
+    );
+    assert_eq!(
+        ct.config.as_ref().unwrap().get("lxc"),
+        Some("lxc.apparmor.profile: unconfined")
+    );
+
+    let local = snap
+        .storage_content(&node("pve1"), &StorageId::new("local").unwrap())
+        .unwrap()
+        .as_ref()
+        .unwrap();
+    assert!(local.has_file("iso", "debian-13.1.0-amd64-netinst.iso"));
+    assert!(local.has_file("vztmpl", "debian-13-standard_13.6.1-1_amd64.tar.zst"));
+
+    // 1 resources + 3 configs on the online node + 1 storage on the online node.
+    let calls = t.calls.lock().unwrap().clone();
+    assert_eq!(calls.len(), 1 + 3 + 1, "{calls:?}");
+    assert_eq!(calls[0], "GET /cluster/resources");
+    assert!(
+        calls.iter().all(|c| !c.contains("/content/")),
+        "never the per-type content path"
+    );
+}
+
+#[test]
+fn offline_node_keeps_failures_and_sends_no_request_there() {
+    let snap = read_snapshot(&replay(full()), &scope_with_storage()).unwrap();
+    let far = snap.guest(&node("pve2"), vmid(200)).unwrap();
+    let failure = far.config.as_ref().unwrap_err();
+    assert_eq!(failure.what, "GET /nodes/pve2/qemu/200/config");
+    assert!(failure.message.contains("offline"));
+    assert_eq!(far.power, Power::Running, "resource status still reported");
+    let st = snap
+        .storage_content(&node("pve2"), &StorageId::new("local").unwrap())
+        .unwrap();
+    assert!(st.is_err());
+    assert_eq!(snap.failures.len(), 2);
+}
+
+#[test]
+fn a_failed_config_read_stays_a_failure() {
+    let mut r = full();
+    r[1] = fail("/nodes/pve1/qemu/100/config", 500, "proxy loop detected");
+    r[4] = fail(
+        "/nodes/pve1/storage/local/content",
+        500,
+        "unable to activate storage",
+    );
+    let snap = read_snapshot(&replay(r), &scope_with_storage()).unwrap();
+    let web = snap.guest(&node("pve1"), vmid(100)).unwrap();
+    assert!(
+        web.config
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("500 proxy loop detected")
+    );
+    let st = snap
+        .storage_content(&node("pve1"), &StorageId::new("local").unwrap())
+        .unwrap();
+    assert!(
+        st.as_ref()
+            .unwrap_err()
+            .message
+            .contains("unable to activate storage")
+    );
+    assert!(
+        snap.failures
+            .iter()
+            .any(|f| f.what == "GET /nodes/pve1/qemu/100/config")
+    );
+}
+
+#[test]
+fn node_unreachable_595_is_a_failure_not_absence() {
+    let mut r = full();
+    r[2] = fail("/nodes/pve1/qemu/101/config", 595, "Connection refused");
+    let snap = read_snapshot(&replay(r), &ReadScope::default()).unwrap();
+    assert!(
+        snap.guest(&node("pve1"), vmid(101))
+            .unwrap()
+            .config
+            .is_err()
+    );
+}
+
+#[test]
+fn a_guest_whose_config_does_not_exist_vanished_and_is_dropped() {
+    let mut r = full();
+    r[2] = fail(
+        "/nodes/pve1/qemu/101/config",
+        500,
+        "Configuration file 'nodes/pve1/qemu-server/101.conf' does not exist",
+    );
+    let snap = read_snapshot(&replay(r), &ReadScope::default()).unwrap();
+    assert!(snap.guest(&node("pve1"), vmid(101)).is_none());
+    assert!(snap.guest(&node("pve1"), vmid(100)).is_some());
+}
+
+#[test]
+fn a_request_missing_from_the_recording_fails_closed() {
+    let mut r = full();
+    r.remove(3); // lxc 106 config
+    let t = replay(r);
+    let err = t
+        .call(&Request::get("/nodes/pve1/lxc/106/config"))
+        .unwrap_err();
+    assert!(matches!(err, TransportError::NotRecorded { .. }));
+    let snap = read_snapshot(&t, &ReadScope::default()).unwrap();
+    let ct = snap.guest(&node("pve1"), vmid(106)).unwrap();
+    assert!(
+        ct.config
+            .as_ref()
+            .unwrap_err()
+            .message
+            .contains("not in the recording")
+    );
+}
+
+#[test]
+fn unreadable_cluster_resources_aborts_the_cluster() {
+    let t = replay(vec![fail(
+        "/cluster/resources",
+        500,
+        "cluster not ready - no quorum?",
+    )]);
+    let err = read_snapshot(&t, &ReadScope::default()).unwrap_err();
+    let ReadError::ClusterResources(f) = err else {
+        panic!("unexpected error")
+    };
+    assert!(f.message.contains("no quorum"));
+    assert!(read_snapshot(&replay(vec![]), &ReadScope::default()).is_err());
+}
+
+#[test]
+fn allowlist_ignores_other_nodes_and_marks_unlisted_nodes_unknown() {
+    let scope = ReadScope {
+        allowlist: Some(BTreeSet::from([node("pve2"), node("pve9")])),
+        storages: BTreeSet::from([(node("pve1"), StorageId::new("local").unwrap())]),
+        concurrency: 2,
+    };
+    let t = Counting {
+        inner: replay(full()),
+        calls: Mutex::new(vec![]),
+    };
+    let snap = read_snapshot(&t, &scope).unwrap();
+    assert!(snap.nodes.get(&node("pve1")).is_none());
+    assert_eq!(snap.nodes.get(&node("pve9")), Some(&NodeState::Unknown));
+    assert_eq!(
+        snap.guests
+            .keys()
+            .map(|(n, v)| (n.as_str().to_owned(), v.get()))
+            .collect::<Vec<_>>(),
+        vec![("pve2".to_owned(), 200)]
+    );
+    assert!(
+        snap.storage_content(&node("pve1"), &StorageId::new("local").unwrap())
+            .unwrap()
+            .is_err()
+    );
+    assert_eq!(
+        t.calls.lock().unwrap().len(),
+        1,
+        "only /cluster/resources: pve2 is offline"
+    );
+}
+
+#[test]
+fn snapshot_is_deterministic_and_serialises() {
+    let a = read_snapshot(&replay(full()), &scope_with_storage()).unwrap();
+    let b = read_snapshot(
+        &replay(full()),
+        &ReadScope {
+            concurrency: 1,
+            ..scope_with_storage()
+        },
+    )
+    .unwrap();
+    assert_eq!(a, b);
+    let ja = serde_json::to_string(&a).unwrap();
+    assert_eq!(ja, serde_json::to_string(&b).unwrap());
+    assert!(ja.contains("\"guests\":[{"));
+}
