@@ -1,0 +1,302 @@
+//! PVE credentials and the login ticket they turn into.
+//!
+//! Owns the two ways ProxOps authenticates (an API token, or a user and
+//! password exchanged for a ticket) and the rule for when a ticket is renewed.
+//! Credentials are parsed here, at the edge, so the transport never sends a
+//! malformed header.
+//!
+//! **Architecture Invariant:** a secret (token secret, password, ticket, CSRF
+//! token) never appears in `Debug` output, an error message or a log line:
+//! it lives in `Secret`, whose `Debug` prints `<redacted>` and which has no
+//! `Display`.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// A value that must never be shown: `Debug` prints `<redacted>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(value: impl Into<String>) -> Secret {
+        Secret(value.into())
+    }
+
+    /// The secret itself, for the one place that sends it.
+    pub fn expose(&self) -> &str {
+        &self.0
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+}
+
+impl fmt::Debug for Secret {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("<redacted>")
+    }
+}
+
+impl From<String> for Secret {
+    fn from(value: String) -> Secret {
+        Secret(value)
+    }
+}
+
+impl From<&str> for Secret {
+    fn from(value: &str) -> Secret {
+        Secret(value.to_owned())
+    }
+}
+
+/// Credentials that cannot be used. The text names the field, never its value
+/// when that value is secret.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CredentialError {
+    #[error("the PVE user is empty")]
+    MissingUser,
+    #[error("the PVE user {0:?} has no realm (expected user@realm, e.g. root@pam)")]
+    NoRealm(String),
+    #[error("the API token id is empty")]
+    MissingTokenId,
+    #[error("the API token secret is empty")]
+    MissingTokenSecret,
+    #[error("the password is empty")]
+    MissingPassword,
+    #[error("the {0} contains a character PVE does not allow there")]
+    InvalidCharacter(&'static str),
+    #[error("the composed token value is not of the form user@realm!tokenid=secret")]
+    MalformedTokenValue,
+}
+
+/// A PVE API token: `<user>!<token id>=<secret>`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct ApiToken {
+    user: String,
+    token_id: String,
+    secret: Secret,
+}
+
+impl ApiToken {
+    /// From the three config fields `pve.user`, `pve.token-id`, `pve.token`.
+    pub fn new(user: &str, token_id: &str, secret: Secret) -> Result<ApiToken, CredentialError> {
+        let user = user.trim();
+        let token_id = token_id.trim();
+        if user.is_empty() {
+            return Err(CredentialError::MissingUser);
+        }
+        if !plain(user, &['!', '=']) {
+            return Err(CredentialError::InvalidCharacter("PVE user"));
+        }
+        if !user.contains('@') {
+            return Err(CredentialError::NoRealm(user.to_owned()));
+        }
+        if token_id.is_empty() {
+            return Err(CredentialError::MissingTokenId);
+        }
+        if !plain(token_id, &['!', '=', '@']) {
+            return Err(CredentialError::InvalidCharacter("API token id"));
+        }
+        if secret.is_empty() {
+            return Err(CredentialError::MissingTokenSecret);
+        }
+        if !plain(secret.expose(), &[]) {
+            return Err(CredentialError::InvalidCharacter("API token secret"));
+        }
+        Ok(ApiToken { user: user.to_owned(), token_id: token_id.to_owned(), secret })
+    }
+
+    /// From a composed `pve.token-value` / `PROXOPS_PVE_TOKEN_VALUE`:
+    /// `user@realm!tokenid=secret`.
+    pub fn from_token_value(value: &Secret) -> Result<ApiToken, CredentialError> {
+        let text = value.expose().trim();
+        let (id, secret) = text.split_once('=').ok_or(CredentialError::MalformedTokenValue)?;
+        let (user, token_id) = id.split_once('!').ok_or(CredentialError::MalformedTokenValue)?;
+        ApiToken::new(user, token_id, Secret::new(secret)).map_err(|e| match e {
+            CredentialError::MissingUser | CredentialError::MissingTokenId => CredentialError::MalformedTokenValue,
+            other => other,
+        })
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    pub fn token_id(&self) -> &str {
+        &self.token_id
+    }
+
+    /// The `Authorization` header value. Secret: never log it.
+    pub(crate) fn authorization(&self) -> Secret {
+        Secret(format!("PVEAPIToken={}!{}={}", self.user, self.token_id, self.secret.expose()))
+    }
+}
+
+impl fmt::Debug for ApiToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ApiToken")
+            .field("user", &self.user)
+            .field("token_id", &self.token_id)
+            .field("secret", &self.secret)
+            .finish()
+    }
+}
+
+/// A user and password, exchanged for a ticket at `POST /access/ticket`.
+#[derive(Clone, PartialEq, Eq)]
+pub struct TicketLogin {
+    user: String,
+    password: Secret,
+}
+
+impl TicketLogin {
+    /// A bare user name is sent as is (PVE then assumes `@pam`).
+    pub fn new(user: &str, password: Secret) -> Result<TicketLogin, CredentialError> {
+        let user = user.trim();
+        if user.is_empty() {
+            return Err(CredentialError::MissingUser);
+        }
+        if !plain(user, &[]) {
+            return Err(CredentialError::InvalidCharacter("PVE user"));
+        }
+        if password.is_empty() {
+            return Err(CredentialError::MissingPassword);
+        }
+        Ok(TicketLogin { user: user.to_owned(), password })
+    }
+
+    pub fn user(&self) -> &str {
+        &self.user
+    }
+
+    /// The login form (`username`, `password`). Secret: never log it.
+    pub(crate) fn form(&self) -> Vec<(String, String)> {
+        vec![
+            ("username".to_owned(), self.user.clone()),
+            ("password".to_owned(), self.password.expose().to_owned()),
+        ]
+    }
+}
+
+impl fmt::Debug for TicketLogin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("TicketLogin").field("user", &self.user).field("password", &self.password).finish()
+    }
+}
+
+/// How the transport authenticates (`pve.auth`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Credentials {
+    Token(ApiToken),
+    Ticket(TicketLogin),
+}
+
+impl Credentials {
+    /// The PVE user these credentials act as (for messages).
+    pub fn user(&self) -> &str {
+        match self {
+            Credentials::Token(token) => token.user(),
+            Credentials::Ticket(login) => login.user(),
+        }
+    }
+}
+
+/// PVE tickets live two hours; renewing at 1 h 45 min leaves a margin for
+/// clock skew and for a long cycle that started just before expiry.
+pub const TICKET_RENEW_AFTER: Duration = Duration::from_secs(105 * 60);
+
+/// A ticket and its CSRF token, from a successful login.
+#[derive(Debug, Clone)]
+pub(crate) struct TicketSession {
+    pub(crate) ticket: Secret,
+    pub(crate) csrf: Secret,
+    obtained: Instant,
+}
+
+impl TicketSession {
+    /// Reads `data.ticket` and `data.CSRFPreventionToken` of a login answer.
+    pub(crate) fn from_login(body: &serde_json::Value, now: Instant) -> Option<TicketSession> {
+        let data = body.get("data")?;
+        let ticket = data.get("ticket")?.as_str()?;
+        let csrf = data.get("CSRFPreventionToken")?.as_str()?;
+        if !plain(ticket, &[';']) || !plain(csrf, &[]) {
+            return None;
+        }
+        Some(TicketSession { ticket: Secret::new(ticket), csrf: Secret::new(csrf), obtained: now })
+    }
+
+    /// True once the ticket is old enough to renew before using it again.
+    pub(crate) fn due_for_renewal(&self, now: Instant) -> bool {
+        now.saturating_duration_since(self.obtained) >= TICKET_RENEW_AFTER
+    }
+}
+
+/// Visible ASCII only (what an HTTP header value may carry without escaping),
+/// minus `forbidden`.
+fn plain(text: &str, forbidden: &[char]) -> bool {
+    text.chars().all(|c| c.is_ascii_graphic() && !forbidden.contains(&c))
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const SECRET: &str = "0b7a3c52-6f1e-4d2a-9c8b-3e5f7a9d1c24";
+
+    #[test]
+    fn token_header_is_pve_api_token_user_bang_id_equals_secret() {
+        let token = ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap();
+        assert_eq!(token.authorization().expose(), format!("PVEAPIToken=root@pam!proxops={SECRET}"));
+    }
+
+    #[test]
+    fn composed_token_value_parses_into_the_same_token() {
+        let composed = ApiToken::from_token_value(&Secret::new(format!("root@pam!proxops={SECRET}"))).unwrap();
+        assert_eq!(composed, ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap());
+        for bad in ["root@pam=x", "root@pam!=x", "!id=x", "root@pam!id", "root@pam!id="] {
+            assert!(ApiToken::from_token_value(&Secret::new(bad)).is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn token_user_without_realm_is_refused_with_a_hint() {
+        let err = ApiToken::new("root", "proxops", Secret::new(SECRET)).unwrap_err();
+        assert_eq!(err, CredentialError::NoRealm("root".into()));
+        assert!(err.to_string().contains("root@pam"));
+    }
+
+    #[test]
+    fn secrets_never_show_in_debug_or_errors() {
+        let token = ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap();
+        let login = TicketLogin::new("root@pam", Secret::new("hunter2-password")).unwrap();
+        let shown = format!("{token:?} {login:?} {:?} {:?}", Credentials::Token(token.clone()), token.authorization());
+        assert!(!shown.contains(SECRET), "{shown}");
+        assert!(!shown.contains("hunter2"), "{shown}");
+        assert!(shown.contains("<redacted>"));
+        let err = ApiToken::new("root@pam", "proxops", Secret::new(format!("{SECRET}\n"))).unwrap_err();
+        assert!(!err.to_string().contains(SECRET));
+        let err = ApiToken::from_token_value(&Secret::new(format!("root@pam{SECRET}"))).unwrap_err();
+        assert!(!err.to_string().contains(SECRET));
+    }
+
+    #[test]
+    fn empty_fields_are_named() {
+        assert_eq!(ApiToken::new("", "x", Secret::new("s")).unwrap_err(), CredentialError::MissingUser);
+        assert_eq!(ApiToken::new("a@pam", "", Secret::new("s")).unwrap_err(), CredentialError::MissingTokenId);
+        assert_eq!(ApiToken::new("a@pam", "x", Secret::new("")).unwrap_err(), CredentialError::MissingTokenSecret);
+        assert_eq!(TicketLogin::new("a@pam", Secret::new("")).unwrap_err(), CredentialError::MissingPassword);
+    }
+
+    #[test]
+    fn ticket_is_renewed_after_an_hour_and_three_quarters() {
+        let start = Instant::now();
+        let body = serde_json::json!({"data": {"ticket": "PVE:root@pam:1::x", "CSRFPreventionToken": "1:y"}});
+        let session = TicketSession::from_login(&body, start).unwrap();
+        assert!(!session.due_for_renewal(start + Duration::from_secs(104 * 60)));
+        assert!(session.due_for_renewal(start + TICKET_RENEW_AFTER));
+        assert!(TicketSession::from_login(&serde_json::json!({"data": null}), start).is_none());
+    }
+}

@@ -1,0 +1,16 @@
+//! The PVE adapter: transports (live, recording, replay), the snapshot
+//! reader, and the runner that drives core's execution state machine.
+//!
+//! **Architecture Invariant:** this crate turns PVE responses into core
+//! values and core actions into requests. It makes no decision of its own:
+//! what to create, update or prune is core's.
+
+pub mod transport;
+pub mod auth;
+pub mod breaker;
+mod connector;
+#[cfg(feature = "fakepve")]
+pub mod fakepve;
+pub mod live;
+pub mod retry;
+pub mod tls;

@@ -1,0 +1,338 @@
+//! Which PVE server certificates the live transport accepts.
+//!
+//! Owns the trust modes (`TlsTrust`) and turns one into a rustls client
+//! configuration. Verification is always on, except through the variant named
+//! `TlsTrust::DangerInsecure`, which a caller must pick by name and should warn
+//! about every cycle.
+//!
+//! **Architecture Invariant:** a server that fails verification is refused
+//! during the handshake, before any request byte (and so any credential) is
+//! sent. This module never weakens a mode silently: a CA file without a
+//! certificate, or a malformed fingerprint, is an error, not "trust anything".
+
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::sync::Arc;
+
+use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
+use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls_pki_types::pem::PemObject;
+use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
+use sha2::{Digest, Sha256};
+
+/// How the PVE endpoint's certificate is checked.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TlsTrust {
+    /// The operating system's trust store (the CAs `update-ca-certificates`
+    /// manages), so an internal CA the host already trusts works unchanged.
+    SystemRoots,
+    /// Only the certificates in this PEM file (`pve.ca-file`); it must hold at
+    /// least one. A self-signed server certificate can be its own CA here.
+    CaFile(PathBuf),
+    /// Accept exactly the server certificate whose SHA-256 fingerprint is this,
+    /// whoever issued it and whatever name it carries (PVE's default
+    /// self-signed node certificates). The handshake signature is still checked.
+    Fingerprint(Fingerprint),
+    /// Accept any certificate. Anyone on the path can read the API token or
+    /// ticket. Only for a lab, only when asked for by name.
+    DangerInsecure,
+}
+
+impl TlsTrust {
+    /// True for the one mode that does not authenticate the server.
+    pub fn is_insecure(&self) -> bool {
+        matches!(self, TlsTrust::DangerInsecure)
+    }
+}
+
+/// The SHA-256 fingerprint of a DER-encoded certificate.
+#[derive(Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Fingerprint([u8; 32]);
+
+impl Fingerprint {
+    /// The fingerprint of this certificate (DER bytes).
+    pub fn of_der(der: &[u8]) -> Fingerprint {
+        Fingerprint(Sha256::digest(der).into())
+    }
+
+    /// Parses `AA:BB:…` (as PVE and openssl print it) or plain hex, in any case.
+    pub fn parse(text: &str) -> Result<Fingerprint, TlsError> {
+        let trimmed = text.trim();
+        let hex: String = trimmed.chars().filter(|c| *c != ':').collect();
+        let bad = |why: &str| TlsError::Fingerprint(format!("{why} (expected 32 hex bytes, e.g. AA:BB:…)"));
+        if hex.len() != 64 {
+            return Err(bad(&format!("{} hex digits", hex.len())));
+        }
+        if trimmed.contains(':') && !colon_separated_pairs(trimmed) {
+            return Err(bad("colons must separate pairs of hex digits"));
+        }
+        let mut out = [0u8; 32];
+        for (i, byte) in out.iter_mut().enumerate() {
+            let pair = hex.get(2 * i..2 * i + 2).ok_or_else(|| bad("not ASCII hex"))?;
+            *byte = u8::from_str_radix(pair, 16).map_err(|_| bad("not hex"))?;
+        }
+        Ok(Fingerprint(out))
+    }
+
+    pub fn as_bytes(&self) -> &[u8; 32] {
+        &self.0
+    }
+}
+
+fn colon_separated_pairs(text: &str) -> bool {
+    text.split(':').all(|pair| pair.len() == 2)
+}
+
+impl FromStr for Fingerprint {
+    type Err = TlsError;
+    fn from_str(s: &str) -> Result<Fingerprint, TlsError> {
+        Fingerprint::parse(s)
+    }
+}
+
+/// `AA:BB:…`, uppercase, as PVE shows it.
+impl fmt::Display for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        for (i, b) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(":")?;
+            }
+            write!(f, "{b:02X}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Fingerprint {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "Fingerprint({self})")
+    }
+}
+
+/// A trust mode that cannot be set up.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum TlsError {
+    #[error("CA file {path}: {message}")]
+    CaFile { path: PathBuf, message: String },
+    #[error("invalid certificate fingerprint: {0}")]
+    Fingerprint(String),
+    #[error("system trust store: {0}")]
+    SystemRoots(String),
+    #[error("TLS setup: {0}")]
+    Setup(String),
+}
+
+/// The rustls client configuration for a trust mode (TLS 1.2 and 1.3, ring).
+pub(crate) fn client_config(trust: &TlsTrust) -> Result<Arc<ClientConfig>, TlsError> {
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let algorithms = provider.signature_verification_algorithms;
+    let builder = ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+        .map_err(|e| TlsError::Setup(e.to_string()))?;
+    let config = match trust {
+        TlsTrust::SystemRoots => builder.with_root_certificates(system_roots()?).with_no_client_auth(),
+        TlsTrust::CaFile(path) => builder.with_root_certificates(ca_file_roots(path)?).with_no_client_auth(),
+        TlsTrust::Fingerprint(pin) => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(PinnedCertificate { pin: *pin, algorithms }))
+            .with_no_client_auth(),
+        TlsTrust::DangerInsecure => builder
+            .dangerous()
+            .with_custom_certificate_verifier(Arc::new(AnyCertificate { algorithms }))
+            .with_no_client_auth(),
+    };
+    Ok(Arc::new(config))
+}
+
+fn system_roots() -> Result<RootCertStore, TlsError> {
+    let found = rustls_native_certs::load_native_certs();
+    let mut store = RootCertStore::empty();
+    let (added, _ignored) = store.add_parsable_certificates(found.certs);
+    if added == 0 {
+        let why = found.errors.first().map(|e| e.to_string()).unwrap_or_else(|| "no certificates found".into());
+        return Err(TlsError::SystemRoots(format!(
+            "{why}; install the ca-certificates package, or set pve.ca-file or a certificate fingerprint"
+        )));
+    }
+    Ok(store)
+}
+
+fn ca_file_roots(path: &Path) -> Result<RootCertStore, TlsError> {
+    let fail = |message: String| TlsError::CaFile { path: path.to_path_buf(), message };
+    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let mut store = RootCertStore::empty();
+    for cert in CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| fail(format!("not PEM: {e}")))?;
+        store.add(cert).map_err(|e| fail(format!("unusable certificate: {e}")))?;
+    }
+    if store.is_empty() {
+        return Err(fail("holds no PEM certificate".into()));
+    }
+    Ok(store)
+}
+
+/// Accepts exactly one end-entity certificate, by fingerprint.
+#[derive(Debug)]
+struct PinnedCertificate {
+    pin: Fingerprint,
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+/// The error a pinned-fingerprint mismatch reports through rustls.
+#[derive(Debug)]
+struct FingerprintMismatch {
+    seen: Fingerprint,
+}
+
+impl fmt::Display for FingerprintMismatch {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "server certificate fingerprint {} does not match the pinned fingerprint", self.seen)
+    }
+}
+
+impl std::error::Error for FingerprintMismatch {}
+
+impl ServerCertVerifier for PinnedCertificate {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        let seen = Fingerprint::of_der(end_entity.as_ref());
+        if seen == self.pin {
+            Ok(ServerCertVerified::assertion())
+        } else {
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(rustls::OtherError(Arc::new(
+                FingerprintMismatch { seen },
+            )))))
+        }
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+/// `TlsTrust::DangerInsecure`: any certificate; the handshake signature is
+/// still checked so the peer at least holds the key of what it presented.
+#[derive(Debug)]
+struct AnyCertificate {
+    algorithms: WebPkiSupportedAlgorithms,
+}
+
+impl ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        Ok(ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.algorithms.supported_schemes()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    const HEX: &str = "1e00409db6c8ee6cc0a56e5695a00cd4a2c7f04fe9c2bac32ed6d106be973f45";
+
+    #[test]
+    fn fingerprint_accepts_colon_pairs_and_plain_hex_in_any_case() {
+        let plain = Fingerprint::parse(HEX).unwrap();
+        let colons = Fingerprint::parse(
+            "1E:00:40:9D:B6:C8:EE:6C:C0:A5:6E:56:95:A0:0C:D4:A2:C7:F0:4F:E9:C2:BA:C3:2E:D6:D1:06:BE:97:3F:45",
+        )
+        .unwrap();
+        assert_eq!(plain, colons);
+        assert_eq!(Fingerprint::parse(&HEX.to_uppercase()).unwrap(), plain);
+        assert_eq!(
+            plain.to_string(),
+            "1E:00:40:9D:B6:C8:EE:6C:C0:A5:6E:56:95:A0:0C:D4:A2:C7:F0:4F:E9:C2:BA:C3:2E:D6:D1:06:BE:97:3F:45"
+        );
+    }
+
+    #[test]
+    fn fingerprint_rejects_wrong_length_and_non_hex() {
+        assert!(Fingerprint::parse(&HEX[..62]).is_err());
+        assert!(Fingerprint::parse(&format!("{}zz", &HEX[..62])).is_err());
+        assert!(Fingerprint::parse("").is_err());
+        assert!(Fingerprint::parse(&format!("{}:{}", &HEX[..3], &HEX[3..])).is_err());
+    }
+
+    #[test]
+    fn fingerprint_of_der_is_sha256() {
+        // SHA-256 of the empty string.
+        assert_eq!(
+            Fingerprint::of_der(b""),
+            Fingerprint::parse("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855").unwrap()
+        );
+    }
+
+    #[test]
+    fn ca_file_without_a_certificate_is_an_error_not_trust_everything() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("empty.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        let err = client_config(&TlsTrust::CaFile(path)).unwrap_err();
+        assert!(err.to_string().contains("holds no PEM certificate"), "{err}");
+        let missing = client_config(&TlsTrust::CaFile(dir.path().join("missing.pem"))).unwrap_err();
+        assert!(missing.to_string().contains("missing.pem"), "{missing}");
+    }
+
+    #[test]
+    fn only_danger_insecure_is_insecure() {
+        assert!(TlsTrust::DangerInsecure.is_insecure());
+        assert!(!TlsTrust::SystemRoots.is_insecure());
+        assert!(!TlsTrust::Fingerprint(Fingerprint::of_der(b"x")).is_insecure());
+    }
+}
