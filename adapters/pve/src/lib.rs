@@ -14,3 +14,6 @@ pub mod fakepve;
 pub mod live;
 pub mod retry;
 pub mod tls;
+pub mod recording;
+pub mod replay;
+pub mod reader;
