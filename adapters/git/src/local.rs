@@ -1,0 +1,180 @@
+//! Local mode: the work tree, uncommitted edits included, is the desired
+//! state (spec §2.3 step 5, §22.7). This module reads it and the HEAD commit
+//! id; it never writes, resets or checks out anything.
+
+use std::fs;
+use std::io;
+use std::path::{Path, PathBuf};
+
+use crate::error::detail;
+use crate::scope::{CLUSTERS, KIND_ROOTS, PROCESS_CONFIG, RepoTree, note_cluster_dir};
+use crate::{GitError, RepoRoot};
+
+/// The id (40 hex digits) of the commit HEAD points at, or `None` while the
+/// repository has no commit yet (unborn HEAD). Works for worktrees, whose
+/// `.git` is a file. The repository is opened isolated: no global or system
+/// git configuration and no `GIT_*` environment variables are consulted.
+pub fn head_commit(root: &RepoRoot) -> Result<Option<String>, GitError> {
+    let repo = gix::open_opts(root.path(), gix::open::Options::isolated()).map_err(|e| {
+        GitError::Open {
+            path: root.path().to_path_buf(),
+            detail: detail(&e),
+        }
+    })?;
+    let head_err = |e: &(dyn std::error::Error + 'static)| GitError::Head {
+        path: root.path().to_path_buf(),
+        detail: detail(e),
+    };
+    let head = repo.head().map_err(|e| head_err(&e))?;
+    if head.is_unborn() {
+        return Ok(None);
+    }
+    let commit = repo.head_commit().map_err(|e| head_err(&e))?;
+    Ok(Some(commit.id.to_string()))
+}
+
+/// Reads the desired-state files of the work tree at `root`: `proxops.yaml`,
+/// everything under `clusters/` and under each kind root ([`crate::KIND_ROOTS`]).
+/// Uncommitted edits and untracked files are included; nothing else at the
+/// top level is listed or read.
+///
+/// - `.git` entries are skipped, and a directory holding its own `.git` (a
+///   nested repository or submodule) is not entered: its files are not ours.
+/// - A symlink is followed only when its target resolves inside the root
+///   (and not into `.git`); a symlink pointing outside the root, a dangling
+///   one, or one looping back to a directory being walked is skipped. No file
+///   above the root is ever read.
+/// - Only regular files are read (never a FIFO or device).
+/// - Names that are not UTF-8 are skipped: no manifest can list them.
+/// - A file that vanishes between listing and reading (an editor's rename)
+///   is skipped; any other read failure is an error.
+pub fn read_tree(root: &RepoRoot) -> Result<RepoTree, GitError> {
+    let walker = Walker {
+        root: root.path(),
+        git_dir: root.path().join(".git"),
+    };
+    let mut tree = RepoTree::default();
+    for name in std::iter::once(PROCESS_CONFIG)
+        .chain(std::iter::once(CLUSTERS))
+        .chain(KIND_ROOTS)
+    {
+        let path = root.path().join(name);
+        let mut stack = vec![root.path().to_path_buf()];
+        walker.visit(&path, name, &mut tree, &mut stack, name == PROCESS_CONFIG)?;
+    }
+    Ok(tree)
+}
+
+struct Walker<'a> {
+    root: &'a Path,
+    git_dir: PathBuf,
+}
+
+enum Entry {
+    File(PathBuf),
+    Dir(PathBuf),
+    Skip,
+}
+
+impl Walker<'_> {
+    /// Visits `path` (repo-relative `rel`); `file_only` for top-level names
+    /// that must be a file (`proxops.yaml`).
+    fn visit(
+        &self,
+        path: &Path,
+        rel: &str,
+        tree: &mut RepoTree,
+        stack: &mut Vec<PathBuf>,
+        file_only: bool,
+    ) -> Result<(), GitError> {
+        match self.classify(path)? {
+            Entry::Skip => Ok(()),
+            Entry::File(real) => {
+                match fs::read(&real) {
+                    Ok(bytes) => {
+                        tree.files.insert(rel.to_string(), bytes);
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+                    Err(source) => {
+                        return Err(GitError::Io {
+                            path: path.to_path_buf(),
+                            source,
+                        });
+                    }
+                }
+                Ok(())
+            }
+            Entry::Dir(_) if file_only => Ok(()),
+            Entry::Dir(real) => {
+                if stack.contains(&real) || real.join(".git").symlink_metadata().is_ok() {
+                    return Ok(());
+                }
+                note_cluster_dir(tree, rel);
+                let mut names: Vec<String> = Vec::new();
+                let entries = fs::read_dir(&real).map_err(|source| GitError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                })?;
+                for entry in entries {
+                    let entry = entry.map_err(|source| GitError::Io {
+                        path: path.to_path_buf(),
+                        source,
+                    })?;
+                    if let Ok(name) = entry.file_name().into_string()
+                        && name != ".git"
+                    {
+                        names.push(name);
+                    }
+                }
+                names.sort();
+                stack.push(real.clone());
+                for name in names {
+                    self.visit(
+                        &real.join(&name),
+                        &format!("{rel}/{name}"),
+                        tree,
+                        stack,
+                        false,
+                    )?;
+                }
+                stack.pop();
+                Ok(())
+            }
+        }
+    }
+
+    /// What `path` is, after following a symlink that stays inside the root.
+    fn classify(&self, path: &Path) -> Result<Entry, GitError> {
+        let meta = match path.symlink_metadata() {
+            Ok(m) => m,
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Entry::Skip),
+            Err(source) => {
+                return Err(GitError::Io {
+                    path: path.to_path_buf(),
+                    source,
+                });
+            }
+        };
+        let (real, meta) = if meta.file_type().is_symlink() {
+            let Ok(target) = path.canonicalize() else {
+                return Ok(Entry::Skip);
+            };
+            if !target.starts_with(self.root) || target.starts_with(&self.git_dir) {
+                return Ok(Entry::Skip);
+            }
+            match target.metadata() {
+                Ok(m) => (target, m),
+                Err(_) => return Ok(Entry::Skip),
+            }
+        } else {
+            (path.to_path_buf(), meta)
+        };
+        Ok(if meta.is_dir() {
+            Entry::Dir(real)
+        } else if meta.is_file() {
+            Entry::File(real)
+        } else {
+            Entry::Skip
+        })
+    }
+}

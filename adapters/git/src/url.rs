@@ -1,0 +1,446 @@
+//! URL mode (spec §2.5, §22.7): fetch a remote branch into a cache
+//! repository and read the fetched commit.
+//!
+//! The cache is a **bare** repository and the desired tree is read straight
+//! from the fetched commit's tree objects, never from a checkout. That makes
+//! the snapshot exactly the commit (no stray or half-written files, no
+//! hard-reset of a work tree, symlinks cannot point anywhere) and keeps the
+//! cache free of anything an operator might edit. The remote is used
+//! anonymously: its URL is never written into the cache's configuration.
+//!
+//! Transports are gix's own: `file://` (gix runs `git upload-pack` as its
+//! local transport), `git://` (gix's TCP client) and `https://`/`http://`
+//! (gix over reqwest with rustls). SSH is not supported (§22.7).
+//!
+//! A token is sent only as the HTTP basic-auth password (user `git`) through
+//! gix's credentials callback, so it is never part of a URL and so never
+//! reaches an error text; [`GitToken`]'s `Debug` is redacted.
+
+use std::collections::BTreeSet;
+use std::fmt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+use gix::bstr::ByteSlice;
+use gix::remote::Direction;
+
+use crate::GitError;
+use crate::error::detail;
+use crate::scope::{PROCESS_CONFIG, RepoTree, is_scoped_top_dir, note_cluster_dir};
+
+/// A git HTTPS token. Its text is reachable only inside this crate and never
+/// printed: `Debug` shows `GitToken(<redacted>)` and there is no `Display`.
+#[derive(Clone)]
+pub struct GitToken(String);
+
+impl GitToken {
+    /// Wraps a token; an empty one means "no authentication" (§22.7), so it
+    /// yields `None`.
+    pub fn new(token: impl Into<String>) -> Option<GitToken> {
+        let token = token.into();
+        (!token.is_empty()).then_some(GitToken(token))
+    }
+}
+
+impl fmt::Debug for GitToken {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("GitToken(<redacted>)")
+    }
+}
+
+/// The result of one successful fetch.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FetchOutcome {
+    /// The commit id (40 hex digits) at the head of the branch.
+    pub commit: String,
+    /// `true` when the commit differs from the one this source's previous
+    /// successful fetch returned (always `true` for its first fetch).
+    pub changed: bool,
+}
+
+/// A remote branch fetched into a local cache repository.
+pub struct UrlSource {
+    url: gix::Url,
+    /// The URL as shown in errors (it never carries a password: `open`
+    /// rejects one).
+    shown_url: String,
+    branch: String,
+    cache_dir: PathBuf,
+    token: Option<GitToken>,
+    ca_file: Option<PathBuf>,
+    last_commit: Option<String>,
+}
+
+impl fmt::Debug for UrlSource {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("UrlSource")
+            .field("url", &self.shown_url)
+            .field("branch", &self.branch)
+            .field("cache_dir", &self.cache_dir)
+            .field("token", &self.token)
+            .field("ca_file", &self.ca_file)
+            .field("last_commit", &self.last_commit)
+            .finish()
+    }
+}
+
+/// Where fetched branches land in the cache; every remote branch is fetched.
+const FETCH_REFSPEC: &str = "+refs/heads/*:refs/remotes/origin/*";
+const TRACKING_PREFIX: &str = "refs/remotes/origin/";
+
+impl UrlSource {
+    /// Checks the URL and remembers where to cache; does no I/O. Accepted
+    /// schemes: `file`, `git`, `http`, `https`. A URL with an embedded
+    /// password is refused (the token belongs in `token`, where it cannot
+    /// leak into error texts).
+    pub fn open(
+        url: &str,
+        branch: &str,
+        cache_dir: &Path,
+        token: Option<GitToken>,
+    ) -> Result<UrlSource, GitError> {
+        // Never echo a URL that failed to parse: it may hold a password.
+        let parsed =
+            gix::url::parse(url.as_bytes().as_bstr()).map_err(|_| GitError::UnsupportedUrl {
+                url: "<unparsable URL>".to_string(),
+                reason: "not a git URL",
+            })?;
+        if parsed.password().is_some() {
+            return Err(GitError::UnsupportedUrl {
+                url: "<URL with embedded password>".to_string(),
+                reason: "put the token in the git token setting, not in the URL",
+            });
+        }
+        let shown_url = parsed.to_bstring().to_string();
+        match parsed.scheme {
+            gix::url::Scheme::File
+            | gix::url::Scheme::Git
+            | gix::url::Scheme::Http
+            | gix::url::Scheme::Https => {}
+            gix::url::Scheme::Ssh => {
+                return Err(GitError::UnsupportedUrl {
+                    url: shown_url,
+                    reason: "SSH remotes are not supported",
+                });
+            }
+            _ => {
+                return Err(GitError::UnsupportedUrl {
+                    url: shown_url,
+                    reason: "unknown scheme",
+                });
+            }
+        }
+        if branch.is_empty()
+            || gix::validate::reference::name_partial(branch.as_bytes().as_bstr()).is_err()
+        {
+            return Err(GitError::UnsupportedUrl {
+                url: shown_url,
+                reason: "invalid branch name",
+            });
+        }
+        Ok(UrlSource {
+            url: parsed,
+            shown_url,
+            branch: branch.to_string(),
+            cache_dir: cache_dir.to_path_buf(),
+            token,
+            ca_file: None,
+            last_commit: None,
+        })
+    }
+
+    /// Trust only the certificates in this PEM file for HTTPS (like git's
+    /// `http.sslCAInfo`, which replaces the default trust store).
+    pub fn with_ca_file(mut self, ca_file: PathBuf) -> UrlSource {
+        self.ca_file = Some(ca_file);
+        self
+    }
+
+    /// The URL as shown in errors and status.
+    pub fn url(&self) -> &str {
+        &self.shown_url
+    }
+
+    /// The branch whose head is the desired state.
+    pub fn branch(&self) -> &str {
+        &self.branch
+    }
+
+    /// Fetches every branch of the remote (forced, pruning stale tracking
+    /// refs, no tags) into the cache, creating the cache on first use and
+    /// reusing a valid existing one, and returns the branch's head commit.
+    pub fn fetch(&mut self) -> Result<FetchOutcome, GitError> {
+        if self.url.scheme == gix::url::Scheme::File
+            && gix::path::from_bstr(self.url.path.as_bstr()).is_ok_and(|p| !p.exists())
+        {
+            return Err(GitError::RemoteVanished {
+                url: self.shown_url.clone(),
+            });
+        }
+        let repo = self.open_cache()?;
+        let fetch_err = |e: &(dyn std::error::Error + 'static)| GitError::Fetch {
+            url: self.shown_url.clone(),
+            detail: detail(e),
+        };
+        let remote = repo
+            .remote_at(self.url.clone())
+            .and_then(|r| r.with_refspecs([FETCH_REFSPEC], Direction::Fetch))
+            .map_err(|e| fetch_err(&e))?
+            .with_fetch_tags(gix::remote::fetch::Tags::None);
+        let mut connection = remote
+            .connect(Direction::Fetch)
+            .map_err(|e| fetch_err(&e))?;
+        if let Some(options) = self.transport_options(&repo)? {
+            connection = connection.with_transport_options(options);
+        }
+        let token = self.token.clone();
+        let connection =
+            connection.with_credentials(move |action| credentials(token.as_ref(), action));
+        let outcome = connection
+            .prepare_fetch(gix::progress::Discard, Default::default())
+            .map_err(|e| fetch_err(&e))?
+            .receive(gix::progress::Discard, &AtomicBool::new(false))
+            .map_err(|e| fetch_err(&e))?;
+
+        let want = format!("refs/heads/{}", self.branch);
+        let mut remote_branches = BTreeSet::new();
+        let mut head = None;
+        for r in &outcome.ref_map.remote_refs {
+            let (name, target, peeled) = r.unpack();
+            if let Some(short) = name.strip_prefix(b"refs/heads/") {
+                remote_branches.insert(format!("{TRACKING_PREFIX}{}", short.as_bstr()));
+            }
+            if name == want.as_bytes() {
+                head = peeled.or(target).map(|id| id.to_hex().to_string());
+            }
+        }
+        self.prune(&repo, &remote_branches)?;
+        let commit = head.ok_or_else(|| GitError::BranchNotFound {
+            url: self.shown_url.clone(),
+            branch: self.branch.clone(),
+        })?;
+        let changed = self.last_commit.as_deref() != Some(commit.as_str());
+        self.last_commit = Some(commit.clone());
+        Ok(FetchOutcome { commit, changed })
+    }
+
+    /// Reads the desired-state files of `commit` from the cache's object
+    /// database: `proxops.yaml`, everything under `clusters/` and the kind
+    /// roots. Symlinks and submodule entries in the commit are skipped (there
+    /// is no checkout for them to point into).
+    pub fn read_tree(&self, commit: &str) -> Result<RepoTree, GitError> {
+        let read_err = |e: &(dyn std::error::Error + 'static)| GitError::ReadCommit {
+            commit: commit.to_string(),
+            detail: detail(e),
+        };
+        let repo = self.open_cache()?;
+        let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| read_err(&e))?;
+        let tree = repo
+            .find_commit(id)
+            .map_err(|e| read_err(&e))?
+            .tree()
+            .map_err(|e| read_err(&e))?;
+        let mut out = RepoTree::default();
+        for entry in tree.iter() {
+            let entry = entry.map_err(|e| read_err(&e))?;
+            let Ok(name) = std::str::from_utf8(entry.inner.filename) else {
+                continue;
+            };
+            let mode = entry.inner.mode;
+            if name == PROCESS_CONFIG && mode.is_blob() {
+                let blob = repo.find_blob(entry.inner.oid).map_err(|e| read_err(&e))?;
+                out.files.insert(name.to_string(), blob.data.clone());
+            } else if is_scoped_top_dir(name) && mode.is_tree() {
+                read_subtree(&repo, entry.inner.oid.to_owned(), name, &mut out)
+                    .map_err(|e| read_err(&*e))?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn open_cache(&self) -> Result<gix::Repository, GitError> {
+        let cache_err = |e: &(dyn std::error::Error + 'static)| GitError::Cache {
+            path: self.cache_dir.clone(),
+            detail: detail(e),
+        };
+        let dir = &self.cache_dir;
+        let is_cache = ["HEAD", "objects", "refs"]
+            .iter()
+            .all(|p| dir.join(p).exists());
+        if !is_cache {
+            let empty_or_missing = match std::fs::read_dir(dir) {
+                Ok(mut entries) => entries.next().is_none(),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => true,
+                Err(source) => {
+                    return Err(GitError::Io {
+                        path: dir.clone(),
+                        source,
+                    });
+                }
+            };
+            if !empty_or_missing {
+                return Err(GitError::CacheInvalid { path: dir.clone() });
+            }
+            std::fs::create_dir_all(dir).map_err(|source| GitError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+            gix::ThreadSafeRepository::init_opts(
+                dir,
+                gix::create::Kind::Bare,
+                gix::create::Options::default(),
+                cache_open_options(),
+            )
+            .map_err(|e| cache_err(&e))?;
+        }
+        gix::open_opts(dir, cache_open_options()).map_err(|e| cache_err(&e))
+    }
+
+    /// HTTP(S) options as gix would derive them, plus the CA file wired into
+    /// reqwest's client (gix's reqwest backend does not read
+    /// `http.sslCAInfo`, so the certificates go in through its client hook).
+    fn transport_options(
+        &self,
+        repo: &gix::Repository,
+    ) -> Result<Option<Box<dyn std::any::Any>>, GitError> {
+        use gix::protocol::transport::client::blocking_io::http;
+        if !matches!(
+            self.url.scheme,
+            gix::url::Scheme::Http | gix::url::Scheme::Https
+        ) {
+            return Ok(None);
+        }
+        let Some(ca_file) = &self.ca_file else {
+            return Ok(None);
+        };
+        let ca_err = |detail: String| GitError::CaFile {
+            path: ca_file.clone(),
+            detail,
+        };
+        let pem = std::fs::read(ca_file).map_err(|e| ca_err(e.to_string()))?;
+        let certs =
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
+        if certs.is_empty() {
+            return Err(ca_err("no PEM certificate in file".to_string()));
+        }
+        let options = repo
+            .transport_options(self.shown_url.as_bytes().as_bstr(), None)
+            .map_err(|e| GitError::Fetch {
+                url: self.shown_url.clone(),
+                detail: detail(&e),
+            })?;
+        let mut options: http::Options = match options.map(|o| o.downcast::<http::Options>()) {
+            Some(Ok(o)) => *o,
+            _ => http::Options::default(),
+        };
+        let backend = http::reqwest::Options {
+            configure_client: Some(Box::new(move |builder| {
+                Ok(builder.tls_certs_only(certs.clone()))
+            })),
+            configure_request: None,
+        };
+        options.backend = Some(Arc::new(Mutex::new(backend)));
+        Ok(Some(Box::new(options)))
+    }
+
+    /// Deletes tracking refs of branches the remote no longer has, so a
+    /// deleted branch cannot linger as a stale desired state.
+    fn prune(
+        &self,
+        repo: &gix::Repository,
+        remote_branches: &BTreeSet<String>,
+    ) -> Result<(), GitError> {
+        use gix::refs::transaction::{Change, PreviousValue, RefEdit, RefLog};
+        let err = |e: &(dyn std::error::Error + 'static)| GitError::Cache {
+            path: self.cache_dir.clone(),
+            detail: detail(e),
+        };
+        let platform = repo.references().map_err(|e| err(&e))?;
+        let mut edits = Vec::new();
+        for reference in platform.prefixed(TRACKING_PREFIX).map_err(|e| err(&e))? {
+            let reference = reference.map_err(|e| err(&e))?;
+            let name = reference.name().as_bstr().to_string();
+            if !remote_branches.contains(&name) {
+                edits.push(RefEdit::new(
+                    reference.name().to_owned(),
+                    Change::Delete {
+                        expected: PreviousValue::Any,
+                        log: RefLog::AndReference,
+                    },
+                ));
+            }
+        }
+        if !edits.is_empty() {
+            repo.edit_references_as(edits, None).map_err(|e| err(&e))?;
+        }
+        Ok(())
+    }
+}
+
+/// The cache is opened isolated — no global or system git config, no `GIT_*`
+/// environment — so the host's credential helpers, URL rewrites or proxies
+/// cannot change what is fetched; reflogs are off, the cache is a mirror.
+fn cache_open_options() -> gix::open::Options {
+    gix::open::Options::isolated().config_overrides([
+        "core.logAllRefUpdates=false",
+        "user.name=proxops",
+        "user.email=proxops@localhost",
+    ])
+}
+
+/// Answers gix's credential requests with the token as the basic-auth
+/// password for user `git`; without a token nothing is offered, and no
+/// helper or prompt is ever consulted.
+fn credentials(
+    token: Option<&GitToken>,
+    action: gix::credentials::helper::Action,
+) -> gix::Result<Option<gix::credentials::protocol::Outcome>> {
+    match (action, token) {
+        (gix::credentials::helper::Action::Get(ctx), Some(token)) => {
+            Ok(Some(gix::credentials::protocol::Outcome {
+                identity: gix::sec::identity::Account {
+                    username: "git".to_string(),
+                    password: token.0.clone(),
+                    oauth_refresh_token: None,
+                },
+                next: ctx.into(),
+            }))
+        }
+        _ => Ok(None),
+    }
+}
+
+type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
+fn read_subtree(
+    repo: &gix::Repository,
+    id: gix::ObjectId,
+    rel: &str,
+    out: &mut RepoTree,
+) -> Result<(), BoxError> {
+    note_cluster_dir(out, rel);
+    let tree = repo.find_tree(id)?;
+    let mut children = Vec::new();
+    for entry in tree.iter() {
+        let entry = entry?;
+        let Ok(name) = std::str::from_utf8(entry.inner.filename) else {
+            continue;
+        };
+        children.push((
+            name.to_string(),
+            entry.inner.mode,
+            entry.inner.oid.to_owned(),
+        ));
+    }
+    for (name, mode, oid) in children {
+        let path = format!("{rel}/{name}");
+        if mode.is_tree() {
+            read_subtree(repo, oid, &path, out)?;
+        } else if mode.is_blob() {
+            let blob = repo.find_blob(oid)?;
+            out.files.insert(path, blob.data.clone());
+        }
+    }
+    Ok(())
+}
