@@ -65,7 +65,9 @@ impl EncValue {
                 .next()
                 .and_then(|f| f.strip_prefix(name))
                 .and_then(|f| f.strip_prefix(':'))
-                .ok_or_else(|| CipherFailure::Format(format!("encrypted value has no `{name}` field")))
+                .ok_or_else(|| {
+                    CipherFailure::Format(format!("encrypted value has no `{name}` field"))
+                })
         };
         let decode = |name: &str, b64: &str| {
             STANDARD
@@ -92,8 +94,13 @@ impl EncValue {
 
     /// Opens the value; the AAD binds it to its key path (or, for the MAC,
     /// to `lastmodified`).
-    pub(crate) fn open(&self, key: &DataKey, aad: &str) -> Result<Zeroizing<Vec<u8>>, CipherFailure> {
-        let cipher = SopsGcm::new_from_slice(&key[..]).map_err(|_| CipherFailure::Authentication)?;
+    pub(crate) fn open(
+        &self,
+        key: &DataKey,
+        aad: &str,
+    ) -> Result<Zeroizing<Vec<u8>>, CipherFailure> {
+        let cipher =
+            SopsGcm::new_from_slice(&key[..]).map_err(|_| CipherFailure::Authentication)?;
         let mut sealed = Vec::with_capacity(self.data.len() + TAG_LEN);
         sealed.extend_from_slice(&self.data);
         sealed.extend_from_slice(&self.tag);
@@ -111,8 +118,14 @@ impl EncValue {
 }
 
 /// Seals `plaintext` under a fresh random 32-byte IV.
-pub(crate) fn seal(key: &DataKey, plaintext: &[u8], aad: &str, value_type: &str) -> Result<String, String> {
-    let cipher = SopsGcm::new_from_slice(&key[..]).map_err(|_| "bad data key length".to_string())?;
+pub(crate) fn seal(
+    key: &DataKey,
+    plaintext: &[u8],
+    aad: &str,
+    value_type: &str,
+) -> Result<String, String> {
+    let cipher =
+        SopsGcm::new_from_slice(&key[..]).map_err(|_| "bad data key length".to_string())?;
     let mut iv = [0u8; IV_LEN];
     OsRng.fill_bytes(&mut iv);
     let sealed = cipher

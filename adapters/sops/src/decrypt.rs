@@ -87,12 +87,12 @@ impl SopsFile {
                 });
             }
         };
-        let position = data
-            .iter()
-            .position(|(k, _)| k == "sops")
-            .ok_or_else(|| SopsError::NotSops {
-                file: label.to_string(),
-            })?;
+        let position =
+            data.iter()
+                .position(|(k, _)| k == "sops")
+                .ok_or_else(|| SopsError::NotSops {
+                    file: label.to_string(),
+                })?;
         let (_, meta_node) = data.remove(position);
         let meta = Metadata::parse(&meta_node).map_err(|(line, message, unsupported)| {
             if unsupported {
@@ -124,11 +124,15 @@ impl SopsFile {
     /// failure: values are only handed out once the MAC matched.
     pub fn decrypt(&self, identities: &Identities) -> Result<SecretDocument, SopsError> {
         let key = self.data_key(identities)?;
-        let rule = self.meta.rule.compile().map_err(|message| SopsError::Malformed {
-            file: self.label.clone(),
-            line: None,
-            message,
-        })?;
+        let rule = self
+            .meta
+            .rule
+            .compile()
+            .map_err(|message| SopsError::Malformed {
+                file: self.label.clone(),
+                line: None,
+                message,
+            })?;
         let mut walk = Walk {
             file: &self.label,
             key: &key,
@@ -355,10 +359,7 @@ fn plaintext(s: &RawScalar, typed: Resolved) -> (SecretValue, Zeroizing<Vec<u8>>
         Resolved::Int(i) => (SecretValue::Int(i), bytes(i.to_string())),
         Resolved::Float(f) => (SecretValue::Float(f), bytes(resolve::go_float(f))),
         Resolved::Time(t) => (SecretValue::Time(Zeroizing::new(t.clone())), bytes(t)),
-        Resolved::Str | Resolved::Null => (
-            SecretValue::str(s.text.clone()),
-            bytes(s.text.clone()),
-        ),
+        Resolved::Str | Resolved::Null => (SecretValue::str(s.text.clone()), bytes(s.text.clone())),
     }
 }
 

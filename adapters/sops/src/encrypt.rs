@@ -55,12 +55,8 @@ pub fn encrypt(doc: &SecretDocument, options: &EncryptOptions) -> Result<String,
         .iter()
         .enumerate()
         .map(|(i, r)| {
-            age::x25519::Recipient::from_str(r.trim()).map_err(|_| {
-                fail(format!(
-                    "recipient {} is not an age1… public key",
-                    i + 1
-                ))
-            })
+            age::x25519::Recipient::from_str(r.trim())
+                .map_err(|_| fail(format!("recipient {} is not an age1… public key", i + 1)))
         })
         .collect::<Result<Vec<_>, _>>()?;
     if doc.entries().iter().any(|(k, _)| k == "sops") {
@@ -165,8 +161,7 @@ impl Writer<'_> {
                 "\"\"".to_string()
             } else {
                 let aad = format!("{}:", self.path.join(":"));
-                cipher::seal(self.key, &canonical, &aad, value.sops_type())
-                    .map_err(|e| fail(&e))?
+                cipher::seal(self.key, &canonical, &aad, value.sops_type()).map_err(|e| fail(&e))?
             }
         } else {
             match value {

@@ -13,7 +13,9 @@ pub enum SopsError {
     Io { file: String, reason: String },
 
     /// No top-level `sops:` metadata: a plaintext file is refused.
-    #[error("{file}: not a SOPS-encrypted file (no top-level `sops:` metadata); plaintext credentials files are refused")]
+    #[error(
+        "{file}: not a SOPS-encrypted file (no top-level `sops:` metadata); plaintext credentials files are refused"
+    )]
     NotSops { file: String },
 
     /// No age identity was found in any of the places sops looks.
@@ -26,7 +28,10 @@ pub enum SopsError {
 
     /// Identities were loaded, but none unwraps the data key.
     #[error("{file}: no age identity matches any recipient of this file (recipients: {})", recipients.join(", "))]
-    NoMatchingIdentity { file: String, recipients: Vec<String> },
+    NoMatchingIdentity {
+        file: String,
+        recipients: Vec<String>,
+    },
 
     /// The document's MAC does not verify: the file was tampered with or
     /// corrupted. No value is returned.

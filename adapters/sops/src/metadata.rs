@@ -136,15 +136,15 @@ impl Metadata {
                 }
                 "lastmodified" => lastmodified = Some(scalar(value, name)?.text.clone()),
                 "mac" => mac = scalar(value, name)?.text.clone(),
-                "unencrypted_suffix" => {
-                    rules.push(CryptRule::UnencryptedSuffix(scalar(value, name)?.text.clone()))
-                }
-                "encrypted_suffix" => {
-                    rules.push(CryptRule::EncryptedSuffix(scalar(value, name)?.text.clone()))
-                }
-                "unencrypted_regex" => {
-                    rules.push(CryptRule::UnencryptedRegex(scalar(value, name)?.text.clone()))
-                }
+                "unencrypted_suffix" => rules.push(CryptRule::UnencryptedSuffix(
+                    scalar(value, name)?.text.clone(),
+                )),
+                "encrypted_suffix" => rules.push(CryptRule::EncryptedSuffix(
+                    scalar(value, name)?.text.clone(),
+                )),
+                "unencrypted_regex" => rules.push(CryptRule::UnencryptedRegex(
+                    scalar(value, name)?.text.clone(),
+                )),
                 "encrypted_regex" => {
                     rules.push(CryptRule::EncryptedRegex(scalar(value, name)?.text.clone()))
                 }

@@ -98,7 +98,11 @@ pub(crate) fn go_parse_float(s: &str) -> Option<f64> {
     let negative = s.starts_with('-');
     let lower = unsigned.to_ascii_lowercase();
     if lower == "inf" || lower == "infinity" {
-        return Some(if negative { f64::NEG_INFINITY } else { f64::INFINITY });
+        return Some(if negative {
+            f64::NEG_INFINITY
+        } else {
+            f64::INFINITY
+        });
     }
     if lower == "nan" {
         return (unsigned.len() == s.len()).then_some(f64::NAN);
@@ -279,7 +283,9 @@ pub(crate) fn parse_timestamp(s: &str) -> Option<String> {
             format!("{sign}{zh:02}:{zm:02}")
         }
     };
-    Some(format!("{date}T{hour:02}:{minute:02}:{second:02}{fraction}{zone}"))
+    Some(format!(
+        "{date}T{hour:02}:{minute:02}:{second:02}{fraction}{zone}"
+    ))
 }
 
 fn take_num(s: &str, min: usize, max: usize) -> Option<(u32, &str)> {
@@ -323,7 +329,10 @@ mod tests {
             ("off", Resolved::Str),
             ("~", Resolved::Null),
             ("2024-01-01", Resolved::Time("2024-01-01T00:00:00Z".into())),
-            ("2024-01-01 10:20:30", Resolved::Time("2024-01-01T10:20:30Z".into())),
+            (
+                "2024-01-01 10:20:30",
+                Resolved::Time("2024-01-01T10:20:30Z".into()),
+            ),
             (
                 "2024-01-01T10:20:30.5+02:00",
                 Resolved::Time("2024-01-01T10:20:30.5+02:00".into()),

@@ -146,7 +146,11 @@ impl fmt::Debug for SecretNode {
 
 impl fmt::Debug for SecretDocument {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "SecretDocument(<redacted>, {} entries)", self.entries.len())
+        write!(
+            f,
+            "SecretDocument(<redacted>, {} entries)",
+            self.entries.len()
+        )
     }
 }
 

@@ -300,8 +300,7 @@ pub(crate) fn is_plain_safe(s: &str) -> bool {
         return false;
     };
     (first.is_ascii_alphanumeric() || first == '_')
-        && s
-            .chars()
+        && s.chars()
             .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '@'))
         && matches!(
             crate::resolve::resolve_plain(s),
@@ -340,11 +339,15 @@ mod tests {
 
     #[test]
     fn reading_keeps_map_order_and_scalar_style() {
-        let doc = parse_document("b: 1\na: \"2\"\nc:\n    - x\n").unwrap().unwrap();
+        let doc = parse_document("b: 1\na: \"2\"\nc:\n    - x\n")
+            .unwrap()
+            .unwrap();
         let RawNode::Map(entries) = doc else { panic!() };
         let keys: Vec<_> = entries.iter().map(|(k, _)| k.as_str()).collect();
         assert_eq!(keys, ["b", "a", "c"]);
-        let RawNode::Scalar(a) = &entries[1].1 else { panic!() };
+        let RawNode::Scalar(a) = &entries[1].1 else {
+            panic!()
+        };
         assert!(a.quoted);
         assert_eq!(a.line, 2);
     }
@@ -352,9 +355,13 @@ mod tests {
     #[test]
     fn double_quoted_strings_read_back_unchanged() {
         let s = "tab\there \"q\" back\\slash\nnew ü ✓ 𝄞 \u{1}";
-        let doc = parse_document(&format!("k: {}\n", double_quoted(s))).unwrap().unwrap();
+        let doc = parse_document(&format!("k: {}\n", double_quoted(s)))
+            .unwrap()
+            .unwrap();
         let RawNode::Map(entries) = doc else { panic!() };
-        let RawNode::Scalar(v) = &entries[0].1 else { panic!() };
+        let RawNode::Scalar(v) = &entries[0].1 else {
+            panic!()
+        };
         assert_eq!(v.text, s);
     }
 }
