@@ -105,17 +105,27 @@ impl ApiToken {
         if !plain(secret.expose(), &[]) {
             return Err(CredentialError::InvalidCharacter("API token secret"));
         }
-        Ok(ApiToken { user: user.to_owned(), token_id: token_id.to_owned(), secret })
+        Ok(ApiToken {
+            user: user.to_owned(),
+            token_id: token_id.to_owned(),
+            secret,
+        })
     }
 
     /// From a composed `pve.token-value` / `PROXOPS_PVE_TOKEN_VALUE`:
     /// `user@realm!tokenid=secret`.
     pub fn from_token_value(value: &Secret) -> Result<ApiToken, CredentialError> {
         let text = value.expose().trim();
-        let (id, secret) = text.split_once('=').ok_or(CredentialError::MalformedTokenValue)?;
-        let (user, token_id) = id.split_once('!').ok_or(CredentialError::MalformedTokenValue)?;
+        let (id, secret) = text
+            .split_once('=')
+            .ok_or(CredentialError::MalformedTokenValue)?;
+        let (user, token_id) = id
+            .split_once('!')
+            .ok_or(CredentialError::MalformedTokenValue)?;
         ApiToken::new(user, token_id, Secret::new(secret)).map_err(|e| match e {
-            CredentialError::MissingUser | CredentialError::MissingTokenId => CredentialError::MalformedTokenValue,
+            CredentialError::MissingUser | CredentialError::MissingTokenId => {
+                CredentialError::MalformedTokenValue
+            }
             other => other,
         })
     }
@@ -130,7 +140,12 @@ impl ApiToken {
 
     /// The `Authorization` header value. Secret: never log it.
     pub(crate) fn authorization(&self) -> Secret {
-        Secret(format!("PVEAPIToken={}!{}={}", self.user, self.token_id, self.secret.expose()))
+        Secret(format!(
+            "PVEAPIToken={}!{}={}",
+            self.user,
+            self.token_id,
+            self.secret.expose()
+        ))
     }
 }
 
@@ -164,7 +179,10 @@ impl TicketLogin {
         if password.is_empty() {
             return Err(CredentialError::MissingPassword);
         }
-        Ok(TicketLogin { user: user.to_owned(), password })
+        Ok(TicketLogin {
+            user: user.to_owned(),
+            password,
+        })
     }
 
     pub fn user(&self) -> &str {
@@ -182,7 +200,10 @@ impl TicketLogin {
 
 impl fmt::Debug for TicketLogin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("TicketLogin").field("user", &self.user).field("password", &self.password).finish()
+        f.debug_struct("TicketLogin")
+            .field("user", &self.user)
+            .field("password", &self.password)
+            .finish()
     }
 }
 
@@ -224,7 +245,11 @@ impl TicketSession {
         if !plain(ticket, &[';']) || !plain(csrf, &[]) {
             return None;
         }
-        Some(TicketSession { ticket: Secret::new(ticket), csrf: Secret::new(csrf), obtained: now })
+        Some(TicketSession {
+            ticket: Secret::new(ticket),
+            csrf: Secret::new(csrf),
+            obtained: now,
+        })
     }
 
     /// True once the ticket is old enough to renew before using it again.
@@ -236,7 +261,8 @@ impl TicketSession {
 /// Visible ASCII only (what an HTTP header value may carry without escaping),
 /// minus `forbidden`.
 fn plain(text: &str, forbidden: &[char]) -> bool {
-    text.chars().all(|c| c.is_ascii_graphic() && !forbidden.contains(&c))
+    text.chars()
+        .all(|c| c.is_ascii_graphic() && !forbidden.contains(&c))
 }
 
 #[cfg(test)]
@@ -249,15 +275,31 @@ mod tests {
     #[test]
     fn token_header_is_pve_api_token_user_bang_id_equals_secret() {
         let token = ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap();
-        assert_eq!(token.authorization().expose(), format!("PVEAPIToken=root@pam!proxops={SECRET}"));
+        assert_eq!(
+            token.authorization().expose(),
+            format!("PVEAPIToken=root@pam!proxops={SECRET}")
+        );
     }
 
     #[test]
     fn composed_token_value_parses_into_the_same_token() {
-        let composed = ApiToken::from_token_value(&Secret::new(format!("root@pam!proxops={SECRET}"))).unwrap();
-        assert_eq!(composed, ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap());
-        for bad in ["root@pam=x", "root@pam!=x", "!id=x", "root@pam!id", "root@pam!id="] {
-            assert!(ApiToken::from_token_value(&Secret::new(bad)).is_err(), "{bad}");
+        let composed =
+            ApiToken::from_token_value(&Secret::new(format!("root@pam!proxops={SECRET}"))).unwrap();
+        assert_eq!(
+            composed,
+            ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap()
+        );
+        for bad in [
+            "root@pam=x",
+            "root@pam!=x",
+            "!id=x",
+            "root@pam!id",
+            "root@pam!id=",
+        ] {
+            assert!(
+                ApiToken::from_token_value(&Secret::new(bad)).is_err(),
+                "{bad}"
+            );
         }
     }
 
@@ -272,22 +314,40 @@ mod tests {
     fn secrets_never_show_in_debug_or_errors() {
         let token = ApiToken::new("root@pam", "proxops", Secret::new(SECRET)).unwrap();
         let login = TicketLogin::new("root@pam", Secret::new("hunter2-password")).unwrap();
-        let shown = format!("{token:?} {login:?} {:?} {:?}", Credentials::Token(token.clone()), token.authorization());
+        let shown = format!(
+            "{token:?} {login:?} {:?} {:?}",
+            Credentials::Token(token.clone()),
+            token.authorization()
+        );
         assert!(!shown.contains(SECRET), "{shown}");
         assert!(!shown.contains("hunter2"), "{shown}");
         assert!(shown.contains("<redacted>"));
-        let err = ApiToken::new("root@pam", "proxops", Secret::new(format!("{SECRET}\n"))).unwrap_err();
+        let err =
+            ApiToken::new("root@pam", "proxops", Secret::new(format!("{SECRET}\n"))).unwrap_err();
         assert!(!err.to_string().contains(SECRET));
-        let err = ApiToken::from_token_value(&Secret::new(format!("root@pam{SECRET}"))).unwrap_err();
+        let err =
+            ApiToken::from_token_value(&Secret::new(format!("root@pam{SECRET}"))).unwrap_err();
         assert!(!err.to_string().contains(SECRET));
     }
 
     #[test]
     fn empty_fields_are_named() {
-        assert_eq!(ApiToken::new("", "x", Secret::new("s")).unwrap_err(), CredentialError::MissingUser);
-        assert_eq!(ApiToken::new("a@pam", "", Secret::new("s")).unwrap_err(), CredentialError::MissingTokenId);
-        assert_eq!(ApiToken::new("a@pam", "x", Secret::new("")).unwrap_err(), CredentialError::MissingTokenSecret);
-        assert_eq!(TicketLogin::new("a@pam", Secret::new("")).unwrap_err(), CredentialError::MissingPassword);
+        assert_eq!(
+            ApiToken::new("", "x", Secret::new("s")).unwrap_err(),
+            CredentialError::MissingUser
+        );
+        assert_eq!(
+            ApiToken::new("a@pam", "", Secret::new("s")).unwrap_err(),
+            CredentialError::MissingTokenId
+        );
+        assert_eq!(
+            ApiToken::new("a@pam", "x", Secret::new("")).unwrap_err(),
+            CredentialError::MissingTokenSecret
+        );
+        assert_eq!(
+            TicketLogin::new("a@pam", Secret::new("")).unwrap_err(),
+            CredentialError::MissingPassword
+        );
     }
 
     #[test]

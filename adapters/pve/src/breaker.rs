@@ -24,7 +24,10 @@ pub struct BreakerPolicy {
 
 impl Default for BreakerPolicy {
     fn default() -> BreakerPolicy {
-        BreakerPolicy { threshold: 20, open_for: Duration::from_secs(600) }
+        BreakerPolicy {
+            threshold: 20,
+            open_for: Duration::from_secs(600),
+        }
     }
 }
 
@@ -45,10 +48,21 @@ impl WriteBreaker {
         // Like the original, a zero threshold or window falls back to the default.
         let default = BreakerPolicy::default();
         let policy = BreakerPolicy {
-            threshold: if policy.threshold == 0 { default.threshold } else { policy.threshold },
-            open_for: if policy.open_for.is_zero() { default.open_for } else { policy.open_for },
+            threshold: if policy.threshold == 0 {
+                default.threshold
+            } else {
+                policy.threshold
+            },
+            open_for: if policy.open_for.is_zero() {
+                default.open_for
+            } else {
+                policy.open_for
+            },
         };
-        WriteBreaker { policy, state: Mutex::new(State::default()) }
+        WriteBreaker {
+            policy,
+            state: Mutex::new(State::default()),
+        }
     }
 
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
@@ -139,7 +153,10 @@ mod tests {
         let later = t0 + Duration::from_secs(601);
         assert!(b.admit(later));
         b.record(false, later);
-        assert!(!b.is_open(later), "one failure after half-open must not re-open");
+        assert!(
+            !b.is_open(later),
+            "one failure after half-open must not re-open"
+        );
         for _ in 0..19 {
             b.record(false, later);
         }
@@ -148,7 +165,10 @@ mod tests {
 
     #[test]
     fn zero_policy_values_fall_back_to_defaults() {
-        let b = WriteBreaker::new(BreakerPolicy { threshold: 0, open_for: Duration::ZERO });
+        let b = WriteBreaker::new(BreakerPolicy {
+            threshold: 0,
+            open_for: Duration::ZERO,
+        });
         assert_eq!(b.policy, BreakerPolicy::default());
     }
 }

@@ -57,7 +57,11 @@ impl fmt::Debug for PveConnector {
 impl<In: Transport> Connector<In> for PveConnector {
     type Out = ReasonKeeper;
 
-    fn connect(&self, details: &ConnectionDetails, chained: Option<In>) -> Result<Option<ReasonKeeper>, ureq::Error> {
+    fn connect(
+        &self,
+        details: &ConnectionDetails,
+        chained: Option<In>,
+    ) -> Result<Option<ReasonKeeper>, ureq::Error> {
         let Some(tcp) = chained else {
             return Ok(None);
         };
@@ -69,16 +73,23 @@ impl<In: Transport> Connector<In> for PveConnector {
             return Ok(Some(ReasonKeeper::new(Stream::Plain(sock), buffers)));
         }
         let host = details.uri.host().unwrap_or_default();
-        let host = host.strip_prefix('[').and_then(|h| h.strip_suffix(']')).unwrap_or(host);
+        let host = host
+            .strip_prefix('[')
+            .and_then(|h| h.strip_suffix(']'))
+            .unwrap_or(host);
         let name = ServerName::try_from(host.to_owned())
             .map_err(|e| refused(format!("{host:?} is not a valid TLS server name: {e}")))?;
-        let mut conn = ClientConnection::new(self.tls.clone(), name).map_err(|e| refused(e.to_string()))?;
+        let mut conn =
+            ClientConnection::new(self.tls.clone(), name).map_err(|e| refused(e.to_string()))?;
         while conn.is_handshaking() {
             if let Err(e) = conn.complete_io(&mut sock) {
                 return Err(handshake_error(e, host));
             }
         }
-        Ok(Some(ReasonKeeper::new(Stream::Tls(Box::new(StreamOwned::new(conn, sock))), buffers)))
+        Ok(Some(ReasonKeeper::new(
+            Stream::Tls(Box::new(StreamOwned::new(conn, sock))),
+            buffers,
+        )))
     }
 }
 
@@ -89,7 +100,15 @@ fn refused(message: String) -> ureq::Error {
 /// A rustls protocol error (certificate refused, no common cipher) is final;
 /// anything else (reset, timeout) is a plain I/O error and may be retried.
 fn handshake_error(e: io::Error, host: &str) -> ureq::Error {
-    match e.get_ref().and_then(|inner| inner.downcast_ref::<rustls::Error>()) {
+    match e
+        .get_ref()
+        .and_then(|inner| inner.downcast_ref::<rustls::Error>())
+    {
+        // Our own verifier's reason (a fingerprint mismatch): rustls would
+        // show it in Debug form.
+        Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(why))) => {
+            refused(format!("TLS handshake with {host} refused: {why}"))
+        }
         Some(tls) => refused(format!("TLS handshake with {host} refused: {tls}")),
         None => ureq::Error::from(e),
     }
@@ -139,7 +158,13 @@ pub(crate) struct ReasonKeeper {
 
 impl ReasonKeeper {
     fn new(stream: Stream, buffers: LazyBuffers) -> ReasonKeeper {
-        ReasonKeeper { buffers, stream, expect_status_line: false, head: Vec::new(), pending: Vec::new() }
+        ReasonKeeper {
+            buffers,
+            stream,
+            expect_status_line: false,
+            head: Vec::new(),
+            pending: Vec::new(),
+        }
     }
 
     /// Moves pending bytes into ureq's input buffer; true if any moved.
@@ -161,7 +186,11 @@ impl ReasonKeeper {
 fn with_reason_header(line: &[u8]) -> Vec<u8> {
     let reason = line.splitn(3, |b| *b == b' ').nth(2).unwrap_or_default();
     // A header value may hold tab, space, visible ASCII and obs-text.
-    let reason: Vec<u8> = reason.iter().copied().filter(|b| *b == b'\t' || *b >= 0x20 && *b != 0x7f).collect();
+    let reason: Vec<u8> = reason
+        .iter()
+        .copied()
+        .filter(|b| *b == b'\t' || *b >= 0x20 && *b != 0x7f)
+        .collect();
     let mut out = Vec::with_capacity(line.len() + REASON_HEADER.len() + reason.len() + 8);
     out.extend_from_slice(line);
     out.extend_from_slice(b"\r\n");
@@ -235,7 +264,9 @@ impl Transport for ReasonKeeper {
 
 impl fmt::Debug for ReasonKeeper {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ReasonKeeper").field("tls", &self.is_tls()).finish_non_exhaustive()
+        f.debug_struct("ReasonKeeper")
+            .field("tls", &self.is_tls())
+            .finish_non_exhaustive()
     }
 }
 
@@ -254,7 +285,13 @@ mod tests {
 
     #[test]
     fn missing_reason_gives_an_empty_header_and_control_bytes_are_dropped() {
-        assert_eq!(with_reason_header(b"HTTP/1.1 200"), b"HTTP/1.1 200\r\nx-proxops-reason-phrase: \r\n");
-        assert_eq!(with_reason_header(b"HTTP/1.1 400 a\x00b"), b"HTTP/1.1 400 a\x00b\r\nx-proxops-reason-phrase: ab\r\n");
+        assert_eq!(
+            with_reason_header(b"HTTP/1.1 200"),
+            b"HTTP/1.1 200\r\nx-proxops-reason-phrase: \r\n"
+        );
+        assert_eq!(
+            with_reason_header(b"HTTP/1.1 400 a\x00b"),
+            b"HTTP/1.1 400 a\x00b\r\nx-proxops-reason-phrase: ab\r\n"
+        );
     }
 }

@@ -72,7 +72,10 @@ pub struct FakePve {
 
 impl std::fmt::Debug for FakePve {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("FakePve").field("url", &self.url).field("pid", &self.child.id()).finish_non_exhaustive()
+        f.debug_struct("FakePve")
+            .field("url", &self.url)
+            .field("pid", &self.child.id())
+            .finish_non_exhaustive()
     }
 }
 
@@ -111,9 +114,27 @@ impl FakePve {
         let mut last_error = String::new();
         for _ in 0..ADDRESS_ATTEMPTS {
             let host = next_loopback_address();
-            match launch(&python, &launcher, &seed_file, state.path(), host, &password)? {
-                Launched::Ready { child, stdin, ready, stderr } => {
-                    let field = |name: &str| ready.get(name).and_then(Value::as_str).unwrap_or_default().to_owned();
+            match launch(
+                &python,
+                &launcher,
+                &seed_file,
+                state.path(),
+                host,
+                &password,
+            )? {
+                Launched::Ready {
+                    child,
+                    stdin,
+                    ready,
+                    stderr,
+                } => {
+                    let field = |name: &str| {
+                        ready
+                            .get(name)
+                            .and_then(Value::as_str)
+                            .unwrap_or_default()
+                            .to_owned()
+                    };
                     let agent = ureq::Agent::config_builder()
                         .http_status_as_error(false)
                         .proxy(None)
@@ -138,7 +159,9 @@ impl FakePve {
                 Launched::AddressInUse(why) => last_error = why,
             }
         }
-        Err(FakePveError::Start(format!("no free loopback address after {ADDRESS_ATTEMPTS} tries: {last_error}")))
+        Err(FakePveError::Start(format!(
+            "no free loopback address after {ADDRESS_ATTEMPTS} tries: {last_error}"
+        )))
     }
 
     /// `https://127.x.y.z:8006`.
@@ -170,7 +193,10 @@ impl FakePve {
 
     /// The composed token value `root@pam!proxops=<secret>`.
     pub fn token_value(&self) -> Secret {
-        Secret::new(format!("{TOKEN_USER}!{TOKEN_ID}={}", self.token_secret.expose()))
+        Secret::new(format!(
+            "{TOKEN_USER}!{TOKEN_ID}={}",
+            self.token_secret.expose()
+        ))
     }
 
     /// The password of `root@pam` (ticket login).
@@ -192,7 +218,11 @@ impl FakePve {
             credentials: Credentials::Token(self.token()),
             tls: TlsTrust::CaFile(self.ca_file.clone()),
             timeout: DEFAULT_TIMEOUT,
-            retry: RetryPolicy { base: Duration::from_millis(1), cap: Duration::from_millis(10), max_retries: 3 },
+            retry: RetryPolicy {
+                base: Duration::from_millis(1),
+                cap: Duration::from_millis(10),
+                max_retries: 3,
+            },
             breaker: BreakerPolicy::default(),
         }
     }
@@ -203,13 +233,18 @@ impl FakePve {
     pub fn call(&self, function: &str, args: Value, kwargs: Value) -> Result<Value, FakePveError> {
         let args = if args.is_null() { json!([]) } else { args };
         let kwargs = if kwargs.is_null() { json!({}) } else { kwargs };
-        let answer = self.control("POST", "/call", Some(json!({"fn": function, "args": args, "kwargs": kwargs})))?;
+        let answer = self.control(
+            "POST",
+            "/call",
+            Some(json!({"fn": function, "args": args, "kwargs": kwargs})),
+        )?;
         Ok(answer.get("result").cloned().unwrap_or(Value::Null))
     }
 
     /// Sets guest attributes (`shutdown_secs`, `start_error`, `lock`, …).
     pub fn set_guest(&self, vmid: u32, attrs: Value) -> Result<(), FakePveError> {
-        self.control("POST", "/guest", Some(json!({"vmid": vmid, "set": attrs}))).map(drop)
+        self.control("POST", "/guest", Some(json!({"vmid": vmid, "set": attrs})))
+            .map(drop)
     }
 
     /// Sets server settings (`time_scale`, `ticket_ttl`, `lock_wait`, `version`, …).
@@ -230,7 +265,12 @@ impl FakePve {
         Ok(rows
             .iter()
             .map(|row| {
-                let part = |i: usize| row.get(i).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let part = |i: usize| {
+                    row.get(i)
+                        .and_then(Value::as_str)
+                        .unwrap_or_default()
+                        .to_owned()
+                };
                 (part(0), part(1), part(2))
             })
             .collect())
@@ -246,9 +286,17 @@ impl FakePve {
         self.stderr.lock().map(|s| s.clone()).unwrap_or_default()
     }
 
-    fn control(&self, method: &str, path: &str, body: Option<Value>) -> Result<Value, FakePveError> {
+    fn control(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, FakePveError> {
         let what = format!("{method} {path}");
-        let fail = |message: String| FakePveError::Control { what: what.clone(), message };
+        let fail = |message: String| FakePveError::Control {
+            what: what.clone(),
+            message,
+        };
         let url = format!("{}{path}", self.control);
         let answer = match (method, body) {
             ("GET", _) => self.agent.get(&url).call(),
@@ -262,10 +310,17 @@ impl FakePve {
         };
         let mut answer = answer.map_err(|e| fail(e.to_string()))?;
         let status = answer.status().as_u16();
-        let text = answer.body_mut().read_to_string().map_err(|e| fail(e.to_string()))?;
+        let text = answer
+            .body_mut()
+            .read_to_string()
+            .map_err(|e| fail(e.to_string()))?;
         let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         if status != 200 {
-            let message = value.get("error").and_then(Value::as_str).map(str::to_owned).unwrap_or(value.to_string());
+            let message = value
+                .get("error")
+                .and_then(Value::as_str)
+                .map(str::to_owned)
+                .unwrap_or(value.to_string());
             return Err(fail(format!("HTTP {status}: {message}")));
         }
         Ok(value)
@@ -282,7 +337,12 @@ impl Drop for FakePve {
 }
 
 enum Launched {
-    Ready { child: Child, stdin: ChildStdin, ready: Value, stderr: Arc<Mutex<String>> },
+    Ready {
+        child: Child,
+        stdin: ChildStdin,
+        ready: Value,
+        stderr: Arc<Mutex<String>>,
+    },
     AddressInUse(String),
 }
 
@@ -314,7 +374,8 @@ fn launch(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| start_error(format!("{}: {e}", python.display())))?;
-    let (Some(stdin), Some(stdout), Some(stderr_pipe)) = (child.stdin.take(), child.stdout.take(), child.stderr.take())
+    let (Some(stdin), Some(stdout), Some(stderr_pipe)) =
+        (child.stdin.take(), child.stdout.take(), child.stderr.take())
     else {
         let _ = child.kill();
         let _ = child.wait();
@@ -350,7 +411,10 @@ fn launch(
             // stdout closed: the launcher exited; its status says why.
             let status = child.wait().ok().and_then(|s| s.code());
             std::thread::sleep(Duration::from_millis(50)); // let stderr drain
-            let why = stderr.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
+            let why = stderr
+                .lock()
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default();
             if status == Some(EXIT_ADDRESS_IN_USE) {
                 return Ok(Launched::AddressInUse(why));
             }
@@ -359,13 +423,23 @@ fn launch(
         Err(mpsc::RecvTimeoutError::Timeout) => {
             let _ = child.kill();
             let _ = child.wait();
-            let why = stderr.lock().map(|s| s.trim().to_owned()).unwrap_or_default();
-            return Err(start_error(format!("no ready line within {READY_TIMEOUT:?}: {why}")));
+            let why = stderr
+                .lock()
+                .map(|s| s.trim().to_owned())
+                .unwrap_or_default();
+            return Err(start_error(format!(
+                "no ready line within {READY_TIMEOUT:?}: {why}"
+            )));
         }
     };
     match serde_json::from_str::<Value>(&line) {
         Ok(ready) if ready.get("url").is_some() && ready.get("control").is_some() => {
-            Ok(Launched::Ready { child, stdin, ready, stderr })
+            Ok(Launched::Ready {
+                child,
+                stdin,
+                ready,
+                stderr,
+            })
         }
         _ => {
             let _ = child.kill();
@@ -377,15 +451,24 @@ fn launch(
 
 /// The seed with the harness token added to `tokens`.
 fn with_token(seed: &Value, secret: &str) -> Result<Value, FakePveError> {
-    let mut seed = if seed.is_null() { json!({}) } else { seed.clone() };
+    let mut seed = if seed.is_null() {
+        json!({})
+    } else {
+        seed.clone()
+    };
     let Some(map) = seed.as_object_mut() else {
         return Err(FakePveError::Start("the seed must be a JSON object".into()));
     };
     let tokens = map.entry("tokens").or_insert_with(|| json!({}));
     let Some(tokens) = tokens.as_object_mut() else {
-        return Err(FakePveError::Start("seed \"tokens\" must be an object".into()));
+        return Err(FakePveError::Start(
+            "seed \"tokens\" must be an object".into(),
+        ));
     };
-    tokens.insert(format!("{TOKEN_USER}!{TOKEN_ID}"), Value::String(secret.to_owned()));
+    tokens.insert(
+        format!("{TOKEN_USER}!{TOKEN_ID}"),
+        Value::String(secret.to_owned()),
+    );
     Ok(seed)
 }
 
@@ -401,7 +484,9 @@ fn workspace_root() -> PathBuf {
 fn next_loopback_address() -> Ipv4Addr {
     static COUNTER: AtomicU32 = AtomicU32::new(0);
     let n = COUNTER.fetch_add(1, Ordering::Relaxed);
-    let v = u64::from(std::process::id()).wrapping_mul(1024).wrapping_add(u64::from(n));
+    let v = u64::from(std::process::id())
+        .wrapping_mul(1024)
+        .wrapping_add(u64::from(n));
     let z = 1 + (v % 254) as u8;
     let rest = v / 254;
     let y = (rest % 256) as u8;
@@ -421,7 +506,14 @@ fn random_uuid() -> String {
     let b = state.hash_one((n, 2u8, std::time::SystemTime::now()));
     let bytes: Vec<u8> = a.to_be_bytes().into_iter().chain(b.to_be_bytes()).collect();
     let hex: String = bytes.iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{}-4{}-8{}-{}", &hex[0..8], &hex[8..12], &hex[13..16], &hex[17..20], &hex[20..32])
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
 }
 
 #[cfg(test)]

@@ -20,7 +20,7 @@ use ureq::Agent;
 use ureq::unversioned::resolver::DefaultResolver;
 use ureq::unversioned::transport::{Connector, TcpConnector};
 
-use crate::auth::{Credentials, CredentialError, TicketLogin, TicketSession};
+use crate::auth::{CredentialError, Credentials, TicketLogin, TicketSession};
 use crate::breaker::{BreakerPolicy, WriteBreaker};
 use crate::connector::{PveConnector, REASON_HEADER, TlsRefused};
 use crate::retry::{Class, Jitter, RetryPolicy, classify, pve_message};
@@ -142,7 +142,13 @@ impl fmt::Display for RequestLog {
             Some(status) => write!(f, "{status} ")?,
             None => f.write_str("no answer ")?,
         }
-        write!(f, "{} in {} ms (attempt {})", self.result, self.duration.as_millis(), self.attempt)
+        write!(
+            f,
+            "{} in {} ms (attempt {})",
+            self.result,
+            self.duration.as_millis(),
+            self.attempt
+        )
     }
 }
 
@@ -162,7 +168,10 @@ type LogHook = Arc<dyn Fn(&RequestLog) + Send + Sync>;
 enum AuthHeaders {
     None,
     Token(crate::auth::Secret),
-    Ticket { cookie: crate::auth::Secret, csrf: Option<crate::auth::Secret> },
+    Ticket {
+        cookie: crate::auth::Secret,
+        csrf: Option<crate::auth::Secret>,
+    },
 }
 
 /// The `Transport` that talks to a real PVE endpoint.
@@ -233,14 +242,20 @@ impl LiveTransport {
 
     /// Calls `hook` once per HTTP request (and per write refused by the
     /// breaker), after it ended. The binary decides how to print it (debug).
-    pub fn with_request_log(mut self, hook: impl Fn(&RequestLog) + Send + Sync + 'static) -> LiveTransport {
+    pub fn with_request_log(
+        mut self,
+        hook: impl Fn(&RequestLog) + Send + Sync + 'static,
+    ) -> LiveTransport {
         self.log = Some(Arc::new(hook));
         self
     }
 
     /// The clock for ticket renewal and the breaker window (default
     /// `Instant::now`).
-    pub fn with_clock(mut self, clock: impl Fn() -> Instant + Send + Sync + 'static) -> LiveTransport {
+    pub fn with_clock(
+        mut self,
+        clock: impl Fn() -> Instant + Send + Sync + 'static,
+    ) -> LiveTransport {
         self.clock = Arc::new(clock);
         self
     }
@@ -271,7 +286,11 @@ impl LiveTransport {
     pub fn request_counts(&self) -> Vec<RequestCount> {
         lock(&self.counts)
             .iter()
-            .map(|(&(method, result), &count)| RequestCount { method, result, count })
+            .map(|(&(method, result), &count)| RequestCount {
+                method,
+                result,
+                count,
+            })
             .collect()
     }
 
@@ -346,11 +365,19 @@ impl LiveTransport {
             )));
         }
         TicketSession::from_login(&response.body, (self.clock)()).ok_or_else(|| {
-            TransportError::Auth(format!("the login answer for {} holds no usable ticket", login.user()))
+            TransportError::Auth(format!(
+                "the login answer for {} holds no usable ticket",
+                login.user()
+            ))
         })
     }
 
-    fn send_logged(&self, request: &Request, auth: &AuthHeaders, attempt: u32) -> Result<Response, TransportError> {
+    fn send_logged(
+        &self,
+        request: &Request,
+        auth: &AuthHeaders,
+        attempt: u32,
+    ) -> Result<Response, TransportError> {
         let started = Instant::now();
         let outcome = self.send(request, auth);
         let result = RequestResult::of(outcome.as_ref());
@@ -402,7 +429,9 @@ impl LiveTransport {
                 if form.is_empty() {
                     builder.send_empty()
                 } else {
-                    builder.header("Content-Type", "application/x-www-form-urlencoded").send(form.as_bytes())
+                    builder
+                        .header("Content-Type", "application/x-www-form-urlencoded")
+                        .send(form.as_bytes())
                 }
             }
         };
@@ -416,10 +445,20 @@ impl LiveTransport {
             .filter(|r| !r.is_empty())
             .or_else(|| status.canonical_reason().map(str::to_owned))
             .unwrap_or_default();
-        let bytes = answer.body_mut().with_config().limit(BODY_LIMIT).read_to_vec().map_err(no_answer)?;
-        let body = serde_json::from_slice(&bytes)
-            .unwrap_or_else(|_| serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned()));
-        Ok(Response { status: status.as_u16(), reason, body })
+        let bytes = answer
+            .body_mut()
+            .with_config()
+            .limit(BODY_LIMIT)
+            .read_to_vec()
+            .map_err(no_answer)?;
+        let body = serde_json::from_slice(&bytes).unwrap_or_else(|_| {
+            serde_json::Value::String(String::from_utf8_lossy(&bytes).into_owned())
+        });
+        Ok(Response {
+            status: status.as_u16(),
+            reason,
+            body,
+        })
     }
 }
 
@@ -439,7 +478,10 @@ impl Transport for LiveTransport {
                         attempt: 0,
                     });
                 }
-                return Err(TransportError::ReadOnly { method: request.method, path: request.path.clone() });
+                return Err(TransportError::ReadOnly {
+                    method: request.method,
+                    path: request.path.clone(),
+                });
             }
             self.write_calls.fetch_add(1, Ordering::Relaxed);
         }
@@ -471,11 +513,21 @@ fn with_auth<B>(builder: ureq::RequestBuilder<B>, auth: &AuthHeaders) -> ureq::R
 fn no_answer(request: &Request, e: ureq::Error) -> TransportError {
     let (method, path) = (request.method, request.path.clone());
     if let ureq::Error::Io(io) = &e
-        && let Some(refused) = io.get_ref().and_then(|inner| inner.downcast_ref::<TlsRefused>())
+        && let Some(refused) = io
+            .get_ref()
+            .and_then(|inner| inner.downcast_ref::<TlsRefused>())
     {
-        return TransportError::Tls { method, path, message: refused.to_string() };
+        return TransportError::Tls {
+            method,
+            path,
+            message: refused.to_string(),
+        };
     }
-    TransportError::Io { method, path, message: e.to_string() }
+    TransportError::Io {
+        method,
+        path,
+        message: e.to_string(),
+    }
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -487,8 +539,15 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// not echoed back (it may hold a password).
 fn parse_base_url(text: &str) -> Result<String, LiveError> {
     let trimmed = text.trim().trim_end_matches('/');
-    let shown = if trimmed.contains('@') { "<url with user info>".to_owned() } else { format!("{trimmed:?}") };
-    let fail = |why: &str| LiveError::BaseUrl { shown: shown.clone(), why: why.to_owned() };
+    let shown = if trimmed.contains('@') {
+        "<url with user info>".to_owned()
+    } else {
+        format!("{trimmed:?}")
+    };
+    let fail = |why: &str| LiveError::BaseUrl {
+        shown: shown.clone(),
+        why: why.to_owned(),
+    };
     let uri: ureq::http::Uri = trimmed.parse().map_err(|_| fail("not a URL"))?;
     match uri.scheme_str() {
         Some("https") | Some("http") => {}
@@ -496,13 +555,17 @@ fn parse_base_url(text: &str) -> Result<String, LiveError> {
     }
     let authority = uri.authority().ok_or_else(|| fail("no host"))?;
     if authority.as_str().contains('@') {
-        return Err(fail("user info in the URL is not allowed; use the credential settings"));
+        return Err(fail(
+            "user info in the URL is not allowed; use the credential settings",
+        ));
     }
     if authority.host().is_empty() {
         return Err(fail("no host"));
     }
     if !matches!(uri.path(), "" | "/") || uri.query().is_some() {
-        return Err(fail("give only scheme, host and port (e.g. https://pve1:8006); /api2/json is added"));
+        return Err(fail(
+            "give only scheme, host and port (e.g. https://pve1:8006); /api2/json is added",
+        ));
     }
     Ok(trimmed.to_owned())
 }
@@ -539,7 +602,10 @@ mod tests {
     #[test]
     fn form_encoding_escapes_everything_but_unreserved() {
         let params = vec![
-            ("net0".to_owned(), "virtio=BC:24:11:00:00:01,bridge=vmbr0".to_owned()),
+            (
+                "net0".to_owned(),
+                "virtio=BC:24:11:00:00:01,bridge=vmbr0".to_owned(),
+            ),
             ("description".to_owned(), "a b&c\u{e9}".to_owned()),
         ];
         assert_eq!(
@@ -550,8 +616,14 @@ mod tests {
 
     #[test]
     fn base_url_takes_scheme_host_port_only() {
-        assert_eq!(parse_base_url("https://pve1:8006/").unwrap(), "https://pve1:8006");
-        assert_eq!(parse_base_url(" https://[::1]:8006 ").unwrap(), "https://[::1]:8006");
+        assert_eq!(
+            parse_base_url("https://pve1:8006/").unwrap(),
+            "https://pve1:8006"
+        );
+        assert_eq!(
+            parse_base_url(" https://[::1]:8006 ").unwrap(),
+            "https://[::1]:8006"
+        );
         assert!(parse_base_url("pve1:8006").is_err());
         assert!(parse_base_url("ftp://pve1").is_err());
         assert!(parse_base_url("https://pve1:8006/api2/json").is_err());
@@ -569,6 +641,9 @@ mod tests {
             duration: Duration::from_millis(12),
             attempt: 0,
         };
-        assert_eq!(line.to_string(), "GET /cluster/resources -> 200 success in 12 ms (attempt 0)");
+        assert_eq!(
+            line.to_string(),
+            "GET /cluster/resources -> 200 success in 12 ms (attempt 0)"
+        );
     }
 }

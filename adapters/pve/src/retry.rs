@@ -83,7 +83,10 @@ pub fn pve_message(response: &Response) -> String {
                 Some(serde_json::Value::String(errors)) => push(errors),
                 Some(serde_json::Value::Object(fields)) => {
                     for (field, text) in fields {
-                        let text = text.as_str().map(str::to_owned).unwrap_or_else(|| text.to_string());
+                        let text = text
+                            .as_str()
+                            .map(str::to_owned)
+                            .unwrap_or_else(|| text.to_string());
                         push(&format!("{field}: {}", text.trim()));
                     }
                 }
@@ -110,14 +113,21 @@ pub struct RetryPolicy {
 
 impl Default for RetryPolicy {
     fn default() -> RetryPolicy {
-        RetryPolicy { base: Duration::from_secs(1), cap: Duration::from_secs(30), max_retries: 3 }
+        RetryPolicy {
+            base: Duration::from_secs(1),
+            cap: Duration::from_secs(30),
+            max_retries: 3,
+        }
     }
 }
 
 impl RetryPolicy {
     /// No retries at all.
     pub fn none() -> RetryPolicy {
-        RetryPolicy { max_retries: 0, ..RetryPolicy::default() }
+        RetryPolicy {
+            max_retries: 0,
+            ..RetryPolicy::default()
+        }
     }
 
     /// The wait before retry number `retry` (0 = the first retry); `jitter` is
@@ -138,7 +148,10 @@ pub(crate) struct Jitter {
 
 impl Jitter {
     pub(crate) fn new() -> Jitter {
-        Jitter { key: RandomState::new(), counter: AtomicU64::new(0) }
+        Jitter {
+            key: RandomState::new(),
+            counter: AtomicU64::new(0),
+        }
     }
 
     pub(crate) fn next(&self) -> f64 {
@@ -156,7 +169,11 @@ mod tests {
     use serde_json::json;
 
     fn answer(status: u16, reason: &str, body: serde_json::Value) -> Response {
-        Response { status, reason: reason.into(), body }
+        Response {
+            status,
+            reason: reason.into(),
+            body,
+        }
     }
 
     fn class(status: u16, reason: &str) -> Class {
@@ -171,13 +188,27 @@ mod tests {
 
     #[test]
     fn no_answer_is_retried_but_refusals_are_not() {
-        let io = TransportError::Io { method: Method::Get, path: "/version".into(), message: "reset".into() };
+        let io = TransportError::Io {
+            method: Method::Get,
+            path: "/version".into(),
+            message: "reset".into(),
+        };
         assert_eq!(classify(Err(&io)), Class::Retry);
-        let read_only = TransportError::ReadOnly { method: Method::Post, path: "/x".into() };
+        let read_only = TransportError::ReadOnly {
+            method: Method::Post,
+            path: "/x".into(),
+        };
         assert_eq!(classify(Err(&read_only)), Class::Fail);
-        let tls = TransportError::Tls { method: Method::Get, path: "/x".into(), message: "bad cert".into() };
+        let tls = TransportError::Tls {
+            method: Method::Get,
+            path: "/x".into(),
+            message: "bad cert".into(),
+        };
         assert_eq!(classify(Err(&tls)), Class::Fail);
-        assert_eq!(classify(Err(&TransportError::Auth("refused".into()))), Class::Fail);
+        assert_eq!(
+            classify(Err(&TransportError::Auth("refused".into()))),
+            Class::Fail
+        );
     }
 
     #[test]
@@ -193,24 +224,45 @@ mod tests {
         assert_eq!(class(400, "Parameter verification failed."), Class::Fail);
         assert_eq!(class(401, "authentication failure"), Class::Fail);
         assert_eq!(class(403, "Permission check failed"), Class::Fail);
-        assert_eq!(class(501, "Method 'POST /nodes/pve1/qemu/1/untemplate' not implemented"), Class::Fail);
+        assert_eq!(
+            class(
+                501,
+                "Method 'POST /nodes/pve1/qemu/1/untemplate' not implemented"
+            ),
+            Class::Fail
+        );
     }
 
     #[test]
     fn missing_objects_are_not_found_not_retried() {
-        assert_eq!(class(500, "Configuration file 'nodes/pve1/qemu-server/555.conf' does not exist"), Class::NotFound);
+        assert_eq!(
+            class(
+                500,
+                "Configuration file 'nodes/pve1/qemu-server/555.conf' does not exist"
+            ),
+            Class::NotFound
+        );
         assert_eq!(class(500, "no such VM ('555')"), Class::NotFound);
         assert_eq!(class(500, "No such task"), Class::NotFound);
-        assert_eq!(classify(Ok(&answer(404, "Not Found", json!("404: Not Found")))), Class::NotFound);
+        assert_eq!(
+            classify(Ok(&answer(404, "Not Found", json!("404: Not Found")))),
+            Class::NotFound
+        );
         // The text may be only in the body (fakepve's `message`).
         let body = json!({"data": null, "message": "storage 'nosuch' does not exist\n"});
-        assert_eq!(classify(Ok(&answer(500, "Internal Server Error", body))), Class::NotFound);
+        assert_eq!(
+            classify(Ok(&answer(500, "Internal Server Error", body))),
+            Class::NotFound
+        );
     }
 
     #[test]
     fn a_400_mentioning_a_missing_thing_is_a_parameter_error_not_absence() {
         let body = json!({"data": null, "errors": {"storage": "storage 'x' does not exist"}});
-        assert_eq!(classify(Ok(&answer(400, "Parameter verification failed.", body))), Class::Fail);
+        assert_eq!(
+            classify(Ok(&answer(400, "Parameter verification failed.", body))),
+            Class::Fail
+        );
     }
 
     #[test]

@@ -17,7 +17,9 @@ use std::sync::Arc;
 
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
 use rustls::crypto::WebPkiSupportedAlgorithms;
-use rustls::{CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme};
+use rustls::{
+    CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
+};
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, ServerName, UnixTime};
 use sha2::{Digest, Sha256};
@@ -61,7 +63,9 @@ impl Fingerprint {
     pub fn parse(text: &str) -> Result<Fingerprint, TlsError> {
         let trimmed = text.trim();
         let hex: String = trimmed.chars().filter(|c| *c != ':').collect();
-        let bad = |why: &str| TlsError::Fingerprint(format!("{why} (expected 32 hex bytes, e.g. AA:BB:…)"));
+        let bad = |why: &str| {
+            TlsError::Fingerprint(format!("{why} (expected 32 hex bytes, e.g. AA:BB:…)"))
+        };
         if hex.len() != 64 {
             return Err(bad(&format!("{} hex digits", hex.len())));
         }
@@ -70,7 +74,9 @@ impl Fingerprint {
         }
         let mut out = [0u8; 32];
         for (i, byte) in out.iter_mut().enumerate() {
-            let pair = hex.get(2 * i..2 * i + 2).ok_or_else(|| bad("not ASCII hex"))?;
+            let pair = hex
+                .get(2 * i..2 * i + 2)
+                .ok_or_else(|| bad("not ASCII hex"))?;
             *byte = u8::from_str_radix(pair, 16).map_err(|_| bad("not hex"))?;
         }
         Ok(Fingerprint(out))
@@ -133,11 +139,18 @@ pub(crate) fn client_config(trust: &TlsTrust) -> Result<Arc<ClientConfig>, TlsEr
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError::Setup(e.to_string()))?;
     let config = match trust {
-        TlsTrust::SystemRoots => builder.with_root_certificates(system_roots()?).with_no_client_auth(),
-        TlsTrust::CaFile(path) => builder.with_root_certificates(ca_file_roots(path)?).with_no_client_auth(),
+        TlsTrust::SystemRoots => builder
+            .with_root_certificates(system_roots()?)
+            .with_no_client_auth(),
+        TlsTrust::CaFile(path) => builder
+            .with_root_certificates(ca_file_roots(path)?)
+            .with_no_client_auth(),
         TlsTrust::Fingerprint(pin) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedCertificate { pin: *pin, algorithms }))
+            .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
+                pin: *pin,
+                algorithms,
+            }))
             .with_no_client_auth(),
         TlsTrust::DangerInsecure => builder
             .dangerous()
@@ -152,7 +165,11 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
     let mut store = RootCertStore::empty();
     let (added, _ignored) = store.add_parsable_certificates(found.certs);
     if added == 0 {
-        let why = found.errors.first().map(|e| e.to_string()).unwrap_or_else(|| "no certificates found".into());
+        let why = found
+            .errors
+            .first()
+            .map(|e| e.to_string())
+            .unwrap_or_else(|| "no certificates found".into());
         return Err(TlsError::SystemRoots(format!(
             "{why}; install the ca-certificates package, or set pve.ca-file or a certificate fingerprint"
         )));
@@ -161,12 +178,17 @@ fn system_roots() -> Result<RootCertStore, TlsError> {
 }
 
 fn ca_file_roots(path: &Path) -> Result<RootCertStore, TlsError> {
-    let fail = |message: String| TlsError::CaFile { path: path.to_path_buf(), message };
+    let fail = |message: String| TlsError::CaFile {
+        path: path.to_path_buf(),
+        message,
+    };
     let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
     let mut store = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| fail(format!("not PEM: {e}")))?;
-        store.add(cert).map_err(|e| fail(format!("unusable certificate: {e}")))?;
+        store
+            .add(cert)
+            .map_err(|e| fail(format!("unusable certificate: {e}")))?;
     }
     if store.is_empty() {
         return Err(fail("holds no PEM certificate".into()));
@@ -189,7 +211,11 @@ struct FingerprintMismatch {
 
 impl fmt::Display for FingerprintMismatch {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "server certificate fingerprint {} does not match the pinned fingerprint", self.seen)
+        write!(
+            f,
+            "server certificate fingerprint {} does not match the pinned fingerprint",
+            self.seen
+        )
     }
 }
 
@@ -208,9 +234,9 @@ impl ServerCertVerifier for PinnedCertificate {
         if seen == self.pin {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::InvalidCertificate(CertificateError::Other(rustls::OtherError(Arc::new(
-                FingerprintMismatch { seen },
-            )))))
+            Err(rustls::Error::InvalidCertificate(CertificateError::Other(
+                rustls::OtherError(Arc::new(FingerprintMismatch { seen })),
+            )))
         }
     }
 
@@ -314,7 +340,8 @@ mod tests {
         // SHA-256 of the empty string.
         assert_eq!(
             Fingerprint::of_der(b""),
-            Fingerprint::parse("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855").unwrap()
+            Fingerprint::parse("e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855")
+                .unwrap()
         );
     }
 
@@ -324,7 +351,10 @@ mod tests {
         let path = dir.path().join("empty.pem");
         std::fs::write(&path, "not a certificate\n").unwrap();
         let err = client_config(&TlsTrust::CaFile(path)).unwrap_err();
-        assert!(err.to_string().contains("holds no PEM certificate"), "{err}");
+        assert!(
+            err.to_string().contains("holds no PEM certificate"),
+            "{err}"
+        );
         let missing = client_config(&TlsTrust::CaFile(dir.path().join("missing.pem"))).unwrap_err();
         assert!(missing.to_string().contains("missing.pem"), "{missing}");
     }
