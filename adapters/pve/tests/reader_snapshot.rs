@@ -289,7 +289,7 @@ fn allowlist_ignores_other_nodes_and_marks_unlisted_nodes_unknown() {
         calls: Mutex::new(vec![]),
     };
     let snap = read_snapshot(&t, &scope).unwrap();
-    assert!(snap.nodes.get(&node("pve1")).is_none());
+    assert!(!snap.nodes.contains_key(&node("pve1")));
     assert_eq!(snap.nodes.get(&node("pve9")), Some(&NodeState::Unknown));
     assert_eq!(
         snap.guests

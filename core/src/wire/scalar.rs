@@ -40,8 +40,7 @@ impl Bytes {
             Some('p') => (&stem[..stem.len() - 1], 50),
             _ => (stem, 0),
         };
-        let (n, scale) = parse_decimal(num).ok_or_else(bad)?;
-        let v = (n << shift) / scale;
+        let v = scaled(num, shift).ok_or_else(bad)?;
         u64::try_from(v).map(Bytes).map_err(|_| bad())
     }
 
@@ -49,9 +48,9 @@ impl Bytes {
     /// after the storage id of an "allocate new volume" value as GiB
     /// (a byte count gave "Volume too large (8.00 EiB)" [PROBE]).
     pub fn parse_gib(s: &str) -> Result<Bytes, WireError> {
-        let (n, scale) = parse_decimal(s.trim())
+        let v = scaled(s.trim(), 30)
             .ok_or_else(|| WireError::invalid("size", s, "a number of GiB such as 32 or 0.5"))?;
-        u64::try_from((n * GIB) / scale)
+        u64::try_from(v)
             .map(Bytes)
             .map_err(|_| WireError::invalid("size", s, "a number of GiB small enough for PVE"))
     }
@@ -83,7 +82,7 @@ impl Bytes {
     pub fn to_wire(&self) -> String {
         let v = self.0;
         for (shift, suffix) in [(40, 'T'), (30, 'G'), (20, 'M'), (10, 'K')] {
-            if v != 0 && v % (1u64 << shift) == 0 {
+            if v != 0 && v.is_multiple_of(1u64 << shift) {
                 return format!("{}{suffix}", v >> shift);
             }
         }
@@ -91,28 +90,32 @@ impl Bytes {
     }
 }
 
-/// Parses `123`, `1.5`, `.5` into (digits as integer, 10^fraction-digits).
-fn parse_decimal(s: &str) -> Option<(u128, u128)> {
-    let (int, frac) = match s.split_once('.') {
-        Some((i, f)) => (i, f),
-        None => (s, ""),
-    };
-    if int.is_empty() && frac.is_empty() {
+/// `<decimal> * 2^shift`, rounded down, computed exactly: `123`, `1.5`,
+/// `.5`; at most 20 integer and 30 fraction digits (2^30 divides 10^30, so
+/// every GiB amount in bytes has an exact decimal of that length).
+fn scaled(s: &str, shift: u32) -> Option<u128> {
+    let (int, frac) = s.split_once('.').unwrap_or((s, ""));
+    if (int.is_empty() && frac.is_empty()) || int.len() > 20 || frac.len() > 30 {
         return None;
     }
-    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit())
-        || frac.len() > 18
-        || int.len() > 20
-    {
+    if !int.bytes().chain(frac.bytes()).all(|b| b.is_ascii_digit()) {
         return None;
     }
-    let digits = format!("{int}{frac}");
-    let n: u128 = if digits.is_empty() {
+    let i: u128 = if int.is_empty() { 0 } else { int.parse().ok()? };
+    let f: u128 = if frac.is_empty() {
         0
     } else {
-        digits.parse().ok()?
+        frac.parse().ok()?
     };
-    Some((n, 10u128.pow(frac.len() as u32)))
+    let digits = frac.len() as u32;
+    let five = 5u128.pow(digits);
+    // f * 2^shift / 10^digits without overflow: 10^digits = 2^digits * 5^digits.
+    let frac_part = if shift >= digits {
+        (f << (shift - digits)) / five
+    } else {
+        (f >> (digits - shift)) / five
+    };
+    i.checked_shl(shift)?.checked_add(frac_part)
 }
 
 /// PVE's boolean grammar: `1/0`, `yes/no`, `on/off`, `true/false`,
