@@ -656,6 +656,8 @@ impl TpmState {
 
 /// A PCI address in PVE's grammar: `[<domain>:]<bus>:<dev>[.<fn>]`
 /// (`0000:17:00`, `0000:17:00.0`, `00:17.0`, `00000:17:00`), lower-cased.
+/// Deliberately as wide as PVE 9.2's own grammar [PROBE §6.4.2]: the domain
+/// is optional (the original tool required one and refused `00:17.0`).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
 #[serde(transparent)]
 pub struct Bdf(String);
@@ -890,6 +892,14 @@ mod tests {
             QemuNet::parse,
             QemuNet::to_wire,
         );
+    }
+
+    #[test]
+    fn vm_nic_vlan_key_is_tag_never_vlan() {
+        let mut n = QemuNet::new("virtio", "vmbr0");
+        n.tag = Some(103);
+        assert_eq!(n.to_wire(), "virtio,bridge=vmbr0,tag=103");
+        assert!(!n.to_wire().contains("vlan"));
     }
 
     #[test]
