@@ -326,3 +326,63 @@ fn snapshot_is_deterministic_and_serialises() {
     assert_eq!(ja, serde_json::to_string(&b).unwrap());
     assert!(ja.contains("\"guests\":[{"));
 }
+
+fn real_fixture(name: &str) -> Value {
+    let path = format!(
+        "{}/../../../shared/fixtures/pve-real/{name}",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+}
+
+#[test]
+fn real_cluster_resources_answer_reads_nodes_guests_and_tags() {
+    let body = real_fixture("cluster-resources__goproxmox.json");
+    let rec = json!({"format": "proxops-recording/v1", "cluster": "lab", "responses": [
+        {"method": "GET", "path": "/cluster/resources", "query": "", "status": 200, "body": body}
+    ]});
+    let snap = read_snapshot(
+        &ReplayTransport::from_json(rec.to_string().as_bytes()).unwrap(),
+        &ReadScope::default(),
+    )
+    .unwrap();
+    assert_eq!(snap.nodes.len(), 4);
+    assert!(snap.nodes.values().all(|s| *s == NodeState::Online));
+    let leap = snap.guest(&node("node1"), vmid(101)).unwrap();
+    assert!(leap.template);
+    assert_eq!(leap.power, Power::Stopped);
+    let tagged = snap.guest(&node("node1"), vmid(102)).unwrap();
+    assert_eq!(tagged.tags.to_wire(), "go-proxmox+cloud-init");
+    assert_eq!(
+        snap.guest(&node("node2"), vmid(100)).unwrap().power,
+        Power::Running
+    );
+    // No config was recorded: every guest's config is a failure, none is absent.
+    assert!(snap.guests.values().all(|g| {
+        g.config
+            .as_ref()
+            .is_err_and(|f| f.message.contains("not in the recording"))
+    }));
+    assert_eq!(snap.failures.len(), snap.guests.len());
+}
+
+#[test]
+fn real_trimmed_resources_split_tags_on_semicolons() {
+    let body = real_fixture("cluster-resources-trimmed__vmconfig-tags-test.json");
+    let rec = json!({"format": "proxops-recording/v1", "cluster": "lab", "responses": [
+        {"method": "GET", "path": "/cluster/resources", "query": "", "status": 200, "body": body}
+    ]});
+    let snap = read_snapshot(
+        &ReplayTransport::from_json(rec.to_string().as_bytes()).unwrap(),
+        &ReadScope::default(),
+    )
+    .unwrap();
+    let g = snap.guest(&node("pve"), vmid(101)).unwrap();
+    assert!(g.tags.contains("blue") && g.tags.contains("red"));
+    assert_eq!(g.power, Power::Unknown, "no status in the row");
+    assert_eq!(
+        snap.node_state(&node("pve")),
+        NodeState::Unknown,
+        "no node row"
+    );
+}
