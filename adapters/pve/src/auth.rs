@@ -7,48 +7,16 @@
 //!
 //! **Architecture Invariant:** a secret (token secret, password, ticket, CSRF
 //! token) never appears in `Debug` output, an error message or a log line:
-//! it lives in `Secret`, whose `Debug` prints `<redacted>` and which has no
-//! `Display`.
+//! it lives in `Secret`, whose `Debug` and `Display` print `<redacted>`.
 
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// A value that must never be shown: `Debug` prints `<redacted>`.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Secret(String);
+use proxops_core::config::AuthMethod;
 
-impl Secret {
-    pub fn new(value: impl Into<String>) -> Secret {
-        Secret(value.into())
-    }
-
-    /// The secret itself, for the one place that sends it.
-    pub fn expose(&self) -> &str {
-        &self.0
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.0.is_empty()
-    }
-}
-
-impl fmt::Debug for Secret {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("<redacted>")
-    }
-}
-
-impl From<String> for Secret {
-    fn from(value: String) -> Secret {
-        Secret(value)
-    }
-}
-
-impl From<&str> for Secret {
-    fn from(value: &str) -> Secret {
-        Secret(value.to_owned())
-    }
-}
+/// A value that must never be shown (core's type: `Debug` and `Display`
+/// print `<redacted>`).
+pub use proxops_core::secret::Secret;
 
 /// Credentials that cannot be used. The text names the field, never its value
 /// when that value is secret.
@@ -140,7 +108,7 @@ impl ApiToken {
 
     /// The `Authorization` header value. Secret: never log it.
     pub(crate) fn authorization(&self) -> Secret {
-        Secret(format!(
+        Secret::new(format!(
             "PVEAPIToken={}!{}={}",
             self.user,
             self.token_id,
@@ -215,6 +183,35 @@ pub enum Credentials {
 }
 
 impl Credentials {
+    /// From the resolved settings (`pve.auth`, `pve.user`, `pve.token-id`,
+    /// `pve.token`, `pve.token-value`, `pve.password`, after environment and
+    /// SOPS). Under token auth a non-empty composed token value wins over the
+    /// three fields; blank values count as absent.
+    pub fn from_settings(
+        auth: AuthMethod,
+        user: Option<&str>,
+        token_id: Option<&str>,
+        token: Option<&Secret>,
+        token_value: Option<&Secret>,
+        password: Option<&Secret>,
+    ) -> Result<Credentials, CredentialError> {
+        let present = |s: Option<&Secret>| s.filter(|s| !s.is_empty()).cloned();
+        let user = user.unwrap_or_default();
+        match auth {
+            AuthMethod::Token => match present(token_value) {
+                Some(composed) => ApiToken::from_token_value(&composed).map(Credentials::Token),
+                None => ApiToken::new(
+                    user,
+                    token_id.unwrap_or_default(),
+                    present(token).unwrap_or_default(),
+                )
+                .map(Credentials::Token),
+            },
+            AuthMethod::Ticket => TicketLogin::new(user, present(password).unwrap_or_default())
+                .map(Credentials::Ticket),
+        }
+    }
+
     /// The PVE user these credentials act as (for messages).
     pub fn user(&self) -> &str {
         match self {
@@ -328,6 +325,71 @@ mod tests {
         let err =
             ApiToken::from_token_value(&Secret::new(format!("root@pam{SECRET}"))).unwrap_err();
         assert!(!err.to_string().contains(SECRET));
+    }
+
+    #[test]
+    fn settings_prefer_the_composed_token_value_and_pick_the_auth_method() {
+        let composed = Secret::new(format!("svc@pve!ci={SECRET}"));
+        let token = Secret::new("other");
+        let from_value = Credentials::from_settings(
+            AuthMethod::Token,
+            Some("root@pam"),
+            Some("proxops"),
+            Some(&token),
+            Some(&composed),
+            None,
+        )
+        .unwrap();
+        assert_eq!(from_value.user(), "svc@pve");
+        let blank = Secret::new("  ");
+        let from_fields = Credentials::from_settings(
+            AuthMethod::Token,
+            Some("root@pam"),
+            Some("proxops"),
+            Some(&token),
+            Some(&blank),
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            from_fields,
+            Credentials::Token(ApiToken::new("root@pam", "proxops", token.clone()).unwrap())
+        );
+        let password = Secret::new("pw");
+        let ticket = Credentials::from_settings(
+            AuthMethod::Ticket,
+            Some("root@pam"),
+            None,
+            None,
+            None,
+            Some(&password),
+        )
+        .unwrap();
+        assert!(matches!(ticket, Credentials::Ticket(_)));
+        assert_eq!(
+            Credentials::from_settings(
+                AuthMethod::Ticket,
+                Some("root@pam"),
+                None,
+                None,
+                None,
+                None
+            )
+            .unwrap_err(),
+            CredentialError::MissingPassword
+        );
+        assert_eq!(
+            Credentials::from_settings(
+                AuthMethod::Token,
+                None,
+                Some("x"),
+                Some(&token),
+                None,
+                None
+            )
+            .unwrap_err(),
+            CredentialError::MissingUser
+        );
     }
 
     #[test]

@@ -43,6 +43,30 @@ pub enum TlsTrust {
 }
 
 impl TlsTrust {
+    /// From the settings of one cluster: `insecure: true` (refused together
+    /// with a fingerprint, which would mean two opposite things), else a
+    /// fingerprint pin, else a CA file (the cluster's, else `pve.ca-file`),
+    /// else the system trust store. Blank strings count as absent.
+    pub fn from_settings(
+        ca_file: Option<&str>,
+        fingerprint: Option<&str>,
+        insecure: bool,
+    ) -> Result<TlsTrust, TlsError> {
+        fn given(s: Option<&str>) -> Option<&str> {
+            s.map(str::trim).filter(|s| !s.is_empty())
+        }
+        match (insecure, given(fingerprint), given(ca_file)) {
+            (true, Some(_), _) => Err(TlsError::Setup(
+                "both `insecure: true` and a certificate fingerprint are set; pin the fingerprint and drop insecure"
+                    .into(),
+            )),
+            (true, None, _) => Ok(TlsTrust::DangerInsecure),
+            (false, Some(pin), _) => Fingerprint::parse(pin).map(TlsTrust::Fingerprint),
+            (false, None, Some(path)) => Ok(TlsTrust::CaFile(PathBuf::from(path))),
+            (false, None, None) => Ok(TlsTrust::SystemRoots),
+        }
+    }
+
     /// True for the one mode that does not authenticate the server.
     pub fn is_insecure(&self) -> bool {
         matches!(self, TlsTrust::DangerInsecure)
@@ -357,6 +381,32 @@ mod tests {
         );
         let missing = client_config(&TlsTrust::CaFile(dir.path().join("missing.pem"))).unwrap_err();
         assert!(missing.to_string().contains("missing.pem"), "{missing}");
+    }
+
+    #[test]
+    fn settings_choose_insecure_then_pin_then_ca_file_then_system_roots() {
+        assert_eq!(
+            TlsTrust::from_settings(None, None, false).unwrap(),
+            TlsTrust::SystemRoots
+        );
+        assert_eq!(
+            TlsTrust::from_settings(Some(" "), Some(""), false).unwrap(),
+            TlsTrust::SystemRoots
+        );
+        assert_eq!(
+            TlsTrust::from_settings(Some("/etc/pve-ca.pem"), None, false).unwrap(),
+            TlsTrust::CaFile(PathBuf::from("/etc/pve-ca.pem"))
+        );
+        assert_eq!(
+            TlsTrust::from_settings(Some("/etc/pve-ca.pem"), Some(HEX), false).unwrap(),
+            TlsTrust::Fingerprint(Fingerprint::parse(HEX).unwrap())
+        );
+        assert_eq!(
+            TlsTrust::from_settings(Some("/x.pem"), None, true).unwrap(),
+            TlsTrust::DangerInsecure
+        );
+        assert!(TlsTrust::from_settings(None, Some(HEX), true).is_err());
+        assert!(TlsTrust::from_settings(None, Some("AB:CD"), false).is_err());
     }
 
     #[test]
