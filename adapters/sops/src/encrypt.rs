@@ -141,10 +141,10 @@ impl Writer<'_> {
         let fail = |reason: &str| SopsError::Encrypt {
             reason: format!("value at `{}`: {reason}", self.path.join(".")),
         };
-        if let SecretValue::Time(t) = value {
-            if resolve::parse_timestamp(t).as_deref() != Some(t.as_str()) {
-                return Err(fail("a time value must be canonical RFC 3339"));
-            }
+        if let SecretValue::Time(t) = value
+            && resolve::parse_timestamp(t).as_deref() != Some(t.as_str())
+        {
+            return Err(fail("a time value must be canonical RFC 3339"));
         }
         // The bytes sops hashes (and, for encrypted leaves, seals).
         let canonical: Zeroizing<Vec<u8>> = Zeroizing::new(match value {

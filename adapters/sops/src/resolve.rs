@@ -55,10 +55,10 @@ pub(crate) fn resolve_plain(text: &str) -> Result<Resolved, String> {
     if !plain.starts_with(['+', '-']) && go_parse_uint_base0(&plain).is_some() {
         return Err("a plaintext integer above the signed 64-bit range is not supported".into());
     }
-    if is_yaml_float(&plain) {
-        if let Ok(f) = plain.parse::<f64>() {
-            return Ok(Resolved::Float(f));
-        }
+    if is_yaml_float(&plain)
+        && let Ok(f) = plain.parse::<f64>()
+    {
+        return Ok(Resolved::Float(f));
     }
     Ok(Resolved::Str)
 }
@@ -298,7 +298,9 @@ fn take_num(s: &str, min: usize, max: usize) -> Option<(u32, &str)> {
 
 fn days_in_month(year: u32, month: u32) -> u32 {
     match month {
-        2 if year % 4 == 0 && (year % 100 != 0 || year % 400 == 0) => 29,
+        2 if year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400)) => {
+            29
+        }
         2 => 28,
         4 | 6 | 9 | 11 => 30,
         _ => 31,
@@ -307,6 +309,7 @@ fn days_in_month(year: u32, month: u32) -> u32 {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     #[test]

@@ -46,6 +46,7 @@ fn every_shared_fixture_decrypts_or_fails_as_its_case_says() {
                 )
                 .unwrap();
                 common::assert_matches_json(&doc, &expected);
+                assert_debug_hides_every_value(&doc, &name);
             }
             Some(class) => {
                 let err = result.expect_err(&name);
@@ -93,4 +94,54 @@ fn tampered_ciphertext_error_names_the_key_path() {
     let msg = err.to_string();
     assert!(msg.contains("pve.token_secret"), "{msg}");
     assert!(msg.contains("secrets.sops.yaml"), "{msg}");
+}
+
+/// No decrypted value (of 3 characters or more, so short numbers like `2`
+/// do not match structure text) shows in `Debug` output.
+fn assert_debug_hides_every_value(doc: &proxops_sops::SecretDocument, name: &str) {
+    // Keys are not secret and may contain a value's text; nodes' Debug
+    // (which never prints keys) is what must stay redacted.
+    let nodes: Vec<_> = doc.entries().iter().map(|(_, n)| n).collect();
+    let debug = format!("{doc:?} {nodes:?}");
+    let mut checked = 0;
+    for (path, text) in doc.leaves() {
+        if text.len() >= 3 {
+            checked += 1;
+            assert!(
+                !debug.contains(text.as_str()),
+                "{name}: Debug output shows the value at {path}"
+            );
+        }
+    }
+    assert!(checked > 0 || doc.entries().is_empty());
+    assert!(debug.contains("<redacted>"));
+}
+
+#[test]
+fn errors_never_show_a_plaintext_value() {
+    // A fixture decrypts with the right key; the same file with the MAC
+    // broken must fail without echoing any of the values just seen.
+    let case = common::fixtures_dir().join("01-proxops-credentials");
+    let ids = Identities::from_text(
+        &std::fs::read_to_string(case.join("key.txt")).unwrap(),
+        "key.txt",
+    )
+    .unwrap();
+    let text = std::fs::read_to_string(case.join("secrets.sops.yaml")).unwrap();
+    let doc = SopsFile::parse(&text, "01").unwrap().decrypt(&ids).unwrap();
+    let lm = text.lines().find(|l| l.contains("lastmodified:")).unwrap();
+    let broken = text.replace(lm, "    lastmodified: \"2000-01-01T00:00:00Z\"");
+    let err = SopsFile::parse(&broken, "01")
+        .unwrap()
+        .decrypt(&ids)
+        .unwrap_err();
+    let shown = format!("{err} {err:?}");
+    for (path, value) in doc.leaves() {
+        if value.len() >= 3 {
+            assert!(
+                !shown.contains(value.as_str()),
+                "error shows the value at {path}"
+            );
+        }
+    }
 }
