@@ -86,11 +86,17 @@ impl FakePve {
     /// finish before their POST returns (time scale 0) unless the seed's
     /// settings say otherwise.
     pub fn start(seed: &Value) -> Result<FakePve, FakePveError> {
-        let root = workspace_root();
         let tools = std::env::var_os("PROXOPS_TOOLS_DIR")
             .filter(|v| !v.is_empty())
             .map(PathBuf::from)
-            .unwrap_or_else(|| root.join(".tools"));
+            .unwrap_or_else(|| workspace_root().join(".tools"));
+        FakePve::start_with_tools(&tools, seed)
+    }
+
+    /// As `start`, with the test tools in `tools` (what
+    /// `$PROXOPS_TOOLS_DIR` names) instead of the default.
+    pub fn start_with_tools(tools: &Path, seed: &Value) -> Result<FakePve, FakePveError> {
+        let root = workspace_root();
         let python = tools.join("venv/bin/python");
         if !python.exists() {
             return Err(FakePveError::ToolsMissing(python));
@@ -537,6 +543,17 @@ mod tests {
         assert_eq!(a.len(), 36);
         assert_eq!(a.matches('-').count(), 4);
         assert_ne!(a, random_uuid());
+    }
+
+    #[test]
+    fn missing_tools_say_how_to_install_them() {
+        let empty = tempfile::tempdir().unwrap();
+        let err = FakePve::start_with_tools(empty.path(), &json!({})).unwrap_err();
+        assert!(matches!(err, FakePveError::ToolsMissing(_)));
+        assert!(
+            err.to_string().contains("run tools/install-test-tools.sh"),
+            "{err}"
+        );
     }
 
     #[test]
