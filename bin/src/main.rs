@@ -1,1 +1,51 @@
-fn main() {}
+//! The `proxops` binary: argument parsing, configuration, choosing
+//! adapters, printing and exit codes. It holds no reconcile logic: planning
+//! is core's, PVE and git I/O are the adapters'.
+
+mod args;
+mod context;
+mod exit;
+mod help;
+mod validate;
+
+use std::process::ExitCode;
+
+use args::{Command, Parsed};
+use exit::{Exit, Failure};
+
+fn main() -> ExitCode {
+    let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let result = match args::parse(raw) {
+        Ok(Parsed::Help(None)) => {
+            print!("{}", help::MAIN);
+            Ok(Exit::Ok)
+        }
+        Ok(Parsed::Help(Some(c))) => {
+            print!("{}", help::command(c));
+            Ok(Exit::Ok)
+        }
+        Ok(Parsed::Version) => {
+            println!("proxops {}", env!("CARGO_PKG_VERSION"));
+            Ok(Exit::Ok)
+        }
+        Ok(Parsed::Run { command, global, args }) => dispatch(command, &global, &args),
+        Err(f) => Err(f),
+    };
+    match result {
+        Ok(exit) => ExitCode::from(exit.code()),
+        Err(Failure { exit, message }) => {
+            for line in message.lines() {
+                eprintln!("error: {line}");
+            }
+            ExitCode::from(exit.code())
+        }
+    }
+}
+
+fn dispatch(command: Command, global: &args::GlobalArgs, _args: &args::CommandArgs) -> Result<Exit, Failure> {
+    let env = context::Env::read();
+    match command {
+        Command::Validate => validate::run(global, &env),
+        other => Err(Failure::input(format!("`proxops {}` is not available in this build yet", other.name()))),
+    }
+}

@@ -128,7 +128,9 @@ impl YamlIndex {
                 }
                 Event::MappingStart(..) | Event::SequenceStart(..) => {
                     let is_map = matches!(event, Event::MappingStart(..));
-                    let Some(doc) = docs.last_mut() else { continue };
+                    if docs.is_empty() {
+                        continue;
+                    }
                     let path = match stack.last_mut() {
                         Some(Frame::Map { path, key }) => match key.take() {
                             Some(k) => join(path, &k),

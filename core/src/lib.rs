@@ -13,9 +13,13 @@
 
 pub mod live;
 pub mod names;
+pub mod plan;
 pub mod wire;
+pub mod action;
 pub mod config;
 pub mod diag;
+pub mod graph;
+pub mod repo;
 pub mod manifest;
 pub mod secret;
 pub mod units;

@@ -1,0 +1,143 @@
+//! Second stage of argument handling: resolve flags against the
+//! environment and the filesystem — find the repository, read its files,
+//! load configuration and desired state through core.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+use proxops_core::config::{ConfigSource, Overrides};
+use proxops_core::diag::Diagnostic;
+use proxops_core::repo::{self, Loaded, RepoInput};
+use proxops_core::secret::Secret;
+
+use crate::args::GlobalArgs;
+use crate::exit::Failure;
+
+/// What the environment contributes (read once at start-up).
+#[derive(Debug, Clone, Default)]
+pub struct Env {
+    pub git_path: Option<PathBuf>,
+    pub config: Option<PathBuf>,
+    pub token_value: Option<Secret>,
+    pub token: Option<Secret>,
+    pub password: Option<Secret>,
+    pub user: Option<String>,
+    pub git_token: Option<Secret>,
+}
+
+impl Env {
+    pub fn read() -> Env {
+        fn var(name: &str) -> Option<String> {
+            std::env::var(name).ok().filter(|v| !v.trim().is_empty())
+        }
+        Env {
+            git_path: var("PROXOPS_GIT_PATH").map(PathBuf::from),
+            config: var("PROXOPS_CONFIG").map(PathBuf::from),
+            token_value: var("PROXOPS_PVE_TOKEN_VALUE").map(Secret::new),
+            token: var("PROXOPS_PVE_TOKEN").map(Secret::new),
+            password: var("PROXOPS_PVE_PASSWORD").map(Secret::new),
+            user: var("PROXOPS_PVE_USER"),
+            git_token: var("PROXOPS_GIT_TOKEN").map(Secret::new),
+        }
+    }
+}
+
+/// The desired state this invocation works from.
+pub struct Workspace {
+    /// The work tree root, when there is one (local mode).
+    pub root: Option<PathBuf>,
+    pub commit: Option<String>,
+    pub files: BTreeMap<String, Vec<u8>>,
+    pub cluster_dirs: BTreeSet<String>,
+    pub loaded: Loaded,
+}
+
+pub fn overrides(g: &GlobalArgs, env: &Env) -> Overrides {
+    Overrides {
+        log_level: g.log_level.clone(),
+        listen: g.listen.clone(),
+        git_url: g.git_url.clone(),
+        git_branch: g.git_branch.clone(),
+        poll_interval_secs: g.git_poll_sec,
+        prune_budget: g.prune_budget,
+        pve_user: g.pve_user.clone(),
+        pve_auth: g.pve_auth.clone(),
+        ca_file: g.ca_file.clone(),
+        env_token_value: env.token_value.clone(),
+        env_token: env.token.clone(),
+        env_password: env.password.clone(),
+        env_user: env.user.clone(),
+        env_git_token: env.git_token.clone(),
+    }
+}
+
+/// Renders diagnostics one per line (main prefixes each with `error: `).
+pub fn render_diagnostics(diags: &[&Diagnostic]) -> String {
+    diags.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+}
+
+/// Finds the work tree: `--git-path`, else `PROXOPS_GIT_PATH` (each names
+/// the root itself), else the nearest `.git` at or above the working
+/// directory.
+pub fn find_root(g: &GlobalArgs, env: &Env) -> Result<proxops_git::RepoRoot, Failure> {
+    let cwd = std::env::current_dir().map_err(|e| Failure::input(format!("cannot read the working directory: {e}")))?;
+    let explicit = g.git_path.clone().or_else(|| env.git_path.clone());
+    match explicit {
+        Some(p) => proxops_git::RepoRoot::explicit(&cwd.join(&p)).map_err(|e| {
+            Failure::input(format!("no ProxOps GitOps repository found at {}: {e}", p.display()))
+        }),
+        None => proxops_git::discover(&cwd).map_err(|e| Failure::input(e.to_string())),
+    }
+}
+
+/// Reads the tree and loads configuration and every cluster's desired state.
+pub fn load_workspace(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
+    let config_path = g.config.clone().or_else(|| if g.git_path.is_some() { None } else { env.config.clone() });
+    let explicit_bytes = match &config_path {
+        Some(p) => Some((
+            p.display().to_string(),
+            std::fs::read(p).map_err(|e| Failure::input(format!("cannot read --config {}: {e}", p.display())))?,
+        )),
+        None => None,
+    };
+    let root = match (&config_path, &g.git_path, &env.git_path) {
+        // A --config without a work tree around it (URL mode) still works.
+        (Some(p), None, None) => config_root(p).or_else(|| find_root(g, env).ok().map(|r| r.path().to_path_buf())),
+        _ => Some(find_root(g, env)?.path().to_path_buf()),
+    };
+    let (files, cluster_dirs, commit) = match &root {
+        Some(r) => {
+            let rr = proxops_git::RepoRoot::explicit(r).map_err(|e| Failure::input(e.to_string()))?;
+            let tree = proxops_git::read_tree(&rr).map_err(|e| Failure::runtime(e.to_string()))?;
+            let commit = if rr.is_git() { proxops_git::head_commit(&rr).ok().flatten() } else { None };
+            (tree.files, tree.cluster_dirs, commit)
+        }
+        None => (BTreeMap::new(), BTreeSet::new(), None),
+    };
+    let explicit = explicit_bytes.as_ref().map(|(name, bytes)| ConfigSource { name: name.clone(), bytes });
+    let ov = overrides(g, env);
+    let loaded = repo::load(RepoInput { files: &files, cluster_dirs: &cluster_dirs }, explicit, &ov).map_err(|d| {
+        let refs: Vec<&Diagnostic> = d.iter().collect();
+        Failure::input(render_diagnostics(&refs))
+    })?;
+    for c in &g.clusters {
+        if !loaded.clusters.keys().any(|k| k.as_str() == c) {
+            return Err(Failure::input(format!(
+                "--cluster {c:?} is not a configured cluster (known: {})",
+                loaded.clusters.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+            )));
+        }
+    }
+    Ok(Workspace { root, commit, files, cluster_dirs, loaded })
+}
+
+/// The work tree that holds a `--config` file, if any.
+fn config_root(config: &Path) -> Option<PathBuf> {
+    let abs = std::fs::canonicalize(config).ok()?;
+    abs.parent()?.ancestors().find(|d| d.join(".git").exists()).map(Path::to_path_buf)
+}
+
+/// Whether a cluster passes the `--cluster` filter.
+pub fn selected(g: &GlobalArgs, name: &str) -> bool {
+    g.clusters.is_empty() || g.clusters.iter().any(|c| c == name)
+}

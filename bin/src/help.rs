@@ -1,0 +1,109 @@
+//! `--help` texts. docs/cli.md says the same; a test keeps them in step.
+
+use crate::args::Command;
+
+pub const MAIN: &str = "\
+proxops — converge Proxmox VE clusters to a git repository of YAML manifests
+
+Usage: proxops [GLOBAL FLAGS] <COMMAND> [FLAGS]
+
+Commands:
+  validate        Parse and validate the repository; print `ok: N clusters, M objects`
+  diff            Plan every cluster and print the plan (reads PVE, or a recording with --replay)
+  apply           Run one converge cycle per cluster
+  status          Per-cluster convergence table
+  run             Daemon: converge every poll interval; serve /healthz, /metrics, /status
+  adopt           Write manifests for the live guests and files of one cluster (read-only)
+  record          Save one cluster's PVE responses to <cluster>.json for offline diff
+  secrets check   Decrypt and verify a SOPS file; print a fingerprint per value
+
+Global flags:
+  --git-path <DIR>        The GitOps work tree (default: $PROXOPS_GIT_PATH, else the
+                          nearest directory at or above the working directory holding .git)
+  --config <FILE>         A single configuration file (default: $PROXOPS_CONFIG)
+  --cluster <NAME>        Only this cluster; repeat for several
+  --log-level <LEVEL>     debug | info | warn | error
+  --log-format <FORMAT>   text | json
+  --listen <ADDR>         HTTP bind address for `run` (default 127.0.0.1:9494)
+  --git-url <URL>         URL mode: fetch desired state from this remote
+  --git-branch <BRANCH>   Branch to reconcile in URL mode (default main)
+  --git-poll-sec <N>      Poll interval in seconds for `run`
+  --prune-budget <N>      Deletions per cluster per cycle; 0 = unlimited
+  --pve-user <USER>       Bootstrap PVE user (e.g. root@pam)
+  --pve-auth <METHOD>     token | ticket
+  --ca-file <FILE>        PEM CA bundle trusted for PVE endpoints
+  -h, --help              Print help (also `proxops <command> --help`)
+  -V, --version           Print the version
+
+Exit codes: 0 success; 1 failure at run time (PVE, git, a failed action, an
+aborted cycle); 2 invalid input (usage, configuration, credentials, manifests:
+nothing read from PVE, nothing written); 3 `diff --exit-code` found changes.
+Credentials are never accepted as flags: use PROXOPS_PVE_TOKEN_VALUE and friends,
+or a SOPS file (docs/credentials.md).
+";
+
+pub fn command(c: Command) -> &'static str {
+    match c {
+        Command::Validate => "\
+Usage: proxops [GLOBAL FLAGS] validate
+
+Parse and validate configuration, composition and every manifest of every
+cluster. Prints `ok: N clusters, M objects`, or one diagnostic per line naming
+file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
+",
+        Command::Diff => "\
+Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--exit-code]
+
+Plan every selected cluster and print the plan. Writes nothing to PVE.
+  --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
+  --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
+                    markdown (for pull-request comments)
+  --exit-code       Exit 3 when any cluster has an action to take
+",
+        Command::Apply => "\
+Usage: proxops [GLOBAL FLAGS] apply [-n|--dry-run] [--diff] [--output text|json]
+
+Run one converge cycle per selected cluster: read live, plan, execute, read back.
+  -n, --dry-run     Plan only; write nothing (same content as diff)
+  --diff            Also print field-level changes of every action
+  --output FORMAT   text (default) or json
+Exit 1 when any action failed or any cluster aborted.
+",
+        Command::Status => "\
+Usage: proxops [GLOBAL FLAGS] status [--output text|json]
+
+Run a read-only cycle and print each cluster's convergence table.
+  --output FORMAT   text (default) or json (the /status document)
+",
+        Command::Run => "\
+Usage: proxops [GLOBAL FLAGS] run
+
+Daemon: every reconcile.poll-interval run one cycle per cluster (a git fetch
+first in URL mode) and serve GET /healthz, /metrics and /status on --listen.
+SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
+",
+        Command::Adopt => "\
+Usage: proxops [GLOBAL FLAGS] adopt --cluster NAME [--replay DIR] [--adopt-secrets]
+
+Read one cluster (only GET requests) and write a manifest per live guest,
+template and storage file under <kind>/<cluster>/. Prints the resources.yaml
+lines to add, the gap report, INCOMPLETE and SKIPPED lists.
+  --replay DIR       Adopt from a recording instead of the API
+  --adopt-secrets    Move live SSH keys into the cluster's SOPS file
+",
+        Command::Record => "\
+Usage: proxops [GLOBAL FLAGS] record --out DIR
+
+Read every selected cluster as diff would and save the responses to
+DIR/<cluster>.json (proxops-recording/v1). Never records a credential.
+",
+        Command::SecretsCheck => "\
+Usage: proxops secrets check FILE
+
+Decrypt FILE with the age identities ProxOps would use (SOPS_AGE_KEY,
+SOPS_AGE_KEY_FILE, the sops default key file) and verify its MAC. Prints one
+line per value: <path>\\tsha256:<first 12 hex digits>. Never prints a value.
+Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class.
+",
+    }
+}

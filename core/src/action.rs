@@ -1,0 +1,300 @@
+//! What a plan is made of: actions, their field changes, their impact on
+//! the guest, and the PVE work each one stands for.
+//!
+//! These are values only. The planner builds them, renderings print them,
+//! the adapters' runner turns `Work` into requests. Secret parameter values
+//! (a cloud-init password resolved from SOPS) are carried as `Secret` and
+//! never rendered.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::live::GuestType;
+use crate::names::{Kind, NodeName, Ref, StorageId, Vmid};
+use crate::secret::Secret;
+
+/// What applying an action does to the running guest.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Impact {
+    /// Applied at once, no restart (or the guest is not running).
+    Live,
+    /// Written now; PVE keeps it pending until the guest restarts.
+    Reboot,
+    /// ProxOps stops the guest, writes, and starts it again.
+    StopStart,
+    /// Not done: it would lose data or needs a person (an anomaly).
+    Blocked,
+}
+
+impl Impact {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Impact::Live => "live",
+            Impact::Reboot => "reboot",
+            Impact::StopStart => "stop-start",
+            Impact::Blocked => "blocked",
+        }
+    }
+}
+
+impl fmt::Display for Impact {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One PVE key an action changes. `to: None` removes the key (`delete=`);
+/// `from: None` means the key is absent on PVE. Secret values are shown as
+/// `<secret>`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Change {
+    pub field: String,
+    pub from: Option<String>,
+    pub to: Option<String>,
+}
+
+/// The text that stands for a secret value in every rendering.
+pub const SECRET_PLACEHOLDER: &str = "<secret>";
+
+/// A form value sent to PVE.
+#[derive(Clone, PartialEq, Eq)]
+pub enum ParamValue {
+    Plain(String),
+    Secret(Secret),
+}
+
+impl ParamValue {
+    /// The value as it goes on the wire.
+    pub fn expose(&self) -> &str {
+        match self {
+            ParamValue::Plain(s) => s,
+            ParamValue::Secret(s) => s.expose(),
+        }
+    }
+
+    /// The value as it may be shown to a person.
+    pub fn shown(&self) -> &str {
+        match self {
+            ParamValue::Plain(s) => s,
+            ParamValue::Secret(_) => SECRET_PLACEHOLDER,
+        }
+    }
+}
+
+impl fmt::Debug for ParamValue {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{:?}", self.shown())
+    }
+}
+
+/// An ordered list of PVE form values.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Params(pub Vec<(String, ParamValue)>);
+
+impl Params {
+    pub fn new() -> Params {
+        Params(Vec::new())
+    }
+
+    pub fn push(&mut self, key: impl Into<String>, value: impl Into<String>) {
+        self.0.push((key.into(), ParamValue::Plain(value.into())));
+    }
+
+    pub fn push_secret(&mut self, key: impl Into<String>, value: Secret) {
+        self.0.push((key.into(), ParamValue::Secret(value)));
+    }
+
+    pub fn get(&self, key: &str) -> Option<&ParamValue> {
+        self.0.iter().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+
+    pub fn contains(&self, key: &str) -> bool {
+        self.0.iter().any(|(k, _)| k == key)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    /// `(key, value)` pairs for the wire, secrets exposed.
+    pub fn to_wire(&self) -> Vec<(String, String)> {
+        self.0.iter().map(|(k, v)| (k.clone(), v.expose().to_owned())).collect()
+    }
+}
+
+/// The PVE work an action stands for; the runner maps it to endpoints
+/// (spec §14.1).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Work {
+    /// `POST /nodes/{n}/qemu` (or `/lxc`), then for templates mark it.
+    CreateGuest { guest_type: GuestType, params: Params, mark_template: bool },
+    /// `POST /nodes/{n}/qemu/{source}/clone` then a config write of
+    /// `config` plus `delete`.
+    CloneGuest { source: Vmid, name: String, config: Params, delete: Vec<String> },
+    /// `POST /nodes/{n}/storage/{s}/download-url`.
+    Download { storage: StorageId, params: Params },
+    /// A config write (`POST` qemu, `PUT` lxc) carrying the digest PVE
+    /// reported when the config was read, so a concurrent edit is refused.
+    UpdateConfig {
+        guest_type: GuestType,
+        params: Params,
+        delete: Vec<String>,
+        digest: Option<String>,
+        /// Stop before writing, start again after (only for `stop-start`).
+        stop_first: bool,
+        restart_after: bool,
+    },
+    Start { guest_type: GuestType },
+    Stop { guest_type: GuestType },
+    MarkTemplate { guest_type: GuestType },
+    /// `DELETE /nodes/{n}/{type}/{id}` (never `force`), stopping first
+    /// when the guest runs.
+    Delete { guest_type: GuestType, stop_first: bool },
+}
+
+/// The kind of an action, as renderings and metrics name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Op {
+    Create,
+    Clone,
+    Download,
+    MarkTemplate,
+    Update,
+    Start,
+    Stop,
+    Prune,
+}
+
+impl Op {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Op::Create => "create",
+            Op::Clone => "clone",
+            Op::Download => "download",
+            Op::MarkTemplate => "mark-template",
+            Op::Update => "update",
+            Op::Start => "start",
+            Op::Stop => "stop",
+            Op::Prune => "prune",
+        }
+    }
+
+    /// Sort rank inside a dependency level (spec §13.7, with mark-template
+    /// given its own rank right after create).
+    pub fn rank(self) -> u8 {
+        match self {
+            Op::Download => 0,
+            Op::Create | Op::Clone => 1,
+            Op::MarkTemplate => 2,
+            Op::Update => 3,
+            Op::Start => 4,
+            Op::Stop => 5,
+            Op::Prune => 9,
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Where an action lands: a guest id or a storage file.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Target {
+    Guest(Vmid),
+    File { storage: StorageId, filename: String },
+}
+
+impl fmt::Display for Target {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Target::Guest(v) => write!(f, "{v}"),
+            Target::File { storage, filename } => write!(f, "{storage}:{filename}"),
+        }
+    }
+}
+
+/// One step of a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Action {
+    pub op: Op,
+    pub kind: Kind,
+    /// `metadata.name` for desired objects; the PVE name for prunes of
+    /// objects that have no manifest.
+    pub name: String,
+    pub node: NodeName,
+    pub target: Target,
+    pub impact: Impact,
+    pub changes: Vec<Change>,
+    /// Why, in words a reviewer understands.
+    pub reason: String,
+    /// Dependency level of the object (prunes: reverse order).
+    pub level: u32,
+    /// Objects whose actions must succeed first in this cycle.
+    pub deps: Vec<Ref>,
+    /// The desired object this action serves (`None` for prunes of
+    /// objects without a manifest).
+    pub object: Option<Ref>,
+    pub work: Work,
+}
+
+impl Action {
+    pub fn is_destructive(&self) -> bool {
+        self.op == Op::Prune || self.impact == Impact::StopStart || self.op == Op::Stop
+    }
+}
+
+/// Why an object got no action this cycle.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Skipped {
+    pub kind: String,
+    pub name: String,
+    pub node: String,
+    pub id: String,
+    pub reason: String,
+}
+
+/// The class of an anomaly, as metrics name it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnomalyType {
+    /// A kind's manifests all vanished while tagged guests remain.
+    EmptyDesired,
+    /// A slot PVE has that the manifest does not declare.
+    LiveOnlySlot,
+    /// A change PVE would implement by re-creating a volume.
+    DataLoss,
+    /// Needs a person: template vs guest, create-only options, …
+    NeedsPerson,
+}
+
+impl AnomalyType {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnomalyType::EmptyDesired => "empty_desired",
+            AnomalyType::LiveOnlySlot => "live_only_slot",
+            AnomalyType::DataLoss => "data_loss",
+            AnomalyType::NeedsPerson => "needs_person",
+        }
+    }
+}
+
+/// A non-destructive observation: ProxOps will not act on it.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct Anomaly {
+    #[serde(rename = "type")]
+    pub anomaly_type: AnomalyType,
+    pub kind: String,
+    pub name: String,
+    pub node: String,
+    pub id: String,
+    /// The PVE key concerned, when there is one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub field: Option<String>,
+    pub message: String,
+}

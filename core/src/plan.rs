@@ -1,0 +1,77 @@
+//! The planner (spec §13): (desired, live, policy) → an ordered plan with
+//! its safety rails applied. Pure and deterministic: same inputs, same plan,
+//! byte for byte.
+//!
+//! Safety rails, each proven by property tests in `core/tests/`:
+//! - only guests carrying the `proxops` tag are ever prune candidates
+//!   (`pveconform` counts as untagged); storage artifacts and objects
+//!   annotated `proxops/prune: disabled` never are;
+//! - at most `prune_budget` prunes per cluster per cycle (0 = unlimited),
+//!   the rest deferred;
+//! - the empty-desired guard: when a guest family has no manifest left but
+//!   more tagged guests than the budget, no prune of that family happens;
+//! - a failed PVE read is never absence: nothing is created or pruned from it;
+//! - a change PVE would implement by re-creating a volume is an anomaly,
+//!   never a write.
+
+use serde::Serialize;
+
+use crate::action::{Action, Anomaly, Skipped};
+use crate::names::ClusterName;
+
+/// Knobs that shape a plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Policy {
+    /// Prunes per cluster per cycle; 0 = unlimited.
+    pub prune_budget: u32,
+}
+
+impl Default for Policy {
+    fn default() -> Policy {
+        Policy { prune_budget: crate::config::DEFAULT_PRUNE_BUDGET }
+    }
+}
+
+/// One cluster's plan.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    pub cluster: ClusterName,
+    /// The cluster does nothing this cycle (failed read, invalid input).
+    pub aborted: bool,
+    pub abort_reason: Option<String>,
+    /// In execution order.
+    pub actions: Vec<Action>,
+    pub skipped: Vec<Skipped>,
+    /// Prunes held back by the budget or the empty-desired guard.
+    pub deferred: Vec<Action>,
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl Plan {
+    pub fn aborted(cluster: ClusterName, reason: impl Into<String>) -> Plan {
+        Plan {
+            cluster,
+            aborted: true,
+            abort_reason: Some(reason.into()),
+            actions: Vec::new(),
+            skipped: Vec::new(),
+            deferred: Vec::new(),
+            anomalies: Vec::new(),
+        }
+    }
+
+    /// Nothing to do and nothing to report.
+    pub fn is_empty(&self) -> bool {
+        !self.aborted && self.actions.is_empty() && self.deferred.is_empty() && self.anomalies.is_empty()
+    }
+}
+
+/// Counts used by summaries.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct PlanCounts {
+    pub actions: usize,
+    pub prunes: usize,
+    pub deferred: usize,
+    pub skipped: usize,
+    pub anomalies: usize,
+}

@@ -1,0 +1,488 @@
+//! Repository composition (spec §2): from the files of a GitOps tree to
+//! each cluster's typed desired state, or the diagnostics that refuse it.
+//!
+//! Input is an in-memory map of repo-relative path → bytes; this module
+//! reads no file. A cluster with any error gets no desired state at all
+//! (fail closed); the other clusters go on. Errors that make the whole tree
+//! untrustworthy (configuration, repository shape) refuse every cluster.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use serde::Deserialize;
+
+use crate::config::{self, Config, ConfigSource, ConfigSources, Overrides};
+use crate::diag::{Diagnostic, YamlIndex};
+use crate::graph;
+use crate::manifest::{self, ArtifactSpec, Document, LxcSpec, Metadata, Spec, VmSpec};
+use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
+use crate::yaml::{deserialize_document, document_count};
+
+/// The files of a repository, as the git adapter read them.
+#[derive(Debug, Clone, Copy)]
+pub struct RepoInput<'a> {
+    pub files: &'a BTreeMap<String, Vec<u8>>,
+    /// Every directory directly under `clusters/`, including empty ones.
+    pub cluster_dirs: &'a BTreeSet<String>,
+}
+
+/// One desired object of one cluster.
+#[derive(Debug, Clone, PartialEq)]
+pub struct DesiredObject {
+    pub r#ref: Ref,
+    /// Repo-relative file and 0-based document index.
+    pub file: String,
+    pub doc: usize,
+    pub metadata: Metadata,
+    pub spec: Spec,
+    /// Prerequisites (structured edges plus `proxops/depends-on`).
+    pub deps: BTreeSet<Ref>,
+    /// Topological level: 0 without prerequisites, else 1 + the deepest.
+    pub level: u32,
+}
+
+/// A cluster's desired state: every object its composition lists.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClusterDesired {
+    pub name: ClusterName,
+    pub objects: BTreeMap<Ref, DesiredObject>,
+}
+
+impl ClusterDesired {
+    pub fn get(&self, r: &Ref) -> Option<&DesiredObject> {
+        self.objects.get(r)
+    }
+
+    /// Count of desired objects of a kind.
+    pub fn count(&self, kind: Kind) -> usize {
+        self.objects.keys().filter(|r| r.kind == kind).count()
+    }
+}
+
+/// The whole repository, loaded.
+#[derive(Debug, Clone)]
+pub struct Loaded {
+    pub config: Config,
+    pub clusters: BTreeMap<ClusterName, Result<ClusterDesired, Vec<Diagnostic>>>,
+}
+
+impl Loaded {
+    pub fn object_count(&self) -> usize {
+        self.clusters.values().filter_map(|c| c.as_ref().ok()).map(|c| c.objects.len()).sum()
+    }
+
+    pub fn diagnostics(&self) -> Vec<&Diagnostic> {
+        self.clusters.values().filter_map(|c| c.as_ref().err()).flatten().collect()
+    }
+}
+
+/// Loads configuration and every cluster's composition. `Err` holds the
+/// diagnostics that refuse the whole tree (configuration, repository shape);
+/// per-cluster problems are inside `Loaded::clusters`.
+pub fn load(input: RepoInput<'_>, explicit_config: Option<ConfigSource<'_>>, overrides: &Overrides) -> Result<Loaded, Vec<Diagnostic>> {
+    let mut global = Vec::new();
+
+    let mut cluster_local = Vec::new();
+    for dir in input.cluster_dirs {
+        let path = format!("clusters/{dir}/config.yaml");
+        if let Some(bytes) = input.files.get(&path) {
+            cluster_local.push((dir.clone(), ConfigSource { name: path, bytes }));
+        }
+    }
+    let process_is_explicit = explicit_config.is_some();
+    let process = explicit_config.or_else(|| {
+        input.files.get("proxops.yaml").map(|b| ConfigSource { name: "proxops.yaml".into(), bytes: b })
+    });
+    let sources = ConfigSources { process, cluster_local, process_is_explicit };
+    let config = match config::load(&sources, overrides) {
+        Ok(c) => Some(c),
+        Err(d) => {
+            global.extend(d);
+            None
+        }
+    };
+
+    check_shape(input, &mut global);
+
+    if let Some(cfg) = &config {
+        for dir in input.cluster_dirs {
+            let has_files = input.files.keys().any(|p| p.starts_with(&format!("clusters/{dir}/")));
+            let configured = ClusterName::new(dir).is_ok_and(|n| cfg.clusters.contains_key(&n));
+            if !configured && (has_files || !process_is_explicit) {
+                global.push(Diagnostic::file(
+                    format!("clusters/{dir}/"),
+                    format!(
+                        "composition directory {dir:?} is not a configured cluster: add clusters/{dir}/config.yaml declaring pve.clusters.{dir}, or remove the directory (configured: {})",
+                        cfg.clusters.keys().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+
+    let Some(config) = config else {
+        global.sort();
+        global.dedup();
+        return Err(global);
+    };
+    if !global.is_empty() {
+        global.sort();
+        global.dedup();
+        return Err(global);
+    }
+
+    let mut clusters = BTreeMap::new();
+    for name in config.clusters.keys() {
+        let allow = &config.clusters[name].nodes;
+        clusters.insert(name.clone(), compose_cluster(input, name, allow));
+    }
+    Ok(Loaded { config, clusters })
+}
+
+/// Repository-shape rules that hold for every cluster (§2.1).
+fn check_shape(input: RepoInput<'_>, diags: &mut Vec<Diagnostic>) {
+    for path in input.files.keys() {
+        let mut parts = path.split('/');
+        let (Some(top), Some(second), third) = (parts.next(), parts.next(), parts.next()) else { continue };
+        if Kind::from_dir(top).is_some() && third.is_none() && is_yaml(second) {
+            diags.push(Diagnostic::file(
+                path.clone(),
+                format!(
+                    "legacy layout: manifests may not sit directly under {top}/; move the file to {top}/base/ (shared) or {top}/<cluster>/ and list it in clusters/<cluster>/resources.yaml"
+                ),
+            ));
+        }
+    }
+}
+
+fn is_yaml(p: &str) -> bool {
+    p.ends_with(".yaml") || p.ends_with(".yml")
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum Composition {
+    Map(CompositionMap),
+    List(Vec<Option<String>>),
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct CompositionMap {
+    #[serde(default)]
+    resources: Option<Vec<Option<String>>>,
+}
+
+/// Joins `rel` onto `base` and resolves `.` and `..`; `None` when the
+/// result would leave the repository.
+fn clean_join(base: &str, rel: &str) -> Option<String> {
+    let mut parts: Vec<&str> = if rel.starts_with('/') { Vec::new() } else { base.split('/').filter(|p| !p.is_empty()).collect() };
+    for seg in rel.split('/') {
+        match seg {
+            "" | "." => {}
+            ".." => {
+                parts.pop()?;
+            }
+            s => parts.push(s),
+        }
+    }
+    if rel.starts_with('/') {
+        return None;
+    }
+    Some(parts.join("/"))
+}
+
+fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<NodeName>) -> Result<ClusterDesired, Vec<Diagnostic>> {
+    let mut diags = Vec::new();
+    let comp_path = format!("clusters/{name}/resources.yaml");
+    let Some(bytes) = input.files.get(&comp_path) else {
+        return Err(vec![Diagnostic::file(
+            comp_path,
+            format!("cluster {name:?} is configured but has no clusters/{name}/resources.yaml: create it (an empty `resources: []` is valid)"),
+        )]);
+    };
+    let text = match std::str::from_utf8(bytes) {
+        Ok(t) => t,
+        Err(_) => return Err(vec![Diagnostic::file(comp_path, "the file is not UTF-8 text")]),
+    };
+    let index = YamlIndex::build(text);
+    let entries: Vec<Option<String>> = if text.trim().is_empty() {
+        Vec::new()
+    } else {
+        match deserialize_document::<Composition>(text, 0) {
+            Ok(Composition::Map(m)) => m.resources.unwrap_or_default(),
+            Ok(Composition::List(l)) => l,
+            Err(e) => {
+                let pos = e.pos.or_else(|| index.locate(0, &e.path));
+                let message = if e.message.contains("did not match any variant") {
+                    "invalid composition: use a mapping `resources:` holding a list of manifest paths relative to this directory, e.g. - ../../vm/base/web.yaml".to_owned()
+                } else {
+                    format!("invalid composition: {}", e.message)
+                };
+                return Err(vec![Diagnostic::file(&comp_path, message).with_field(e.path).at(pos)]);
+            }
+        }
+    };
+    let is_map = !text.trim_start().starts_with('-');
+    let mut listed: BTreeMap<String, usize> = BTreeMap::new();
+    for (i, entry) in entries.iter().enumerate() {
+        let field = if is_map { format!("resources[{i}]") } else { format!("[{i}]") };
+        let d = |m: String| Diagnostic::file(&comp_path, m).with_field(field.clone()).at(index.locate(0, &field));
+        let Some(raw) = entry.as_deref().map(str::trim).filter(|s| !s.is_empty()) else { continue };
+        let Some(target) = clean_join(&format!("clusters/{name}"), raw) else {
+            diags.push(d(format!("path {raw:?} leaves the repository: paths are relative to clusters/{name}/ and must stay inside the tree")));
+            continue;
+        };
+        if input.files.contains_key(&target) {
+            if !is_yaml(&target) {
+                diags.push(d(format!("{raw:?} is not a YAML manifest: list files ending in .yaml or .yml")));
+                continue;
+            }
+        } else if input.files.keys().any(|p| p.starts_with(&format!("{target}/"))) {
+            diags.push(d(format!("{raw:?} is a directory: list each manifest file")));
+            continue;
+        } else {
+            diags.push(d(format!("{raw:?} does not exist (resolved to {target})")));
+            continue;
+        }
+        let top = target.split('/').next().unwrap_or("");
+        if Kind::from_dir(top).is_none() {
+            diags.push(d(format!(
+                "{raw:?} is not under a kind directory: manifests live under vm/, templatevm/, lxc/, templatect/, iso/, ctt/ or diskimage/"
+            )));
+            continue;
+        }
+        if let Some(prev) = listed.insert(target.clone(), i) {
+            diags.push(d(format!("{raw:?} is listed twice (also entry {prev})")));
+        }
+    }
+
+    // Parse every listed file, in lexicographic path order.
+    let mut objects: BTreeMap<Ref, DesiredObject> = BTreeMap::new();
+    let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
+    for file in listed.keys() {
+        let Some(bytes) = input.files.get(file) else { continue };
+        parse_file(file, bytes, &mut objects, &mut indexes, &mut diags);
+    }
+
+    cross_checks(&objects, &indexes, allow, &mut diags);
+    let levels = graph::resolve(&objects, &indexes, &mut diags);
+    if !diags.is_empty() {
+        diags.sort();
+        diags.dedup();
+        return Err(diags);
+    }
+    for (r, (deps, level)) in levels {
+        if let Some(o) = objects.get_mut(&r) {
+            o.deps = deps;
+            o.level = level;
+        }
+    }
+    Ok(ClusterDesired { name: name.clone(), objects })
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Head {
+    #[serde(default)]
+    api_version: Option<serde_yaml::Value>,
+    #[serde(default)]
+    kind: Option<serde_yaml::Value>,
+}
+
+fn parse_file(
+    file: &str,
+    bytes: &[u8],
+    objects: &mut BTreeMap<Ref, DesiredObject>,
+    indexes: &mut BTreeMap<String, YamlIndex>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let Ok(text) = std::str::from_utf8(bytes) else {
+        diags.push(Diagnostic::file(file, "the file is not UTF-8 text"));
+        return;
+    };
+    let index = YamlIndex::build(text);
+    let docs = match document_count(text) {
+        Ok(d) => d,
+        Err(e) => {
+            diags.push(Diagnostic::file(file, format!("YAML syntax error: {}", e.message)).at(e.pos));
+            return;
+        }
+    };
+    let dir_kind = file.split('/').next().and_then(Kind::from_dir);
+    for (doc, empty) in docs.into_iter().enumerate() {
+        if empty {
+            continue;
+        }
+        let at = |path: &str| index.locate(doc, path);
+        let head = match deserialize_document::<Head>(text, doc) {
+            Ok(h) => h,
+            Err(e) => {
+                let pos = e.pos.or_else(|| at(&e.path));
+                diags.push(
+                    Diagnostic::file(file, format!("a manifest is a mapping with apiVersion, kind, metadata and spec ({})", e.message))
+                        .with_field(e.path)
+                        .at(pos),
+                );
+                continue;
+            }
+        };
+        match head.api_version.as_ref().and_then(|v| v.as_str()) {
+            Some(manifest::API_VERSION) => {}
+            Some(other) => {
+                diags.push(
+                    Diagnostic::file(file, format!("unsupported apiVersion {other:?}: use {:?}", manifest::API_VERSION))
+                        .with_field("apiVersion")
+                        .at(at("apiVersion")),
+                );
+                continue;
+            }
+            None => {
+                diags.push(
+                    Diagnostic::file(file, format!("apiVersion is required: use {:?}", manifest::API_VERSION))
+                        .with_field("apiVersion")
+                        .at(at("apiVersion")),
+                );
+                continue;
+            }
+        }
+        let kind = match head.kind.as_ref().and_then(|v| v.as_str()) {
+            Some(k) => match Kind::parse(k) {
+                Some(kind) => kind,
+                None => {
+                    diags.push(
+                        Diagnostic::file(
+                            file,
+                            format!("unknown kind {k:?}: use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage"),
+                        )
+                        .with_field("kind")
+                        .at(at("kind")),
+                    );
+                    continue;
+                }
+            },
+            None => {
+                diags.push(
+                    Diagnostic::file(file, "kind is required: one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage")
+                        .with_field("kind")
+                        .at(at("kind")),
+                );
+                continue;
+            }
+        };
+        if let Some(dk) = dir_kind
+            && dk != kind
+        {
+            diags.push(
+                Diagnostic::file(file, format!("a {kind} manifest belongs under {}/, not {}/", kind.dir(), dk.dir()))
+                    .with_field("kind")
+                    .at(at("kind")),
+            );
+            continue;
+        }
+        let parsed: Result<(Metadata, Spec), crate::yaml::DocError> = match kind {
+            Kind::VM => deserialize_document::<Document<VmSpec>>(text, doc).map(|d| (d.metadata, Spec::Vm(d.spec))),
+            Kind::TemplateVM => deserialize_document::<Document<VmSpec>>(text, doc).map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
+            Kind::LXC => deserialize_document::<Document<LxcSpec>>(text, doc).map(|d| (d.metadata, Spec::Lxc(d.spec))),
+            Kind::TemplateCT => deserialize_document::<Document<LxcSpec>>(text, doc).map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
+            Kind::ISO => deserialize_document::<Document<ArtifactSpec>>(text, doc).map(|d| (d.metadata, Spec::Iso(d.spec))),
+            Kind::CTTemplate => {
+                deserialize_document::<Document<ArtifactSpec>>(text, doc).map(|d| (d.metadata, Spec::CtTemplate(d.spec)))
+            }
+            Kind::DiskImage => {
+                deserialize_document::<Document<ArtifactSpec>>(text, doc).map(|d| (d.metadata, Spec::DiskImage(d.spec)))
+            }
+        };
+        let (metadata, spec) = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                let pos = e.pos.or_else(|| at(&e.path));
+                diags.push(Diagnostic::file(file, e.message).with_field(e.path).at(pos));
+                continue;
+            }
+        };
+        for fe in manifest::validate(&metadata, &spec) {
+            diags.push(Diagnostic::file(file, fe.message).with_field(fe.path.clone()).at(at(&fe.path)));
+        }
+        let r = Ref { kind, name: metadata.name.clone() };
+        if let Some(prev) = objects.get(&r) {
+            diags.push(
+                Diagnostic::file(file, format!("{r} is defined twice in this cluster's composition (also in {})", prev.file))
+                    .with_field("metadata.name")
+                    .at(at("metadata.name")),
+            );
+            continue;
+        }
+        objects.insert(
+            r.clone(),
+            DesiredObject { r#ref: r, file: file.to_owned(), doc, metadata, spec, deps: BTreeSet::new(), level: 0 },
+        );
+    }
+    indexes.insert(file.to_owned(), index);
+}
+
+/// Diagnostic for a field of a desired object.
+pub(crate) fn object_diag(o: &DesiredObject, indexes: &BTreeMap<String, YamlIndex>, field: &str, message: String) -> Diagnostic {
+    let pos = indexes.get(&o.file).and_then(|i| i.locate(o.doc, field));
+    Diagnostic::file(&o.file, message).with_field(field).at(pos)
+}
+
+fn cross_checks(
+    objects: &BTreeMap<Ref, DesiredObject>,
+    indexes: &BTreeMap<String, YamlIndex>,
+    allow: &BTreeSet<NodeName>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    // One vmid pool per node, shared by qemu and lxc guests.
+    let mut ids: BTreeMap<(NodeName, Vmid), &Ref> = BTreeMap::new();
+    for (r, o) in objects {
+        if let Some((node, vmid)) = o.spec.guest_id() {
+            if let Some(prev) = ids.insert((node.clone(), vmid), r) {
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    "spec.vmid",
+                    format!("vmid {vmid} on node {node} is already used by {prev}: qemu and lxc guests share one id pool per node"),
+                ));
+            }
+        }
+        if !allow.is_empty() {
+            let allowed = allow.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
+            match &o.spec {
+                Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => {
+                    for (i, n) in a.nodes.iter().enumerate() {
+                        if !allow.contains(n) {
+                            diags.push(object_diag(
+                                o,
+                                indexes,
+                                &format!("spec.nodes[{i}]"),
+                                format!("node {n} is not in this cluster's node allowlist (allowed: {allowed})"),
+                            ));
+                        }
+                    }
+                    if let Some(n) = &a.node
+                        && !allow.contains(n)
+                    {
+                        diags.push(object_diag(
+                            o,
+                            indexes,
+                            "spec.node",
+                            format!("node {n} is not in this cluster's node allowlist (allowed: {allowed})"),
+                        ));
+                    }
+                }
+                _ => {
+                    if let Some((n, _)) = o.spec.guest_id()
+                        && !allow.contains(n)
+                    {
+                        diags.push(object_diag(
+                            o,
+                            indexes,
+                            "spec.node",
+                            format!("node {n} is not in this cluster's node allowlist (allowed: {allowed})"),
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
