@@ -227,8 +227,9 @@ impl SopsFile {
         if self.meta.mac.is_empty() {
             return Err(fail(crate::MacFailure::Missing));
         }
+        let aad = mac_aad(&self.meta.lastmodified);
         let stored = EncValue::parse(&self.meta.mac)
-            .and_then(|enc| enc.open(key, &self.meta.lastmodified))
+            .and_then(|enc| enc.open(key, &aad))
             .map_err(|_| fail(crate::MacFailure::Undecryptable))?;
         if !constant_time_eq(&stored, computed.as_bytes()) {
             return Err(fail(crate::MacFailure::Mismatch));
@@ -363,6 +364,23 @@ fn plaintext(s: &RawScalar, typed: Resolved) -> (SecretValue, Zeroizing<Vec<u8>>
     }
 }
 
+/// sops authenticates the MAC with `lastmodified` parsed and re-rendered as
+/// Go's RFC 3339 (no fractional seconds, `Z` for UTC). For the files sops
+/// writes that is the stored text itself.
+fn mac_aad(lastmodified: &str) -> String {
+    match resolve::parse_timestamp(lastmodified) {
+        Some(canonical) if lastmodified.contains(['T', 't']) => match canonical.split_once('.') {
+            // Drop the fraction but keep the zone after it.
+            Some((seconds, rest)) => {
+                let zone = rest.trim_start_matches(|c: char| c.is_ascii_digit());
+                format!("{seconds}{zone}")
+            }
+            None => canonical,
+        },
+        _ => lastmodified.to_string(),
+    }
+}
+
 pub(crate) fn upper_hex(bytes: &[u8]) -> String {
     const DIGITS: &[u8; 16] = b"0123456789ABCDEF";
     let mut out = String::with_capacity(bytes.len() * 2);
@@ -375,4 +393,21 @@ pub(crate) fn upper_hex(bytes: &[u8]) -> String {
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mac_aad_is_lastmodified_as_go_renders_rfc3339() {
+        assert_eq!(mac_aad("2026-11-29T15:40:23Z"), "2026-11-29T15:40:23Z");
+        assert_eq!(mac_aad("2026-11-29T15:40:23.25Z"), "2026-11-29T15:40:23Z");
+        assert_eq!(mac_aad("2026-11-29T15:40:23+00:00"), "2026-11-29T15:40:23Z");
+        assert_eq!(
+            mac_aad("2026-11-29T15:40:23.5+02:00"),
+            "2026-11-29T15:40:23+02:00"
+        );
+        assert_eq!(mac_aad("not a time"), "not a time");
+    }
 }

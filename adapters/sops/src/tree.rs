@@ -216,3 +216,88 @@ fn lookup_in_list<'a>(node: &'a SecretNode, path: &str) -> Option<&'a SecretNode
         None
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn sample() -> SecretDocument {
+        let s = |t: &str| SecretNode::Leaf(SecretValue::str(t));
+        SecretDocument::from_entries(vec![
+            (
+                "secrets".into(),
+                SecretNode::Map(vec![("proxops-token".into(), s("t-1"))]),
+            ),
+            (
+                "clusters".into(),
+                SecretNode::Map(vec![(
+                    "dr".into(),
+                    SecretNode::Map(vec![(
+                        "tokens".into(),
+                        SecretNode::List(vec![
+                            SecretNode::Map(vec![("secret".into(), s("a"))]),
+                            SecretNode::Map(vec![
+                                ("secret".into(), s("b")),
+                                ("port".into(), SecretNode::Leaf(SecretValue::Int(8006))),
+                                ("none".into(), SecretNode::Leaf(SecretValue::Null)),
+                            ]),
+                        ]),
+                    )]),
+                )]),
+            ),
+            (
+                "a.b".into(),
+                SecretNode::Map(vec![("c".into(), s("dotted"))]),
+            ),
+            ("ratio".into(), SecretNode::Leaf(SecretValue::Float(2.0))),
+        ])
+    }
+
+    #[test]
+    fn get_follows_dot_paths_list_indices_and_dotted_keys() {
+        let doc = sample();
+        assert_eq!(
+            doc.get_text("secrets.proxops-token").unwrap().as_str(),
+            "t-1"
+        );
+        assert_eq!(
+            doc.get_text("clusters.dr.tokens[1].secret")
+                .unwrap()
+                .as_str(),
+            "b"
+        );
+        assert_eq!(doc.get_text("a.b.c").unwrap().as_str(), "dotted");
+        assert!(doc.get("clusters.dr.tokens[2]").is_none());
+        assert!(doc.get("secrets.missing").is_none());
+        assert!(doc.get_text("clusters.dr").is_none(), "a map has no text");
+        assert!(doc.get_text("clusters.dr.tokens[1].none").is_none());
+    }
+
+    #[test]
+    fn leaves_list_every_non_null_scalar_with_its_path_in_order() {
+        let leaves: Vec<(String, String)> = sample()
+            .leaves()
+            .map(|(p, v)| (p, String::clone(&v)))
+            .collect();
+        let want = [
+            ("secrets.proxops-token", "t-1"),
+            ("clusters.dr.tokens[0].secret", "a"),
+            ("clusters.dr.tokens[1].secret", "b"),
+            ("clusters.dr.tokens[1].port", "8006"),
+            ("a.b.c", "dotted"),
+            ("ratio", "2"),
+        ];
+        assert_eq!(
+            leaves,
+            want.map(|(p, v)| (p.to_string(), v.to_string())).to_vec()
+        );
+    }
+
+    #[test]
+    fn debug_output_is_redacted() {
+        let shown = format!("{:?} {:?}", sample(), sample().entries());
+        assert!(!shown.contains("t-1") && !shown.contains("8006") && !shown.contains("dotted"));
+        assert!(shown.contains("<redacted>"));
+    }
+}
