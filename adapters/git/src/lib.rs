@@ -15,6 +15,7 @@
 //! **Architecture Invariant:** only this crate knows git; core sees a
 //! [`RepoTree`] and a commit id.
 
+mod commit;
 mod discover;
 mod error;
 mod local;

@@ -60,7 +60,12 @@ pub fn read_tree(root: &RepoRoot) -> Result<RepoTree, GitError> {
     {
         let path = root.path().join(name);
         let mut stack = vec![root.path().to_path_buf()];
-        walker.visit(&path, name, &mut tree, &mut stack, name == PROCESS_CONFIG)?;
+        let expect = if name == PROCESS_CONFIG {
+            Expect::File
+        } else {
+            Expect::Dir
+        };
+        walker.visit(&path, name, &mut tree, &mut stack, expect)?;
     }
     Ok(tree)
 }
@@ -70,6 +75,15 @@ struct Walker<'a> {
     git_dir: PathBuf,
 }
 
+/// What a path must be to be read: top-level names have a fixed shape
+/// (`proxops.yaml` a file, `clusters/` and the kind roots directories).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Expect {
+    File,
+    Dir,
+    Any,
+}
+
 enum Entry {
     File(PathBuf),
     Dir(PathBuf),
@@ -77,18 +91,19 @@ enum Entry {
 }
 
 impl Walker<'_> {
-    /// Visits `path` (repo-relative `rel`); `file_only` for top-level names
-    /// that must be a file (`proxops.yaml`).
+    /// Visits `path` (repo-relative `rel`), reading it only when it has the
+    /// `expect`ed shape.
     fn visit(
         &self,
         path: &Path,
         rel: &str,
         tree: &mut RepoTree,
         stack: &mut Vec<PathBuf>,
-        file_only: bool,
+        expect: Expect,
     ) -> Result<(), GitError> {
         match self.classify(path)? {
             Entry::Skip => Ok(()),
+            Entry::File(_) if expect == Expect::Dir => Ok(()),
             Entry::File(real) => {
                 match fs::read(&real) {
                     Ok(bytes) => {
@@ -104,7 +119,7 @@ impl Walker<'_> {
                 }
                 Ok(())
             }
-            Entry::Dir(_) if file_only => Ok(()),
+            Entry::Dir(_) if expect == Expect::File => Ok(()),
             Entry::Dir(real) => {
                 if stack.contains(&real) || real.join(".git").symlink_metadata().is_ok() {
                     return Ok(());
@@ -134,7 +149,7 @@ impl Walker<'_> {
                         &format!("{rel}/{name}"),
                         tree,
                         stack,
-                        false,
+                        Expect::Any,
                     )?;
                 }
                 stack.pop();

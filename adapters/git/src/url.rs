@@ -26,8 +26,9 @@ use gix::bstr::ByteSlice;
 use gix::remote::Direction;
 
 use crate::GitError;
+use crate::commit::read_commit_tree;
 use crate::error::detail;
-use crate::scope::{PROCESS_CONFIG, RepoTree, is_scoped_top_dir, note_cluster_dir};
+use crate::scope::RepoTree;
 
 /// A git HTTPS token. Its text is reachable only inside this crate and never
 /// printed: `Debug` shows `GitToken(<redacted>)` and there is no `Display`.
@@ -179,9 +180,17 @@ impl UrlSource {
             });
         }
         let repo = self.open_cache()?;
-        let fetch_err = |e: &(dyn std::error::Error + 'static)| GitError::Fetch {
-            url: self.shown_url.clone(),
-            detail: detail(e),
+        let fetch_err = |e: &gix::Error| {
+            if is_http_not_found(e) {
+                GitError::RemoteVanished {
+                    url: self.shown_url.clone(),
+                }
+            } else {
+                GitError::Fetch {
+                    url: self.shown_url.clone(),
+                    detail: detail(e),
+                }
+            }
         };
         let remote = repo
             .remote_at(self.url.clone())
@@ -227,36 +236,10 @@ impl UrlSource {
 
     /// Reads the desired-state files of `commit` from the cache's object
     /// database: `proxops.yaml`, everything under `clusters/` and the kind
-    /// roots. Symlinks and submodule entries in the commit are skipped (there
-    /// is no checkout for them to point into).
+    /// roots, with the same symlink and nested-repository rules as the work
+    /// tree reader (see [`crate::read_tree`]).
     pub fn read_tree(&self, commit: &str) -> Result<RepoTree, GitError> {
-        let read_err = |e: &(dyn std::error::Error + 'static)| GitError::ReadCommit {
-            commit: commit.to_string(),
-            detail: detail(e),
-        };
-        let repo = self.open_cache()?;
-        let id = gix::ObjectId::from_hex(commit.as_bytes()).map_err(|e| read_err(&e))?;
-        let tree = repo
-            .find_commit(id)
-            .map_err(|e| read_err(&e))?
-            .tree()
-            .map_err(|e| read_err(&e))?;
-        let mut out = RepoTree::default();
-        for entry in tree.iter() {
-            let entry = entry.map_err(|e| read_err(&e))?;
-            let Ok(name) = std::str::from_utf8(entry.inner.filename) else {
-                continue;
-            };
-            let mode = entry.inner.mode;
-            if name == PROCESS_CONFIG && mode.is_blob() {
-                let blob = repo.find_blob(entry.inner.oid).map_err(|e| read_err(&e))?;
-                out.files.insert(name.to_string(), blob.data.clone());
-            } else if is_scoped_top_dir(name) && mode.is_tree() {
-                read_subtree(&repo, entry.inner.oid.to_owned(), name, &mut out)
-                    .map_err(|e| read_err(&*e))?;
-            }
-        }
-        Ok(out)
+        read_commit_tree(&self.open_cache()?, commit)
     }
 
     fn open_cache(&self) -> Result<gix::Repository, GitError> {
@@ -411,36 +394,22 @@ fn credentials(
     }
 }
 
-type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
-
-fn read_subtree(
-    repo: &gix::Repository,
-    id: gix::ObjectId,
-    rel: &str,
-    out: &mut RepoTree,
-) -> Result<(), BoxError> {
-    note_cluster_dir(out, rel);
-    let tree = repo.find_tree(id)?;
-    let mut children = Vec::new();
-    for entry in tree.iter() {
-        let entry = entry?;
-        let Ok(name) = std::str::from_utf8(entry.inner.filename) else {
-            continue;
-        };
-        children.push((
-            name.to_string(),
-            entry.inner.mode,
-            entry.inner.oid.to_owned(),
-        ));
-    }
-    for (name, mode, oid) in children {
-        let path = format!("{rel}/{name}");
-        if mode.is_tree() {
-            read_subtree(repo, oid, &path, out)?;
-        } else if mode.is_blob() {
-            let blob = repo.find_blob(oid)?;
-            out.files.insert(path, blob.data.clone());
+/// An HTTP 404 from the server means the repository is gone (moved,
+/// deleted, renamed), which §22.7 reports as distinct from other failures.
+fn is_http_not_found(err: &gix::Error) -> bool {
+    fn visit(e: &(dyn std::error::Error + 'static), depth: usize) -> bool {
+        if depth > 32 {
+            return false;
         }
+        if let Some(r) = e.downcast_ref::<reqwest::Error>() {
+            return r.status() == Some(reqwest::StatusCode::NOT_FOUND);
+        }
+        if let Some(g) = e.downcast_ref::<gix::Error>()
+            && g.iter_errors().skip(1).any(|inner| visit(inner, depth + 1))
+        {
+            return true;
+        }
+        e.source().is_some_and(|inner| visit(inner, depth + 1))
     }
-    Ok(())
+    err.iter_errors().any(|e| visit(e, 0))
 }

@@ -317,3 +317,70 @@ fn https_rejects_a_server_certificate_not_signed_by_the_ca_file() {
     assert!(matches!(err, GitError::Fetch { .. }), "{err}");
     assert!(!err.to_string().contains(TOKEN));
 }
+
+#[test]
+fn https_remote_moved_away_after_a_good_fetch_is_reported_vanished_and_served_stale() {
+    let r = Remote::new();
+    let (_server, ca, url) = https_fixture(&r);
+    let mut src = UrlSource::open(&url, "main", &r.cache(), GitToken::new(TOKEN))
+        .unwrap()
+        .with_ca_file(ca);
+    let mut state = GitSource::new();
+    let good = state.refresh(&mut src).unwrap().commit.to_string();
+    std::fs::rename(&r.bare, r.s.path().join("remote/renamed.git")).unwrap();
+    let stale = state.refresh(&mut src).unwrap();
+    assert!(
+        matches!(stale.stale, Some(GitError::RemoteVanished { .. })),
+        "{:?}",
+        stale.stale
+    );
+    assert_eq!(stale.commit, good);
+    assert_eq!(stale.tree.files["vm/base/a.yaml"], b"v1");
+}
+
+#[test]
+fn url_mode_reads_the_same_files_as_local_mode_symlinks_included() {
+    use std::os::unix::fs::symlink;
+    let s = Scratch::new();
+    let bare = s.bare_repo("remote/ops.git");
+    let work = s.work_repo("work");
+    write(&work, "proxops.yaml", "log: info");
+    write(&work, "clusters/pve1/resources.yaml", "resources: []");
+    write(&work, "vm/base/a.yaml", "a");
+    write(&work, "vm/other/b.yaml", "b");
+    write(&work, "docs/x.md", "no");
+    write(&work, "iso", "a file where a kind root would be");
+    write(s.path(), "outside.yaml", "outside");
+    symlink("a.yaml", work.join("vm/base/link.yaml")).unwrap();
+    symlink("link.yaml", work.join("vm/base/chain.yaml")).unwrap();
+    symlink("../../../outside.yaml", work.join("vm/base/escape.yaml")).unwrap();
+    symlink("../../.git/config", work.join("vm/base/gitcfg.yaml")).unwrap();
+    symlink("missing.yaml", work.join("vm/base/dangling.yaml")).unwrap();
+    symlink("..", work.join("vm/base/loop")).unwrap();
+    std::fs::create_dir_all(work.join("lxc")).unwrap();
+    symlink("../vm/base", work.join("lxc/shared")).unwrap();
+    let commit = s.commit_all(&work, "links");
+    s.push(&work, &bare, "main");
+
+    let local = proxops_git::read_tree(&proxops_git::discover(&work).unwrap()).unwrap();
+    let url = format!("file://{}", bare.display());
+    let mut src = UrlSource::open(&url, "main", &s.path().join("cache"), None).unwrap();
+    assert_eq!(src.fetch().unwrap().commit, commit);
+    let remote = src.read_tree(&commit).unwrap();
+
+    assert_eq!(
+        remote.files.keys().collect::<Vec<_>>(),
+        local.files.keys().collect::<Vec<_>>()
+    );
+    assert_eq!(remote, local);
+    assert_eq!(local.files["vm/base/chain.yaml"], b"a");
+    assert_eq!(local.files["lxc/shared/link.yaml"], b"a");
+    assert_eq!(local.files["lxc/shared/loop/other/b.yaml"], b"b");
+    assert!(
+        !local
+            .files
+            .keys()
+            .any(|k| k.contains("escape") || k.contains("gitcfg") || k.contains("dangling"))
+    );
+    assert!(!local.files.contains_key("iso"));
+}
