@@ -18,11 +18,20 @@ use crate::yaml::{self, RawNode, RawScalar};
 use crate::{Identities, IdentitySources, SecretDocument, SecretNode, SecretValue, SopsError};
 
 /// A parsed, still encrypted SOPS document.
-#[derive(Debug)]
 pub struct SopsFile {
     label: String,
     data: Vec<(String, RawNode)>,
     meta: Metadata,
+}
+
+impl std::fmt::Debug for SopsFile {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SopsFile")
+            .field("label", &self.label)
+            .field("recipients", &self.recipients())
+            .field("rule", &self.meta.rule)
+            .finish_non_exhaustive()
+    }
 }
 
 /// Reads, parses and decrypts `path` with the identities sops would find.
