@@ -54,6 +54,16 @@ impl fmt::Debug for RepoTree {
     }
 }
 
+impl RepoTree {
+    /// The borrowed view core's repository loader takes.
+    pub fn as_input(&self) -> proxops_core::repo::RepoInput<'_> {
+        proxops_core::repo::RepoInput {
+            files: &self.files,
+            cluster_dirs: &self.cluster_dirs,
+        }
+    }
+}
+
 /// True for the top-level directories whose whole content is desired state.
 pub(crate) fn is_scoped_top_dir(name: &str) -> bool {
     name == CLUSTERS || KIND_ROOTS.contains(&name)

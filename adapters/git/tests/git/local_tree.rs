@@ -174,3 +174,31 @@ fn read_tree_is_deterministic() {
     assert_eq!(a, b);
     assert_eq!(format!("{a:?}"), format!("{b:?}"));
 }
+
+#[test]
+fn root_from_dir_takes_the_given_root_and_refuses_a_plain_directory() {
+    let s = Scratch::new();
+    let repo = s.work_repo("r");
+    std::fs::create_dir_all(repo.join("vm")).unwrap();
+    assert_eq!(
+        RepoRoot::from_dir(&repo).unwrap().path(),
+        repo.canonicalize().unwrap()
+    );
+    let err = RepoRoot::from_dir(&repo.join("vm")).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("no ProxOps GitOps repository found"),
+        "{err}"
+    );
+}
+
+#[test]
+fn repo_tree_feeds_core_repository_loading() {
+    let s = Scratch::new();
+    let repo = s.work_repo("r");
+    std::fs::create_dir_all(repo.join("clusters/empty")).unwrap();
+    let tree = read_tree(&root(&s, "r")).unwrap();
+    let input = tree.as_input();
+    assert!(input.cluster_dirs.contains("empty"));
+    assert!(input.files.is_empty());
+}
