@@ -132,6 +132,12 @@ impl UrlSource {
                 });
             }
         }
+        if token.is_some() && parsed.scheme == gix::url::Scheme::Http {
+            return Err(GitError::UnsupportedUrl {
+                url: shown_url,
+                reason: "a git token is only sent over https",
+            });
+        }
         if branch.is_empty()
             || gix::validate::reference::name_partial(branch.as_bytes().as_bstr()).is_err()
         {
@@ -203,9 +209,9 @@ impl UrlSource {
         if let Some(options) = self.transport_options(&repo)? {
             connection = connection.with_transport_options(options);
         }
-        let token = self.token.clone();
+        let (origin, token) = (self.url.clone(), self.token.clone());
         let connection =
-            connection.with_credentials(move |action| credentials(token.as_ref(), action));
+            connection.with_credentials(move |action| credentials(&origin, token.as_ref(), action));
         let outcome = connection
             .prepare_fetch(gix::progress::Discard, Default::default())
             .map_err(|e| fetch_err(&e))?
@@ -373,25 +379,38 @@ fn cache_open_options() -> gix::open::Options {
 }
 
 /// Answers gix's credential requests with the token as the basic-auth
-/// password for user `git`; without a token nothing is offered, and no
-/// helper or prompt is ever consulted.
+/// password for user `git` — only for an HTTPS request to the configured
+/// URL's host and port, so a redirect elsewhere never receives it. Without a
+/// token nothing is offered, and no helper or prompt is ever consulted.
 fn credentials(
+    origin: &gix::Url,
     token: Option<&GitToken>,
     action: gix::credentials::helper::Action,
 ) -> gix::Result<Option<gix::credentials::protocol::Outcome>> {
-    match (action, token) {
-        (gix::credentials::helper::Action::Get(ctx), Some(token)) => {
-            Ok(Some(gix::credentials::protocol::Outcome {
-                identity: gix::sec::identity::Account {
-                    username: "git".to_string(),
-                    password: token.0.clone(),
-                    oauth_refresh_token: None,
-                },
-                next: ctx.into(),
-            }))
-        }
-        _ => Ok(None),
+    let (gix::credentials::helper::Action::Get(ctx), Some(token)) = (action, token) else {
+        return Ok(None);
+    };
+    let same_origin = ctx
+        .url
+        .as_ref()
+        .and_then(|u| gix::url::parse(u.as_bstr()).ok())
+        .is_some_and(|u| {
+            u.scheme == gix::url::Scheme::Https
+                && u.scheme == origin.scheme
+                && u.host() == origin.host()
+                && u.port_or_default() == origin.port_or_default()
+        });
+    if !same_origin {
+        return Ok(None);
     }
+    Ok(Some(gix::credentials::protocol::Outcome {
+        identity: gix::sec::identity::Account {
+            username: "git".to_string(),
+            password: token.0.clone(),
+            oauth_refresh_token: None,
+        },
+        next: ctx.into(),
+    }))
 }
 
 /// An HTTP 404 from the server means the repository is gone (moved,
@@ -412,4 +431,59 @@ fn is_http_not_found(err: &gix::Error) -> bool {
         e.source().is_some_and(|inner| visit(inner, depth + 1))
     }
     err.iter_errors().any(|e| visit(e, 0))
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+    use gix::credentials::helper::Action;
+
+    fn offered(origin: &str, request: &str) -> bool {
+        let origin = gix::url::parse(origin.as_bytes().as_bstr()).unwrap();
+        let token = GitToken::new("t");
+        credentials(&origin, token.as_ref(), Action::get_for_url(request))
+            .unwrap()
+            .is_some()
+    }
+
+    #[test]
+    fn token_is_offered_to_the_configured_https_origin() {
+        assert!(offered(
+            "https://git.example:8443/ops.git",
+            "https://git.example:8443/ops.git"
+        ));
+        assert!(offered(
+            "https://git.example/ops.git",
+            "https://git.example:443/other.git"
+        ));
+    }
+
+    #[test]
+    fn token_is_withheld_from_other_hosts_ports_and_plain_http() {
+        assert!(!offered(
+            "https://git.example/ops.git",
+            "https://evil.example/ops.git"
+        ));
+        assert!(!offered(
+            "https://git.example/ops.git",
+            "https://git.example:8443/ops.git"
+        ));
+        assert!(!offered(
+            "https://git.example/ops.git",
+            "http://git.example/ops.git"
+        ));
+    }
+
+    #[test]
+    fn a_token_with_a_plain_http_url_is_refused() {
+        let err = UrlSource::open(
+            "http://127.0.0.1/ops.git",
+            "main",
+            Path::new("/nonexistent"),
+            GitToken::new("t"),
+        )
+        .unwrap_err();
+        assert!(matches!(err, GitError::UnsupportedUrl { .. }), "{err}");
+    }
 }
