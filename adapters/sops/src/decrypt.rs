@@ -129,6 +129,17 @@ impl SopsFile {
         self.meta.age.iter().map(|s| s.recipient.clone()).collect()
     }
 
+    /// The crypt rule in force (sops' default when the file names none),
+    /// so a re-encryption can keep it.
+    pub fn rule(&self) -> &crate::CryptRule {
+        &self.meta.rule
+    }
+
+    /// Whether the MAC covers only encrypted values.
+    pub fn mac_only_encrypted(&self) -> bool {
+        self.meta.mac_only_encrypted
+    }
+
     /// Decrypts every value and verifies the MAC. Returns nothing on any
     /// failure: values are only handed out once the MAC matched.
     pub fn decrypt(&self, identities: &Identities) -> Result<SecretDocument, SopsError> {

@@ -49,6 +49,11 @@ impl SecretDocument {
         &self.entries
     }
 
+    /// The top-level entries, to add or change values before re-encrypting.
+    pub fn entries_mut(&mut self) -> &mut Vec<(String, SecretNode)> {
+        &mut self.entries
+    }
+
     /// Looks a node up by dot path, e.g. `secrets.proxops-token`,
     /// `cloud-init.ssh-keys.main` or `clusters.dr.tokens[1].secret`.
     /// A key that itself contains dots is found too (`a.b.c` matches a

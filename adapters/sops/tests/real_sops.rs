@@ -175,6 +175,12 @@ fn custom_unencrypted_suffix_and_exotic_plaintext_scalars_verify() {
         None,
     );
     assert!(enc.contains("unencrypted_suffix: _plain"));
+    let file = SopsFile::parse(&enc, "x").unwrap();
+    assert_eq!(
+        file.rule(),
+        &proxops_sops::CryptRule::UnencryptedSuffix("_plain".into())
+    );
+    assert!(!file.mac_only_encrypted());
     // JSON cannot hold +Inf, so compare only through our own reading here;
     // MAC verification proves the typing matches sops'.
     let doc = SopsFile::parse(&enc, "x")
@@ -424,4 +430,53 @@ fn identities_come_from_inline_key_and_default_key_file() {
         ..Default::default()
     };
     assert!(!format!("{inline:?}").contains("AGE-SECRET-KEY"));
+}
+
+#[test]
+fn adding_a_value_and_reencrypting_with_the_files_own_settings_keeps_it_readable_by_sops() {
+    // The adopt flow: decrypt, add a key, re-encrypt to the same recipients
+    // with the same rule; sops must read the result.
+    let dir = tmp();
+    let (key, recipient) = common::keygen(dir.path(), "key");
+    let config = format!(
+        "creation_rules:\n  - age: {recipient}\n    encrypted_regex: \"^(secrets|cloud-init)$\"\n    mac_only_encrypted: true\n"
+    );
+    let plain = "secrets:\n  proxops-token: SECRETVAL\ncloud-init:\n  ssh-keys:\n    main: ssh-ed25519 AAAA ops@host\nnote: plain\n";
+    let enc = common::sops_encrypt(dir.path(), plain, &[], &[], Some(&config));
+    let file = SopsFile::parse(&enc, "secrets.sops.yaml").unwrap();
+    let mut doc = file.decrypt(&ids(&key)).unwrap();
+    let Some((_, proxops_sops::SecretNode::Map(cloud_init))) = doc
+        .entries_mut()
+        .iter_mut()
+        .find(|(k, _)| k == "cloud-init")
+    else {
+        panic!("cloud-init block missing")
+    };
+    let Some((_, proxops_sops::SecretNode::Map(ssh_keys))) =
+        cloud_init.iter_mut().find(|(k, _)| k == "ssh-keys")
+    else {
+        panic!("ssh-keys block missing")
+    };
+    ssh_keys.push((
+        "adopted-0011223344556677".into(),
+        proxops_sops::SecretNode::Leaf(proxops_sops::SecretValue::str("ssh-ed25519 BBBB x")),
+    ));
+    let again = proxops_sops::encrypt(
+        &doc,
+        &proxops_sops::EncryptOptions {
+            recipients: file.recipients(),
+            rule: file.rule().clone(),
+            mac_only_encrypted: file.mac_only_encrypted(),
+            lastmodified: "2026-11-29T16:00:00Z".into(),
+        },
+    )
+    .unwrap();
+    assert!(again.contains("note: plain"));
+    assert!(!again.contains(MARKER));
+    let theirs = common::sops_decrypt_json(dir.path(), &again, &key).unwrap();
+    common::assert_matches_json(&doc, &theirs);
+    assert_eq!(
+        theirs["cloud-init"]["ssh-keys"]["adopted-0011223344556677"],
+        "ssh-ed25519 BBBB x"
+    );
 }
