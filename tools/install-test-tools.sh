@@ -90,9 +90,23 @@ apt_install() { # <package> : install one Debian package, running apt-get update
         apt_updated=1
     fi
     say "apt-get install $1"
-    # policy-rc.d-less containers may refuse to start the prometheus service; the
-    # package still installs, and only promtool is needed.
-    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null
+    # Only the binaries are wanted: keep package scripts from starting services
+    # (the prometheus package would start a server) unless a policy already exists.
+    local policy=/usr/sbin/policy-rc.d own_policy=0
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\nexit 101\n' | $sudo tee "$policy" >/dev/null
+        $sudo chmod +x "$policy"
+        own_policy=1
+    fi
+    local rc=0
+    $sudo env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "$1" >/dev/null || rc=$?
+    if [ "$own_policy" -eq 1 ]; then
+        $sudo rm -f "$policy"
+    fi
+    if [ "$rc" -ne 0 ]; then
+        say "error: apt-get install $1 failed ($rc)" >&2
+        exit "$rc"
+    fi
 }
 
 need_binary() { # <binary> <debian package>
