@@ -148,7 +148,9 @@ pub enum Work {
     },
     Start { guest_type: GuestType },
     Stop { guest_type: GuestType },
-    MarkTemplate { guest_type: GuestType },
+    /// Mark as template; a running guest is stopped first (PVE refuses to
+    /// convert a running guest).
+    MarkTemplate { guest_type: GuestType, stop_first: bool },
     /// `DELETE /nodes/{n}/{type}/{id}` (never `force`), stopping first
     /// when the guest runs.
     Delete { guest_type: GuestType, stop_first: bool },

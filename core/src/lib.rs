@@ -14,10 +14,12 @@
 pub mod live;
 pub mod names;
 pub mod plan;
+pub mod render;
 pub mod wire;
 pub mod action;
 pub mod config;
 pub mod diag;
+pub mod exec;
 pub mod graph;
 pub mod repo;
 pub mod manifest;

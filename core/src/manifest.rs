@@ -7,7 +7,7 @@
 //! composition's. This module never decides what PVE should do.
 
 use std::collections::BTreeMap;
-use std::net::IpAddr;
+use core::net::IpAddr;
 
 use serde::{Deserialize, Serialize};
 
@@ -19,6 +19,10 @@ pub const API_VERSION: &str = "proxops/v1alpha1";
 pub const OWNERSHIP_TAG: &str = "proxops";
 /// The pre-rename ownership tag: treated as untagged, never pruned.
 pub const LEGACY_TAG: &str = "pveconform";
+/// The PVE tag that mirrors `proxops/prune: disabled` onto the guest, so
+/// the protection still holds after the manifest is gone (there is no state
+/// file: PVE itself must carry it).
+pub const NO_PRUNE_TAG: &str = "proxops-noprune";
 /// `proxops/depends-on: "Kind:name,Kind:name"`.
 pub const ANNOTATION_DEPENDS_ON: &str = "proxops/depends-on";
 /// `proxops/prune: disabled` keeps an object from ever being pruned.
@@ -848,6 +852,15 @@ fn check_abs_path(p: &str) -> bool {
     p.starts_with('/') && !p.contains(',') && !p.contains(char::is_whitespace)
 }
 
+/// PVE takes memory in whole MiB; say what the written value came to.
+fn memory_message(q: Quantity, example: &str) -> String {
+    let bytes = q.bytes();
+    let mib = bytes as f64 / 1_048_576.0;
+    format!(
+        "memory is {bytes} bytes ({mib:.2} MiB), not a whole, non-zero number of MiB: use binary units, e.g. {example} (decimal units such as GB and MB count powers of 1000)"
+    )
+}
+
 fn power_rule(state: Option<PowerState>, template: bool, errs: &mut Vec<FieldError>) {
     if template && state == Some(PowerState::Started) {
         errs.push(FieldError::new(
@@ -904,10 +917,7 @@ const SCSI_CONTROLLERS: &[&str] =
 fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
-        errs.push(FieldError::new(
-            "spec.memory",
-            format!("memory {} is not a whole, non-zero number of MiB: use e.g. \"2GiB\" or \"512MiB\"", s.memory),
-        ));
+        errs.push(FieldError::new("spec.memory", memory_message(s.memory, "\"2GiB\" or \"512MiB\"")));
     }
     if s.cpu.cpu_type.trim().is_empty() || s.cpu.cpu_type.contains([',', ' ', '=']) {
         errs.push(FieldError::new("spec.cpu.type", "cpu type must be one PVE CPU model, e.g. \"host\" or \"x86-64-v2-AES\""));
@@ -1220,7 +1230,7 @@ pub fn lxc_nic_slot(nic: &LxcNic, index: usize) -> String {
 fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
-        errs.push(FieldError::new("spec.memory", format!("memory {} is not a whole, non-zero number of MiB: use e.g. \"512MiB\"", s.memory)));
+        errs.push(FieldError::new("spec.memory", memory_message(s.memory, "\"512MiB\"")));
     }
     if let Some(sw) = s.swap
         && sw.whole_mib().is_none()
@@ -1381,7 +1391,7 @@ fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
         if !exts.iter().any(|e| lower.ends_with(e) && lower.len() > e.len()) {
             errs.push(FieldError::new(
                 "spec.filename",
-                format!("file name {f:?} has the wrong extension for a {kind}: PVE accepts {}", exts.join(", ")),
+                format!("file name {f:?} has the wrong extension for {} {kind}: PVE accepts {}", crate::repo::article(kind), exts.join(", ")),
             ));
         }
     }

@@ -24,11 +24,20 @@ use crate::names::ClusterName;
 pub struct Policy {
     /// Prunes per cluster per cycle; 0 = unlimited.
     pub prune_budget: u32,
+    /// The cluster's node allowlist; empty = every node. Nothing outside it
+    /// is planned for, even if a snapshot holds it.
+    pub nodes: std::collections::BTreeSet<crate::names::NodeName>,
 }
 
 impl Default for Policy {
     fn default() -> Policy {
-        Policy { prune_budget: crate::config::DEFAULT_PRUNE_BUDGET }
+        Policy { prune_budget: crate::config::DEFAULT_PRUNE_BUDGET, nodes: Default::default() }
+    }
+}
+
+impl Policy {
+    pub fn allows(&self, node: &crate::names::NodeName) -> bool {
+        self.nodes.is_empty() || self.nodes.contains(node)
     }
 }
 
@@ -75,3 +84,5 @@ pub struct PlanCounts {
     pub skipped: usize,
     pub anomalies: usize,
 }
+
+// The planner itself arrives with the drift module.

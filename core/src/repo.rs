@@ -107,7 +107,16 @@ pub fn load(input: RepoInput<'_>, explicit_config: Option<ConfigSource<'_>>, ove
         for dir in input.cluster_dirs {
             let has_files = input.files.keys().any(|p| p.starts_with(&format!("clusters/{dir}/")));
             let configured = ClusterName::new(dir).is_ok_and(|n| cfg.clusters.contains_key(&n));
-            if !configured && (has_files || !process_is_explicit) {
+            let has_composition = input.files.contains_key(&format!("clusters/{dir}/resources.yaml"));
+            let has_config = input.files.contains_key(&format!("clusters/{dir}/config.yaml"));
+            if !configured && !has_composition && !has_config && !process_is_explicit {
+                global.push(Diagnostic::file(
+                    format!("clusters/{dir}/"),
+                    format!(
+                        "cluster directory clusters/{dir}/ has no resources.yaml (and no config.yaml): declare the cluster in clusters/{dir}/config.yaml and list its manifests in clusters/{dir}/resources.yaml, or remove the directory"
+                    ),
+                ));
+            } else if !configured && (has_files || !process_is_explicit) {
                 global.push(Diagnostic::file(
                     format!("clusters/{dir}/"),
                     format!(
@@ -154,6 +163,11 @@ fn check_shape(input: RepoInput<'_>, diags: &mut Vec<Diagnostic>) {
     }
 }
 
+/// "a" or "an", as an operator would say the kind aloud (an LXC, an ISO).
+pub(crate) fn article(kind: Kind) -> &'static str {
+    if matches!(kind, Kind::LXC | Kind::ISO) { "an" } else { "a" }
+}
+
 fn is_yaml(p: &str) -> bool {
     p.ends_with(".yaml") || p.ends_with(".yml")
 }
@@ -197,7 +211,7 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
     let Some(bytes) = input.files.get(&comp_path) else {
         return Err(vec![Diagnostic::file(
             comp_path,
-            format!("cluster {name:?} is configured but has no clusters/{name}/resources.yaml: create it (an empty `resources: []` is valid)"),
+            format!("cluster \"{name}\" is configured but has no clusters/{name}/resources.yaml: create it (an empty `resources: []` is valid)"),
         )]);
     };
     let text = match std::str::from_utf8(bytes) {
@@ -218,7 +232,9 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
                 } else {
                     format!("invalid composition: {}", e.message)
                 };
-                return Err(vec![Diagnostic::file(&comp_path, message).with_field(e.path).at(pos)]);
+                let field = if e.path.is_empty() && !text.trim_start().starts_with('-') { "resources".to_owned() } else { e.path };
+                let pos = index.locate(0, &field).or(pos);
+                return Err(vec![Diagnostic::file(&comp_path, message).with_field(field).at(pos)]);
             }
         }
     };
@@ -232,6 +248,13 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
             diags.push(d(format!("path {raw:?} leaves the repository: paths are relative to clusters/{name}/ and must stay inside the tree")));
             continue;
         };
+        let top = target.split('/').next().unwrap_or("");
+        if Kind::from_dir(top).is_none() {
+            diags.push(d(format!(
+                "{raw:?} (resolved to {target}) is not under a kind directory: manifests live under vm/, templatevm/, lxc/, templatect/, iso/, ctt/ or diskimage/"
+            )));
+            continue;
+        }
         if input.files.contains_key(&target) {
             if !is_yaml(&target) {
                 diags.push(d(format!("{raw:?} is not a YAML manifest: list files ending in .yaml or .yml")));
@@ -242,13 +265,6 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
             continue;
         } else {
             diags.push(d(format!("{raw:?} does not exist (resolved to {target})")));
-            continue;
-        }
-        let top = target.split('/').next().unwrap_or("");
-        if Kind::from_dir(top).is_none() {
-            diags.push(d(format!(
-                "{raw:?} is not under a kind directory: manifests live under vm/, templatevm/, lxc/, templatect/, iso/, ctt/ or diskimage/"
-            )));
             continue;
         }
         if let Some(prev) = listed.insert(target.clone(), i) {
@@ -319,7 +335,7 @@ fn parse_file(
             Err(e) => {
                 let pos = e.pos.or_else(|| at(&e.path));
                 diags.push(
-                    Diagnostic::file(file, format!("a manifest is a mapping with apiVersion, kind, metadata and spec ({})", e.message))
+                    Diagnostic::file(file, format!("document {} is not a manifest: a manifest is a mapping with apiVersion, kind, metadata and spec ({})", doc + 1, e.message))
                         .with_field(e.path)
                         .at(pos),
                 );
@@ -373,7 +389,7 @@ fn parse_file(
             && dk != kind
         {
             diags.push(
-                Diagnostic::file(file, format!("a {kind} manifest belongs under {}/, not {}/", kind.dir(), dk.dir()))
+                Diagnostic::file(file, format!("{} {kind} manifest belongs under {}/, not {}/", article(kind), kind.dir(), dk.dir()))
                     .with_field("kind")
                     .at(at("kind")),
             );
@@ -484,5 +500,21 @@ fn cross_checks(
                 }
             }
         }
+    }
+}
+
+impl ClusterDesired {
+    /// The `(node, storage)` pairs whose content listing the desired
+    /// artifacts need.
+    pub fn storage_pairs(&self) -> BTreeSet<(NodeName, crate::names::StorageId)> {
+        let mut out = BTreeSet::new();
+        for o in self.objects.values() {
+            if let Some(a) = o.spec.artifact() {
+                for n in a.all_nodes() {
+                    out.insert((n, a.storage.clone()));
+                }
+            }
+        }
+        out
     }
 }
