@@ -28,4 +28,4 @@ pub use error::GitError;
 pub use local::{head_commit, read_tree};
 pub use scope::{KIND_ROOTS, RepoTree};
 pub use source::{DesiredTree, GitSource};
-pub use url::{FetchOutcome, GitToken, UrlSource};
+pub use url::{DEFAULT_IO_TIMEOUT, FetchOutcome, GitToken, UrlSource};

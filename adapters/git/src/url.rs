@@ -21,6 +21,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use gix::protocol::transport::client::blocking_io::Transport as BlockingTransport;
 
 use gix::bstr::ByteSlice;
 use gix::remote::Direction;
@@ -70,6 +73,7 @@ pub struct UrlSource {
     cache_dir: PathBuf,
     token: Option<GitToken>,
     ca_file: Option<PathBuf>,
+    io_timeout: Duration,
     last_commit: Option<String>,
 }
 
@@ -81,6 +85,7 @@ impl fmt::Debug for UrlSource {
             .field("cache_dir", &self.cache_dir)
             .field("token", &self.token)
             .field("ca_file", &self.ca_file)
+            .field("io_timeout", &self.io_timeout)
             .field("last_commit", &self.last_commit)
             .finish()
     }
@@ -89,6 +94,16 @@ impl fmt::Debug for UrlSource {
 /// Where fetched branches land in the cache; every remote branch is fetched.
 const FETCH_REFSPEC: &str = "+refs/heads/*:refs/remotes/origin/*";
 const TRACKING_PREFIX: &str = "refs/remotes/origin/";
+
+/// How long a `git://` connect may take (gix's own choice for its daemon
+/// transport, kept).
+const GIT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a `git://` socket may sit without progress before the fetch
+/// fails. A pack in flight keeps the socket busy, so this only trips on a
+/// server that stalls; the next cycle tries again and meanwhile the last good
+/// tree is served stale.
+pub const DEFAULT_IO_TIMEOUT: Duration = Duration::from_secs(60);
 
 impl UrlSource {
     /// Checks the URL and remembers where to cache; does no I/O. Accepted
@@ -153,6 +168,7 @@ impl UrlSource {
             cache_dir: cache_dir.to_path_buf(),
             token,
             ca_file: None,
+            io_timeout: DEFAULT_IO_TIMEOUT,
             last_commit: None,
         })
     }
@@ -161,6 +177,12 @@ impl UrlSource {
     /// `http.sslCAInfo`, which replaces the default trust store).
     pub fn with_ca_file(mut self, ca_file: PathBuf) -> UrlSource {
         self.ca_file = Some(ca_file);
+        self
+    }
+
+    /// How long a `git://` socket may stall (default [`DEFAULT_IO_TIMEOUT`]).
+    pub fn with_io_timeout(mut self, timeout: Duration) -> UrlSource {
+        self.io_timeout = timeout;
         self
     }
 
@@ -203,9 +225,13 @@ impl UrlSource {
             .and_then(|r| r.with_refspecs([FETCH_REFSPEC], Direction::Fetch))
             .map_err(|e| fetch_err(&e))?
             .with_fetch_tags(gix::remote::fetch::Tags::None);
-        let mut connection = remote
-            .connect(Direction::Fetch)
-            .map_err(|e| fetch_err(&e))?;
+        let transport = self.transport().map_err(|e| fetch_err(&e))?;
+        let mut connection = match transport {
+            Some(transport) => remote.to_connection_with_transport(transport),
+            None => remote
+                .connect(Direction::Fetch)
+                .map_err(|e| fetch_err(&e))?,
+        };
         if let Some(options) = self.transport_options(&repo)? {
             connection = connection.with_transport_options(options);
         }
@@ -284,6 +310,48 @@ impl UrlSource {
             .map_err(|e| cache_err(&e))?;
         }
         gix::open_opts(dir, cache_open_options()).map_err(|e| cache_err(&e))
+    }
+
+    /// For `git://`, a daemon connection whose socket reads and writes time
+    /// out: gix's own git transport bounds only the connect, so a server that
+    /// accepts and then stalls would hang the cycle forever. `None` for the
+    /// other schemes, which gix connects itself (HTTP requests are bounded by
+    /// the HTTP client's timeouts; `file://` is a local child process).
+    fn transport(&self) -> Result<Option<Box<dyn BlockingTransport + Send>>, gix::Error> {
+        use gix::protocol::transport::client::git;
+        use std::net::{TcpStream, ToSocketAddrs};
+        if self.url.scheme != gix::url::Scheme::Git {
+            return Ok(None);
+        }
+        let io_err = |e: std::io::Error| gix::Error::from_error(e);
+        let host = self.url.host().unwrap_or("localhost");
+        let port = self.url.port_or_default().unwrap_or(9418);
+        let addr = (host, port)
+            .to_socket_addrs()
+            .map_err(io_err)?
+            .next()
+            .ok_or_else(|| {
+                io_err(std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "host has no address",
+                ))
+            })?;
+        let read = TcpStream::connect_timeout(&addr, GIT_CONNECT_TIMEOUT).map_err(io_err)?;
+        read.set_read_timeout(Some(self.io_timeout))
+            .map_err(io_err)?;
+        read.set_write_timeout(Some(self.io_timeout))
+            .map_err(io_err)?;
+        let write = read.try_clone().map_err(io_err)?;
+        let connection = git::blocking_io::Connection::new(
+            read,
+            write,
+            gix::protocol::transport::Protocol::V2,
+            self.url.path.clone(),
+            Some((host.to_string(), self.url.port)),
+            git::ConnectMode::Daemon,
+            false,
+        );
+        Ok(Some(Box::new(connection)))
     }
 
     /// HTTP(S) options as gix would derive them, plus the CA file wired into

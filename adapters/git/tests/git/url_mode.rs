@@ -384,3 +384,31 @@ fn url_mode_reads_the_same_files_as_local_mode_symlinks_included() {
     );
     assert!(!local.files.contains_key("iso"));
 }
+
+#[test]
+fn a_git_server_that_accepts_and_stalls_fails_the_fetch_with_a_timeout() {
+    let s = Scratch::new();
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (done_tx, done_rx) = std::sync::mpsc::channel::<()>();
+    // Holds the connection open, silent, until the fetch has given up (or a
+    // generous bound passes, so a broken timeout fails instead of hanging).
+    let holder = std::thread::spawn(move || {
+        let (conn, _) = listener.accept().unwrap();
+        let _ = done_rx.recv_timeout(std::time::Duration::from_secs(20));
+        drop(conn);
+    });
+    let url = format!("git://127.0.0.1:{port}/ops.git");
+    let mut src = UrlSource::open(&url, "main", &s.path().join("cache"), None)
+        .unwrap()
+        .with_io_timeout(std::time::Duration::from_millis(200));
+    let err = src.fetch().unwrap_err();
+    done_tx.send(()).unwrap();
+    holder.join().unwrap();
+    let text = err.to_string();
+    assert!(matches!(err, GitError::Fetch { .. }), "{text}");
+    assert!(
+        text.contains("timed out") || text.contains("temporarily unavailable"),
+        "the fetch ended for another reason than the socket timeout: {text}"
+    );
+}
