@@ -1,0 +1,181 @@
+//! The plan as a JSON document, schema `proxops-plan/v1`
+//! (`docs/plan-json.md`).
+//!
+//! The document is built from explicit structs below rather than from the
+//! plan types' own `Serialize`, so a change to the plan types cannot rename
+//! or drop a key that tools depend on. Within v1 keys may be added, never
+//! renamed or removed. Keys appear in declaration order.
+
+use serde::Serialize;
+
+use crate::action::{Action, Anomaly, Change, Skipped, Target};
+use crate::names::Kind;
+use crate::plan::Plan;
+
+/// The value of the document's `format` key.
+pub const JSON_FORMAT: &str = "proxops-plan/v1";
+
+/// The plans as one pretty-printed `proxops-plan/v1` document, clusters
+/// sorted by name, ending in a newline.
+pub fn json(plans: &[Plan]) -> String {
+    let mut sorted: Vec<&Plan> = plans.iter().collect();
+    sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    let doc = Document {
+        format: JSON_FORMAT,
+        clusters: sorted.into_iter().map(cluster).collect(),
+    };
+    // Serialising these structs cannot fail: every key is a string and no
+    // value is a map with non-string keys or a failing Serialize impl.
+    let mut out = serde_json::to_string_pretty(&doc).unwrap_or_default();
+    out.push('\n');
+    out
+}
+
+#[derive(Serialize)]
+struct Document<'a> {
+    format: &'static str,
+    clusters: Vec<ClusterDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct ClusterDoc<'a> {
+    name: &'a str,
+    aborted: bool,
+    abort_reason: Option<&'a str>,
+    actions: Vec<ActionDoc<'a>>,
+    skipped: Vec<SkippedDoc<'a>>,
+    deferred: Vec<ActionDoc<'a>>,
+    anomalies: Vec<AnomalyDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct ActionDoc<'a> {
+    action: &'static str,
+    kind: &'static str,
+    name: &'a str,
+    node: &'a str,
+    id: Id<'a>,
+    impact: &'static str,
+    reason: &'a str,
+    changes: Vec<ChangeDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct ChangeDoc<'a> {
+    field: &'a str,
+    from: Option<&'a str>,
+    to: Option<&'a str>,
+}
+
+#[derive(Serialize)]
+struct SkippedDoc<'a> {
+    kind: &'a str,
+    name: Option<&'a str>,
+    node: Option<&'a str>,
+    id: Id<'a>,
+    reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct AnomalyDoc<'a> {
+    #[serde(rename = "type")]
+    anomaly_type: &'static str,
+    kind: &'a str,
+    name: Option<&'a str>,
+    node: Option<&'a str>,
+    id: Id<'a>,
+    field: Option<&'a str>,
+    message: &'a str,
+}
+
+/// A guest's vmid as a number, a storage file as `storage:filename`, or
+/// `null` when the item has no target (a cluster-wide anomaly).
+#[derive(Serialize)]
+#[serde(untagged)]
+enum Id<'a> {
+    Vmid(u32),
+    File(String),
+    Text(&'a str),
+    Null,
+}
+
+impl<'a> Id<'a> {
+    fn of_target(t: &Target) -> Id<'a> {
+        match t {
+            Target::Guest(v) => Id::Vmid(v.get()),
+            Target::File { .. } => Id::File(t.to_string()),
+        }
+    }
+
+    /// Skipped entries and anomalies carry their id as text; a guest's is a
+    /// vmid and goes out as a number like an action's.
+    fn of_text(kind: &str, id: &'a str) -> Id<'a> {
+        if id.is_empty() {
+            return Id::Null;
+        }
+        let guest = Kind::parse(kind).is_some_and(Kind::is_guest);
+        match id.parse::<u32>() {
+            Ok(n) if guest => Id::Vmid(n),
+            _ => Id::Text(id),
+        }
+    }
+}
+
+fn non_empty(s: &str) -> Option<&str> {
+    if s.is_empty() { None } else { Some(s) }
+}
+
+fn cluster(plan: &Plan) -> ClusterDoc<'_> {
+    ClusterDoc {
+        name: plan.cluster.as_str(),
+        aborted: plan.aborted,
+        abort_reason: plan.abort_reason.as_deref(),
+        actions: plan.actions.iter().map(action).collect(),
+        skipped: plan.skipped.iter().map(skipped).collect(),
+        deferred: plan.deferred.iter().map(action).collect(),
+        anomalies: plan.anomalies.iter().map(anomaly).collect(),
+    }
+}
+
+fn action(a: &Action) -> ActionDoc<'_> {
+    ActionDoc {
+        action: a.op.as_str(),
+        kind: a.kind.as_str(),
+        name: &a.name,
+        node: a.node.as_str(),
+        id: Id::of_target(&a.target),
+        impact: a.impact.as_str(),
+        reason: &a.reason,
+        changes: a.changes.iter().map(change).collect(),
+    }
+}
+
+fn change(c: &Change) -> ChangeDoc<'_> {
+    ChangeDoc {
+        field: &c.field,
+        from: c.from.as_deref(),
+        to: c.to.as_deref(),
+    }
+}
+
+fn skipped(s: &Skipped) -> SkippedDoc<'_> {
+    SkippedDoc {
+        kind: &s.kind,
+        name: non_empty(&s.name),
+        node: non_empty(&s.node),
+        id: Id::of_text(&s.kind, &s.id),
+        reason: &s.reason,
+    }
+}
+
+fn anomaly(a: &Anomaly) -> AnomalyDoc<'_> {
+    AnomalyDoc {
+        anomaly_type: a.anomaly_type.as_str(),
+        kind: &a.kind,
+        name: non_empty(&a.name),
+        node: non_empty(&a.node),
+        id: Id::of_text(&a.kind, &a.id),
+        field: a.field.as_deref(),
+        message: &a.message,
+    }
+}

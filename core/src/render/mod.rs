@@ -1,0 +1,83 @@
+//! Plan renderings: the text `proxops diff` prints, the stable JSON document
+//! (`proxops-plan/v1`, described in `docs/plan-json.md`) and the Markdown a
+//! pull-request comment carries.
+//!
+//! This module owns how a [`Plan`] looks to a person or a program and nothing
+//! else: it never decides, sorts actions or filters them (the planner did
+//! that), and it never renders a [`Work`](crate::action::Work) — the form
+//! values there may hold secrets. What it prints comes from the plan's
+//! `Change`s, reasons and identities only, where secrets already read
+//! `<secret>`.
+//!
+//! Every function is pure: same plans in, same bytes out. Clusters are
+//! rendered sorted by name; inside a cluster items keep the plan's order.
+
+mod json;
+mod markdown;
+mod text;
+
+pub use json::{JSON_FORMAT, json};
+pub use markdown::markdown;
+pub use text::{text, text_with_changes};
+
+use crate::action::{Action, Op};
+use crate::plan::Plan;
+
+/// The action groups every rendering shows, in the order they are shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Group {
+    Create,
+    Update,
+    Power,
+    Prune,
+}
+
+impl Group {
+    const ALL: [Group; 4] = [Group::Create, Group::Update, Group::Power, Group::Prune];
+
+    fn of(op: Op) -> Group {
+        match op {
+            Op::Create | Op::Clone | Op::Download | Op::MarkTemplate => Group::Create,
+            Op::Update => Group::Update,
+            Op::Start | Op::Stop => Group::Power,
+            Op::Prune => Group::Prune,
+        }
+    }
+
+    fn title(self) -> &'static str {
+        match self {
+            Group::Create => "will create",
+            Group::Update => "will update",
+            Group::Power => "power changes",
+            Group::Prune => "will delete (prune)",
+        }
+    }
+
+    fn actions(self, plan: &Plan) -> impl Iterator<Item = &Action> {
+        plan.actions.iter().filter(move |a| Group::of(a.op) == self)
+    }
+}
+
+/// Whether a skipped entry is a live guest ProxOps does not own.
+///
+/// `Skipped::reason` is free text, so the untagged case is recognised by
+/// its wording ("live object without proxops tag; never touched", §13.4).
+fn is_untagged(reason: &str) -> bool {
+    let r = reason.to_ascii_lowercase();
+    r.contains("without proxops tag") || r.contains("no proxops tag")
+}
+
+/// `Kind/name`, or whichever half exists.
+fn object_label(kind: &str, name: &str) -> String {
+    match (kind.is_empty(), name.is_empty()) {
+        (false, false) => format!("{kind}/{name}"),
+        (false, true) => kind.to_owned(),
+        (true, false) => name.to_owned(),
+        (true, true) => "-".to_owned(),
+    }
+}
+
+/// An empty identity part as `-`, so columns never collapse.
+fn or_dash(s: &str) -> &str {
+    if s.is_empty() { "-" } else { s }
+}

@@ -1,0 +1,658 @@
+//! The three plan renderings (text, JSON, Markdown): snapshots of a plan
+//! set that holds every op, every impact, prunes, deferred prunes, skipped
+//! objects, every anomaly type, an aborted cluster, a converged cluster and
+//! a secret change; plus the contracts the snapshots cannot show alone.
+#![allow(clippy::unwrap_used)]
+
+use proxops_core::action::{
+    Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SECRET_PLACEHOLDER, Skipped, Target,
+    Work,
+};
+use proxops_core::live::GuestType;
+use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
+use proxops_core::plan::Plan;
+use proxops_core::render;
+use proxops_core::secret::Secret;
+
+const SECRET_VALUE: &str = "hunter2-do-not-print";
+
+fn change(field: &str, from: Option<&str>, to: Option<&str>) -> Change {
+    Change {
+        field: field.into(),
+        from: from.map(Into::into),
+        to: to.map(Into::into),
+    }
+}
+
+/// An action on a guest. Renderings never read `work`, so every fixture
+/// action carries the same harmless one unless a test needs another.
+fn guest(
+    op: Op,
+    kind: Kind,
+    name: &str,
+    node: &str,
+    vmid: u64,
+    impact: Impact,
+    reason: &str,
+) -> Action {
+    Action {
+        op,
+        kind,
+        name: name.into(),
+        node: NodeName::new(node).unwrap(),
+        target: Target::Guest(Vmid::new(vmid).unwrap()),
+        impact,
+        changes: Vec::new(),
+        reason: reason.into(),
+        level: 0,
+        deps: Vec::new(),
+        object: None,
+        work: Work::Start {
+            guest_type: GuestType::Qemu,
+        },
+    }
+}
+
+fn with_changes(mut a: Action, changes: Vec<Change>) -> Action {
+    a.changes = changes;
+    a
+}
+
+fn skipped(kind: &str, name: &str, node: &str, id: &str, reason: &str) -> Skipped {
+    Skipped {
+        kind: kind.into(),
+        name: name.into(),
+        node: node.into(),
+        id: id.into(),
+        reason: reason.into(),
+    }
+}
+
+fn anomaly(
+    t: AnomalyType,
+    kind: &str,
+    name: &str,
+    node: &str,
+    id: &str,
+    field: Option<&str>,
+    message: &str,
+) -> Anomaly {
+    Anomaly {
+        anomaly_type: t,
+        kind: kind.into(),
+        name: name.into(),
+        node: node.into(),
+        id: id.into(),
+        field: field.map(Into::into),
+        message: message.into(),
+    }
+}
+
+const UNTAGGED: &str = "live object without proxops tag; never touched";
+const ORPHAN: &str = "present on PVE (proxops-tagged) but absent in git";
+
+/// A cluster with something in every section.
+fn busy_plan() -> Plan {
+    let mut download = guest(
+        Op::Download,
+        Kind::ISO,
+        "debian-12",
+        "pve1",
+        100,
+        Impact::Live,
+        "",
+    );
+    download.target = Target::File {
+        storage: StorageId::new("local").unwrap(),
+        filename: "debian-12.iso".into(),
+    };
+    download.reason = "ISO/debian-12: not on pve1 storage local; will download".into();
+    download.work = Work::Download {
+        storage: StorageId::new("local").unwrap(),
+        params: Params::new(),
+    };
+
+    let mut clone_config = Params::new();
+    clone_config.push("memory", "4096");
+    clone_config.push_secret("cipassword", Secret::new(SECRET_VALUE));
+    let mut clone = with_changes(
+        guest(
+            Op::Clone,
+            Kind::VM,
+            "web-01",
+            "pve1",
+            101,
+            Impact::Live,
+            "VM/web-01: full-clone from TemplateVM debian-tmpl (vmid 9000)",
+        ),
+        vec![
+            change("memory", None, Some("4096")),
+            change("cipassword", None, Some(SECRET_PLACEHOLDER)),
+            change("tags", None, Some("proxops;web")),
+        ],
+    );
+    clone.work = Work::CloneGuest {
+        source: Vmid::new(9000).unwrap(),
+        name: "web-01".into(),
+        config: clone_config,
+        delete: Vec::new(),
+    };
+
+    let actions = vec![
+        download,
+        guest(
+            Op::Create,
+            Kind::TemplateVM,
+            "debian-tmpl",
+            "pve1",
+            9000,
+            Impact::Live,
+            "TemplateVM/debian-tmpl: not on PVE; will create + mark as PVE template",
+        ),
+        with_changes(
+            guest(
+                Op::Create,
+                Kind::LXC,
+                "dns",
+                "pve2",
+                200,
+                Impact::Live,
+                "LXC/dns: not on PVE; will create",
+            ),
+            vec![
+                change("hostname", None, Some("dns")),
+                change("memory", None, Some("512")),
+            ],
+        ),
+        clone,
+        guest(
+            Op::MarkTemplate,
+            Kind::TemplateCT,
+            "alpine-tmpl",
+            "pve2",
+            9100,
+            Impact::Live,
+            "TemplateCT/alpine-tmpl: present as a plain container; will mark as PVE template",
+        ),
+        with_changes(
+            guest(
+                Op::Update,
+                Kind::VM,
+                "db-01",
+                "pve1",
+                102,
+                Impact::Reboot,
+                "config drift",
+            ),
+            vec![
+                change("memory", Some("2048"), Some("4096")),
+                change("tags", Some("db"), Some("db;proxops")),
+            ],
+        ),
+        with_changes(
+            guest(
+                Op::Update,
+                Kind::VM,
+                "app-01",
+                "pve1",
+                103,
+                Impact::StopStart,
+                "config drift (stop-required)",
+            ),
+            vec![change("machine", Some("pc-i440fx-9.2"), Some("q35"))],
+        ),
+        with_changes(
+            guest(
+                Op::Update,
+                Kind::VM,
+                "big-01",
+                "pve2",
+                104,
+                Impact::Blocked,
+                "disk change would re-create a volume",
+            ),
+            vec![change(
+                "scsi0",
+                Some("local-lvm:vm-104-disk-0,size=64G"),
+                Some("local-lvm:vm-104-disk-0,size=32G"),
+            )],
+        ),
+        with_changes(
+            guest(
+                Op::Update,
+                Kind::VM,
+                "notes",
+                "pve1",
+                105,
+                Impact::Live,
+                "config drift",
+            ),
+            vec![
+                change(
+                    "description",
+                    Some("old"),
+                    Some("line one\nline | two `code` <b>bold</b> & *more*"),
+                ),
+                change("net1", Some("virtio=BC:24:11:00:00:01,bridge=vmbr1"), None),
+            ],
+        ),
+        guest(
+            Op::Start,
+            Kind::VM,
+            "web-02",
+            "pve2",
+            106,
+            Impact::Live,
+            "power \"stopped\" -> \"running\"",
+        ),
+        guest(
+            Op::Stop,
+            Kind::VM,
+            "batch-01",
+            "pve2",
+            107,
+            Impact::Live,
+            "power \"running\" -> \"stopped\"",
+        ),
+        guest(
+            Op::Prune,
+            Kind::VM,
+            "legacy-01",
+            "pve1",
+            110,
+            Impact::Live,
+            ORPHAN,
+        ),
+    ];
+
+    Plan {
+        cluster: ClusterName::new("lab").unwrap(),
+        aborted: false,
+        abort_reason: None,
+        actions,
+        skipped: vec![
+            skipped("VM", "hand-made", "pve1", "120", UNTAGGED),
+            skipped(
+                "ISO",
+                "ubuntu-24",
+                "pve2",
+                "local:ubuntu-24.iso",
+                "storage content read failed; not planned this cycle",
+            ),
+            skipped("LXC", "old-ct", "pve2", "121", UNTAGGED),
+        ],
+        deferred: vec![
+            guest(
+                Op::Prune,
+                Kind::VM,
+                "legacy-02",
+                "pve1",
+                111,
+                Impact::Live,
+                ORPHAN,
+            ),
+            guest(
+                Op::Prune,
+                Kind::LXC,
+                "legacy-ct",
+                "pve2",
+                210,
+                Impact::Live,
+                ORPHAN,
+            ),
+        ],
+        anomalies: vec![
+            anomaly(
+                AnomalyType::LiveOnlySlot,
+                "VM",
+                "db-01",
+                "pve1",
+                "102",
+                Some("net1"),
+                "net1 exists on PVE but not in the manifest; ProxOps will not remove it",
+            ),
+            anomaly(
+                AnomalyType::DataLoss,
+                "VM",
+                "big-01",
+                "pve2",
+                "104",
+                Some("scsi0"),
+                "shrinking scsi0 from 64G to 32G would re-create the volume",
+            ),
+            anomaly(
+                AnomalyType::NeedsPerson,
+                "VM",
+                "was-template",
+                "pve1",
+                "130",
+                None,
+                "desired VM but live is a template; change the kind to TemplateVM or convert it by hand",
+            ),
+            anomaly(
+                AnomalyType::EmptyDesired,
+                "LXC",
+                "",
+                "",
+                "",
+                None,
+                "0 desired LXC but 5 proxops-tagged live objects (more than the per-cycle prune budget of 3): \
+                 probable bad push; suppresses prunes for LXC this cycle",
+            ),
+        ],
+    }
+}
+
+fn empty_plan(cluster: &str) -> Plan {
+    Plan {
+        cluster: ClusterName::new(cluster).unwrap(),
+        aborted: false,
+        abort_reason: None,
+        actions: Vec::new(),
+        skipped: Vec::new(),
+        deferred: Vec::new(),
+        anomalies: Vec::new(),
+    }
+}
+
+/// Deliberately not in name order: renderings sort clusters.
+fn plans() -> Vec<Plan> {
+    vec![
+        busy_plan(),
+        Plan::aborted(
+            ClusterName::new("prod").unwrap(),
+            "pve inventory read failed: GET /cluster/resources: connection refused",
+        ),
+        empty_plan("edge"),
+    ]
+}
+
+fn all_renderings(plans: &[Plan]) -> [String; 4] {
+    [
+        render::text(plans),
+        render::text_with_changes(plans),
+        render::json(plans),
+        render::markdown(plans),
+    ]
+}
+
+#[test]
+fn text_shows_each_cluster_with_sections_in_order() {
+    insta::assert_snapshot!(render::text(&plans()));
+}
+
+#[test]
+fn text_with_changes_lists_field_changes_under_each_action() {
+    insta::assert_snapshot!(render::text_with_changes(&plans()));
+}
+
+#[test]
+fn json_document_in_the_documented_schema() {
+    insta::assert_snapshot!(render::json(&plans()));
+}
+
+#[test]
+fn markdown_comment_puts_destructive_and_blocked_rows_first() {
+    insta::assert_snapshot!(render::markdown(&plans()));
+}
+
+#[test]
+fn converged_cluster_with_untagged_guests_reads_no_drift_and_lists_them() {
+    let mut plan = empty_plan("quiet");
+    plan.skipped
+        .push(skipped("VM", "hand-made", "pve1", "120", UNTAGGED));
+    let plans = [plan];
+    insta::assert_snapshot!(
+        "converged_with_skipped",
+        format!(
+            "{}\n---\n{}",
+            render::text(&plans),
+            render::markdown(&plans)
+        )
+    );
+}
+
+#[test]
+fn no_clusters_render_as_empty_text() {
+    assert_eq!(render::text(&[]), "");
+    assert_eq!(render::text_with_changes(&[]), "");
+}
+
+#[test]
+fn empty_plan_reads_no_drift() {
+    let plans = [empty_plan("edge")];
+    assert_eq!(render::text(&plans), "=== edge ===\nno drift\n");
+    assert!(render::markdown(&plans).contains("no drift"));
+}
+
+#[test]
+fn aborted_cluster_shows_only_its_reason() {
+    let mut plan = busy_plan();
+    plan.aborted = true;
+    plan.abort_reason = Some("manifest parse error: vm/web.yaml:3:1: unknown field".into());
+    let text = render::text(&[plan]);
+    assert_eq!(
+        text,
+        "=== lab ===\naborted: manifest parse error: vm/web.yaml:3:1: unknown field\n"
+    );
+}
+
+#[test]
+fn rendering_twice_gives_identical_bytes() {
+    assert_eq!(all_renderings(&plans()), all_renderings(&plans()));
+}
+
+#[test]
+fn cluster_order_does_not_depend_on_input_order() {
+    let mut reversed = plans();
+    reversed.reverse();
+    assert_eq!(all_renderings(&plans()), all_renderings(&reversed));
+}
+
+#[test]
+fn secret_value_never_appears_in_any_rendering() {
+    let plans = plans();
+    // The fixture does carry the secret, in the clone's work.
+    assert!(plans[0].actions.iter().any(|a| match &a.work {
+        Work::CloneGuest { config, .. } => config.to_wire().iter().any(|(_, v)| v == SECRET_VALUE),
+        _ => false,
+    }));
+    for out in all_renderings(&plans) {
+        assert!(!out.contains(SECRET_VALUE), "secret leaked into:\n{out}");
+        assert!(!out.contains("hunter2"));
+    }
+    // Shown as the placeholder (escaped as HTML text in Markdown).
+    assert!(render::text_with_changes(&plans).contains("cipassword: (absent) -> <secret>"));
+    assert!(render::json(&plans).contains("\"to\": \"<secret>\""));
+    assert!(render::markdown(&plans).contains("&lt;secret>"));
+}
+
+fn keys(v: &serde_json::Value) -> Vec<&str> {
+    v.as_object().unwrap().keys().map(String::as_str).collect()
+}
+
+#[test]
+fn json_parses_back_with_exactly_the_documented_keys() {
+    let doc: serde_json::Value = serde_json::from_str(&render::json(&plans())).unwrap();
+    assert_eq!(keys(&doc), ["format", "clusters"]);
+    assert_eq!(doc["format"], render::JSON_FORMAT);
+    assert_eq!(render::JSON_FORMAT, "proxops-plan/v1");
+
+    let clusters = doc["clusters"].as_array().unwrap();
+    let names: Vec<&str> = clusters
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["edge", "lab", "prod"]);
+    for c in clusters {
+        assert_eq!(
+            keys(c),
+            [
+                "name",
+                "aborted",
+                "abort_reason",
+                "actions",
+                "skipped",
+                "deferred",
+                "anomalies"
+            ]
+        );
+    }
+
+    let [edge, lab, prod] = [&clusters[0], &clusters[1], &clusters[2]];
+    assert_eq!(edge["aborted"], false);
+    assert!(edge["abort_reason"].is_null());
+    assert_eq!(prod["aborted"], true);
+    assert!(
+        prod["abort_reason"]
+            .as_str()
+            .unwrap()
+            .starts_with("pve inventory read failed")
+    );
+
+    let action_keys = [
+        "action", "kind", "name", "node", "id", "impact", "reason", "changes",
+    ];
+    for a in lab["actions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .chain(lab["deferred"].as_array().unwrap())
+    {
+        assert_eq!(keys(a), action_keys);
+        for c in a["changes"].as_array().unwrap() {
+            assert_eq!(keys(c), ["field", "from", "to"]);
+        }
+    }
+    for s in lab["skipped"].as_array().unwrap() {
+        assert_eq!(keys(s), ["kind", "name", "node", "id", "reason"]);
+    }
+    for a in lab["anomalies"].as_array().unwrap() {
+        assert_eq!(
+            keys(a),
+            ["type", "kind", "name", "node", "id", "field", "message"]
+        );
+    }
+
+    // Values: enums as documented, ids typed by target.
+    let actions = lab["actions"].as_array().unwrap();
+    let ops: Vec<&str> = actions
+        .iter()
+        .map(|a| a["action"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        ops,
+        [
+            "download",
+            "create",
+            "create",
+            "clone",
+            "mark-template",
+            "update",
+            "update",
+            "update",
+            "update",
+            "start",
+            "stop",
+            "prune"
+        ]
+    );
+    assert_eq!(actions[0]["id"], "local:debian-12.iso");
+    assert_eq!(actions[1]["id"], 9000);
+    assert_eq!(actions[6]["impact"], "stop-start");
+    assert_eq!(actions[7]["impact"], "blocked");
+    let removed = &actions[8]["changes"][1];
+    assert_eq!(removed["field"], "net1");
+    assert!(removed["to"].is_null());
+    let added = &actions[3]["changes"][0];
+    assert!(added["from"].is_null());
+
+    let skipped = lab["skipped"].as_array().unwrap();
+    assert_eq!(skipped[0]["id"], 120);
+    assert_eq!(skipped[1]["id"], "local:ubuntu-24.iso");
+
+    let anomalies = lab["anomalies"].as_array().unwrap();
+    let types: Vec<&str> = anomalies
+        .iter()
+        .map(|a| a["type"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "live_only_slot",
+            "data_loss",
+            "needs_person",
+            "empty_desired"
+        ]
+    );
+    assert_eq!(anomalies[0]["field"], "net1");
+    assert!(anomalies[2]["field"].is_null());
+    let guard = &anomalies[3];
+    assert!(guard["name"].is_null() && guard["node"].is_null() && guard["id"].is_null());
+}
+
+#[test]
+fn markdown_cells_cannot_break_the_table() {
+    let md = render::markdown(&plans());
+    let row = md.lines().find(|l| l.contains("| description |")).unwrap();
+    assert!(row.contains(r"line one<br>line \| two \`code\` &lt;b>bold&lt;/b> &amp; \*more\*"));
+    // Six columns: seven unescaped pipes.
+    let unescaped = row
+        .match_indices('|')
+        .filter(|(i, _)| *i == 0 || &row[i - 1..*i] != "\\")
+        .count();
+    assert_eq!(unescaped, 6);
+}
+
+#[test]
+fn markdown_lists_destructive_then_blocked_rows_before_the_rest() {
+    let md = render::markdown(&plans());
+    let rows: Vec<(String, String)> = md
+        .lines()
+        .skip_while(|l| !l.starts_with("| | Action |"))
+        .skip(2)
+        .take_while(|l| l.starts_with('|'))
+        .map(|l| {
+            let cells: Vec<&str> = l.split(" | ").collect();
+            (
+                cells[0].trim_start_matches('|').trim().to_owned(),
+                format!("{} {}", cells[1], cells[2]),
+            )
+        })
+        .collect();
+    let marked: Vec<(&str, &str)> = rows
+        .iter()
+        .filter(|(m, _)| !m.is_empty())
+        .map(|(m, o)| (m.as_str(), o.as_str()))
+        .collect();
+    assert_eq!(
+        marked,
+        [
+            ("⚠️ destructive", "update VM/app-01"),
+            ("⚠️ destructive", "stop VM/batch-01"),
+            ("⚠️ destructive", "prune VM/legacy-01"),
+            ("⛔ blocked", "update VM/big-01"),
+        ]
+    );
+    // The marked rows come first; the other eight follow in plan order.
+    assert!(rows[..4].iter().all(|(m, _)| !m.is_empty()));
+    assert_eq!(rows.len(), 12);
+    assert_eq!(rows[4].1, "download ISO/debian-12");
+    assert_eq!(rows[11].1, "start VM/web-02");
+}
+
+#[test]
+fn text_lines_carry_impact_on_every_action() {
+    let text = render::text(&plans());
+    for line in text
+        .lines()
+        .filter(|l| l.contains(" id=") && !l.contains("skip ") && !l.contains('_'))
+    {
+        assert!(
+            ["[live]", "[reboot]", "[stop-start]", "[blocked]"]
+                .iter()
+                .any(|i| line.contains(i)),
+            "no impact on {line:?}"
+        );
+    }
+}
