@@ -14,11 +14,13 @@
 pub mod live;
 pub mod names;
 pub mod plan;
+pub mod planner;
 pub mod render;
 pub mod wire;
 pub mod action;
 pub mod config;
 pub mod diag;
+pub mod drift;
 pub mod exec;
 pub mod graph;
 pub mod repo;

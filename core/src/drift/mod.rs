@@ -1,0 +1,317 @@
+//! Desired state → PVE form values, and desired vs live `/config` drift
+//! (spec §6–§12, §14.1, §22.1–§22.5).
+//!
+//! This module owns three pure translations of one desired guest:
+//! - `create_params` / `clone_params` / `download_params`: the form values
+//!   of the create, clone and download requests;
+//! - `guest_drift`: which owned PVE keys differ from a live `/config`, the
+//!   form values and `delete=` list that converge them, the impact on a
+//!   running guest, and the anomalies ProxOps refuses to act on.
+//!
+//! Create and drift share one translation per key, so a guest created from
+//! `create_params` and read back from PVE shows no drift.
+//!
+//! **Architecture Invariant:** drift never writes what would lose data:
+//! a live volume on another pool or of another size, a live-only slot, a
+//! template that should be a guest, a create-only option. Those become
+//! anomalies, never `delete=` or create-form writes. Secrets are carried as
+//! `Secret` and shown as `<secret>`; no error text ever holds one. This
+//! module does no I/O and reads no clock.
+
+mod create;
+mod lxc;
+mod qemu;
+mod resolve;
+
+use std::collections::BTreeMap;
+
+use crate::action::{Anomaly, AnomalyType, Change, Impact, ParamValue, Params};
+use crate::live::{LiveConfig, LiveGuest, Power};
+use crate::names::Ref;
+use crate::repo::{ClusterDesired, DesiredObject};
+use crate::secret::Secret;
+
+pub use create::{clone_params, create_params, download_params};
+pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
+
+/// Cloud-init material read from the cluster's SOPS file (spec §4.5).
+/// `Debug` shows names only.
+#[derive(Clone, Default)]
+pub struct CloudInitSecrets {
+    /// `cloud-init.ssh-keys.<name>` → one OpenSSH public key line.
+    pub ssh_keys: BTreeMap<String, String>,
+    /// `cloud-init.passwords.<name>` → the password.
+    pub passwords: BTreeMap<String, Secret>,
+}
+
+impl std::fmt::Debug for CloudInitSecrets {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloudInitSecrets")
+            .field("ssh_keys", &self.ssh_keys.keys().collect::<Vec<_>>())
+            .field("passwords", &self.passwords.keys().collect::<Vec<_>>())
+            .finish()
+    }
+}
+
+/// What a desired object's references resolve against: its own cluster's
+/// composition (ISO, DiskImage, CTTemplate, TemplateVM) and SOPS material.
+#[derive(Debug, Clone, Copy)]
+pub struct Context<'a> {
+    pub cluster: &'a ClusterDesired,
+    pub secrets: &'a CloudInitSecrets,
+}
+
+/// The difference between one desired guest and its live `/config`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Drift {
+    /// One entry per PVE key written or deleted, sorted by key; secret
+    /// values are shown as `<secret>`.
+    pub changes: Vec<Change>,
+    /// The form values to write, sorted by key (live forms where a live
+    /// volume or MAC must be kept).
+    pub params: Params,
+    /// Keys for `delete=`; never overlaps `params` [PROBE §20.19].
+    pub delete: Vec<String>,
+    /// The largest impact of any change; `Live` when nothing changes or the
+    /// guest is not running.
+    pub impact: Impact,
+    /// What ProxOps will not do by itself, sorted.
+    pub anomalies: Vec<Anomaly>,
+}
+
+impl Drift {
+    /// True when nothing is to be written or deleted.
+    pub fn is_empty(&self) -> bool {
+        self.params.is_empty() && self.delete.is_empty()
+    }
+}
+
+/// Why a desired object could not be translated. The text names the object,
+/// the field and the reference, never a secret value.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum DriftError {
+    /// A reference to another object that is not in the cluster's
+    /// composition, or is of the wrong kind.
+    #[error("{object}: {field}: {message}")]
+    Reference {
+        object: Ref,
+        field: String,
+        message: String,
+    },
+    /// A SOPS reference with no (or an empty) value.
+    #[error(
+        "{object}: {field}: secret {reference:?} is missing or empty in the cluster's cloud-init secrets"
+    )]
+    MissingSecret {
+        object: Ref,
+        field: String,
+        reference: String,
+    },
+    /// An option PVE cannot be told through its API, or a field a request
+    /// needs that the manifest leaves out.
+    #[error("{object}: {field}: {message}")]
+    Unsupported {
+        object: Ref,
+        field: String,
+        message: String,
+    },
+    /// The object is not of a kind this function handles.
+    #[error("{object}: {message}")]
+    WrongKind { object: Ref, message: String },
+}
+
+/// Desired vs live for one VM, TemplateVM, LXC or TemplateCT.
+///
+/// `live` is the guest's `/cluster/resources` entry, `config` its read
+/// `/config`. The guest's power decides the impact: a guest that is not
+/// running takes every change live; unknown power counts as running.
+pub fn guest_drift(
+    obj: &DesiredObject,
+    ctx: &Context<'_>,
+    live: &LiveGuest,
+    config: &LiveConfig,
+) -> Result<Drift, DriftError> {
+    let mut acc = Acc::new(obj, live);
+    let live_template = live.template || config.is_template().unwrap_or(false);
+    match &obj.spec {
+        crate::manifest::Spec::Vm(vm) | crate::manifest::Spec::TemplateVm(vm) => {
+            if live.guest_type != crate::live::GuestType::Qemu {
+                acc.anomaly(AnomalyType::NeedsPerson, None, format!("vmid {} is a container on PVE, the manifest declares a {}: remove one of them", live.vmid, obj.r#ref.kind));
+                return Ok(acc.finish());
+            }
+            if obj.r#ref.kind == crate::names::Kind::VM && live_template {
+                acc.anomaly(
+                    AnomalyType::NeedsPerson,
+                    Some("template"),
+                    "PVE holds a template at this vmid but the manifest declares kind VM: PVE cannot turn a template back into a VM (no untemplate); change the manifest to TemplateVM, or delete the template by hand".into(),
+                );
+                return Ok(acc.finish());
+            }
+            qemu::drift(obj, vm, ctx, config, &mut acc)?;
+        }
+        crate::manifest::Spec::Lxc(ct) | crate::manifest::Spec::TemplateCt(ct) => {
+            if live.guest_type != crate::live::GuestType::Lxc {
+                acc.anomaly(
+                    AnomalyType::NeedsPerson,
+                    None,
+                    format!(
+                        "vmid {} is a VM on PVE, the manifest declares a {}: remove one of them",
+                        live.vmid, obj.r#ref.kind
+                    ),
+                );
+                return Ok(acc.finish());
+            }
+            if obj.r#ref.kind == crate::names::Kind::LXC && live_template {
+                acc.anomaly(
+                    AnomalyType::NeedsPerson,
+                    Some("template"),
+                    "PVE holds a template container at this vmid but the manifest declares kind LXC: PVE cannot untemplate; change the manifest to TemplateCT, or delete the template by hand".into(),
+                );
+                return Ok(acc.finish());
+            }
+            lxc::drift(obj, ct, ctx, config, &mut acc)?;
+        }
+        _ => {
+            return Err(DriftError::WrongKind {
+                object: obj.r#ref.clone(),
+                message: "storage artifacts have no config to compare".into(),
+            });
+        }
+    }
+    Ok(acc.finish())
+}
+
+/// Collects one drift: changes with their impact, anomalies.
+pub(crate) struct Acc {
+    running: bool,
+    object: Ref,
+    node: String,
+    id: String,
+    changes: Vec<(Change, Impact)>,
+    params: Vec<(String, ParamValue)>,
+    delete: Vec<String>,
+    anomalies: Vec<Anomaly>,
+}
+
+impl Acc {
+    fn new(obj: &DesiredObject, live: &LiveGuest) -> Acc {
+        Acc {
+            running: live.power != Power::Stopped,
+            object: obj.r#ref.clone(),
+            node: live.node.to_string(),
+            id: live.vmid.to_string(),
+            changes: Vec::new(),
+            params: Vec::new(),
+            delete: Vec::new(),
+            anomalies: Vec::new(),
+        }
+    }
+
+    pub(crate) fn object(&self) -> &Ref {
+        &self.object
+    }
+
+    /// Writes `key=to`; `impact` is what it means for a running guest.
+    pub(crate) fn set(&mut self, key: &str, from: Option<&str>, to: ParamValue, impact: Impact) {
+        let shown = to.shown().to_owned();
+        self.changes.push((
+            Change {
+                field: key.to_owned(),
+                from: from.map(str::to_owned),
+                to: Some(shown),
+            },
+            impact,
+        ));
+        self.params.push((key.to_owned(), to));
+    }
+
+    pub(crate) fn set_plain(&mut self, key: &str, from: Option<&str>, to: String, impact: Impact) {
+        self.set(key, from, ParamValue::Plain(to), impact);
+    }
+
+    pub(crate) fn delete(&mut self, key: &str, from: Option<&str>, impact: Impact) {
+        self.changes.push((
+            Change {
+                field: key.to_owned(),
+                from: from.map(str::to_owned),
+                to: None,
+            },
+            impact,
+        ));
+        self.delete.push(key.to_owned());
+    }
+
+    pub(crate) fn anomaly(&mut self, t: AnomalyType, field: Option<&str>, message: String) {
+        self.anomalies.push(Anomaly {
+            anomaly_type: t,
+            kind: self.object.kind.to_string(),
+            name: self.object.name.to_string(),
+            node: self.node.clone(),
+            id: self.id.clone(),
+            field: field.map(str::to_owned),
+            message,
+        });
+    }
+
+    fn finish(mut self) -> Drift {
+        let impact = if self.running {
+            self.changes
+                .iter()
+                .map(|(_, i)| *i)
+                .max()
+                .unwrap_or(Impact::Live)
+        } else {
+            Impact::Live
+        };
+        self.changes.sort();
+        self.params.sort_by(|a, b| a.0.cmp(&b.0));
+        self.delete.sort();
+        self.delete.dedup();
+        self.anomalies.sort();
+        self.anomalies.dedup();
+        Drift {
+            changes: self.changes.into_iter().map(|(c, _)| c).collect(),
+            params: Params(self.params),
+            delete: self.delete,
+            impact,
+            anomalies: self.anomalies,
+        }
+    }
+}
+
+/// `tags`: the user's tags plus the ownership tag, sorted, `;`-joined.
+pub(crate) fn desired_tags(
+    object: &Ref,
+    tags: &[String],
+) -> Result<crate::wire::TagSet, DriftError> {
+    let mut set = crate::wire::TagSet::default();
+    for t in tags
+        .iter()
+        .map(String::as_str)
+        .chain(std::iter::once(crate::manifest::OWNERSHIP_TAG))
+    {
+        let tag = crate::wire::Tag::new(t).map_err(|e| DriftError::Unsupported {
+            object: object.clone(),
+            field: "spec.tags".into(),
+            message: e.to_string(),
+        })?;
+        set.insert(tag);
+    }
+    Ok(set)
+}
+
+/// A MBit/s rate as PVE spells it: `100`, `12.5`.
+pub(crate) fn rate_text(r: f64) -> String {
+    if r.fract() == 0.0 && r.abs() < 1e15 {
+        format!("{}", r as i64)
+    } else {
+        format!("{r}")
+    }
+}
+
+/// Rates compare as numbers (`100` = `100.0`).
+pub(crate) fn same_rate(live: Option<&str>, desired: f64) -> bool {
+    live.and_then(|l| l.parse::<f64>().ok())
+        .is_some_and(|l| (l - desired).abs() < 1e-9)
+}
