@@ -202,3 +202,21 @@ fn repo_tree_feeds_core_repository_loading() {
     assert!(input.cluster_dirs.contains("empty"));
     assert!(input.files.is_empty());
 }
+
+#[test]
+fn explicit_root_needs_no_git_entry_and_reads_the_same_shape() {
+    let s = Scratch::new();
+    let plain = s.path().join("mounted");
+    write(&plain, "vm/base/a.yaml", "a");
+    write(&plain, "README.md", "no");
+    let root = RepoRoot::explicit(&plain).unwrap();
+    assert!(!root.is_git());
+    let tree = read_tree(&root).unwrap();
+    assert_eq!(
+        tree.files.keys().collect::<Vec<_>>(),
+        vec!["vm/base/a.yaml"]
+    );
+    assert!(RepoRoot::explicit(&s.path().join("absent")).is_err());
+    let repo = s.work_repo("r");
+    assert!(RepoRoot::explicit(&repo).unwrap().is_git());
+}
