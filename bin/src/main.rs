@@ -4,6 +4,9 @@
 
 mod args;
 mod context;
+mod creds;
+mod cycle;
+mod diff;
 mod exit;
 mod help;
 mod validate;
@@ -42,10 +45,15 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatch(command: Command, global: &args::GlobalArgs, _args: &args::CommandArgs) -> Result<Exit, Failure> {
+fn dispatch(command: Command, global: &args::GlobalArgs, args: &args::CommandArgs) -> Result<Exit, Failure> {
     let env = context::Env::read();
     match command {
         Command::Validate => validate::run(global, &env),
+        Command::Diff => diff::run(global, args, &env),
+        Command::SecretsCheck => match &args.file {
+            Some(f) => creds::check(f),
+            None => Err(Failure::input("usage: proxops secrets check FILE")),
+        },
         other => Err(Failure::input(format!("`proxops {}` is not available in this build yet", other.name()))),
     }
 }

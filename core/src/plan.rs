@@ -85,4 +85,4 @@ pub struct PlanCounts {
     pub anomalies: usize,
 }
 
-// The planner itself arrives with the drift module.
+pub use crate::planner::{plan, sort_actions};

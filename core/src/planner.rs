@@ -462,7 +462,7 @@ impl Builder<'_> {
             if !g.tags.iter().any(|t| t.as_str() == manifest::OWNERSHIP_TAG) {
                 let legacy = g.tags.iter().any(|t| t.as_str() == manifest::LEGACY_TAG);
                 let reason = if legacy {
-                    "live object tagged only with the old pveconform tag; treated as untagged, never touched".to_owned()
+                    "live object without proxops tag (only the old pveconform tag, treated as untagged); never touched".to_owned()
                 } else {
                     "live object without proxops tag; never touched".to_owned()
                 };

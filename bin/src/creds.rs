@@ -1,0 +1,176 @@
+//! Credentials (spec §4): per-cluster effective PVE credentials from SOPS,
+//! the environment and configuration, in that order of precedence, and the
+//! cloud-init material a SOPS file carries. Decrypted values stay in memory
+//! as `Secret`s; errors name the cluster, the file and the key, never a value.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use proxops_core::config::{AuthMethod, ClusterConfig, Config};
+use proxops_core::drift::CloudInitSecrets;
+use proxops_core::secret::Secret;
+use proxops_sops::{IdentitySources, SecretDocument};
+
+use crate::exit::Failure;
+
+/// What one cluster connects with.
+#[derive(Debug, Clone)]
+pub struct ClusterCredentials {
+    pub auth: AuthMethod,
+    pub user: Option<String>,
+    pub token_id: Option<String>,
+    pub token: Option<Secret>,
+    /// A composed `user@realm!tokenid=secret`.
+    pub token_value: Option<Secret>,
+    pub password: Option<Secret>,
+    pub git_token: Option<Secret>,
+    pub cloud_init: CloudInitSecrets,
+}
+
+impl ClusterCredentials {
+    /// The `Authorization: PVEAPIToken=` value, when token auth has one.
+    pub fn api_token(&self) -> Option<Secret> {
+        if let Some(v) = &self.token_value {
+            return Some(v.clone());
+        }
+        match (&self.user, &self.token_id, &self.token) {
+            (Some(u), Some(id), Some(t)) => Some(Secret::new(format!("{u}!{id}={}", t.expose()))),
+            _ => None,
+        }
+    }
+
+    /// Rule 4 of §3.4: enough to talk to PVE.
+    pub fn check(&self, cluster: &str) -> Result<(), Failure> {
+        let ok = match self.auth {
+            AuthMethod::Token => self.api_token().is_some(),
+            AuthMethod::Ticket => self.user.is_some() && self.password.is_some(),
+        };
+        if ok {
+            Ok(())
+        } else {
+            let need = match self.auth {
+                AuthMethod::Token => "a user and an API token (PROXOPS_PVE_TOKEN_VALUE=user@realm!tokenid=secret, or user + token-id + token)",
+                AuthMethod::Ticket => "a user and a password (PROXOPS_PVE_USER and PROXOPS_PVE_PASSWORD, or SOPS)",
+            };
+            Err(Failure::input(format!(
+                "invalid configuration: cluster {cluster:?}: no effective PVE user/token/password after credential resolution: {} auth needs {need}; fails closed",
+                self.auth.as_str()
+            )))
+        }
+    }
+}
+
+/// Where a cluster's `secrets-file` is, on disk.
+pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Option<PathBuf> {
+    let file = cc.secrets_file.as_ref()?;
+    let p = Path::new(file);
+    if p.is_absolute() {
+        return Some(p.to_path_buf());
+    }
+    let declared = Path::new(&cc.declared_in);
+    let dir = declared.parent().unwrap_or(Path::new(""));
+    let base = if declared.is_absolute() { dir.to_path_buf() } else { root.map(|r| r.join(dir)).unwrap_or_else(|| dir.to_path_buf()) };
+    Some(base.join(p))
+}
+
+fn sops_key(reference: &str) -> String {
+    if reference.contains('.') { reference.to_owned() } else { format!("secrets.{reference}") }
+}
+
+/// Decrypts a cluster's SOPS file (if it has one) and resolves its
+/// credentials. Exit-2 failures name cluster, file and key.
+pub fn resolve(cfg: &Config, cc: &ClusterConfig, root: Option<&Path>, sources: &IdentitySources) -> Result<ClusterCredentials, Failure> {
+    let cluster = cc.name.as_str();
+    let doc: Option<(SecretDocument, String)> = match secrets_path(cc, root) {
+        None => None,
+        Some(path) => {
+            let label = short(&path);
+            let doc = proxops_sops::decrypt_file(&path, sources).map_err(|e| {
+                Failure::input(format!("credentials: cluster {cluster:?}: cannot decrypt {label} ({}): {e}", e.class()))
+            })?;
+            Some((doc, label))
+        }
+    };
+    let refs = cc.secrets.pve.clone().unwrap_or_default();
+    let lookup = |field: &str, reference: &Option<String>| -> Result<Option<Secret>, Failure> {
+        let Some(r) = reference else { return Ok(None) };
+        let Some((doc, label)) = &doc else {
+            return Err(Failure::input(format!(
+                "credentials: cluster {cluster:?}: secrets.pve.{field} refers to SOPS key {r:?} but the cluster has no secrets-file"
+            )));
+        };
+        let key = sops_key(r);
+        match doc.get_text(&key) {
+            Some(v) if !v.trim().is_empty() => Ok(Some(Secret::new(v.trim().to_owned()))),
+            _ => Err(Failure::input(format!(
+                "credentials: cluster {cluster:?}: {label} has no non-empty value at {key:?} (referenced by secrets.pve.{field}); fails closed"
+            ))),
+        }
+    };
+    let s_user = lookup("user", &refs.user)?;
+    let s_token_id = lookup("token-id", &refs.token_id)?;
+    let s_token = lookup("token", &refs.token)?;
+    let s_password = lookup("password", &refs.password)?;
+    let any_sops = s_user.is_some() || s_token_id.is_some() || s_token.is_some() || s_password.is_some();
+    let git_ref = cc.secrets.git.as_ref().and_then(|g| g.token.clone());
+    let s_git = lookup("git.token", &git_ref)?;
+
+    let mut cloud_init = CloudInitSecrets::default();
+    if let Some((doc, _)) = &doc {
+        for (path, value) in doc.leaves() {
+            if let Some(name) = path.strip_prefix("cloud-init.ssh-keys.") {
+                cloud_init.ssh_keys.insert(name.to_owned(), value.to_string());
+            } else if let Some(name) = path.strip_prefix("cloud-init.passwords.") {
+                cloud_init.passwords.insert(name.to_owned(), Secret::new(value.to_string()));
+            }
+        }
+    }
+    Ok(ClusterCredentials {
+        auth: cfg.auth,
+        user: s_user.map(|s| s.expose().to_owned()).or_else(|| cfg.user.clone()),
+        token_id: s_token_id.map(|s| s.expose().to_owned()).or_else(|| cfg.token_id.clone()),
+        token: s_token.or_else(|| cfg.token.clone()),
+        token_value: if any_sops { None } else { cfg.token_value.clone() },
+        password: s_password.or_else(|| cfg.password.clone()),
+        git_token: s_git.or_else(|| cfg.git_token.clone()),
+        cloud_init,
+    })
+}
+
+fn short(p: &Path) -> String {
+    let s = p.display().to_string();
+    if s.chars().count() > 80 { format!("…{}", s.chars().rev().take(79).collect::<Vec<_>>().into_iter().rev().collect::<String>()) } else { s }
+}
+
+/// One git token for the one git source: SOPS-resolved tokens of every
+/// cluster must agree.
+pub fn git_token(creds: &BTreeMap<String, ClusterCredentials>) -> Result<Option<Secret>, Failure> {
+    let mut chosen: Option<(String, Secret)> = None;
+    for (name, c) in creds {
+        if let Some(t) = &c.git_token {
+            match &chosen {
+                Some((other, prev)) if prev != t => {
+                    return Err(Failure::input(format!(
+                        "credentials: git token conflict: clusters {other:?} and {name:?} resolve different git tokens; there is one git source, so one token"
+                    )));
+                }
+                Some(_) => {}
+                None => chosen = Some((name.clone(), t.clone())),
+            }
+        }
+    }
+    Ok(chosen.map(|(_, t)| t))
+}
+
+/// `proxops secrets check FILE`.
+pub fn check(file: &Path) -> Result<crate::exit::Exit, Failure> {
+    use sha2::{Digest, Sha256};
+    let doc = proxops_sops::decrypt_file(file, &IdentitySources::from_process_env())
+        .map_err(|e| Failure::input(format!("{}: {e}", e.class())))?;
+    for (path, value) in doc.leaves() {
+        let digest = Sha256::digest(value.as_bytes());
+        let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        println!("{path}\tsha256:{hex}");
+    }
+    Ok(crate::exit::Exit::Ok)
+}

@@ -1,0 +1,48 @@
+//! `proxops diff`: plan every selected cluster and print the plan.
+
+use std::path::Path;
+
+use proxops_core::plan::Plan;
+use proxops_core::render;
+
+use crate::args::{CommandArgs, GlobalArgs, Output};
+use crate::context::{self, Env};
+use crate::cycle::{self, Source};
+use crate::exit::{Exit, Failure};
+
+pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
+    let ws = context::load_workspace(g, env)?;
+    let source = match &a.replay {
+        Some(dir) => Source::Replay(dir.clone()),
+        None => Source::Live,
+    };
+    let outcome = cycle::plan_all(g, env, &ws, &source)?;
+    let plans: Vec<Plan> = outcome.plans.iter().map(|p| p.plan.clone()).collect();
+    let text = match a.output.unwrap_or(Output::Text) {
+        Output::Text => render::text(&plans),
+        Output::Json => render::json(&plans),
+        Output::Markdown => render::markdown(&plans),
+    };
+    print!("{text}");
+    if !text.ends_with('\n') {
+        println!();
+    }
+    let mut exit = Exit::Ok;
+    if !outcome.invalid.is_empty() {
+        let refs: Vec<&proxops_core::diag::Diagnostic> = outcome.invalid.iter().collect();
+        eprintln!("{}", prefixed(&context::render_diagnostics(&refs)));
+        exit = exit.worst(Exit::Input);
+    }
+    if plans.iter().any(|p| p.aborted) {
+        exit = exit.worst(Exit::Runtime);
+    }
+    if a.exit_code && plans.iter().any(|p| !p.actions.is_empty()) {
+        exit = exit.worst(Exit::Changes);
+    }
+    let _ = Path::new("");
+    Ok(exit)
+}
+
+fn prefixed(text: &str) -> String {
+    text.lines().map(|l| format!("error: {l}")).collect::<Vec<_>>().join("\n")
+}
