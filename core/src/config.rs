@@ -291,6 +291,13 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
 /// at once.
 pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config, Vec<Diagnostic>> {
     let mut diags = Vec::new();
+    // Positions of every key, per file, so a rule about a value can point at its line.
+    let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
+    for src in sources.process.iter().chain(sources.cluster_local.iter().map(|(_, s)| s)) {
+        if let Ok(text) = std::str::from_utf8(src.bytes) {
+            indexes.insert(src.name.clone(), YamlIndex::build(text));
+        }
+    }
     let process = match &sources.process {
         Some(src) => parse_file(src, &mut diags).map(|f| (src.name.clone(), f)),
         None => Some(("proxops.yaml".to_owned(), ConfigFile::default())),
@@ -334,7 +341,8 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
                     &src.name,
                     format!("invalid configuration: a cluster-local config must declare exactly one entry pve.clusters.{dir_name}"),
                 )
-                .with_field("pve.clusters"),
+                .with_field("pve.clusters")
+                .at(index.locate(0, "pve.clusters")),
             ),
             _ => diags.push(
                 Diagnostic::file(
@@ -350,7 +358,10 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
         }
     }
 
-    let cfg = Some(resolve(process, &process_name, clusters, overrides, &mut diags));
+    // A rejected cluster-local file has its own diagnostic; "no cluster is
+    // configured" on top of it would only mislead.
+    let any_cluster_local = !sources.cluster_local.is_empty();
+    let cfg = Some(resolve(process, &process_name, clusters, overrides, &indexes, any_cluster_local, &mut diags));
     match cfg {
         Some(cfg) if diags.is_empty() => Ok(cfg),
         _ => {
@@ -374,10 +385,13 @@ fn resolve(
     file_name: &str,
     clusters: BTreeMap<String, (ClusterEntry, String)>,
     ov: &Overrides,
+    indexes: &BTreeMap<String, YamlIndex>,
+    any_cluster_local: bool,
     diags: &mut Vec<Diagnostic>,
 ) -> Config {
+    let locate = |file: &str, field: &str| indexes.get(file).and_then(|i| i.locate(0, field));
     let err = |field: &str, msg: String| {
-        Diagnostic::file(file_name, format!("invalid configuration: {msg}")).with_field(field)
+        Diagnostic::file(file_name, format!("invalid configuration: {msg}")).with_field(field).at(locate(file_name, field))
     };
     let pve = file.pve.unwrap_or_default();
     let git = file.git.unwrap_or_default();
@@ -464,7 +478,7 @@ fn resolve(
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
     let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
 
-    if clusters.is_empty() {
+    if clusters.is_empty() && !any_cluster_local {
         diags.push(err(
             "pve.clusters",
             "no cluster is configured: add clusters/<name>/config.yaml declaring pve.clusters.<name>".to_owned(),
@@ -474,8 +488,9 @@ fn resolve(
     let mut base_urls: BTreeMap<String, String> = BTreeMap::new();
     for (name, (entry, declared_in)) in clusters {
         let cerr = |field: &str, msg: String| {
-            Diagnostic::file(&declared_in, format!("invalid configuration: cluster {name:?}: {msg}"))
-                .with_field(format!("pve.clusters.{name}{}{field}", if field.is_empty() { "" } else { "." }))
+            let path = format!("pve.clusters.{name}{}{field}", if field.is_empty() { "" } else { "." });
+            let pos = locate(&declared_in, &path);
+            Diagnostic::file(&declared_in, format!("invalid configuration: cluster {name:?}: {msg}")).with_field(path).at(pos)
         };
         let cname = match ClusterName::new(&name) {
             Ok(n) => Some(n),
