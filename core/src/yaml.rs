@@ -22,7 +22,8 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
         let path = clean_path(&e.path().to_string());
         let inner = e.into_inner();
         let pos = inner.location().map(|l| (l.line(), l.column()));
-        DocError { path, message: clean_message(&inner.to_string()), pos }
+        let message = strip_path_prefix(&clean_message(&inner.to_string(), pos), &path);
+        DocError { path, message, pos }
     })
 }
 
@@ -35,7 +36,7 @@ pub fn document_count(text: &str) -> Result<Vec<bool>, DocError> {
             Ok(v) => out.push(v.is_null()),
             Err(e) => {
                 let pos = e.location().map(|l| (l.line(), l.column()));
-                return Err(DocError { path: String::new(), message: clean_message(&e.to_string()), pos });
+                return Err(DocError { path: String::new(), message: clean_message(&e.to_string(), pos), pos });
             }
         }
     }
@@ -56,17 +57,60 @@ fn clean_path(p: &str) -> String {
     if p == "." { String::new() } else { p.to_owned() }
 }
 
-/// serde_yaml appends " at line N column M" and sometimes prefixes the
-/// path; both are shown separately in a diagnostic.
-fn clean_message(m: &str) -> String {
+/// serde_yaml appends " at line N column M" (shown separately in a
+/// diagnostic) and names Rust types; both are rewritten for an operator.
+fn clean_message(m: &str, pos: Option<(usize, usize)>) -> String {
     let mut m = m.trim().to_owned();
-    if let Some(i) = m.rfind(" at line ") {
-        let tail = &m[i + 9..];
-        if tail.split(" column ").all(|p| p.trim().chars().all(|c| c.is_ascii_digit())) {
-            m.truncate(i);
+    match pos {
+        Some((l, c)) => m = m.replacen(&format!(" at line {l} column {c}"), "", 1),
+        None => {
+            if let Some(i) = m.rfind(" at line ") {
+                let tail = &m[i + 9..];
+                if tail.split(" column ").all(|p| p.trim().chars().all(|c| c.is_ascii_digit())) {
+                    m.truncate(i);
+                }
+            }
         }
     }
-    m.replace('`', "\"")
+    let mut m = m.replace('`', "\"");
+    for (rust, plain) in [
+        ("u8", "a whole number"),
+        ("u16", "a whole number"),
+        ("u32", "a whole number"),
+        ("u64", "a whole number"),
+        ("usize", "a whole number"),
+        ("i8", "a whole number"),
+        ("i16", "a whole number"),
+        ("i32", "a whole number"),
+        ("i64", "a whole number"),
+        ("f32", "a number"),
+        ("f64", "a number"),
+    ] {
+        let from = format!("expected {rust}");
+        if m.ends_with(&from) || m.contains(&format!("{from},")) {
+            m = m.replace(&from, &format!("expected {plain}"));
+        }
+    }
+    if let Some(i) = m.find("expected struct ") {
+        let end = m[i + 16..].find(|c: char| !c.is_ascii_alphanumeric()).map_or(m.len(), |e| i + 16 + e);
+        m.replace_range(i..end, "expected a mapping");
+    }
+    m
+}
+
+/// serde_yaml prefixes some messages with the path of the value being read
+/// (`spec.cpu.cores: invalid type …`); the diagnostic shows the field on
+/// its own, so the prefix is dropped when it is (a parent of) that path.
+fn strip_path_prefix(m: &str, path: &str) -> String {
+    if let Some((head, rest)) = m.split_once(": ")
+        && !head.is_empty()
+        && !head.contains(char::is_whitespace)
+        && path.starts_with(head)
+        && matches!(path.as_bytes().get(head.len()), None | Some(b'.') | Some(b'['))
+    {
+        return rest.to_owned();
+    }
+    m.to_owned()
 }
 
 #[cfg(test)]
@@ -90,6 +134,14 @@ mod tests {
         assert_eq!(e.map(|e| e.path.as_str()), Some("b[1].y"));
         assert_eq!(e.and_then(|e| e.pos), Some((4, 8)));
         assert!(e.is_some_and(|e| !e.message.contains("at line")), "{e:?}");
+    }
+
+    #[test]
+    fn messages_drop_the_path_prefix_and_rust_type_names() {
+        let e = deserialize_document::<T>("a: many\nb: []\n", 0).err();
+        assert_eq!(e.map(|e| e.message), Some("invalid type: string \"many\", expected a whole number".to_owned()));
+        let e = deserialize_document::<T>("- 1\n", 0).err();
+        assert!(e.is_some_and(|e| e.message.contains("expected a mapping")));
     }
 
     #[test]
