@@ -1,0 +1,81 @@
+//! The Architecture Invariant, checked: core does no I/O. No file under
+//! core/src may name the filesystem, the network, the environment,
+//! processes, threads or the clock. (A plain text scan; lines starting
+//! with `//` are comments and ignored.)
+
+#![allow(clippy::unwrap_used)]
+
+use std::path::{Path, PathBuf};
+
+const FORBIDDEN: &[&str] = &[
+    "std::fs",
+    "std::net",
+    "std::env",
+    "std::process",
+    "SystemTime",
+    "Instant::now",
+    "std::thread",
+];
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .collect();
+    entries.sort();
+    for p in entries {
+        if p.is_dir() {
+            rust_files(&p, out);
+        } else if p.extension().is_some_and(|e| e == "rs") {
+            out.push(p);
+        }
+    }
+}
+
+#[test]
+fn core_sources_name_no_io_clock_or_process_api() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut files = Vec::new();
+    rust_files(&src, &mut files);
+    assert!(
+        files.len() > 5,
+        "expected core's sources under {}",
+        src.display()
+    );
+    let mut hits = Vec::new();
+    for f in &files {
+        let text = std::fs::read_to_string(f).unwrap();
+        for (i, line) in text.lines().enumerate() {
+            if line.trim_start().starts_with("//") {
+                continue;
+            }
+            for word in FORBIDDEN {
+                if line.contains(word) {
+                    let rel = f.strip_prefix(&src).unwrap_or(f);
+                    hits.push(format!(
+                        "core/src/{}:{}: {word}: {}",
+                        rel.display(),
+                        i + 1,
+                        line.trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(
+        hits.is_empty(),
+        "core must do no I/O (time and bytes are arguments); found:\n{}",
+        hits.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_a_forbidden_name_and_skips_comments() {
+    let flagged = |line: &str| {
+        !line.trim_start().starts_with("//") && FORBIDDEN.iter().any(|w| line.contains(w))
+    };
+    assert!(flagged("use std::fs::read;"));
+    assert!(flagged("    let t = std::time::Instant::now();"));
+    assert!(!flagged("    // std::fs is the adapters' business"));
+    assert!(!flagged("use core::net::IpAddr;"));
+}
