@@ -331,7 +331,7 @@ fn busy_plan() -> Plan {
             ),
             anomaly(
                 AnomalyType::EmptyDesired,
-                "LXC",
+                "",
                 "",
                 "",
                 "",
@@ -588,7 +588,12 @@ fn json_parses_back_with_exactly_the_documented_keys() {
     assert_eq!(anomalies[0]["field"], "net1");
     assert!(anomalies[2]["field"].is_null());
     let guard = &anomalies[3];
-    assert!(guard["name"].is_null() && guard["node"].is_null() && guard["id"].is_null());
+    assert!(
+        guard["kind"].is_null()
+            && guard["name"].is_null()
+            && guard["node"].is_null()
+            && guard["id"].is_null()
+    );
 }
 
 #[test]

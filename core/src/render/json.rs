@@ -80,7 +80,7 @@ struct SkippedDoc<'a> {
 struct AnomalyDoc<'a> {
     #[serde(rename = "type")]
     anomaly_type: &'static str,
-    kind: &'a str,
+    kind: Option<&'a str>,
     name: Option<&'a str>,
     node: Option<&'a str>,
     id: Id<'a>,
@@ -171,7 +171,7 @@ fn skipped(s: &Skipped) -> SkippedDoc<'_> {
 fn anomaly(a: &Anomaly) -> AnomalyDoc<'_> {
     AnomalyDoc {
         anomaly_type: a.anomaly_type.as_str(),
-        kind: &a.kind,
+        kind: non_empty(&a.kind),
         name: non_empty(&a.name),
         node: non_empty(&a.node),
         id: Id::of_text(&a.kind, &a.id),
