@@ -1,0 +1,4 @@
+//! Test support shared by the core's integration tests.
+#![allow(dead_code)]
+
+pub mod sim;

@@ -1,0 +1,488 @@
+//! A PVE simulator for plan → apply → re-plan tests: applies one `Work` to
+//! a `LiveSnapshot` the way PVE 9.2 (and the fakepve stand-in) store it.
+//!
+//! What it reproduces: create allocates volumes (`<pool>:<GiB>` →
+//! `<pool>:vm-<id>-disk-<n>,<opts>,size=<N>G`; `import-from` →
+//! `<pool>:vm-<id>-disk-<n>,size=3G`, the import not re-reported; cloud-init
+//! → `<pool>:vm-<id>-cloudinit,media=cdrom`), assigns upper-case MACs to
+//! unpinned NICs, stores `tags` `;`-sorted, keeps `memory` as text, reports
+//! `cipassword` as the `**********` mask, adds `meta`/`smbios1`/`vmgenid`
+//! and a default `boot`; template marking renames `vm-` → `base-`; a full
+//! clone copies the config (not `name`) with fresh MACs and renamed volumes;
+//! config updates set and delete keys, keeping live forms as sent (and
+//! allocating a create form written into an empty slot); start/stop flip
+//! power; delete removes the guest; download adds a content entry.
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::BTreeMap;
+
+use proxops_core::action::{Params, Target, Work};
+use proxops_core::live::{
+    ContentEntry, GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, StorageContent,
+};
+use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::wire::{
+    Bytes, Drive, DriveVolume, EfiDisk, LxcMount, LxcNet, LxcVolumeMount, MacAddr, QemuNet, TagSet,
+    TpmState, Volid,
+};
+
+/// The mask PVE reports for any set `cipassword` [PROBE §20.27].
+pub const PASSWORD_MASK: &str = "**********";
+
+/// Applies `work` for `target` on `node`. Panics on what PVE would refuse
+/// outright (unknown guest, clone source missing): tests should not do that.
+pub fn apply(snapshot: &mut LiveSnapshot, node: &NodeName, target: &Target, work: &Work) {
+    snapshot
+        .nodes
+        .entry(node.clone())
+        .or_insert(NodeState::Online);
+    match work {
+        Work::Download { storage, params } => {
+            let content = param(params, "content").unwrap_or("iso").to_owned();
+            let filename = param(params, "filename")
+                .expect("download needs a filename")
+                .to_owned();
+            let entry = snapshot
+                .storage
+                .entry((node.clone(), storage.clone()))
+                .or_insert_with(|| Ok(StorageContent::default()));
+            if let Ok(c) = entry {
+                c.entries.push(ContentEntry {
+                    volid: format!("{storage}:{content}/{filename}"),
+                    content,
+                    format: None,
+                    size: Some(1 << 20),
+                });
+            }
+        }
+        _ => {
+            let Target::Guest(vmid) = target else {
+                panic!("guest work needs a guest target")
+            };
+            apply_guest(snapshot, node, *vmid, work);
+        }
+    }
+}
+
+fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &Work) {
+    let key = (node.clone(), vmid);
+    match work {
+        Work::CreateGuest {
+            guest_type,
+            params,
+            mark_template,
+        } => {
+            assert!(
+                !snapshot.guests.contains_key(&key),
+                "unable to create VM {vmid}: already exists"
+            );
+            let mut cfg = LiveConfig::default();
+            let mut counter = 0;
+            for (k, v) in &params.0 {
+                let v = v.expose();
+                match k.as_str() {
+                    "vmid" | "start" | "ostemplate" => {}
+                    _ => store(&mut cfg, *guest_type, vmid, k, v, &mut counter),
+                }
+            }
+            if *guest_type == GuestType::Qemu {
+                qemu_defaults(&mut cfg, vmid);
+            } else {
+                cfg.values
+                    .entry("unprivileged".into())
+                    .or_insert_with(|| "1".into());
+                cfg.values
+                    .entry("arch".into())
+                    .or_insert_with(|| "amd64".into());
+                cfg.values
+                    .entry("ostype".into())
+                    .or_insert_with(|| "debian".into());
+                cfg.values
+                    .entry("memory".into())
+                    .or_insert_with(|| "512".into());
+                cfg.values
+                    .entry("swap".into())
+                    .or_insert_with(|| "512".into());
+            }
+            let start = param(params, "start") == Some("1");
+            let name_key = if *guest_type == GuestType::Qemu {
+                "name"
+            } else {
+                "hostname"
+            };
+            let name = cfg.get(name_key).unwrap_or("").to_owned();
+            let mut g = guest(node, vmid, *guest_type, name, cfg);
+            g.power = if start {
+                Power::Running
+            } else {
+                Power::Stopped
+            };
+            snapshot.guests.insert(key.clone(), g);
+            if *mark_template {
+                mark_as_template(snapshot.guests.get_mut(&key).unwrap());
+            }
+        }
+        Work::CloneGuest {
+            source,
+            name,
+            config,
+            delete,
+        } => {
+            let src = snapshot
+                .guests
+                .get(&(node.clone(), *source))
+                .expect("unable to find configuration file for the clone source");
+            let src_cfg = src.config.clone().unwrap();
+            let mut cfg = LiveConfig::default();
+            let mut counter = 0;
+            for (k, v) in &src_cfg.values {
+                if matches!(k.as_str(), "template" | "lock" | "name") {
+                    continue;
+                }
+                let v = if is_volume_key(k) {
+                    rename_volume(v, *source, vmid, &mut counter)
+                } else if let Some(n) = k.strip_prefix("net").filter(|n| n.parse::<u32>().is_ok()) {
+                    fresh_mac(src.guest_type, v, vmid, n.parse().unwrap())
+                } else {
+                    v.clone()
+                };
+                cfg.values.insert(k.clone(), v);
+            }
+            cfg.values.insert("name".into(), name.clone());
+            cfg.values.insert(
+                "smbios1".into(),
+                format!("uuid=00000000-0000-4000-8000-{:012}", vmid.get()),
+            );
+            cfg.values.insert(
+                "vmgenid".into(),
+                format!("00000000-0000-4000-9000-{:012}", vmid.get()),
+            );
+            let gt = src.guest_type;
+            for (k, v) in &config.0 {
+                store(&mut cfg, gt, vmid, k, v.expose(), &mut counter);
+            }
+            for k in delete {
+                cfg.values.remove(k);
+            }
+            let g = guest(node, vmid, gt, name.clone(), cfg);
+            snapshot.guests.insert(key, g);
+        }
+        Work::UpdateConfig {
+            params,
+            delete,
+            stop_first,
+            restart_after,
+            ..
+        } => {
+            let g = snapshot.guests.get_mut(&key).expect("no such guest");
+            let gt = g.guest_type;
+            let was_running = g.power == Power::Running;
+            if *stop_first {
+                g.power = Power::Stopped;
+            }
+            let mut cfg = g.config.clone().unwrap();
+            let mut counter = next_disk_number(&cfg, vmid);
+            for (k, v) in &params.0 {
+                store(&mut cfg, gt, vmid, k, v.expose(), &mut counter);
+            }
+            for k in delete {
+                cfg.values.remove(k);
+            }
+            g.tags = cfg.tags().unwrap_or_default();
+            let name_key = if gt == GuestType::Qemu {
+                "name"
+            } else {
+                "hostname"
+            };
+            g.name = cfg.get(name_key).unwrap_or("").to_owned();
+            g.config = Ok(cfg);
+            if *stop_first && *restart_after && was_running {
+                g.power = Power::Running;
+            }
+        }
+        Work::Start { .. } => {
+            snapshot.guests.get_mut(&key).expect("no such guest").power = Power::Running
+        }
+        Work::Stop { .. } => {
+            snapshot.guests.get_mut(&key).expect("no such guest").power = Power::Stopped
+        }
+        Work::MarkTemplate { .. } => {
+            mark_as_template(snapshot.guests.get_mut(&key).expect("no such guest"))
+        }
+        Work::Delete { .. } => {
+            snapshot.guests.remove(&key);
+        }
+        Work::Download { .. } => unreachable!(),
+    }
+}
+
+fn param<'a>(p: &'a Params, key: &str) -> Option<&'a str> {
+    p.get(key).map(|v| v.expose())
+}
+
+fn guest(
+    node: &NodeName,
+    vmid: Vmid,
+    guest_type: GuestType,
+    name: String,
+    cfg: LiveConfig,
+) -> LiveGuest {
+    let mut cfg = cfg;
+    cfg.digest = Some(format!(
+        "{:040x}",
+        cfg.values.len() as u64 * 7919 + u64::from(vmid.get())
+    ));
+    LiveGuest {
+        node: node.clone(),
+        vmid,
+        guest_type,
+        name,
+        template: cfg.is_template().unwrap_or(false),
+        power: Power::Stopped,
+        lock: None,
+        tags: cfg.tags().unwrap_or_default(),
+        config: Ok(cfg),
+    }
+}
+
+fn qemu_defaults(cfg: &mut LiveConfig, vmid: Vmid) {
+    let v = &mut cfg.values;
+    v.insert(
+        "meta".into(),
+        "creation-qemu=10.0.2,ctime=1754900283".into(),
+    );
+    v.insert(
+        "smbios1".into(),
+        format!("uuid=00000000-0000-4000-8000-{:012}", vmid.get()),
+    );
+    v.insert(
+        "vmgenid".into(),
+        format!("00000000-0000-4000-9000-{:012}", vmid.get()),
+    );
+    if !v.contains_key("boot") {
+        let mut order: Vec<String> = v
+            .keys()
+            .filter(|k| is_disk_slot(k) || k.starts_with("net"))
+            .cloned()
+            .collect();
+        order.sort();
+        v.insert("boot".into(), format!("order={}", order.join(";")));
+    }
+}
+
+fn is_disk_slot(k: &str) -> bool {
+    ["scsi", "virtio", "sata", "ide"].iter().any(|b| {
+        k.strip_prefix(b)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|c| c.is_ascii_digit()))
+    })
+}
+
+fn is_volume_key(k: &str) -> bool {
+    is_disk_slot(k)
+        || k == "efidisk0"
+        || k == "tpmstate0"
+        || k == "rootfs"
+        || k.strip_prefix("mp")
+            .is_some_and(|n| n.parse::<u32>().is_ok())
+}
+
+fn mac_for(vmid: Vmid, slot: u32) -> String {
+    let id = vmid.get();
+    format!(
+        "BC:24:11:{:02X}:{:02X}:{:02X}",
+        (id >> 8) & 0xff,
+        id & 0xff,
+        slot & 0xff
+    )
+}
+
+fn fresh_mac(gt: GuestType, value: &str, vmid: Vmid, slot: u32) -> String {
+    match gt {
+        GuestType::Qemu => {
+            let mut n = QemuNet::parse(value).unwrap();
+            n.mac = Some(MacAddr::parse(&mac_for(vmid, slot)).unwrap());
+            upper_mac_qemu(&n)
+        }
+        GuestType::Lxc => {
+            let mut n = LxcNet::parse(value).unwrap();
+            n.hwaddr = Some(MacAddr::parse(&mac_for(vmid, slot)).unwrap());
+            upper_mac_lxc(&n)
+        }
+    }
+}
+
+/// PVE reports MACs upper-case (`virtio=BC:24:11:…`); drift must not care.
+fn upper_mac_qemu(n: &QemuNet) -> String {
+    let w = n.to_wire();
+    match &n.mac {
+        Some(m) => w.replacen(&m.to_wire(), &m.to_wire().to_ascii_uppercase(), 1),
+        None => w,
+    }
+}
+
+fn upper_mac_lxc(n: &LxcNet) -> String {
+    let w = n.to_wire();
+    match &n.hwaddr {
+        Some(m) => w.replacen(&m.to_wire(), &m.to_wire().to_ascii_uppercase(), 1),
+        None => w,
+    }
+}
+
+fn next_disk_number(cfg: &LiveConfig, vmid: Vmid) -> u32 {
+    let prefixes = [format!("vm-{vmid}-disk-"), format!("base-{vmid}-disk-")];
+    cfg.values
+        .values()
+        .filter_map(|v| {
+            let head = v.split(',').next()?;
+            let name = head.split_once(':')?.1;
+            prefixes
+                .iter()
+                .find_map(|p| name.strip_prefix(p.as_str()))
+                .and_then(|n| n.parse::<u32>().ok())
+        })
+        .max()
+        .map_or(0, |n| n + 1)
+}
+
+fn allocate(storage: &StorageId, vmid: Vmid, counter: &mut u32) -> DriveVolume {
+    let v = DriveVolume::Volume(Volid {
+        storage: storage.clone(),
+        volname: format!("vm-{vmid}-disk-{counter}"),
+    });
+    *counter += 1;
+    v
+}
+
+/// Stores one key as PVE would after a create or config write.
+fn store(cfg: &mut LiveConfig, gt: GuestType, vmid: Vmid, k: &str, v: &str, counter: &mut u32) {
+    let value = match (gt, k) {
+        (_, "tags") => TagSet::parse(v).unwrap().to_wire(),
+        (_, "cipassword") => PASSWORD_MASK.to_owned(),
+        (GuestType::Lxc, "nameserver" | "searchdomain") => v.replace(',', " "),
+        (GuestType::Qemu, "efidisk0") => {
+            let mut e = EfiDisk::parse(v).unwrap();
+            if let DriveVolume::Create { storage, .. } = &e.volume {
+                e.volume = allocate(&storage.clone(), vmid, counter);
+                e.size = Some(Bytes(4 << 20));
+                if e.pre_enrolled_keys == Some(true) {
+                    e.ms_cert = Some("2023".into());
+                }
+            }
+            e.to_wire()
+        }
+        (GuestType::Qemu, "tpmstate0") => {
+            let mut t = TpmState::parse(v).unwrap();
+            if let DriveVolume::Create { storage, .. } = &t.volume {
+                t.volume = allocate(&storage.clone(), vmid, counter);
+                t.size = Some(Bytes(4 << 20));
+            }
+            t.to_wire()
+        }
+        (GuestType::Qemu, k) if is_disk_slot(k) => {
+            let mut d = Drive::parse(v).unwrap();
+            match d.volume.clone() {
+                DriveVolume::Create { storage, size } => {
+                    d.volume = allocate(&storage, vmid, counter);
+                    // PVE does not re-report import-from and sizes the
+                    // volume from the image (3G for the Debian cloud image).
+                    d.size = Some(if d.import_from.take().is_some() {
+                        Bytes(3 << 30)
+                    } else {
+                        size
+                    });
+                }
+                DriveVolume::CloudInitCreate { storage } => {
+                    d.volume = DriveVolume::Volume(Volid {
+                        storage,
+                        volname: format!("vm-{vmid}-cloudinit"),
+                    });
+                    d.media = Some(proxops_core::wire::Media::Cdrom);
+                }
+                _ => {}
+            }
+            d.to_wire()
+        }
+        (GuestType::Qemu, k) if k.starts_with("net") => {
+            let mut n = QemuNet::parse(v).unwrap();
+            if n.mac.is_none() {
+                n.mac = Some(MacAddr::parse(&mac_for(vmid, k[3..].parse().unwrap_or(0))).unwrap());
+            }
+            upper_mac_qemu(&n)
+        }
+        (GuestType::Lxc, "rootfs") => alloc_lxc(v, vmid, counter, true),
+        (GuestType::Lxc, k) if k.starts_with("mp") => match LxcMount::parse(v).unwrap() {
+            LxcMount::Allocated(_) => alloc_lxc(v, vmid, counter, false),
+            LxcMount::Bind(b) => b.to_wire(),
+        },
+        (GuestType::Lxc, k) if k.starts_with("net") => {
+            let mut n = LxcNet::parse(v).unwrap();
+            if n.hwaddr.is_none() {
+                n.hwaddr =
+                    Some(MacAddr::parse(&mac_for(vmid, k[3..].parse().unwrap_or(0))).unwrap());
+            }
+            if n.net_type.is_none() {
+                n.net_type = Some("veth".into());
+            }
+            upper_mac_lxc(&n)
+        }
+        _ => v.to_owned(),
+    };
+    cfg.values.insert(k.to_owned(), value);
+}
+
+/// rootfs takes `disk-0`; mount points share the counter [PROBE §20.16].
+fn alloc_lxc(v: &str, vmid: Vmid, counter: &mut u32, _rootfs: bool) -> String {
+    let mut m = LxcVolumeMount::parse(v).unwrap();
+    if let DriveVolume::Create { storage, size } = m.volume.clone() {
+        m.volume = allocate(&storage, vmid, counter);
+        m.size = Some(size);
+    }
+    m.to_wire()
+}
+
+fn rename_volume(v: &str, from: Vmid, to: Vmid, counter: &mut u32) -> String {
+    let Ok(d) = Drive::parse(v) else {
+        return v.to_owned();
+    };
+    if let DriveVolume::Volume(vol) = &d.volume {
+        let name = &vol.volname;
+        let new = if name.contains(&format!("-{from}-cloudinit")) {
+            format!("vm-{to}-cloudinit")
+        } else if name.starts_with(&format!("base-{from}-disk-"))
+            || name.starts_with(&format!("vm-{from}-disk-"))
+        {
+            let n = *counter;
+            *counter += 1;
+            format!("vm-{to}-disk-{n}")
+        } else {
+            return v.to_owned();
+        };
+        let rest = v.split_once(',').map(|(_, r)| r.to_owned());
+        return match rest {
+            Some(r) => format!("{}:{new},{r}", vol.storage),
+            None => format!("{}:{new}", vol.storage),
+        };
+    }
+    v.to_owned()
+}
+
+fn mark_as_template(g: &mut LiveGuest) {
+    let mut cfg = g.config.clone().unwrap();
+    let id = g.vmid;
+    let renamed: BTreeMap<String, String> = cfg
+        .values
+        .iter()
+        .filter(|(k, _)| is_volume_key(k))
+        .map(|(k, v)| {
+            (
+                k.clone(),
+                v.replace(&format!(":vm-{id}-disk-"), &format!(":base-{id}-disk-")),
+            )
+        })
+        .collect();
+    cfg.values.extend(renamed);
+    cfg.values.insert("template".into(), "1".into());
+    g.template = true;
+    g.power = Power::Stopped;
+    g.config = Ok(cfg);
+}
