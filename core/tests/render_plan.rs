@@ -661,3 +661,42 @@ fn text_lines_carry_impact_on_every_action() {
         );
     }
 }
+
+/// Every object in the example of `docs/plan-json.md` has exactly the keys,
+/// in the order, that the renderer writes: the documentation cannot drift
+/// from the code unnoticed.
+#[test]
+fn documented_example_has_the_rendered_keys() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/plan-json.md"))
+        .unwrap();
+    let example = doc
+        .split("```json\n")
+        .nth(1)
+        .unwrap()
+        .split("```")
+        .next()
+        .unwrap();
+    let documented: serde_json::Value = serde_json::from_str(example).unwrap();
+    let rendered: serde_json::Value = serde_json::from_str(&render::json(&plans())).unwrap();
+
+    let lab = |v: &serde_json::Value| {
+        v["clusters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c["name"] == "lab")
+            .cloned()
+            .unwrap()
+    };
+    let (doc_lab, out_lab) = (lab(&documented), lab(&rendered));
+    assert_eq!(keys(&documented), keys(&rendered));
+    assert_eq!(keys(&doc_lab), keys(&out_lab));
+    for list in ["actions", "skipped", "deferred", "anomalies"] {
+        let first = |c: &serde_json::Value| c[list][0].clone();
+        assert_eq!(keys(&first(&doc_lab)), keys(&first(&out_lab)), "{list}");
+    }
+    assert_eq!(
+        keys(&doc_lab["actions"][1]["changes"][0]),
+        keys(&out_lab["actions"][3]["changes"][0])
+    );
+}
