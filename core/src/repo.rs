@@ -268,7 +268,8 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
             continue;
         }
         if let Some(prev) = listed.insert(target.clone(), i) {
-            diags.push(d(format!("{raw:?} is listed twice (also entry {prev})")));
+            let prev_field = if is_map { format!("resources[{prev}]") } else { format!("[{prev}]") };
+            diags.push(d(format!("{raw:?} is listed twice: it is the same file as {prev_field}")));
         }
     }
 
