@@ -1,4 +1,5 @@
 //! Test support shared by the core's integration tests.
 #![allow(dead_code)]
 
+pub mod fixture;
 pub mod sim;
