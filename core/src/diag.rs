@@ -85,8 +85,7 @@ impl YamlIndex {
         // not where it starts; a sequence item that is a collection is
         // therefore placed at its first scalar.
         let mut pending_item: Option<String> = None;
-        loop {
-            let Ok((event, mark)) = parser.next_token() else { break };
+        while let Ok((event, mark)) = parser.next_token() {
             // yaml-rust2 lines are 1-based, columns 0-based.
             let pos = (mark.line(), mark.col() + 1);
             match event {
@@ -102,14 +101,15 @@ impl YamlIndex {
                         doc.entry(p).or_insert(pos);
                     }
                     match stack.last_mut() {
-                        Some(Frame::Map { path, key }) => match key.take() {
-                            None => {
+                        Some(Frame::Map { path, key }) => {
+                            // A scalar with no pending key is a key; otherwise it is that key's value.
+                            let is_value = key.take().is_some();
+                            if !is_value {
                                 let p = join(path, &value);
                                 doc.entry(p).or_insert(pos);
                                 *key = Some(value);
                             }
-                            Some(_) => {}
-                        },
+                        }
                         Some(Frame::Seq { path, next }) => {
                             doc.entry(format!("{path}[{next}]")).or_insert(pos);
                             *next += 1;
@@ -188,10 +188,10 @@ fn join(path: &str, key: &str) -> String {
 }
 
 fn parent(path: &str) -> String {
-    if path.ends_with(']') {
-        if let Some(i) = path.rfind('[') {
-            return path[..i].to_owned();
-        }
+    if path.ends_with(']')
+        && let Some(i) = path.rfind('[')
+    {
+        return path[..i].to_owned();
     }
     match path.rfind('.') {
         Some(i) => path[..i].to_owned(),

@@ -1054,12 +1054,12 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         if h.sockets == Some(0) {
             errs.push(FieldError::new("spec.hardware.sockets", "sockets must be at least 1"));
         }
-        if let Some(c) = &h.cdrom {
-            if let Some(iso) = &c.iso {
-                let iso = iso.trim();
-                if !iso.is_empty() && iso != "none" && ResourceName::new(iso).is_err() {
-                    errs.push(FieldError::new("spec.hardware.cdrom.iso", format!("invalid ISO reference {iso:?}: an ISO metadata.name, or \"none\" for an empty drive")));
-                }
+        if let Some(c) = &h.cdrom
+            && let Some(iso) = &c.iso
+        {
+            let iso = iso.trim();
+            if !iso.is_empty() && iso != "none" && ResourceName::new(iso).is_err() {
+                errs.push(FieldError::new("spec.hardware.cdrom.iso", format!("invalid ISO reference {iso:?}: an ISO metadata.name, or \"none\" for an empty drive")));
             }
         }
         if let Some(e) = &h.efi_disk {
@@ -1240,7 +1240,7 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     if s.cpu.cores == 0 {
         errs.push(FieldError::new("spec.cpu.cores", "cores must be at least 1"));
     }
-    if s.root.size.bytes() == 0 || s.root.size.bytes() % 1024 != 0 {
+    if s.root.size.bytes() == 0 || !s.root.size.bytes().is_multiple_of(1024) {
         errs.push(FieldError::new("spec.root.size", format!("size {} must be a non-zero whole number of KiB, e.g. \"8GiB\"", s.root.size)));
     }
     if let Some(a) = &s.arch

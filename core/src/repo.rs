@@ -452,15 +452,15 @@ fn cross_checks(
     // One vmid pool per node, shared by qemu and lxc guests.
     let mut ids: BTreeMap<(NodeName, Vmid), &Ref> = BTreeMap::new();
     for (r, o) in objects {
-        if let Some((node, vmid)) = o.spec.guest_id() {
-            if let Some(prev) = ids.insert((node.clone(), vmid), r) {
-                diags.push(object_diag(
-                    o,
-                    indexes,
-                    "spec.vmid",
-                    format!("vmid {vmid} on node {node} is already used by {prev}: qemu and lxc guests share one id pool per node"),
-                ));
-            }
+        if let Some((node, vmid)) = o.spec.guest_id()
+            && let Some(prev) = ids.insert((node.clone(), vmid), r)
+        {
+            diags.push(object_diag(
+                o,
+                indexes,
+                "spec.vmid",
+                format!("vmid {vmid} on node {node} is already used by {prev}: qemu and lxc guests share one id pool per node"),
+            ));
         }
         if !allow.is_empty() {
             let allowed = allow.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
