@@ -197,7 +197,8 @@ pub(crate) struct Acc {
 impl Acc {
     fn new(obj: &DesiredObject, live: &LiveGuest) -> Acc {
         Acc {
-            running: live.power != Power::Stopped,
+            // Unknown power counts as running; a template never runs.
+            running: live.power != Power::Stopped && !live.template,
             object: obj.r#ref.clone(),
             node: live.node.to_string(),
             id: live.vmid.to_string(),
