@@ -302,8 +302,16 @@ fn apply(text: &str, m: &Mutation) -> String {
     lines.join("\n") + "\n"
 }
 
+fn cases() -> u32 {
+    std::env::var("PROPTEST_CASES")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(2000)
+}
+
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 2000, failure_persistence: None, ..ProptestConfig::default() })]
+    // PROPTEST_CASES raises the count for a longer hunt; 2,000 each keeps CI fast.
+    #![proptest_config(ProptestConfig { cases: cases(), failure_persistence: None, ..ProptestConfig::default() })]
 
     #[test]
     fn arbitrary_text_in_any_file_never_panics(which in any::<prop::sample::Index>(), text in yaml_text(), extra in any::<bool>()) {
