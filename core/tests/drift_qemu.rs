@@ -1036,3 +1036,40 @@ fn real_pve7_config_shape() {
     assert_eq!(d.impact, Impact::Reboot);
     assert!(d.anomalies.is_empty());
 }
+
+#[test]
+fn secrets_never_show_in_debug_output() {
+    let s = secrets();
+    let shown = format!("{s:?}");
+    assert!(
+        shown.contains("ops") && !shown.contains("hunter2"),
+        "{shown}"
+    );
+}
+
+#[test]
+fn extra_keys_pass_through_and_drift_verbatim() {
+    let c = cluster(&[&vm(&format!("{DISK}{NIC}  extra:\n    keyboard: de\n"))]);
+    let p = create(&vm(&format!("{DISK}{NIC}  extra:\n    keyboard: de\n")));
+    assert_eq!(
+        p.last().map(|(k, v)| (k.as_str(), v.as_str())),
+        Some(("keyboard", "de"))
+    );
+    let d = drift(
+        &c,
+        "vm1",
+        Power::Running,
+        &config(with(plain_live(), json!({"keyboard": "en-us"}))),
+    );
+    assert_eq!((keys(&d), d.impact), (vec!["keyboard"], Impact::Reboot));
+    assert!(
+        drift(
+            &c,
+            "vm1",
+            Power::Running,
+            &config(with(plain_live(), json!({"keyboard": "de"})))
+        )
+        .changes
+        .is_empty()
+    );
+}
