@@ -208,34 +208,6 @@ fn drift_update_converges_in_one_write() {
     }
 }
 
-#[test]
-#[ignore]
-fn print_demo_live_configs() {
-    let secrets = CloudInitSecrets::default();
-    for c in demo() {
-        let ctx = Context {
-            cluster: &c,
-            secrets: &secrets,
-        };
-        let snap = build(&c, &ctx);
-        for g in snap.guests.values() {
-            println!("== {} {} {:?} {:?}", g.vmid, g.name, g.power, g.template);
-            for (k, v) in &g.config.as_ref().unwrap().values {
-                println!("  {k}: {v}");
-            }
-        }
-        for o in in_order(&c) {
-            if o.spec.guest_id().is_some() && o.spec.vm().is_none_or(|v| v.clone.is_none()) {
-                println!(
-                    "-- create {}: {:?}",
-                    o.r#ref,
-                    create_params(o, &ctx).unwrap()
-                );
-            }
-        }
-    }
-}
-
 mod generated {
     //! Generated manifests: create → read back → no drift, for shapes the
     //! demo does not cover.
