@@ -276,7 +276,7 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     match deserialize_document::<ConfigFile>(text, 0) {
         Ok(f) => Some(f),
         Err(DocError { path, message, pos }) => {
-            let pos = pos.or_else(|| index.locate(0, &path));
+            let pos = index.repeated_key(&path).or(pos).or_else(|| index.locate(0, &path));
             diags.push(
                 Diagnostic::file(&src.name, format!("invalid configuration: {message}"))
                     .with_field(path)

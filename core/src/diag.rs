@@ -67,6 +67,8 @@ impl fmt::Display for Diagnostic {
 #[derive(Debug, Default, Clone)]
 pub struct YamlIndex {
     docs: Vec<BTreeMap<String, (usize, usize)>>,
+    /// Where a key appears a second time in the same mapping, per document.
+    repeats: BTreeMap<(usize, String), (usize, usize)>,
 }
 
 enum Frame {
@@ -79,6 +81,7 @@ impl YamlIndex {
     /// reports syntax errors with their own position).
     pub fn build(text: &str) -> YamlIndex {
         let mut docs: Vec<BTreeMap<String, (usize, usize)>> = Vec::new();
+        let mut repeats: BTreeMap<(usize, String), (usize, usize)> = BTreeMap::new();
         let mut stack: Vec<Frame> = Vec::new();
         let mut parser = Parser::new_from_str(text);
         // yaml-rust2 marks a block collection where its first entry ends,
@@ -96,6 +99,7 @@ impl YamlIndex {
                     pending_item = None;
                 }
                 Event::Scalar(value, ..) => {
+                    let doc_index = docs.len().saturating_sub(1);
                     let Some(doc) = docs.last_mut() else { continue };
                     if let Some(p) = pending_item.take() {
                         doc.entry(p).or_insert(pos);
@@ -106,7 +110,11 @@ impl YamlIndex {
                             let is_value = key.take().is_some();
                             if !is_value {
                                 let p = join(path, &value);
-                                doc.entry(p).or_insert(pos);
+                                if doc.contains_key(&p) {
+                                    repeats.entry((doc_index, p)).or_insert(pos);
+                                } else {
+                                    doc.insert(p, pos);
+                                }
                                 *key = Some(value);
                             }
                         }
@@ -159,7 +167,7 @@ impl YamlIndex {
                 _ => {}
             }
         }
-        YamlIndex { docs }
+        YamlIndex { docs, repeats }
     }
 
     /// The position of `path` in document `doc`, or of its nearest ancestor
@@ -176,6 +184,12 @@ impl YamlIndex {
             }
             p = parent(&p);
         }
+    }
+
+    /// Where `path` is written a second time in its mapping (the first
+    /// document that repeats it).
+    pub fn repeated_key(&self, path: &str) -> Option<(usize, usize)> {
+        self.repeats.iter().find(|((_, p), _)| p == path).map(|(_, pos)| *pos)
     }
 
     pub fn documents(&self) -> usize {
@@ -212,6 +226,14 @@ mod tests {
         assert_eq!(idx.locate(0, "spec.disks[1].size"), Some((5, 7)));
         assert_eq!(idx.locate(0, "spec.disks[1].nope"), Some((5, 7)));
         assert_eq!(idx.locate(1, "b.c"), Some((8, 3)));
+        assert_eq!(idx.repeated_key("a"), None);
+    }
+
+    #[test]
+    fn a_key_written_twice_is_found_at_its_second_place() {
+        let idx = YamlIndex::build("spec:\n  cpu:\n    cores: 1\n    type: host\n    cores: 2\n");
+        assert_eq!(idx.locate(0, "spec.cpu.cores"), Some((3, 5)));
+        assert_eq!(idx.repeated_key("spec.cpu.cores"), Some((5, 5)));
     }
 
     #[test]

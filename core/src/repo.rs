@@ -321,7 +321,9 @@ fn parse_file(
     let docs = match document_count(text) {
         Ok(d) => d,
         Err(e) => {
-            diags.push(Diagnostic::file(file, format!("YAML syntax error: {}", e.message)).at(e.pos));
+            let message = if e.path.is_empty() { format!("YAML syntax error: {}", e.message) } else { e.message };
+            let pos = index.repeated_key(&e.path).or(e.pos);
+            diags.push(Diagnostic::file(file, message).with_field(e.path).at(pos));
             return;
         }
     };

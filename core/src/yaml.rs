@@ -23,6 +23,7 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
         let inner = e.into_inner();
         let pos = inner.location().map(|l| (l.line(), l.column()));
         let message = strip_path_prefix(&clean_message(&inner.to_string(), pos), &path);
+        let (path, message) = explain(path, message);
         DocError { path, message, pos }
     })
 }
@@ -36,7 +37,9 @@ pub fn document_count(text: &str) -> Result<Vec<bool>, DocError> {
             Ok(v) => out.push(v.is_null()),
             Err(e) => {
                 let pos = e.location().map(|l| (l.line(), l.column()));
-                return Err(DocError { path: String::new(), message: clean_message(&e.to_string(), pos), pos });
+                let (path, message) = split_path_prefix(&clean_message(&e.to_string(), pos));
+                let (path, message) = explain(path, message);
+                return Err(DocError { path, message, pos });
             }
         }
     }
@@ -98,6 +101,44 @@ fn clean_message(m: &str, pos: Option<(usize, usize)>) -> String {
     m
 }
 
+/// A syntax-level message may start with the path of the mapping it was
+/// reading (`spec.cpu: duplicate entry …`); split it off as the field.
+fn split_path_prefix(m: &str) -> (String, String) {
+    match m.split_once(": ") {
+        Some((head, rest))
+            if !head.is_empty()
+                && !head.contains(char::is_whitespace)
+                && !head.contains('"')
+                && head.bytes().all(|b| b.is_ascii_graphic()) =>
+        {
+            (head.to_owned(), rest.to_owned())
+        }
+        _ => (String::new(), m.to_owned()),
+    }
+}
+
+/// Rewrites the messages an operator meets most often into what to do:
+/// a repeated key names the key as the field; a number too large for any
+/// field says so instead of naming a Rust type.
+fn explain(path: String, message: String) -> (String, String) {
+    let quoted = |m: &str, prefix: &str| -> Option<String> {
+        let rest = m.strip_prefix(prefix)?;
+        let rest = rest.strip_prefix('"')?;
+        rest.split_once('"').map(|(k, _)| k.to_owned())
+    };
+    let dup = quoted(&message, "duplicate entry with key ").or_else(|| quoted(&message, "duplicate field "));
+    if let Some(key) = dup {
+        let field = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        return (field, format!("duplicate key {key:?}: a key may appear only once in a mapping"));
+    }
+    if let Some(n) = quoted(&message, "invalid type: integer ")
+        && message.contains(" as u128")
+    {
+        return (path, format!("number {n} is too large"));
+    }
+    (path, message)
+}
+
 /// serde_yaml prefixes some messages with the path of the value being read
 /// (`spec.cpu.cores: invalid type …`); the diagnostic shows the field on
 /// its own, so the prefix is dropped when it is (a parent of) that path.
@@ -134,6 +175,16 @@ mod tests {
         assert_eq!(e.map(|e| e.path.as_str()), Some("b[1].y"));
         assert_eq!(e.and_then(|e| e.pos), Some((4, 8)));
         assert!(e.is_some_and(|e| !e.message.contains("at line")), "{e:?}");
+    }
+
+    #[test]
+    fn a_repeated_key_is_named_as_the_field() {
+        let e = document_count("a: 1\nb:\n  c: 1\n  c: 2\n").err();
+        let e = e.as_ref();
+        assert_eq!(e.map(|e| e.path.as_str()), Some("b.c"));
+        assert!(e.is_some_and(|e| e.message.starts_with("duplicate key \"c\"")), "{e:?}");
+        let e = deserialize_document::<T>("a: 1\na: 2\nb: []\n", 0).err();
+        assert_eq!(e.map(|e| e.path), Some("a".to_owned()));
     }
 
     #[test]
