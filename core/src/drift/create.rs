@@ -195,7 +195,7 @@ fn qemu_config(
     if let Some(d) = &vm.pve_description {
         p.push("description", d.clone());
     }
-    p.push("tags", desired_tags(&obj.r#ref, &vm.tags)?.to_wire());
+    p.push("tags", desired_tags(obj, &vm.tags)?.to_wire());
     Ok(())
 }
 

@@ -198,7 +198,7 @@ pub(crate) fn create(
     if let Some(d) = &ct.pve_description {
         p.push("description", d.clone());
     }
-    p.push("tags", desired_tags(&obj.r#ref, &ct.tags)?.to_wire());
+    p.push("tags", desired_tags(obj, &ct.tags)?.to_wire());
     p.push("start", super::create::lxc_start(obj, ct));
     for (k, v) in &ct.extra {
         p.push(k.clone(), v.clone());
@@ -394,7 +394,7 @@ pub(crate) fn drift(
     {
         acc.set_plain("description", get("description"), d.clone(), LIVE);
     }
-    let tags = desired_tags(acc.object(), &ct.tags)?;
+    let tags = desired_tags(obj, &ct.tags)?;
     if cfg.tags().ok().as_ref() != Some(&tags) {
         acc.set_plain("tags", get("tags"), tags.to_wire(), LIVE);
     }

@@ -281,16 +281,21 @@ impl Acc {
     }
 }
 
-/// `tags`: the user's tags plus the ownership tag, sorted, `;`-joined.
+/// `tags`: the user's tags plus the ownership tag, sorted, `;`-joined;
+/// plus `proxops-noprune` for an object annotated `proxops/prune: disabled`,
+/// so PVE itself remembers the protection once the manifest is gone.
 pub(crate) fn desired_tags(
-    object: &Ref,
+    obj: &DesiredObject,
     tags: &[String],
 ) -> Result<crate::wire::TagSet, DriftError> {
+    let object = &obj.r#ref;
+    let no_prune = obj.metadata.prune_disabled().then_some(crate::manifest::NO_PRUNE_TAG);
     let mut set = crate::wire::TagSet::default();
     for t in tags
         .iter()
         .map(String::as_str)
         .chain(std::iter::once(crate::manifest::OWNERSHIP_TAG))
+        .chain(no_prune)
     {
         let tag = crate::wire::Tag::new(t).map_err(|e| DriftError::Unsupported {
             object: object.clone(),

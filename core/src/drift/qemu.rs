@@ -696,7 +696,7 @@ pub(crate) fn drift(
     {
         acc.set_plain("description", get("description"), d.clone(), LIVE);
     }
-    let tags = desired_tags(acc.object(), &vm.tags)?;
+    let tags = desired_tags(obj, &vm.tags)?;
     if cfg.tags().ok().as_ref() != Some(&tags) {
         acc.set_plain("tags", get("tags"), tags.to_wire(), LIVE);
     }

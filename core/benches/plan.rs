@@ -1,0 +1,120 @@
+//! Planning speed at 1,000 / 10,000 / 20,000 guests (`cargo bench -p proxops-core`).
+//!
+//! A plain harness (no extra crate): each size is planned several times and
+//! the median wall time is printed. The fixture is half converged guests,
+//! a quarter drifted, an eighth missing and an eighth tagged orphans, spread
+//! over 8 nodes, so every planner path is exercised.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Instant;
+
+use proxops_core::config::Overrides;
+use proxops_core::drift::{CloudInitSecrets, Context};
+use proxops_core::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power};
+use proxops_core::names::{NodeName, Vmid};
+use proxops_core::plan::{plan, Policy};
+use proxops_core::repo::{self, ClusterDesired, RepoInput};
+use proxops_core::wire::TagSet;
+
+const NODES: usize = 8;
+
+fn desired(n: usize) -> ClusterDesired {
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    files.insert(
+        "clusters/big/config.yaml".into(),
+        b"pve:\n  clusters:\n    big:\n      base-url: https://big.example.org:8006\n".to_vec(),
+    );
+    let mut list = String::from("resources:\n");
+    let mut all = String::new();
+    for i in 0..n {
+        let vmid = 1000 + i;
+        let node = format!("pve{}", i % NODES + 1);
+        all.push_str(&format!(
+            "---\napiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: vm-{vmid}\nspec:\n  node: {node}\n  vmid: {vmid}\n  memory: 2GiB\n  cpu:\n    type: host\n    cores: 2\n  disks:\n    - storage: local-lvm\n      size: 32GiB\n  networks:\n    - bridge: vmbr0\n  tags: [bench]\n"
+        ));
+    }
+    files.insert("vm/big/all.yaml".into(), all.into_bytes());
+    list.push_str("  - ../../vm/big/all.yaml\n");
+    files.insert("clusters/big/resources.yaml".into(), list.into_bytes());
+    let dirs: BTreeSet<String> = ["big".to_owned()].into();
+    let loaded = repo::load(RepoInput { files: &files, cluster_dirs: &dirs }, None, &Overrides::default()).unwrap();
+    loaded.clusters.into_values().next().unwrap().unwrap()
+}
+
+fn live(n: usize) -> LiveSnapshot {
+    let mut s = LiveSnapshot::default();
+    for k in 1..=NODES {
+        s.nodes.insert(NodeName::new(&format!("pve{k}")).unwrap(), NodeState::Online);
+    }
+    for i in 0..n {
+        let vmid = 1000 + i;
+        let node = NodeName::new(&format!("pve{}", i % NODES + 1)).unwrap();
+        let (present, memory, tags) = match i % 8 {
+            0..=3 => (true, "2048", "bench;proxops"),
+            4 | 5 => (true, "1024", "bench"),
+            6 => (false, "", ""),
+            _ => (true, "2048", "bench;proxops"),
+        };
+        if !present {
+            continue;
+        }
+        // The last eighth are orphans: a different id range, tagged.
+        let vmid = if i % 8 == 7 { 500_000 + i } else { vmid };
+        let config = LiveConfig::from_json(&serde_json::json!({
+            "name": format!("vm-{vmid}"), "memory": memory, "cpu": "host", "cores": 2,
+            "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=32G"),
+            "net0": format!("virtio=BC:24:11:{:02X}:{:02X}:{:02X},bridge=vmbr0", (i >> 16) & 255, (i >> 8) & 255, i & 255),
+            "tags": tags, "digest": "0123456789abcdef0123456789abcdef01234567",
+        }))
+        .unwrap();
+        let v = Vmid::new(vmid as u64).unwrap();
+        s.guests.insert(
+            (node.clone(), v),
+            LiveGuest {
+                node,
+                vmid: v,
+                guest_type: GuestType::Qemu,
+                name: format!("vm-{vmid}"),
+                template: false,
+                power: Power::Running,
+                lock: None,
+                tags: TagSet::parse(tags).unwrap(),
+                config: Ok(config),
+            },
+        );
+    }
+    s
+}
+
+fn main() {
+    let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let mut results = Vec::new();
+    for n in [1_000usize, 10_000, 20_000] {
+        if filter.as_ref().is_some_and(|f| !n.to_string().contains(f.as_str())) {
+            continue;
+        }
+        let d = desired(n);
+        let l = live(n);
+        let secrets = CloudInitSecrets::default();
+        let ctx = Context { cluster: &d, secrets: &secrets };
+        let policy = Policy::default();
+        let runs = if n >= 10_000 { 7 } else { 15 };
+        let mut times = Vec::new();
+        let mut actions = 0;
+        for _ in 0..runs {
+            let t = Instant::now();
+            let p = plan(&d, &l, &ctx, &policy);
+            times.push(t.elapsed());
+            actions = p.actions.len();
+        }
+        times.sort();
+        let median = times[times.len() / 2];
+        println!("plan {n:>6} guests: median {:>8.2} ms  (min {:.2} ms, {runs} runs, {actions} actions)", median.as_secs_f64() * 1e3, times[0].as_secs_f64() * 1e3);
+        results.push((n, median));
+    }
+    if let (Some((_, t10)), Some((_, t20))) = (results.iter().find(|r| r.0 == 10_000), results.iter().find(|r| r.0 == 20_000)) {
+        println!("ratio 20k/10k: {:.2}", t20.as_secs_f64() / t10.as_secs_f64());
+    }
+}
