@@ -131,8 +131,10 @@ pub enum Work {
     /// `POST /nodes/{n}/qemu` (or `/lxc`), then for templates mark it.
     CreateGuest { guest_type: GuestType, params: Params, mark_template: bool },
     /// `POST /nodes/{n}/qemu/{source}/clone` then a config write of
-    /// `config` plus `delete`.
-    CloneGuest { source: Vmid, name: String, config: Params, delete: Vec<String> },
+    /// `config` plus `delete`, then `status/start` when `start_after` (the
+    /// clone endpoint rejects `start`, so a clone that should run is started
+    /// in the same action and converges in one cycle).
+    CloneGuest { source: Vmid, name: String, config: Params, delete: Vec<String>, start_after: bool },
     /// `POST /nodes/{n}/storage/{s}/download-url`.
     Download { storage: StorageId, params: Params },
     /// A config write (`POST` qemu, `PUT` lxc) carrying the digest PVE

@@ -375,6 +375,7 @@ impl Builder<'_> {
         }
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
         let clone_of = obj.spec.vm().and_then(|v| v.clone.clone());
+        let start_after = desired_power(&obj.spec) == Some(PowerState::Started);
         let built = if clone_of.is_some() {
             drift::clone_params(obj, self.ctx).map(|(source, pve_name, config, delete)| {
                 let changes = config
@@ -382,7 +383,7 @@ impl Builder<'_> {
                     .iter()
                     .map(|(k, v)| Change { field: k.clone(), from: None, to: Some(v.shown().to_owned()) })
                     .collect();
-                (Op::Clone, changes, Work::CloneGuest { source, name: pve_name, config, delete })
+                (Op::Clone, changes, Work::CloneGuest { source, name: pve_name, config, delete, start_after })
             })
         } else {
             drift::create_params(obj, self.ctx).map(|params| {

@@ -91,6 +91,7 @@ fn build(c: &ClusterDesired, ctx: &Context<'_>) -> LiveSnapshot {
                 name,
                 config,
                 delete,
+                start_after: false,
             }
         } else {
             let guest_type = if o.r#ref.kind.is_qemu() {

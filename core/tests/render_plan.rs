@@ -136,6 +136,7 @@ fn busy_plan() -> Plan {
         name: "web-01".into(),
         config: clone_config,
         delete: Vec::new(),
+        start_after: true,
     };
 
     let actions = vec![

@@ -127,6 +127,7 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
             name,
             config,
             delete,
+            start_after,
         } => {
             let src = snapshot
                 .guests
@@ -164,7 +165,10 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
             for k in delete {
                 cfg.values.remove(k);
             }
-            let g = guest(node, vmid, gt, name.clone(), cfg);
+            let mut g = guest(node, vmid, gt, name.clone(), cfg);
+            if *start_after {
+                g.power = Power::Running;
+            }
             snapshot.guests.insert(key, g);
         }
         Work::UpdateConfig {
