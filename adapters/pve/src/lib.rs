@@ -17,3 +17,4 @@ pub mod tls;
 pub mod recording;
 pub mod replay;
 pub mod reader;
+pub mod runner;
