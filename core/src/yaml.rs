@@ -38,6 +38,7 @@ pub fn document_count(text: &str) -> Result<Vec<bool>, DocError> {
             Err(e) => {
                 let pos = e.location().map(|l| (l.line(), l.column()));
                 let (path, message) = split_path_prefix(&clean_message(&e.to_string(), pos));
+                let path = clean_path(&path);
                 let (path, message) = explain(path, message);
                 return Err(DocError { path, message, pos });
             }
@@ -56,8 +57,16 @@ impl DeserializeFrom for serde_yaml::Value {
     }
 }
 
+/// `?` stands for a key serde could not name (a complex key); the field
+/// shown is then its parent.
 fn clean_path(p: &str) -> String {
-    if p == "." { String::new() } else { p.to_owned() }
+    if p == "." {
+        return String::new();
+    }
+    match p.find('?') {
+        Some(i) => p[..i].trim_end_matches('.').to_owned(),
+        None => p.to_owned(),
+    }
 }
 
 /// serde_yaml appends " at line N column M" (shown separately in a
@@ -131,6 +140,13 @@ fn explain(path: String, message: String) -> (String, String) {
         let field = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
         return (field, format!("duplicate key {key:?}: a key may appear only once in a mapping"));
     }
+    if let Some(key) = quoted(&message, "missing field ") {
+        let field = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        return (field, format!("missing required field {key:?}"));
+    }
+    if message.starts_with("data did not match any variant of untagged enum Raw") {
+        return (path, "invalid value: use a whole number (0 or more) or a text value".to_owned());
+    }
     if let Some(n) = quoted(&message, "invalid type: integer ")
         && message.contains(" as u128")
     {
@@ -185,6 +201,14 @@ mod tests {
         assert!(e.is_some_and(|e| e.message.starts_with("duplicate key \"c\"")), "{e:?}");
         let e = deserialize_document::<T>("a: 1\na: 2\nb: []\n", 0).err();
         assert_eq!(e.map(|e| e.path), Some("a".to_owned()));
+    }
+
+    #[test]
+    fn a_missing_field_is_named_as_the_field() {
+        let e = deserialize_document::<T>("b: []\n", 0).err();
+        let e = e.as_ref();
+        assert_eq!(e.map(|e| e.path.as_str()), Some("a"));
+        assert_eq!(e.map(|e| e.message.as_str()), Some("missing required field \"a\""));
     }
 
     #[test]
