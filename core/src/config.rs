@@ -14,7 +14,7 @@ use crate::diag::{Diagnostic, YamlIndex};
 use crate::names::{ClusterName, NodeName};
 use crate::secret::Secret;
 use crate::units::Duration;
-use crate::yaml::{deserialize_document, DocError};
+use crate::yaml::{DocError, deserialize_document};
 
 /// Default `reconcile.prune-budget`: at most this many deletions per cluster per cycle.
 pub const DEFAULT_PRUNE_BUDGET: u32 = 3;
@@ -265,7 +265,10 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     let text = match std::str::from_utf8(src.bytes) {
         Ok(t) => t,
         Err(_) => {
-            diags.push(Diagnostic::file(&src.name, "invalid configuration: the file is not UTF-8 text"));
+            diags.push(Diagnostic::file(
+                &src.name,
+                "invalid configuration: the file is not UTF-8 text",
+            ));
             return None;
         }
     };
@@ -276,7 +279,10 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     match deserialize_document::<ConfigFile>(text, 0) {
         Ok(f) => Some(f),
         Err(DocError { path, message, pos }) => {
-            let pos = index.repeated_key(&path).or(pos).or_else(|| index.locate(0, &path));
+            let pos = index
+                .repeated_key(&path)
+                .or(pos)
+                .or_else(|| index.locate(0, &path));
             diags.push(
                 Diagnostic::file(&src.name, format!("invalid configuration: {message}"))
                     .with_field(path)
@@ -293,7 +299,11 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
     let mut diags = Vec::new();
     // Positions of every key, per file, so a rule about a value can point at its line.
     let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
-    for src in sources.process.iter().chain(sources.cluster_local.iter().map(|(_, s)| s)) {
+    for src in sources
+        .process
+        .iter()
+        .chain(sources.cluster_local.iter().map(|(_, s)| s))
+    {
         if let Ok(text) = std::str::from_utf8(src.bytes) {
             indexes.insert(src.name.clone(), YamlIndex::build(text));
         }
@@ -315,10 +325,17 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
         }
     }
     for (dir_name, src) in &sources.cluster_local {
-        let Some(file) = parse_file(src, &mut diags) else { continue };
-        let declared: Vec<(String, ClusterEntry)> =
-            file.pve.and_then(|p| p.clusters).map(|c| c.into_iter().collect()).unwrap_or_default();
-        let index = std::str::from_utf8(src.bytes).map(YamlIndex::build).unwrap_or_default();
+        let Some(file) = parse_file(src, &mut diags) else {
+            continue;
+        };
+        let declared: Vec<(String, ClusterEntry)> = file
+            .pve
+            .and_then(|p| p.clusters)
+            .map(|c| c.into_iter().collect())
+            .unwrap_or_default();
+        let index = std::str::from_utf8(src.bytes)
+            .map(YamlIndex::build)
+            .unwrap_or_default();
         match declared.as_slice() {
             [(name, entry)] if name == dir_name => {
                 let explicit_wins = sources.process_is_explicit && clusters.contains_key(name);
@@ -361,7 +378,15 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
     // A rejected cluster-local file has its own diagnostic; "no cluster is
     // configured" on top of it would only mislead.
     let any_cluster_local = !sources.cluster_local.is_empty();
-    let cfg = Some(resolve(process, &process_name, clusters, overrides, &indexes, any_cluster_local, &mut diags));
+    let cfg = Some(resolve(
+        process,
+        &process_name,
+        clusters,
+        overrides,
+        &indexes,
+        any_cluster_local,
+        &mut diags,
+    ));
     match cfg {
         Some(cfg) if diags.is_empty() => Ok(cfg),
         _ => {
@@ -391,7 +416,9 @@ fn resolve(
 ) -> Config {
     let locate = |file: &str, field: &str| indexes.get(file).and_then(|i| i.locate(0, field));
     let err = |field: &str, msg: String| {
-        Diagnostic::file(file_name, format!("invalid configuration: {msg}")).with_field(field).at(locate(file_name, field))
+        Diagnostic::file(file_name, format!("invalid configuration: {msg}"))
+            .with_field(field)
+            .at(locate(file_name, field))
     };
     let pve = file.pve.unwrap_or_default();
     let git = file.git.unwrap_or_default();
@@ -403,33 +430,61 @@ fn resolve(
         .or_else(|| file.log.and_then(|l| l.level))
         .unwrap_or_else(|| "info".to_owned());
     if !["debug", "info", "warn", "error"].contains(&log_level.as_str()) {
-        diags.push(err("log.level", format!("log level {log_level:?} is not one of debug, info, warn, error")));
+        diags.push(err(
+            "log.level",
+            format!("log level {log_level:?} is not one of debug, info, warn, error"),
+        ));
     }
 
-    let auth_text = ov.pve_auth.clone().or(pve.auth).unwrap_or_else(|| "token".to_owned());
+    let auth_text = ov
+        .pve_auth
+        .clone()
+        .or(pve.auth)
+        .unwrap_or_else(|| "token".to_owned());
     let auth = match auth_text.as_str() {
         "token" => AuthMethod::Token,
         "ticket" => AuthMethod::Ticket,
         other => {
-            diags.push(err("pve.auth", format!("auth {other:?} is not one of token, ticket")));
+            diags.push(err(
+                "pve.auth",
+                format!("auth {other:?} is not one of token, ticket"),
+            ));
             AuthMethod::Token
         }
     };
 
-    let user = non_empty(ov.env_user.clone()).or(non_empty(ov.pve_user.clone())).or(non_empty(pve.user));
+    let user = non_empty(ov.env_user.clone())
+        .or(non_empty(ov.pve_user.clone()))
+        .or(non_empty(pve.user));
     let token = non_empty_secret(ov.env_token.clone()).or(non_empty_secret(pve.token));
-    let token_value = non_empty_secret(ov.env_token_value.clone()).or(non_empty_secret(pve.token_value));
+    let token_value =
+        non_empty_secret(ov.env_token_value.clone()).or(non_empty_secret(pve.token_value));
     let password = non_empty_secret(ov.env_password.clone()).or(non_empty_secret(pve.password));
     if auth == AuthMethod::Token && password.is_some() && ov.env_password.is_none() {
-        diags.push(err("pve.password", "pve.password must be empty with auth: token (use auth: ticket for password login)".to_owned()));
+        diags.push(err(
+            "pve.password",
+            "pve.password must be empty with auth: token (use auth: ticket for password login)"
+                .to_owned(),
+        ));
     }
 
     let git_url = non_empty(ov.git_url.clone()).or(non_empty(git.url));
-    let git_path = if ov.git_url.is_some() { None } else { non_empty(git.path) };
+    let git_path = if ov.git_url.is_some() {
+        None
+    } else {
+        non_empty(git.path)
+    };
     if git_url.is_some() && git_path.is_some() {
-        diags.push(err("git.url", "git.url and git.path are mutually exclusive: set one".to_owned()));
+        diags.push(err(
+            "git.url",
+            "git.url and git.path are mutually exclusive: set one".to_owned(),
+        ));
     }
-    let git_branch = ov.git_branch.clone().or(git.branch).unwrap_or_else(|| "main".to_owned());
+    let git_branch = ov
+        .git_branch
+        .clone()
+        .or(git.branch)
+        .unwrap_or_else(|| "main".to_owned());
     if git_branch.trim().is_empty() {
         diags.push(err("git.branch", "git.branch must not be empty".to_owned()));
     }
@@ -444,7 +499,10 @@ fn resolve(
         (None, None) => Duration::from_secs(30),
     };
     if poll_interval.as_millis() == 0 {
-        diags.push(err("reconcile.poll-interval", "poll-interval must be greater than 0".to_owned()));
+        diags.push(err(
+            "reconcile.poll-interval",
+            "poll-interval must be greater than 0".to_owned(),
+        ));
     }
     let task_timeout = match rec.task_timeout {
         Some(t) => Duration::parse(&t).unwrap_or_else(|e| {
@@ -454,11 +512,21 @@ fn resolve(
         None => Duration::from_secs(1800),
     };
     if task_timeout.as_millis() == 0 {
-        diags.push(err("reconcile.task-timeout", "task-timeout must be greater than 0".to_owned()));
+        diags.push(err(
+            "reconcile.task-timeout",
+            "task-timeout must be greater than 0".to_owned(),
+        ));
     }
-    let budget_raw = ov.prune_budget.filter(|b| *b >= 0).or(rec.prune_budget).unwrap_or(DEFAULT_PRUNE_BUDGET as i64);
+    let budget_raw = ov
+        .prune_budget
+        .filter(|b| *b >= 0)
+        .or(rec.prune_budget)
+        .unwrap_or(DEFAULT_PRUNE_BUDGET as i64);
     let prune_budget = if budget_raw < 0 || budget_raw > u32::MAX as i64 {
-        diags.push(err("reconcile.prune-budget", format!("prune-budget {budget_raw} must be 0 (unlimited) or more")));
+        diags.push(err(
+            "reconcile.prune-budget",
+            format!("prune-budget {budget_raw} must be 0 (unlimited) or more"),
+        ));
         DEFAULT_PRUNE_BUDGET
     } else {
         budget_raw as u32
@@ -466,14 +534,27 @@ fn resolve(
     let read_concurrency = match rec.read_concurrency {
         Some(n) if (1..=64).contains(&n) => n as usize,
         Some(n) => {
-            diags.push(err("reconcile.read-concurrency", format!("read-concurrency {n} must be 1-64")));
+            diags.push(err(
+                "reconcile.read-concurrency",
+                format!("read-concurrency {n} must be 1-64"),
+            ));
             DEFAULT_READ_CONCURRENCY
         }
         None => DEFAULT_READ_CONCURRENCY,
     };
-    let listen = ov.listen.clone().or(file.listen).unwrap_or_else(|| "127.0.0.1:9494".to_owned());
-    if listen.rsplit_once(':').is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err()) {
-        diags.push(err("listen", format!("listen {listen:?} must be host:port, e.g. 127.0.0.1:9494")));
+    let listen = ov
+        .listen
+        .clone()
+        .or(file.listen)
+        .unwrap_or_else(|| "127.0.0.1:9494".to_owned());
+    if listen
+        .rsplit_once(':')
+        .is_none_or(|(h, p)| h.is_empty() || p.parse::<u16>().is_err())
+    {
+        diags.push(err(
+            "listen",
+            format!("listen {listen:?} must be host:port, e.g. 127.0.0.1:9494"),
+        ));
     }
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
     let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
@@ -488,9 +569,17 @@ fn resolve(
     let mut base_urls: BTreeMap<String, String> = BTreeMap::new();
     for (name, (entry, declared_in)) in clusters {
         let cerr = |field: &str, msg: String| {
-            let path = format!("pve.clusters.{name}{}{field}", if field.is_empty() { "" } else { "." });
+            let path = format!(
+                "pve.clusters.{name}{}{field}",
+                if field.is_empty() { "" } else { "." }
+            );
             let pos = locate(&declared_in, &path);
-            Diagnostic::file(&declared_in, format!("invalid configuration: cluster {name:?}: {msg}")).with_field(path).at(pos)
+            Diagnostic::file(
+                &declared_in,
+                format!("invalid configuration: cluster {name:?}: {msg}"),
+            )
+            .with_field(path)
+            .at(pos)
         };
         let cname = match ClusterName::new(&name) {
             Ok(n) => Some(n),
@@ -501,7 +590,10 @@ fn resolve(
         };
         let base_url = entry.base_url.clone().unwrap_or_default();
         if base_url.trim().is_empty() {
-            diags.push(cerr("base-url", "base-url is required, e.g. https://pve1.example.org:8006".to_owned()));
+            diags.push(cerr(
+                "base-url",
+                "base-url is required, e.g. https://pve1.example.org:8006".to_owned(),
+            ));
         } else if let Err(e) = crate::manifest::check_url(&base_url) {
             diags.push(cerr("base-url", e));
         } else if let Some(other) = base_urls.insert(base_url.clone(), name.clone()) {
@@ -515,7 +607,10 @@ fn resolve(
             match NodeName::new(n.trim()) {
                 Ok(node) => {
                     if !nodes.insert(node) {
-                        diags.push(cerr(&format!("nodes[{i}]"), format!("node {n:?} is listed twice")));
+                        diags.push(cerr(
+                            &format!("nodes[{i}]"),
+                            format!("node {n:?} is listed twice"),
+                        ));
                     }
                 }
                 Err(e) => diags.push(cerr(&format!("nodes[{i}]"), e.0)),
@@ -530,7 +625,10 @@ fn resolve(
         let rc = match entry.read_concurrency {
             Some(n) if (1..=64).contains(&n) => n,
             Some(n) => {
-                diags.push(cerr("read-concurrency", format!("read-concurrency {n} must be 1-64")));
+                diags.push(cerr(
+                    "read-concurrency",
+                    format!("read-concurrency {n} must be 1-64"),
+                ));
                 read_concurrency
             }
             None => read_concurrency,
@@ -538,10 +636,16 @@ fn resolve(
         if let Some(sf) = &entry.secrets_file
             && (sf.trim().is_empty() || sf.contains('\0'))
         {
-            diags.push(cerr("secrets-file", "secrets-file must be a path".to_owned()));
+            diags.push(cerr(
+                "secrets-file",
+                "secrets-file must be a path".to_owned(),
+            ));
         }
         if entry.secrets.is_some() && entry.secrets_file.is_none() {
-            diags.push(cerr("secrets", "a secrets: block needs secrets-file: naming the SOPS file".to_owned()));
+            diags.push(cerr(
+                "secrets",
+                "a secrets: block needs secrets-file: naming the SOPS file".to_owned(),
+            ));
         }
         if let Some(cname) = cname {
             resolved.insert(

@@ -27,7 +27,13 @@ pub struct Diagnostic {
 
 impl Diagnostic {
     pub fn file(file: impl Into<String>, message: impl Into<String>) -> Diagnostic {
-        Diagnostic { file: file.into(), line: None, column: None, field: None, message: message.into() }
+        Diagnostic {
+            file: file.into(),
+            line: None,
+            column: None,
+            field: None,
+            message: message.into(),
+        }
     }
 
     pub fn with_field(mut self, field: impl Into<String>) -> Diagnostic {
@@ -189,7 +195,10 @@ impl YamlIndex {
     /// Where `path` is written a second time in its mapping (the first
     /// document that repeats it).
     pub fn repeated_key(&self, path: &str) -> Option<(usize, usize)> {
-        self.repeats.iter().find(|((_, p), _)| p == path).map(|(_, pos)| *pos)
+        self.repeats
+            .iter()
+            .find(|((_, p), _)| p == path)
+            .map(|(_, pos)| *pos)
     }
 
     pub fn documents(&self) -> usize {
@@ -198,7 +207,11 @@ impl YamlIndex {
 }
 
 fn join(path: &str, key: &str) -> String {
-    if path.is_empty() { key.to_owned() } else { format!("{path}.{key}") }
+    if path.is_empty() {
+        key.to_owned()
+    } else {
+        format!("{path}.{key}")
+    }
 }
 
 fn parent(path: &str) -> String {
@@ -238,7 +251,9 @@ mod tests {
 
     #[test]
     fn display_names_file_line_field() {
-        let d = Diagnostic::file("vm/base/a.yaml", "bad").with_field("spec.memory").at(Some((3, 5)));
+        let d = Diagnostic::file("vm/base/a.yaml", "bad")
+            .with_field("spec.memory")
+            .at(Some((3, 5)));
         assert_eq!(d.to_string(), "vm/base/a.yaml:3:5: spec.memory: bad");
     }
 }

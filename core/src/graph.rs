@@ -9,7 +9,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::diag::{Diagnostic, YamlIndex};
 use crate::manifest::{self, CdromIntent, Spec};
 use crate::names::{Kind, Ref};
-use crate::repo::{object_diag, DesiredObject};
+use crate::repo::{DesiredObject, object_diag};
 
 /// A prerequisite edge and the field that declares it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,27 +27,57 @@ pub fn edges(object: &DesiredObject) -> Vec<Edge> {
                 && let Some(c) = &h.cdrom
                 && let CdromIntent::Attach(name) = c.intent()
             {
-                out.push(Edge { target: Ref { kind: Kind::ISO, name }, field: "spec.hardware.cdrom.iso".into() });
+                out.push(Edge {
+                    target: Ref {
+                        kind: Kind::ISO,
+                        name,
+                    },
+                    field: "spec.hardware.cdrom.iso".into(),
+                });
             }
             for (i, d) in v.disks.iter().enumerate() {
                 if let Some(img) = &d.image {
-                    out.push(Edge { target: Ref { kind: Kind::DiskImage, name: img.clone() }, field: format!("spec.disks[{i}].image") });
+                    out.push(Edge {
+                        target: Ref {
+                            kind: Kind::DiskImage,
+                            name: img.clone(),
+                        },
+                        field: format!("spec.disks[{i}].image"),
+                    });
                 }
             }
             if let Some(src) = &v.clone {
-                out.push(Edge { target: Ref { kind: Kind::TemplateVM, name: src.clone() }, field: "spec.clone".into() });
+                out.push(Edge {
+                    target: Ref {
+                        kind: Kind::TemplateVM,
+                        name: src.clone(),
+                    },
+                    field: "spec.clone".into(),
+                });
             }
         }
         Spec::Lxc(l) | Spec::TemplateCt(l) => {
-            out.push(Edge { target: Ref { kind: Kind::CTTemplate, name: l.template.clone() }, field: "spec.template".into() });
+            out.push(Edge {
+                target: Ref {
+                    kind: Kind::CTTemplate,
+                    name: l.template.clone(),
+                },
+                field: "spec.template".into(),
+            });
         }
         Spec::Iso(_) | Spec::CtTemplate(_) | Spec::DiskImage(_) => {}
     }
-    if let Some(text) = object.metadata.annotations.get(manifest::ANNOTATION_DEPENDS_ON)
+    if let Some(text) = object
+        .metadata
+        .annotations
+        .get(manifest::ANNOTATION_DEPENDS_ON)
         && let Ok(refs) = manifest::parse_depends_on(text)
     {
         let field = format!("metadata.annotations.{}", manifest::ANNOTATION_DEPENDS_ON);
-        out.extend(refs.into_iter().map(|target| Edge { target, field: field.clone() }));
+        out.extend(refs.into_iter().map(|target| Edge {
+            target,
+            field: field.clone(),
+        }));
     }
     out
 }
@@ -64,7 +94,12 @@ pub(crate) fn resolve(
         let mut set = BTreeSet::new();
         for e in edges(o) {
             if &e.target == r {
-                diags.push(object_diag(o, indexes, &e.field, format!("{r} cannot depend on itself")));
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    &e.field,
+                    format!("{r} cannot depend on itself"),
+                ));
                 continue;
             }
             match objects.get(&e.target) {
@@ -77,15 +112,29 @@ pub(crate) fn resolve(
                 None => {
                     let other_kinds: Vec<String> = Kind::ALL
                         .iter()
-                        .filter(|k| objects.contains_key(&Ref { kind: **k, name: e.target.name.clone() }))
+                        .filter(|k| {
+                            objects.contains_key(&Ref {
+                                kind: **k,
+                                name: e.target.name.clone(),
+                            })
+                        })
                         .map(|k| format!("{k}/{}", e.target.name))
                         .collect();
                     let hint = if other_kinds.is_empty() {
                         "list its manifest in this cluster's resources.yaml".to_owned()
                     } else {
-                        format!("this cluster has {} but that is not a {}", other_kinds.join(", "), e.target.kind)
+                        format!(
+                            "this cluster has {} but that is not a {}",
+                            other_kinds.join(", "),
+                            e.target.kind
+                        )
                     };
-                    diags.push(object_diag(o, indexes, &e.field, format!("unknown reference {}: {hint}", e.target)));
+                    diags.push(object_diag(
+                        o,
+                        indexes,
+                        &e.field,
+                        format!("unknown reference {}: {hint}", e.target),
+                    ));
                 }
             }
         }
@@ -98,7 +147,12 @@ pub(crate) fn resolve(
     loop {
         let ready: Vec<Ref> = remaining
             .iter()
-            .filter(|r| deps.get(*r).is_some_and(|d| d.iter().all(|p| level.contains_key(p) || !deps.contains_key(p))))
+            .filter(|r| {
+                deps.get(*r).is_some_and(|d| {
+                    d.iter()
+                        .all(|p| level.contains_key(p) || !deps.contains_key(p))
+                })
+            })
             .cloned()
             .collect();
         if ready.is_empty() {
@@ -107,7 +161,13 @@ pub(crate) fn resolve(
         for r in ready {
             let l = deps
                 .get(&r)
-                .map(|d| d.iter().filter_map(|p| level.get(p)).map(|l| l + 1).max().unwrap_or(0))
+                .map(|d| {
+                    d.iter()
+                        .filter_map(|p| level.get(p))
+                        .map(|l| l + 1)
+                        .max()
+                        .unwrap_or(0)
+                })
                 .unwrap_or(0);
             level.insert(r.clone(), l);
             remaining.remove(&r);
@@ -126,19 +186,32 @@ pub(crate) fn resolve(
                     o,
                     indexes,
                     &field,
-                    format!("dependency cycle among {}: remove one of the edges", names.join(", ")),
+                    format!(
+                        "dependency cycle among {}: remove one of the edges",
+                        names.join(", ")
+                    ),
                 ));
             }
         }
     }
-    deps.into_iter().map(|(r, d)| {
-        let l = level.get(&r).copied().unwrap_or(0);
-        (r, (d, l))
-    }).collect()
+    deps.into_iter()
+        .map(|(r, d)| {
+            let l = level.get(&r).copied().unwrap_or(0);
+            (r, (d, l))
+        })
+        .collect()
 }
 
-fn check_clone(vm: &DesiredObject, template: &DesiredObject, indexes: &BTreeMap<String, YamlIndex>, diags: &mut Vec<Diagnostic>) {
-    let (Some((vnode, vid)), Some((tnode, tid))) = (vm.spec.guest_id(), template.spec.guest_id()) else { return };
+fn check_clone(
+    vm: &DesiredObject,
+    template: &DesiredObject,
+    indexes: &BTreeMap<String, YamlIndex>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let (Some((vnode, vid)), Some((tnode, tid))) = (vm.spec.guest_id(), template.spec.guest_id())
+    else {
+        return;
+    };
     if vnode != tnode {
         diags.push(object_diag(
             vm,
@@ -148,6 +221,11 @@ fn check_clone(vm: &DesiredObject, template: &DesiredObject, indexes: &BTreeMap<
         ));
     }
     if vid == tid {
-        diags.push(object_diag(vm, indexes, "spec.clone", format!("the VM's vmid {vid} equals its template's vmid")));
+        diags.push(object_diag(
+            vm,
+            indexes,
+            "spec.clone",
+            format!("the VM's vmid {vid} equals its template's vmid"),
+        ));
     }
 }

@@ -6,8 +6,8 @@
 //! across manifests (references, vmid collisions, cycles) are the
 //! composition's. This module never decides what PVE should do.
 
-use std::collections::BTreeMap;
 use core::net::IpAddr;
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
@@ -38,7 +38,10 @@ pub struct FieldError {
 
 impl FieldError {
     fn new(path: impl Into<String>, message: impl Into<String>) -> FieldError {
-        FieldError { path: path.into(), message: message.into() }
+        FieldError {
+            path: path.into(),
+            message: message.into(),
+        }
     }
 }
 
@@ -55,7 +58,9 @@ pub struct Metadata {
 impl Metadata {
     /// `proxops/prune: disabled`.
     pub fn prune_disabled(&self) -> bool {
-        self.annotations.get(ANNOTATION_PRUNE).is_some_and(|v| v.trim() == "disabled")
+        self.annotations
+            .get(ANNOTATION_PRUNE)
+            .is_some_and(|v| v.trim() == "disabled")
     }
 }
 
@@ -438,7 +443,11 @@ impl<'de> Deserialize<'de> for PciSlot {
                 .parse::<i64>()
                 .map_err(|_| bad(&format!("{s:?}")))?,
         };
-        if (0..=999).contains(&n) { Ok(PciSlot(n as u16)) } else { Err(bad(&n)) }
+        if (0..=999).contains(&n) {
+            Ok(PciSlot(n as u16))
+        } else {
+            Err(bad(&n))
+        }
     }
 }
 
@@ -667,7 +676,12 @@ pub struct ArtifactSpec {
 impl ArtifactSpec {
     /// `node` and `nodes` merged, sorted, without duplicates.
     pub fn all_nodes(&self) -> Vec<NodeName> {
-        let mut v: Vec<NodeName> = self.nodes.iter().cloned().chain(self.node.clone()).collect();
+        let mut v: Vec<NodeName> = self
+            .nodes
+            .iter()
+            .cloned()
+            .chain(self.node.clone())
+            .collect();
         v.sort();
         v.dedup();
         v
@@ -686,18 +700,70 @@ pub struct Checksum {
 /// Keys `spec.extra` may not set on a VM: everything ProxOps writes from a
 /// structured field (a collision would make two fields fight over one key).
 const VM_RESERVED_EXTRA: &[&str] = &[
-    "vmid", "name", "memory", "cpu", "cores", "sockets", "numa", "machine", "bios", "vga", "cdrom",
-    "efidisk0", "tpmstate0", "serial0", "onboot", "startup", "protection", "agent", "acpi",
-    "tablet", "hotplug", "boot", "tags", "description", "scsihw", "ciuser", "sshkeys",
-    "cipassword", "nameserver", "searchdomain", "start", "template",
+    "vmid",
+    "name",
+    "memory",
+    "cpu",
+    "cores",
+    "sockets",
+    "numa",
+    "machine",
+    "bios",
+    "vga",
+    "cdrom",
+    "efidisk0",
+    "tpmstate0",
+    "serial0",
+    "onboot",
+    "startup",
+    "protection",
+    "agent",
+    "acpi",
+    "tablet",
+    "hotplug",
+    "boot",
+    "tags",
+    "description",
+    "scsihw",
+    "ciuser",
+    "sshkeys",
+    "cipassword",
+    "nameserver",
+    "searchdomain",
+    "start",
+    "template",
 ];
-const VM_RESERVED_EXTRA_PREFIXES: &[&str] =
-    &["scsi", "virtio", "sata", "ide", "net", "hostpci", "ipconfig"];
+const VM_RESERVED_EXTRA_PREFIXES: &[&str] = &[
+    "scsi", "virtio", "sata", "ide", "net", "hostpci", "ipconfig",
+];
 
 const LXC_RESERVED_EXTRA: &[&str] = &[
-    "vmid", "ctid", "name", "memory", "swap", "cores", "rootfs", "ostemplate", "ostype", "arch",
-    "hostname", "nameserver", "searchdomain", "unprivileged", "onboot", "protection", "nesting",
-    "keyctl", "fuse", "start", "tags", "description", "features", "console", "startup", "template",
+    "vmid",
+    "ctid",
+    "name",
+    "memory",
+    "swap",
+    "cores",
+    "rootfs",
+    "ostemplate",
+    "ostype",
+    "arch",
+    "hostname",
+    "nameserver",
+    "searchdomain",
+    "unprivileged",
+    "onboot",
+    "protection",
+    "nesting",
+    "keyctl",
+    "fuse",
+    "start",
+    "tags",
+    "description",
+    "features",
+    "console",
+    "startup",
+    "template",
 ];
 const LXC_RESERVED_EXTRA_PREFIXES: &[&str] = &["net", "mp"];
 
@@ -763,7 +829,8 @@ pub fn parse_depends_on(text: &str) -> Result<Vec<crate::names::Ref>, String> {
                 "invalid dependency {item:?}: unknown kind {kind:?} (use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage)"
             )
         })?;
-        let name = ResourceName::new(name.trim()).map_err(|e| format!("invalid dependency {item:?}: {e}"))?;
+        let name = ResourceName::new(name.trim())
+            .map_err(|e| format!("invalid dependency {item:?}: {e}"))?;
         out.push(crate::names::Ref { kind, name });
     }
     Ok(out)
@@ -772,7 +839,8 @@ pub fn parse_depends_on(text: &str) -> Result<Vec<crate::names::Ref>, String> {
 fn check_tags(tags: &[String], errs: &mut Vec<FieldError>) {
     for (i, t) in tags.iter().enumerate() {
         let ok = !t.is_empty()
-            && t.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'.'))
+            && t.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'+' | b'.'))
             && !t.starts_with(['-', '+', '.']);
         if !ok {
             errs.push(FieldError::new(
@@ -788,11 +856,17 @@ fn check_tags(tags: &[String], errs: &mut Vec<FieldError>) {
     }
 }
 
-fn check_extra(extra: &BTreeMap<String, String>, reserved: &[&str], prefixes: &[&str], errs: &mut Vec<FieldError>) {
+fn check_extra(
+    extra: &BTreeMap<String, String>,
+    reserved: &[&str],
+    prefixes: &[&str],
+    errs: &mut Vec<FieldError>,
+) {
     for k in extra.keys() {
         let clash = reserved.contains(&k.as_str()) || prefixes.iter().any(|p| k.starts_with(p));
         let well_formed = !k.is_empty()
-            && k.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
         if clash {
             errs.push(FieldError::new(
                 format!("spec.extra.{k}"),
@@ -809,14 +883,23 @@ fn check_extra(extra: &BTreeMap<String, String>, reserved: &[&str], prefixes: &[
 
 fn check_mac(mac: &str) -> bool {
     let parts: Vec<&str> = mac.split(':').collect();
-    parts.len() == 6 && parts.iter().all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
+    parts.len() == 6
+        && parts
+            .iter()
+            .all(|p| p.len() == 2 && p.bytes().all(|b| b.is_ascii_hexdigit()))
 }
 
 /// `a.b.c.d/len` or an IPv6 CIDR.
 pub fn check_cidr(text: &str) -> bool {
-    let Some((addr, len)) = text.split_once('/') else { return false };
-    let Ok(ip) = addr.parse::<IpAddr>() else { return false };
-    let Ok(len) = len.parse::<u8>() else { return false };
+    let Some((addr, len)) = text.split_once('/') else {
+        return false;
+    };
+    let Ok(ip) = addr.parse::<IpAddr>() else {
+        return false;
+    };
+    let Ok(len) = len.parse::<u8>() else {
+        return false;
+    };
     match ip {
         IpAddr::V4(_) => len <= 32,
         IpAddr::V6(_) => len <= 128,
@@ -825,7 +908,8 @@ pub fn check_cidr(text: &str) -> bool {
 
 /// `http(s)://host[:port]/…` with a non-empty host.
 pub fn check_url(text: &str) -> Result<(), String> {
-    let bad = || format!("invalid url {text:?}: use an absolute https:// (or http://) URL with a host");
+    let bad =
+        || format!("invalid url {text:?}: use an absolute https:// (or http://) URL with a host");
     let rest = text
         .strip_prefix("https://")
         .or_else(|| text.strip_prefix("http://"))
@@ -840,7 +924,9 @@ pub fn check_url(text: &str) -> Result<(), String> {
     if hostname.is_empty() || text.contains(char::is_whitespace) {
         return Err(bad());
     }
-    if let Some(port) = host.strip_prefix(&format!("{hostname}:")).filter(|_| !host.starts_with('['))
+    if let Some(port) = host
+        .strip_prefix(&format!("{hostname}:"))
+        .filter(|_| !host.starts_with('['))
         && port.parse::<u16>().is_err()
     {
         return Err(bad());
@@ -872,7 +958,9 @@ fn power_rule(state: Option<PowerState>, template: bool, errs: &mut Vec<FieldErr
 
 /// Where a VM disk goes: `scsi0`, `virtio1`, …
 pub fn disk_slot(disk: &VmDisk, index: usize) -> String {
-    disk.interface.clone().unwrap_or_else(|| format!("scsi{index}"))
+    disk.interface
+        .clone()
+        .unwrap_or_else(|| format!("scsi{index}"))
 }
 
 fn parse_slot(slot: &str, buses: &[(&str, u32)]) -> Option<(String, u32)> {
@@ -900,7 +988,12 @@ pub fn vm_nic_slot(nic: &VmNic, index: usize) -> String {
 
 /// The IDE slot the CD drive uses: `ide2`, or `ide3` when cloud-init owns `ide2`.
 pub fn cdrom_slot(vm: &VmSpec) -> &'static str {
-    if vm.hardware.as_ref().and_then(|h| h.cloud_init.as_ref()).is_some_and(|c| c.enabled) {
+    if vm
+        .hardware
+        .as_ref()
+        .and_then(|h| h.cloud_init.as_ref())
+        .is_some_and(|c| c.enabled)
+    {
         "ide3"
     } else {
         "ide2"
@@ -908,30 +1001,69 @@ pub fn cdrom_slot(vm: &VmSpec) -> &'static str {
 }
 
 const VM_NIC_MODELS: &[&str] = &[
-    "virtio", "e1000", "e1000e", "rtl8139", "vmxnet3", "e1000-82540em", "e1000-82544gc",
-    "e1000-82545em", "i82551", "i82557b", "i82559er", "ne2k_isa", "ne2k_pci", "pcnet",
+    "virtio",
+    "e1000",
+    "e1000e",
+    "rtl8139",
+    "vmxnet3",
+    "e1000-82540em",
+    "e1000-82544gc",
+    "e1000-82545em",
+    "i82551",
+    "i82557b",
+    "i82559er",
+    "ne2k_isa",
+    "ne2k_pci",
+    "pcnet",
 ];
-const SCSI_CONTROLLERS: &[&str] =
-    &["lsi", "lsi53c810", "virtio-scsi-pci", "virtio-scsi-single", "megasas", "pvscsi"];
+const SCSI_CONTROLLERS: &[&str] = &[
+    "lsi",
+    "lsi53c810",
+    "virtio-scsi-pci",
+    "virtio-scsi-single",
+    "megasas",
+    "pvscsi",
+];
 
 fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
-        errs.push(FieldError::new("spec.memory", memory_message(s.memory, "\"2GiB\" or \"512MiB\"")));
+        errs.push(FieldError::new(
+            "spec.memory",
+            memory_message(s.memory, "\"2GiB\" or \"512MiB\""),
+        ));
     }
     if s.cpu.cpu_type.trim().is_empty() || s.cpu.cpu_type.contains([',', ' ', '=']) {
-        errs.push(FieldError::new("spec.cpu.type", "cpu type must be one PVE CPU model, e.g. \"host\" or \"x86-64-v2-AES\""));
+        errs.push(FieldError::new(
+            "spec.cpu.type",
+            "cpu type must be one PVE CPU model, e.g. \"host\" or \"x86-64-v2-AES\"",
+        ));
     }
     if s.cpu.cores == 0 {
-        errs.push(FieldError::new("spec.cpu.cores", "cores must be at least 1"));
+        errs.push(FieldError::new(
+            "spec.cpu.cores",
+            "cores must be at least 1",
+        ));
     }
     if let Some(name) = &s.pve_name
-        && (name.is_empty() || name.len() > 63 || !name.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')))
+        && (name.is_empty()
+            || name.len() > 63
+            || !name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')))
     {
-        errs.push(FieldError::new("spec.pve-name", format!("invalid PVE name {name:?}: a DNS name of letters, digits, '-' and '.'")));
+        errs.push(FieldError::new(
+            "spec.pve-name",
+            format!("invalid PVE name {name:?}: a DNS name of letters, digits, '-' and '.'"),
+        ));
     }
     check_tags(&s.tags, errs);
-    check_extra(&s.extra, VM_RESERVED_EXTRA, VM_RESERVED_EXTRA_PREFIXES, errs);
+    check_extra(
+        &s.extra,
+        VM_RESERVED_EXTRA,
+        VM_RESERVED_EXTRA_PREFIXES,
+        errs,
+    );
 
     if s.clone.is_some() {
         if !s.disks.is_empty() {
@@ -941,10 +1073,16 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             ));
         }
         if template {
-            errs.push(FieldError::new("spec.clone", "a TemplateVM cannot be cloned from another template"));
+            errs.push(FieldError::new(
+                "spec.clone",
+                "a TemplateVM cannot be cloned from another template",
+            ));
         }
     } else if s.disks.is_empty() {
-        errs.push(FieldError::new("spec.disks", "at least one disk is required (or clone from a TemplateVM with spec.clone)"));
+        errs.push(FieldError::new(
+            "spec.disks",
+            "at least one disk is required (or clone from a TemplateVM with spec.clone)",
+        ));
     }
 
     let mut slots: BTreeMap<String, usize> = BTreeMap::new();
@@ -974,7 +1112,9 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         }
         if matches!(slot.as_str(), "ide2" | "ide3")
             && s.hardware.as_ref().is_some_and(|h| {
-                h.cdrom.as_ref().is_some_and(|c| c.intent() != CdromIntent::NotOwned && cdrom_slot(s) == slot)
+                h.cdrom
+                    .as_ref()
+                    .is_some_and(|c| c.intent() != CdromIntent::NotOwned && cdrom_slot(s) == slot)
                     || (slot == "ide2" && h.cloud_init.as_ref().is_some_and(|c| c.enabled))
             })
         {
@@ -999,7 +1139,10 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             if !SCSI_CONTROLLERS.contains(&c.as_str()) {
                 errs.push(FieldError::new(
                     format!("{base}.controller"),
-                    format!("invalid controller {c:?}: use one of {}", SCSI_CONTROLLERS.join(", ")),
+                    format!(
+                        "invalid controller {c:?}: use one of {}",
+                        SCSI_CONTROLLERS.join(", ")
+                    ),
                 ));
             }
             controller_seen = true;
@@ -1012,47 +1155,83 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         let base = format!("spec.networks[{i}]");
         let slot = vm_nic_slot(n, i);
         if parse_slot(&slot, &[("net", 31)]).is_none() {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use net0-net31")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("invalid slot {slot:?}: use net0-net31"),
+            ));
         }
         if let Some(prev) = nic_slots.insert(slot.clone(), i) {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("slot {slot} is already used by spec.networks[{prev}]")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("slot {slot} is already used by spec.networks[{prev}]"),
+            ));
         }
         if let Some(m) = &n.model
             && !VM_NIC_MODELS.contains(&m.as_str())
         {
-            errs.push(FieldError::new(format!("{base}.model"), format!("invalid model {m:?}: use one of {}", VM_NIC_MODELS.join(", "))));
+            errs.push(FieldError::new(
+                format!("{base}.model"),
+                format!(
+                    "invalid model {m:?}: use one of {}",
+                    VM_NIC_MODELS.join(", ")
+                ),
+            ));
         }
         if !check_bridge(&n.bridge) {
-            errs.push(FieldError::new(format!("{base}.bridge"), format!("invalid bridge {:?}: a Linux bridge name such as \"vmbr0\"", n.bridge)));
+            errs.push(FieldError::new(
+                format!("{base}.bridge"),
+                format!(
+                    "invalid bridge {:?}: a Linux bridge name such as \"vmbr0\"",
+                    n.bridge
+                ),
+            ));
         }
         if let Some(mac) = &n.mac
             && !check_mac(mac)
         {
-            errs.push(FieldError::new(format!("{base}.mac"), format!("invalid MAC {mac:?}: use six hex pairs, e.g. \"bc:24:11:00:00:01\"")));
+            errs.push(FieldError::new(
+                format!("{base}.mac"),
+                format!("invalid MAC {mac:?}: use six hex pairs, e.g. \"bc:24:11:00:00:01\""),
+            ));
         }
         if let Some(v) = n.vlan
             && !(1..=4094).contains(&v)
         {
-            errs.push(FieldError::new(format!("{base}.vlan"), format!("invalid VLAN {v}: use 1-4094")));
+            errs.push(FieldError::new(
+                format!("{base}.vlan"),
+                format!("invalid VLAN {v}: use 1-4094"),
+            ));
         }
         if let Some(r) = n.rate_limit
             && !(r >= 0.0 && r.is_finite())
         {
-            errs.push(FieldError::new(format!("{base}.rate-limit"), "rate-limit is MBit/s and must be 0 or more"));
+            errs.push(FieldError::new(
+                format!("{base}.rate-limit"),
+                "rate-limit is MBit/s and must be 0 or more",
+            ));
         }
     }
     if s.networks.is_empty() && s.clone.is_none() {
-        errs.push(FieldError::new("spec.networks", "at least one network is required"));
+        errs.push(FieldError::new(
+            "spec.networks",
+            "at least one network is required",
+        ));
     }
 
     if let Some(h) = &s.hardware {
         if let Some(m) = &h.machine
             && !(m == "i440fx" || m == "q35" || m == "pc" || m.starts_with("pc-"))
         {
-            errs.push(FieldError::new("spec.hardware.machine", format!("invalid machine {m:?}: use \"i440fx\" or \"q35\"")));
+            errs.push(FieldError::new(
+                "spec.hardware.machine",
+                format!("invalid machine {m:?}: use \"i440fx\" or \"q35\""),
+            ));
         }
         if h.sockets == Some(0) {
-            errs.push(FieldError::new("spec.hardware.sockets", "sockets must be at least 1"));
+            errs.push(FieldError::new(
+                "spec.hardware.sockets",
+                "sockets must be at least 1",
+            ));
         }
         if let Some(c) = &h.cdrom
             && let Some(iso) = &c.iso
@@ -1066,30 +1245,45 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             if let Some(t) = &e.template
                 && !["byos", "2m", "4m", "8m"].contains(&t.as_str())
             {
-                errs.push(FieldError::new("spec.hardware.efi-disk.template", format!("invalid efi type {t:?}: use byos, 2m, 4m or 8m")));
+                errs.push(FieldError::new(
+                    "spec.hardware.efi-disk.template",
+                    format!("invalid efi type {t:?}: use byos, 2m, 4m or 8m"),
+                ));
             }
             if h.bios != Some(Bios::Ovmf) {
-                errs.push(FieldError::new("spec.hardware.efi-disk", "an EFI disk needs bios: ovmf"));
+                errs.push(FieldError::new(
+                    "spec.hardware.efi-disk",
+                    "an EFI disk needs bios: ovmf",
+                ));
             }
         }
         if let Some(ci) = &h.cloud_init
             && ci.enabled
             && ci.storage.is_none()
         {
-            errs.push(FieldError::new("spec.hardware.cloud-init.storage", "storage is required when cloud-init is enabled (a storage with images content)"));
+            errs.push(FieldError::new(
+                "spec.hardware.cloud-init.storage",
+                "storage is required when cloud-init is enabled (a storage with images content)",
+            ));
         }
         if let Some(t) = &h.tpm
             && let Some(v) = &t.version
             && v != "v1.2"
             && v != "v2.0"
         {
-            errs.push(FieldError::new("spec.hardware.tpm.version", format!("invalid TPM version {v:?}: use v1.2 or v2.0")));
+            errs.push(FieldError::new(
+                "spec.hardware.tpm.version",
+                format!("invalid TPM version {v:?}: use v1.2 or v2.0"),
+            ));
         }
         let mut pci: BTreeMap<u16, usize> = BTreeMap::new();
         for (i, p) in h.pci_devices.iter().enumerate() {
             let base = format!("spec.hardware.pci-devices[{i}]");
             if let Some(prev) = pci.insert(p.slot.0, i) {
-                errs.push(FieldError::new(format!("{base}.slot"), format!("slot {} is already used by pci-devices[{prev}]", p.slot.0)));
+                errs.push(FieldError::new(
+                    format!("{base}.slot"),
+                    format!("slot {} is already used by pci-devices[{prev}]", p.slot.0),
+                ));
             }
             if !check_bdf(&p.device) {
                 errs.push(FieldError::new(
@@ -1104,9 +1298,15 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         let mut seen = std::collections::BTreeSet::new();
         for (i, b) in o.boot_order.iter().enumerate() {
             if b.trim().is_empty() || b.contains([';', ',', '=']) {
-                errs.push(FieldError::new(format!("spec.options.boot-order[{i}]"), format!("invalid boot device {b:?}: a slot name such as \"scsi0\" or \"net0\"")));
+                errs.push(FieldError::new(
+                    format!("spec.options.boot-order[{i}]"),
+                    format!("invalid boot device {b:?}: a slot name such as \"scsi0\" or \"net0\""),
+                ));
             } else if !seen.insert(b.clone()) {
-                errs.push(FieldError::new(format!("spec.options.boot-order[{i}]"), format!("{b} is listed twice")));
+                errs.push(FieldError::new(
+                    format!("spec.options.boot-order[{i}]"),
+                    format!("{b} is listed twice"),
+                ));
             }
         }
         for (i, h) in o.hotplug.iter().enumerate() {
@@ -1122,7 +1322,10 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
 }
 
 fn check_bridge(b: &str) -> bool {
-    !b.is_empty() && b.len() <= 15 && b.bytes().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
+    !b.is_empty()
+        && b.len() <= 15
+        && b.bytes()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'))
 }
 
 /// PVE's PCI address grammar: `[domain:]bus:device[.function]`, hex.
@@ -1138,7 +1341,9 @@ pub fn check_bdf(text: &str) -> bool {
         return false;
     }
     let parts: Vec<&str> = rest.split(':').collect();
-    let hex = |s: &str, lo: usize, hi: usize| (lo..=hi).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit());
+    let hex = |s: &str, lo: usize, hi: usize| {
+        (lo..=hi).contains(&s.len()) && s.bytes().all(|b| b.is_ascii_hexdigit())
+    };
     match parts.as_slice() {
         [bus, dev] => hex(bus, 2, 2) && hex(dev, 2, 2),
         [dom, bus, dev] => hex(dom, 4, 5) && hex(bus, 2, 2) && hex(dev, 2, 2),
@@ -1159,12 +1364,18 @@ fn validate_cloud_init_data(ci: &CloudInitData, errs: &mut Vec<FieldError>) {
         if k != "*" {
             let fields: Vec<&str> = k.split_whitespace().collect();
             if fields.len() < 2 || fields[1].len() < 16 || k.contains('\n') {
-                errs.push(FieldError::new(format!("{base}.ssh-keys[{i}]"), "not an OpenSSH public key line: \"<type> <base64 key> [comment]\""));
+                errs.push(FieldError::new(
+                    format!("{base}.ssh-keys[{i}]"),
+                    "not an OpenSSH public key line: \"<type> <base64 key> [comment]\"",
+                ));
             }
         }
     }
     if !ci.ssh_keys.is_empty() && !ci.ssh_key_refs.is_empty() {
-        errs.push(FieldError::new(format!("{base}.ssh-key-refs"), "use either ssh-keys or ssh-key-refs, not both"));
+        errs.push(FieldError::new(
+            format!("{base}.ssh-key-refs"),
+            "use either ssh-keys or ssh-key-refs, not both",
+        ));
     }
     for (i, r) in ci.ssh_key_refs.iter().enumerate() {
         if let Err(e) = check_secret_ref(r, "cloud-init.ssh-keys.") {
@@ -1178,47 +1389,83 @@ fn validate_cloud_init_data(ci: &CloudInitData, errs: &mut Vec<FieldError>) {
     }
     for (i, ns) in ci.nameservers.iter().enumerate() {
         if ns.parse::<IpAddr>().is_err() {
-            errs.push(FieldError::new(format!("{base}.nameservers[{i}]"), format!("invalid nameserver {ns:?}: an IP address")));
+            errs.push(FieldError::new(
+                format!("{base}.nameservers[{i}]"),
+                format!("invalid nameserver {ns:?}: an IP address"),
+            ));
         }
     }
     let mut nics = std::collections::BTreeSet::new();
     for (i, ip) in ci.ipconfigs.iter().enumerate() {
         if ip.nic > 31 {
-            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].nic"), "nic must be 0-31 (the N of netN)"));
+            errs.push(FieldError::new(
+                format!("{base}.ipconfigs[{i}].nic"),
+                "nic must be 0-31 (the N of netN)",
+            ));
         }
         if !nics.insert(ip.nic) {
-            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].nic"), format!("nic {} is configured twice", ip.nic)));
+            errs.push(FieldError::new(
+                format!("{base}.ipconfigs[{i}].nic"),
+                format!("nic {} is configured twice", ip.nic),
+            ));
         }
         if !check_cidr(&ip.ip) {
-            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].ip"), format!("invalid address {:?}: use CIDR, e.g. \"10.0.0.5/24\"", ip.ip)));
+            errs.push(FieldError::new(
+                format!("{base}.ipconfigs[{i}].ip"),
+                format!(
+                    "invalid address {:?}: use CIDR, e.g. \"10.0.0.5/24\"",
+                    ip.ip
+                ),
+            ));
         }
         if let Some(gw) = &ip.gateway
             && gw.parse::<IpAddr>().is_err()
         {
-            errs.push(FieldError::new(format!("{base}.ipconfigs[{i}].gateway"), format!("invalid gateway {gw:?}: an IP address")));
+            errs.push(FieldError::new(
+                format!("{base}.ipconfigs[{i}].gateway"),
+                format!("invalid gateway {gw:?}: an IP address"),
+            ));
         }
     }
 }
 
 /// A SOPS dot-path such as `cloud-init.ssh-keys.main`.
 fn check_secret_ref(r: &str, prefix: &str) -> Result<(), String> {
-    let name = r.strip_prefix(prefix).ok_or_else(|| format!("invalid reference {r:?}: use \"{prefix}<name>\""))?;
+    let name = r
+        .strip_prefix(prefix)
+        .ok_or_else(|| format!("invalid reference {r:?}: use \"{prefix}<name>\""))?;
     let ok = !name.is_empty()
         && name.len() <= 64
         && !name.starts_with('-')
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
-    if ok { Ok(()) } else { Err(format!("invalid reference {r:?}: the name after {prefix:?} is 1-64 lowercase letters, digits and '-'")) }
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-');
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid reference {r:?}: the name after {prefix:?} is 1-64 lowercase letters, digits and '-'"
+        ))
+    }
 }
 
 /// Allocated mount point slots first (`mp<index>`), then bind mounts.
 pub fn lxc_mount_slots(s: &LxcSpec) -> (Vec<String>, Vec<String>) {
-    let alloc: Vec<String> =
-        s.mount_points.iter().enumerate().map(|(i, m)| m.slot.clone().unwrap_or_else(|| format!("mp{i}"))).collect();
+    let alloc: Vec<String> = s
+        .mount_points
+        .iter()
+        .enumerate()
+        .map(|(i, m)| m.slot.clone().unwrap_or_else(|| format!("mp{i}")))
+        .collect();
     let binds: Vec<String> = s
         .bind_mounts
         .iter()
         .enumerate()
-        .map(|(i, b)| b.slot.clone().unwrap_or_else(|| format!("mp{}", s.mount_points.len() + i)))
+        .map(|(i, b)| {
+            b.slot
+                .clone()
+                .unwrap_or_else(|| format!("mp{}", s.mount_points.len() + i))
+        })
         .collect();
     (alloc, binds)
 }
@@ -1230,76 +1477,137 @@ pub fn lxc_nic_slot(nic: &LxcNic, index: usize) -> String {
 fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
-        errs.push(FieldError::new("spec.memory", memory_message(s.memory, "\"512MiB\"")));
+        errs.push(FieldError::new(
+            "spec.memory",
+            memory_message(s.memory, "\"512MiB\""),
+        ));
     }
     if let Some(sw) = s.swap
         && sw.whole_mib().is_none()
     {
-        errs.push(FieldError::new("spec.swap", format!("swap {sw} is not a whole number of MiB")));
+        errs.push(FieldError::new(
+            "spec.swap",
+            format!("swap {sw} is not a whole number of MiB"),
+        ));
     }
     if s.cpu.cores == 0 {
-        errs.push(FieldError::new("spec.cpu.cores", "cores must be at least 1"));
+        errs.push(FieldError::new(
+            "spec.cpu.cores",
+            "cores must be at least 1",
+        ));
     }
     if s.root.size.bytes() == 0 || !s.root.size.bytes().is_multiple_of(1024) {
-        errs.push(FieldError::new("spec.root.size", format!("size {} must be a non-zero whole number of KiB, e.g. \"8GiB\"", s.root.size)));
+        errs.push(FieldError::new(
+            "spec.root.size",
+            format!(
+                "size {} must be a non-zero whole number of KiB, e.g. \"8GiB\"",
+                s.root.size
+            ),
+        ));
     }
     if let Some(a) = &s.arch
         && !["amd64", "arm64", "i686", "armhf", "riscv32", "riscv64"].contains(&a.as_str())
     {
-        errs.push(FieldError::new("spec.arch", format!("invalid arch {a:?}: use amd64 or arm64")));
+        errs.push(FieldError::new(
+            "spec.arch",
+            format!("invalid arch {a:?}: use amd64 or arm64"),
+        ));
     }
     check_tags(&s.tags, errs);
-    check_extra(&s.extra, LXC_RESERVED_EXTRA, LXC_RESERVED_EXTRA_PREFIXES, errs);
+    check_extra(
+        &s.extra,
+        LXC_RESERVED_EXTRA,
+        LXC_RESERVED_EXTRA_PREFIXES,
+        errs,
+    );
     if s.networks.is_empty() {
-        errs.push(FieldError::new("spec.networks", "at least one network is required"));
+        errs.push(FieldError::new(
+            "spec.networks",
+            "at least one network is required",
+        ));
     }
     let mut nic_slots: BTreeMap<String, usize> = BTreeMap::new();
     for (i, n) in s.networks.iter().enumerate() {
         let base = format!("spec.networks[{i}]");
         let slot = lxc_nic_slot(n, i);
         if parse_slot(&slot, &[("net", 31)]).is_none() {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use net0-net31")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("invalid slot {slot:?}: use net0-net31"),
+            ));
         }
         if let Some(prev) = nic_slots.insert(slot.clone(), i) {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("slot {slot} is already used by spec.networks[{prev}]")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("slot {slot} is already used by spec.networks[{prev}]"),
+            ));
         }
         if !check_bridge(&n.bridge) {
-            errs.push(FieldError::new(format!("{base}.bridge"), format!("invalid bridge {:?}: a Linux bridge name such as \"vmbr0\"", n.bridge)));
+            errs.push(FieldError::new(
+                format!("{base}.bridge"),
+                format!(
+                    "invalid bridge {:?}: a Linux bridge name such as \"vmbr0\"",
+                    n.bridge
+                ),
+            ));
         }
         if let Some(iface) = &n.iface
             && !check_bridge(iface)
         {
-            errs.push(FieldError::new(format!("{base}.iface"), format!("invalid interface name {iface:?}: e.g. \"eth0\"")));
+            errs.push(FieldError::new(
+                format!("{base}.iface"),
+                format!("invalid interface name {iface:?}: e.g. \"eth0\""),
+            ));
         }
         if let Some(t) = &n.nic_type
             && t != "veth"
         {
-            errs.push(FieldError::new(format!("{base}.type"), format!("invalid type {t:?}: PVE containers use \"veth\"")));
+            errs.push(FieldError::new(
+                format!("{base}.type"),
+                format!("invalid type {t:?}: PVE containers use \"veth\""),
+            ));
         }
         if let Some(v) = n.tag
             && !(1..=4094).contains(&v)
         {
-            errs.push(FieldError::new(format!("{base}.tag"), format!("invalid VLAN {v}: use 1-4094")));
+            errs.push(FieldError::new(
+                format!("{base}.tag"),
+                format!("invalid VLAN {v}: use 1-4094"),
+            ));
         }
         if let Some(mac) = &n.hwaddr
             && !check_mac(mac)
         {
-            errs.push(FieldError::new(format!("{base}.hwaddr"), format!("invalid MAC {mac:?}: use six hex pairs, e.g. \"bc:24:11:00:00:01\"")));
+            errs.push(FieldError::new(
+                format!("{base}.hwaddr"),
+                format!("invalid MAC {mac:?}: use six hex pairs, e.g. \"bc:24:11:00:00:01\""),
+            ));
         }
         if let Some(r) = n.rate_limit
             && !(r >= 0.0 && r.is_finite())
         {
-            errs.push(FieldError::new(format!("{base}.rate-limit"), "rate-limit is MBit/s and must be 0 or more"));
+            errs.push(FieldError::new(
+                format!("{base}.rate-limit"),
+                "rate-limit is MBit/s and must be 0 or more",
+            ));
         }
         if let Some(ip) = &n.ip
             && !(ip == "dhcp" || ip == "manual" || check_cidr(ip))
         {
-            errs.push(FieldError::new(format!("{base}.ip"), format!("invalid address {ip:?}: use CIDR (\"10.0.0.5/24\"), \"dhcp\" or \"manual\"")));
+            errs.push(FieldError::new(
+                format!("{base}.ip"),
+                format!(
+                    "invalid address {ip:?}: use CIDR (\"10.0.0.5/24\"), \"dhcp\" or \"manual\""
+                ),
+            ));
         }
         if let Some(gw) = &n.gw
             && gw.parse::<IpAddr>().is_err()
         {
-            errs.push(FieldError::new(format!("{base}.gw"), format!("invalid gateway {gw:?}: an IP address")));
+            errs.push(FieldError::new(
+                format!("{base}.gw"),
+                format!("invalid gateway {gw:?}: an IP address"),
+            ));
         }
     }
     let (alloc, binds) = lxc_mount_slots(s);
@@ -1307,24 +1615,39 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     for (i, (m, slot)) in s.mount_points.iter().zip(&alloc).enumerate() {
         let base = format!("spec.mount-points[{i}]");
         if parse_slot(slot, &[("mp", 255)]).is_none() {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use mp0-mp255")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("invalid slot {slot:?}: use mp0-mp255"),
+            ));
         }
         if let Some(prev) = mp.insert(slot.clone(), base.clone()) {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("slot {slot} is already used by {prev}")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("slot {slot} is already used by {prev}"),
+            ));
         }
         if m.size.bytes() == 0 || m.size.bytes() % 1024 != 0 {
-            errs.push(FieldError::new(format!("{base}.size"), format!("size {} must be a non-zero whole number of KiB", m.size)));
+            errs.push(FieldError::new(
+                format!("{base}.size"),
+                format!("size {} must be a non-zero whole number of KiB", m.size),
+            ));
         }
         if let Some(p) = &m.mount_point
             && !check_abs_path(p)
         {
-            errs.push(FieldError::new(format!("{base}.mount-point"), format!("invalid path {p:?}: an absolute path inside the container")));
+            errs.push(FieldError::new(
+                format!("{base}.mount-point"),
+                format!("invalid path {p:?}: an absolute path inside the container"),
+            ));
         }
     }
     for (i, (b, slot)) in s.bind_mounts.iter().zip(&binds).enumerate() {
         let base = format!("spec.bind-mounts[{i}]");
         if parse_slot(slot, &[("mp", 255)]).is_none() {
-            errs.push(FieldError::new(format!("{base}.slot"), format!("invalid slot {slot:?}: use mp0-mp255")));
+            errs.push(FieldError::new(
+                format!("{base}.slot"),
+                format!("invalid slot {slot:?}: use mp0-mp255"),
+            ));
         }
         if let Some(prev) = mp.insert(slot.clone(), base.clone()) {
             errs.push(FieldError::new(
@@ -1333,7 +1656,10 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             ));
         }
         if !check_abs_path(&b.host_path) {
-            errs.push(FieldError::new(format!("{base}.host-path"), format!("invalid path {:?}: an absolute host path", b.host_path)));
+            errs.push(FieldError::new(
+                format!("{base}.host-path"),
+                format!("invalid path {:?}: an absolute host path", b.host_path),
+            ));
         } else {
             let trimmed = b.host_path.trim_end_matches('/');
             let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
@@ -1345,18 +1671,34 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             }
         }
         if !check_abs_path(&b.mount_point) {
-            errs.push(FieldError::new(format!("{base}.mount-point"), format!("invalid path {:?}: an absolute path inside the container", b.mount_point)));
+            errs.push(FieldError::new(
+                format!("{base}.mount-point"),
+                format!(
+                    "invalid path {:?}: an absolute path inside the container",
+                    b.mount_point
+                ),
+            ));
         }
     }
     if let Some(d) = &s.dns {
         if let Some(h) = &d.hostname
-            && (h.is_empty() || h.len() > 63 || !h.bytes().all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')))
+            && (h.is_empty()
+                || h.len() > 63
+                || !h
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.')))
         {
-            errs.push(FieldError::new("spec.dns.hostname", format!("invalid hostname {h:?}: letters, digits, '-' and '.'")));
+            errs.push(FieldError::new(
+                "spec.dns.hostname",
+                format!("invalid hostname {h:?}: letters, digits, '-' and '.'"),
+            ));
         }
         for (i, ns) in d.nameservers.iter().enumerate() {
             if ns.parse::<IpAddr>().is_err() {
-                errs.push(FieldError::new(format!("spec.dns.nameservers[{i}]"), format!("invalid nameserver {ns:?}: an IP address")));
+                errs.push(FieldError::new(
+                    format!("spec.dns.nameservers[{i}]"),
+                    format!("invalid nameserver {ns:?}: an IP address"),
+                ));
             }
         }
     }
@@ -1374,24 +1716,45 @@ pub fn artifact_extensions(kind: Kind) -> &'static [&'static str] {
 
 fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
     if s.nodes.is_empty() && s.node.is_none() {
-        errs.push(FieldError::new("spec.nodes", "list at least one node the file must exist on"));
+        errs.push(FieldError::new(
+            "spec.nodes",
+            "list at least one node the file must exist on",
+        ));
     }
     let mut seen = std::collections::BTreeSet::new();
     for (i, n) in s.nodes.iter().enumerate() {
         if !seen.insert(n) {
-            errs.push(FieldError::new(format!("spec.nodes[{i}]"), format!("node {n} is listed twice")));
+            errs.push(FieldError::new(
+                format!("spec.nodes[{i}]"),
+                format!("node {n} is listed twice"),
+            ));
         }
     }
     let f = &s.filename;
-    if f.is_empty() || f.contains(['/', '\\', ':', ',']) || f.starts_with('.') || f.contains(char::is_whitespace) || f.contains("..") {
-        errs.push(FieldError::new("spec.filename", format!("invalid file name {f:?}: a plain file name with no path, spaces, ':' or ','")));
+    if f.is_empty()
+        || f.contains(['/', '\\', ':', ','])
+        || f.starts_with('.')
+        || f.contains(char::is_whitespace)
+        || f.contains("..")
+    {
+        errs.push(FieldError::new(
+            "spec.filename",
+            format!("invalid file name {f:?}: a plain file name with no path, spaces, ':' or ','"),
+        ));
     } else {
         let lower = f.to_ascii_lowercase();
         let exts = artifact_extensions(kind);
-        if !exts.iter().any(|e| lower.ends_with(e) && lower.len() > e.len()) {
+        if !exts
+            .iter()
+            .any(|e| lower.ends_with(e) && lower.len() > e.len())
+        {
             errs.push(FieldError::new(
                 "spec.filename",
-                format!("file name {f:?} has the wrong extension for {} {kind}: PVE accepts {}", crate::repo::article(kind), exts.join(", ")),
+                format!(
+                    "file name {f:?} has the wrong extension for {} {kind}: PVE accepts {}",
+                    crate::repo::article(kind),
+                    exts.join(", ")
+                ),
             ));
         }
     }
@@ -1408,12 +1771,23 @@ fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
             "sha384" => 96,
             "sha512" => 128,
             _ => {
-                errs.push(FieldError::new("spec.checksum.algorithm", format!("invalid algorithm {:?}: use sha256, sha512, sha1 or md5", c.algorithm)));
+                errs.push(FieldError::new(
+                    "spec.checksum.algorithm",
+                    format!(
+                        "invalid algorithm {:?}: use sha256, sha512, sha1 or md5",
+                        c.algorithm
+                    ),
+                ));
                 0
             }
         };
-        if hex_len > 0 && !(c.value.len() == hex_len && c.value.bytes().all(|b| b.is_ascii_hexdigit())) {
-            errs.push(FieldError::new("spec.checksum.value", format!("a {alg} checksum is {hex_len} hex digits")));
+        if hex_len > 0
+            && !(c.value.len() == hex_len && c.value.bytes().all(|b| b.is_ascii_hexdigit()))
+        {
+            errs.push(FieldError::new(
+                "spec.checksum.value",
+                format!("a {alg} checksum is {hex_len} hex digits"),
+            ));
         }
     }
 }
@@ -1424,7 +1798,13 @@ mod tests {
 
     #[test]
     fn bdf_accepts_pves_forms() {
-        for ok in ["0000:17:00", "0000:17:00.0", "00:17.0", "00000:17:00", "1234:01:00.1"] {
+        for ok in [
+            "0000:17:00",
+            "0000:17:00.0",
+            "00:17.0",
+            "00000:17:00",
+            "1234:01:00.1",
+        ] {
             assert!(check_bdf(ok), "{ok}");
         }
         for bad in ["zz:17.0", "0000:17:00.8", "17", ""] {

@@ -67,18 +67,30 @@ pub struct Loaded {
 
 impl Loaded {
     pub fn object_count(&self) -> usize {
-        self.clusters.values().filter_map(|c| c.as_ref().ok()).map(|c| c.objects.len()).sum()
+        self.clusters
+            .values()
+            .filter_map(|c| c.as_ref().ok())
+            .map(|c| c.objects.len())
+            .sum()
     }
 
     pub fn diagnostics(&self) -> Vec<&Diagnostic> {
-        self.clusters.values().filter_map(|c| c.as_ref().err()).flatten().collect()
+        self.clusters
+            .values()
+            .filter_map(|c| c.as_ref().err())
+            .flatten()
+            .collect()
     }
 }
 
 /// Loads configuration and every cluster's composition. `Err` holds the
 /// diagnostics that refuse the whole tree (configuration, repository shape);
 /// per-cluster problems are inside `Loaded::clusters`.
-pub fn load(input: RepoInput<'_>, explicit_config: Option<ConfigSource<'_>>, overrides: &Overrides) -> Result<Loaded, Vec<Diagnostic>> {
+pub fn load(
+    input: RepoInput<'_>,
+    explicit_config: Option<ConfigSource<'_>>,
+    overrides: &Overrides,
+) -> Result<Loaded, Vec<Diagnostic>> {
     let mut global = Vec::new();
 
     let mut cluster_local = Vec::new();
@@ -90,9 +102,16 @@ pub fn load(input: RepoInput<'_>, explicit_config: Option<ConfigSource<'_>>, ove
     }
     let process_is_explicit = explicit_config.is_some();
     let process = explicit_config.or_else(|| {
-        input.files.get("proxops.yaml").map(|b| ConfigSource { name: "proxops.yaml".into(), bytes: b })
+        input.files.get("proxops.yaml").map(|b| ConfigSource {
+            name: "proxops.yaml".into(),
+            bytes: b,
+        })
     });
-    let sources = ConfigSources { process, cluster_local, process_is_explicit };
+    let sources = ConfigSources {
+        process,
+        cluster_local,
+        process_is_explicit,
+    };
     let config = match config::load(&sources, overrides) {
         Ok(c) => Some(c),
         Err(d) => {
@@ -105,10 +124,17 @@ pub fn load(input: RepoInput<'_>, explicit_config: Option<ConfigSource<'_>>, ove
 
     if let Some(cfg) = &config {
         for dir in input.cluster_dirs {
-            let has_files = input.files.keys().any(|p| p.starts_with(&format!("clusters/{dir}/")));
+            let has_files = input
+                .files
+                .keys()
+                .any(|p| p.starts_with(&format!("clusters/{dir}/")));
             let configured = ClusterName::new(dir).is_ok_and(|n| cfg.clusters.contains_key(&n));
-            let has_composition = input.files.contains_key(&format!("clusters/{dir}/resources.yaml"));
-            let has_config = input.files.contains_key(&format!("clusters/{dir}/config.yaml"));
+            let has_composition = input
+                .files
+                .contains_key(&format!("clusters/{dir}/resources.yaml"));
+            let has_config = input
+                .files
+                .contains_key(&format!("clusters/{dir}/config.yaml"));
             if !configured && !has_composition && !has_config && !process_is_explicit {
                 global.push(Diagnostic::file(
                     format!("clusters/{dir}/"),
@@ -151,7 +177,9 @@ pub fn load(input: RepoInput<'_>, explicit_config: Option<ConfigSource<'_>>, ove
 fn check_shape(input: RepoInput<'_>, diags: &mut Vec<Diagnostic>) {
     for path in input.files.keys() {
         let mut parts = path.split('/');
-        let (Some(top), Some(second), third) = (parts.next(), parts.next(), parts.next()) else { continue };
+        let (Some(top), Some(second), third) = (parts.next(), parts.next(), parts.next()) else {
+            continue;
+        };
         if Kind::from_dir(top).is_some() && third.is_none() && is_yaml(second) {
             diags.push(Diagnostic::file(
                 path.clone(),
@@ -165,7 +193,11 @@ fn check_shape(input: RepoInput<'_>, diags: &mut Vec<Diagnostic>) {
 
 /// "a" or "an", as an operator would say the kind aloud (an LXC, an ISO).
 pub(crate) fn article(kind: Kind) -> &'static str {
-    if matches!(kind, Kind::LXC | Kind::ISO) { "an" } else { "a" }
+    if matches!(kind, Kind::LXC | Kind::ISO) {
+        "an"
+    } else {
+        "a"
+    }
 }
 
 fn is_yaml(p: &str) -> bool {
@@ -189,7 +221,11 @@ struct CompositionMap {
 /// Joins `rel` onto `base` and resolves `.` and `..`; `None` when the
 /// result would leave the repository.
 fn clean_join(base: &str, rel: &str) -> Option<String> {
-    let mut parts: Vec<&str> = if rel.starts_with('/') { Vec::new() } else { base.split('/').filter(|p| !p.is_empty()).collect() };
+    let mut parts: Vec<&str> = if rel.starts_with('/') {
+        Vec::new()
+    } else {
+        base.split('/').filter(|p| !p.is_empty()).collect()
+    };
     for seg in rel.split('/') {
         match seg {
             "" | "." => {}
@@ -205,18 +241,29 @@ fn clean_join(base: &str, rel: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
-fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<NodeName>) -> Result<ClusterDesired, Vec<Diagnostic>> {
+fn compose_cluster(
+    input: RepoInput<'_>,
+    name: &ClusterName,
+    allow: &BTreeSet<NodeName>,
+) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let comp_path = format!("clusters/{name}/resources.yaml");
     let Some(bytes) = input.files.get(&comp_path) else {
         return Err(vec![Diagnostic::file(
             comp_path,
-            format!("cluster \"{name}\" is configured but has no clusters/{name}/resources.yaml: create it (an empty `resources: []` is valid)"),
+            format!(
+                "cluster \"{name}\" is configured but has no clusters/{name}/resources.yaml: create it (an empty `resources: []` is valid)"
+            ),
         )]);
     };
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
-        Err(_) => return Err(vec![Diagnostic::file(comp_path, "the file is not UTF-8 text")]),
+        Err(_) => {
+            return Err(vec![Diagnostic::file(
+                comp_path,
+                "the file is not UTF-8 text",
+            )]);
+        }
     };
     let index = YamlIndex::build(text);
     let entries: Vec<Option<String>> = if text.trim().is_empty() {
@@ -232,18 +279,36 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
                 } else {
                     format!("invalid composition: {}", e.message)
                 };
-                let field = if e.path.is_empty() && !text.trim_start().starts_with('-') { "resources".to_owned() } else { e.path };
+                let field = if e.path.is_empty() && !text.trim_start().starts_with('-') {
+                    "resources".to_owned()
+                } else {
+                    e.path
+                };
                 let pos = index.locate(0, &field).or(pos);
-                return Err(vec![Diagnostic::file(&comp_path, message).with_field(field).at(pos)]);
+                return Err(vec![
+                    Diagnostic::file(&comp_path, message)
+                        .with_field(field)
+                        .at(pos),
+                ]);
             }
         }
     };
     let is_map = !text.trim_start().starts_with('-');
     let mut listed: BTreeMap<String, usize> = BTreeMap::new();
     for (i, entry) in entries.iter().enumerate() {
-        let field = if is_map { format!("resources[{i}]") } else { format!("[{i}]") };
-        let d = |m: String| Diagnostic::file(&comp_path, m).with_field(field.clone()).at(index.locate(0, &field));
-        let Some(raw) = entry.as_deref().map(str::trim).filter(|s| !s.is_empty()) else { continue };
+        let field = if is_map {
+            format!("resources[{i}]")
+        } else {
+            format!("[{i}]")
+        };
+        let d = |m: String| {
+            Diagnostic::file(&comp_path, m)
+                .with_field(field.clone())
+                .at(index.locate(0, &field))
+        };
+        let Some(raw) = entry.as_deref().map(str::trim).filter(|s| !s.is_empty()) else {
+            continue;
+        };
         let Some(target) = clean_join(&format!("clusters/{name}"), raw) else {
             diags.push(d(format!("path {raw:?} leaves the repository: paths are relative to clusters/{name}/ and must stay inside the tree")));
             continue;
@@ -257,19 +322,33 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
         }
         if input.files.contains_key(&target) {
             if !is_yaml(&target) {
-                diags.push(d(format!("{raw:?} is not a YAML manifest: list files ending in .yaml or .yml")));
+                diags.push(d(format!(
+                    "{raw:?} is not a YAML manifest: list files ending in .yaml or .yml"
+                )));
                 continue;
             }
-        } else if input.files.keys().any(|p| p.starts_with(&format!("{target}/"))) {
-            diags.push(d(format!("{raw:?} is a directory: list each manifest file")));
+        } else if input
+            .files
+            .keys()
+            .any(|p| p.starts_with(&format!("{target}/")))
+        {
+            diags.push(d(format!(
+                "{raw:?} is a directory: list each manifest file"
+            )));
             continue;
         } else {
             diags.push(d(format!("{raw:?} does not exist (resolved to {target})")));
             continue;
         }
         if let Some(prev) = listed.insert(target.clone(), i) {
-            let prev_field = if is_map { format!("resources[{prev}]") } else { format!("[{prev}]") };
-            diags.push(d(format!("{raw:?} is listed twice: it is the same file as {prev_field}")));
+            let prev_field = if is_map {
+                format!("resources[{prev}]")
+            } else {
+                format!("[{prev}]")
+            };
+            diags.push(d(format!(
+                "{raw:?} is listed twice: it is the same file as {prev_field}"
+            )));
         }
     }
 
@@ -277,7 +356,9 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
     let mut objects: BTreeMap<Ref, DesiredObject> = BTreeMap::new();
     let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
     for file in listed.keys() {
-        let Some(bytes) = input.files.get(file) else { continue };
+        let Some(bytes) = input.files.get(file) else {
+            continue;
+        };
         parse_file(file, bytes, &mut objects, &mut indexes, &mut diags);
     }
 
@@ -294,7 +375,10 @@ fn compose_cluster(input: RepoInput<'_>, name: &ClusterName, allow: &BTreeSet<No
             o.level = level;
         }
     }
-    Ok(ClusterDesired { name: name.clone(), objects })
+    Ok(ClusterDesired {
+        name: name.clone(),
+        objects,
+    })
 }
 
 #[derive(Deserialize)]
@@ -321,7 +405,11 @@ fn parse_file(
     let docs = match document_count(text) {
         Ok(d) => d,
         Err(e) => {
-            let message = if e.path.is_empty() { format!("YAML syntax error: {}", e.message) } else { e.message };
+            let message = if e.path.is_empty() {
+                format!("YAML syntax error: {}", e.message)
+            } else {
+                e.message
+            };
             let pos = index.repeated_key(&e.path).or(e.pos);
             diags.push(Diagnostic::file(file, message).with_field(e.path).at(pos));
             return;
@@ -349,17 +437,26 @@ fn parse_file(
             Some(manifest::API_VERSION) => {}
             Some(other) => {
                 diags.push(
-                    Diagnostic::file(file, format!("unsupported apiVersion {other:?}: use {:?}", manifest::API_VERSION))
-                        .with_field("apiVersion")
-                        .at(at("apiVersion")),
+                    Diagnostic::file(
+                        file,
+                        format!(
+                            "unsupported apiVersion {other:?}: use {:?}",
+                            manifest::API_VERSION
+                        ),
+                    )
+                    .with_field("apiVersion")
+                    .at(at("apiVersion")),
                 );
                 continue;
             }
             None => {
                 diags.push(
-                    Diagnostic::file(file, format!("apiVersion is required: use {:?}", manifest::API_VERSION))
-                        .with_field("apiVersion")
-                        .at(at("apiVersion")),
+                    Diagnostic::file(
+                        file,
+                        format!("apiVersion is required: use {:?}", manifest::API_VERSION),
+                    )
+                    .with_field("apiVersion")
+                    .at(at("apiVersion")),
                 );
                 continue;
             }
@@ -392,24 +489,35 @@ fn parse_file(
             && dk != kind
         {
             diags.push(
-                Diagnostic::file(file, format!("{} {kind} manifest belongs under {}/, not {}/", article(kind), kind.dir(), dk.dir()))
-                    .with_field("kind")
-                    .at(at("kind")),
+                Diagnostic::file(
+                    file,
+                    format!(
+                        "{} {kind} manifest belongs under {}/, not {}/",
+                        article(kind),
+                        kind.dir(),
+                        dk.dir()
+                    ),
+                )
+                .with_field("kind")
+                .at(at("kind")),
             );
             continue;
         }
         let parsed: Result<(Metadata, Spec), crate::yaml::DocError> = match kind {
-            Kind::VM => deserialize_document::<Document<VmSpec>>(text, doc).map(|d| (d.metadata, Spec::Vm(d.spec))),
-            Kind::TemplateVM => deserialize_document::<Document<VmSpec>>(text, doc).map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
-            Kind::LXC => deserialize_document::<Document<LxcSpec>>(text, doc).map(|d| (d.metadata, Spec::Lxc(d.spec))),
-            Kind::TemplateCT => deserialize_document::<Document<LxcSpec>>(text, doc).map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
-            Kind::ISO => deserialize_document::<Document<ArtifactSpec>>(text, doc).map(|d| (d.metadata, Spec::Iso(d.spec))),
-            Kind::CTTemplate => {
-                deserialize_document::<Document<ArtifactSpec>>(text, doc).map(|d| (d.metadata, Spec::CtTemplate(d.spec)))
-            }
-            Kind::DiskImage => {
-                deserialize_document::<Document<ArtifactSpec>>(text, doc).map(|d| (d.metadata, Spec::DiskImage(d.spec)))
-            }
+            Kind::VM => deserialize_document::<Document<VmSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::Vm(d.spec))),
+            Kind::TemplateVM => deserialize_document::<Document<VmSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
+            Kind::LXC => deserialize_document::<Document<LxcSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::Lxc(d.spec))),
+            Kind::TemplateCT => deserialize_document::<Document<LxcSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
+            Kind::ISO => deserialize_document::<Document<ArtifactSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::Iso(d.spec))),
+            Kind::CTTemplate => deserialize_document::<Document<ArtifactSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::CtTemplate(d.spec))),
+            Kind::DiskImage => deserialize_document::<Document<ArtifactSpec>>(text, doc)
+                .map(|d| (d.metadata, Spec::DiskImage(d.spec))),
         };
         let (metadata, spec) = match parsed {
             Ok(p) => p,
@@ -420,27 +528,53 @@ fn parse_file(
             }
         };
         for fe in manifest::validate(&metadata, &spec) {
-            diags.push(Diagnostic::file(file, fe.message).with_field(fe.path.clone()).at(at(&fe.path)));
+            diags.push(
+                Diagnostic::file(file, fe.message)
+                    .with_field(fe.path.clone())
+                    .at(at(&fe.path)),
+            );
         }
-        let r = Ref { kind, name: metadata.name.clone() };
+        let r = Ref {
+            kind,
+            name: metadata.name.clone(),
+        };
         if let Some(prev) = objects.get(&r) {
             diags.push(
-                Diagnostic::file(file, format!("{r} is defined twice in this cluster's composition (also in {})", prev.file))
-                    .with_field("metadata.name")
-                    .at(at("metadata.name")),
+                Diagnostic::file(
+                    file,
+                    format!(
+                        "{r} is defined twice in this cluster's composition (also in {})",
+                        prev.file
+                    ),
+                )
+                .with_field("metadata.name")
+                .at(at("metadata.name")),
             );
             continue;
         }
         objects.insert(
             r.clone(),
-            DesiredObject { r#ref: r, file: file.to_owned(), doc, metadata, spec, deps: BTreeSet::new(), level: 0 },
+            DesiredObject {
+                r#ref: r,
+                file: file.to_owned(),
+                doc,
+                metadata,
+                spec,
+                deps: BTreeSet::new(),
+                level: 0,
+            },
         );
     }
     indexes.insert(file.to_owned(), index);
 }
 
 /// Diagnostic for a field of a desired object.
-pub(crate) fn object_diag(o: &DesiredObject, indexes: &BTreeMap<String, YamlIndex>, field: &str, message: String) -> Diagnostic {
+pub(crate) fn object_diag(
+    o: &DesiredObject,
+    indexes: &BTreeMap<String, YamlIndex>,
+    field: &str,
+    message: String,
+) -> Diagnostic {
     let pos = indexes.get(&o.file).and_then(|i| i.locate(o.doc, field));
     Diagnostic::file(&o.file, message).with_field(field).at(pos)
 }
@@ -465,7 +599,11 @@ fn cross_checks(
             ));
         }
         if !allow.is_empty() {
-            let allowed = allow.iter().map(|n| n.as_str()).collect::<Vec<_>>().join(", ");
+            let allowed = allow
+                .iter()
+                .map(|n| n.as_str())
+                .collect::<Vec<_>>()
+                .join(", ");
             match &o.spec {
                 Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => {
                     for (i, n) in a.nodes.iter().enumerate() {

@@ -16,7 +16,11 @@ pub struct DocError {
 /// Deserializes document `doc` (0-based) of a multi-document YAML text.
 pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Result<T, DocError> {
     let Some(de) = serde_yaml::Deserializer::from_str(text).nth(doc) else {
-        return Err(DocError { path: String::new(), message: format!("document {doc} not found"), pos: None });
+        return Err(DocError {
+            path: String::new(),
+            message: format!("document {doc} not found"),
+            pos: None,
+        });
     };
     serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
         let path = clean_path(&e.path().to_string());
@@ -78,7 +82,10 @@ fn clean_message(m: &str, pos: Option<(usize, usize)>) -> String {
         None => {
             if let Some(i) = m.rfind(" at line ") {
                 let tail = &m[i + 9..];
-                if tail.split(" column ").all(|p| p.trim().chars().all(|c| c.is_ascii_digit())) {
+                if tail
+                    .split(" column ")
+                    .all(|p| p.trim().chars().all(|c| c.is_ascii_digit()))
+                {
                     m.truncate(i);
                 }
             }
@@ -104,7 +111,9 @@ fn clean_message(m: &str, pos: Option<(usize, usize)>) -> String {
         }
     }
     if let Some(i) = m.find("expected struct ") {
-        let end = m[i + 16..].find(|c: char| !c.is_ascii_alphanumeric()).map_or(m.len(), |e| i + 16 + e);
+        let end = m[i + 16..]
+            .find(|c: char| !c.is_ascii_alphanumeric())
+            .map_or(m.len(), |e| i + 16 + e);
         m.replace_range(i..end, "expected a mapping");
     }
     m
@@ -135,17 +144,32 @@ fn explain(path: String, message: String) -> (String, String) {
         let rest = rest.strip_prefix('"')?;
         rest.split_once('"').map(|(k, _)| k.to_owned())
     };
-    let dup = quoted(&message, "duplicate entry with key ").or_else(|| quoted(&message, "duplicate field "));
+    let dup = quoted(&message, "duplicate entry with key ")
+        .or_else(|| quoted(&message, "duplicate field "));
     if let Some(key) = dup {
-        let field = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
-        return (field, format!("duplicate key {key:?}: a key may appear only once in a mapping"));
+        let field = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
+        return (
+            field,
+            format!("duplicate key {key:?}: a key may appear only once in a mapping"),
+        );
     }
     if let Some(key) = quoted(&message, "missing field ") {
-        let field = if path.is_empty() { key.clone() } else { format!("{path}.{key}") };
+        let field = if path.is_empty() {
+            key.clone()
+        } else {
+            format!("{path}.{key}")
+        };
         return (field, format!("missing required field {key:?}"));
     }
     if message.starts_with("data did not match any variant of untagged enum Raw") {
-        return (path, "invalid value: use a whole number (0 or more) or a text value".to_owned());
+        return (
+            path,
+            "invalid value: use a whole number (0 or more) or a text value".to_owned(),
+        );
     }
     if let Some(n) = quoted(&message, "invalid type: integer ")
         && message.contains(" as u128")
@@ -163,7 +187,10 @@ fn strip_path_prefix(m: &str, path: &str) -> String {
         && !head.is_empty()
         && !head.contains(char::is_whitespace)
         && path.starts_with(head)
-        && matches!(path.as_bytes().get(head.len()), None | Some(b'.') | Some(b'['))
+        && matches!(
+            path.as_bytes().get(head.len()),
+            None | Some(b'.') | Some(b'[')
+        )
     {
         return rest.to_owned();
     }
@@ -198,7 +225,10 @@ mod tests {
         let e = document_count("a: 1\nb:\n  c: 1\n  c: 2\n").err();
         let e = e.as_ref();
         assert_eq!(e.map(|e| e.path.as_str()), Some("b.c"));
-        assert!(e.is_some_and(|e| e.message.starts_with("duplicate key \"c\"")), "{e:?}");
+        assert!(
+            e.is_some_and(|e| e.message.starts_with("duplicate key \"c\"")),
+            "{e:?}"
+        );
         let e = deserialize_document::<T>("a: 1\na: 2\nb: []\n", 0).err();
         assert_eq!(e.map(|e| e.path), Some("a".to_owned()));
     }
@@ -208,13 +238,19 @@ mod tests {
         let e = deserialize_document::<T>("b: []\n", 0).err();
         let e = e.as_ref();
         assert_eq!(e.map(|e| e.path.as_str()), Some("a"));
-        assert_eq!(e.map(|e| e.message.as_str()), Some("missing required field \"a\""));
+        assert_eq!(
+            e.map(|e| e.message.as_str()),
+            Some("missing required field \"a\"")
+        );
     }
 
     #[test]
     fn messages_drop_the_path_prefix_and_rust_type_names() {
         let e = deserialize_document::<T>("a: many\nb: []\n", 0).err();
-        assert_eq!(e.map(|e| e.message), Some("invalid type: string \"many\", expected a whole number".to_owned()));
+        assert_eq!(
+            e.map(|e| e.message),
+            Some("invalid type: string \"many\", expected a whole number".to_owned())
+        );
         let e = deserialize_document::<T>("- 1\n", 0).err();
         assert!(e.is_some_and(|e| e.message.contains("expected a mapping")));
     }
@@ -222,13 +258,18 @@ mod tests {
     #[test]
     fn unknown_fields_name_the_valid_ones() {
         let e = deserialize_document::<T>("a: 1\nb: []\nc: 2\n", 0).err();
-        assert!(e.is_some_and(|e| e.message.contains("unknown field \"c\"") && e.message.contains("\"a\"")));
+        assert!(e.is_some_and(
+            |e| e.message.contains("unknown field \"c\"") && e.message.contains("\"a\"")
+        ));
     }
 
     #[test]
     fn second_document_is_reachable() {
         let text = "a: 1\nb: []\n---\na: 2\nb: []\n";
-        assert_eq!(deserialize_document::<T>(text, 1).map(|t| t.a).ok(), Some(2));
+        assert_eq!(
+            deserialize_document::<T>(text, 1).map(|t| t.a).ok(),
+            Some(2)
+        );
         assert_eq!(document_count(text).ok().map(|v| v.len()), Some(2));
     }
 }
