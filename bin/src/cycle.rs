@@ -1,20 +1,36 @@
-//! One read-and-plan pass over every selected cluster, sorted and
-//! isolated: a cluster whose input is invalid or whose PVE read fails is
-//! reported and the others go on.
+//! One pass over every selected cluster, sorted and isolated: a cluster
+//! whose input is invalid or whose PVE read fails is reported and the
+//! others go on.
+//!
+//! Owns the order of a cycle (spec §16.5, §22.6): credentials and TLS trust
+//! for every selected cluster are resolved before any PVE request (a
+//! credential problem ends the command with exit 2 and nothing read); then
+//! per cluster: read, plan, and for `apply` execute, read back and re-plan.
+//! It never decides what to do: planning is core's, requests the adapter's.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
 
 use proxops_core::diag::Diagnostic;
 use proxops_core::drift::{CloudInitSecrets, Context};
+use proxops_core::exec::{Execution, ObjectReport, Timestamp};
 use proxops_core::live::LiveSnapshot;
 use proxops_core::names::ClusterName;
 use proxops_core::plan::{self, Plan, Policy};
+use proxops_core::repo::ClusterDesired;
+use proxops_pve::auth::Credentials;
+use proxops_pve::live::{LiveConfig, LiveTransport};
 use proxops_pve::reader::{self, ReadScope};
 use proxops_pve::replay::ReplayTransport;
-use proxops_pve::transport::Transport;
+use proxops_pve::runner::{self, RunOptions};
+use proxops_pve::tls::TlsTrust;
+use proxops_pve::transport::{Request, Response, Transport, TransportError};
+use proxops_sops::IdentitySources;
 
 use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
+use crate::creds;
 use crate::exit::Failure;
 
 /// Where live state comes from.
@@ -37,21 +53,43 @@ pub struct PlanAll {
     pub invalid: Vec<Diagnostic>,
 }
 
-pub fn transport_for(source: &Source, cluster: &ClusterName) -> Result<Box<dyn Transport>, String> {
-    match source {
-        Source::Replay(dir) => {
-            let path = dir.join(format!("{cluster}.json"));
-            ReplayTransport::load(&path)
-                .map(|t| Box::new(t) as Box<dyn Transport>)
-                .map_err(|e| format!("cannot load recording {}: {e}", path.display()))
-        }
-        Source::Live => Err("live PVE access is not available in this build".into()),
+/// A boxed transport is a transport (so it can be wrapped, e.g. recorded).
+pub struct Boxed(pub Box<dyn Transport>);
+
+impl Transport for Boxed {
+    fn call(&self, request: &Request) -> Result<Response, TransportError> {
+        self.0.call(request)
     }
 }
 
-pub fn plan_all(g: &GlobalArgs, _env: &Env, ws: &Workspace, source: &Source) -> Result<PlanAll, Failure> {
+/// One selected cluster, ready to be read.
+pub struct Prepared<'w> {
+    pub name: ClusterName,
+    /// `Err(reason)`: the cluster does nothing this cycle.
+    pub ready: Result<Ready<'w>, String>,
+}
+
+pub struct Ready<'w> {
+    pub desired: &'w ClusterDesired,
+    pub policy: Policy,
+    pub scope: ReadScope,
+    pub transport: Box<dyn Transport>,
+    pub secrets: CloudInitSecrets,
+}
+
+/// Every selected cluster, credentials resolved, transports built.
+pub struct Session<'w> {
+    pub clusters: Vec<Prepared<'w>>,
+    pub invalid: Vec<Diagnostic>,
+}
+
+/// Resolves credentials and TLS trust and builds a transport for every
+/// selected cluster, before any PVE request. Invalid credentials or TLS
+/// settings end the command (exit 2).
+pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Source) -> Result<Session<'w>, Failure> {
     let cfg = &ws.loaded.config;
-        let mut plans = Vec::new();
+    let sources = IdentitySources::from_process_env();
+    let mut clusters = Vec::new();
     let mut invalid = Vec::new();
     for (name, result) in &ws.loaded.clusters {
         if !context::selected(g, name.as_str()) {
@@ -61,38 +99,200 @@ pub fn plan_all(g: &GlobalArgs, _env: &Env, ws: &Workspace, source: &Source) -> 
             Ok(d) => d,
             Err(diags) => {
                 invalid.extend(diags.iter().cloned());
-                plans.push(ClusterPlan {
-                    plan: Plan::aborted(name.clone(), format!("invalid input: {} problem(s) in the repository; nothing read or written", diags.len())),
-                    snapshot: None,
+                clusters.push(Prepared {
+                    name: name.clone(),
+                    ready: Err(format!(
+                        "invalid input: {} problem(s) in the repository; nothing read or written",
+                        diags.len()
+                    )),
                 });
                 continue;
             }
         };
         let Some(cc) = cfg.clusters.get(name) else { continue };
         let policy = Policy { prune_budget: cfg.prune_budget, nodes: cc.nodes.clone() };
-        let transport = match transport_for(source, name) {
-            Ok(t) => t,
-            Err(e) => {
-                plans.push(ClusterPlan { plan: Plan::aborted(name.clone(), e), snapshot: None });
-                continue;
-            }
-        };
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
             storages: desired.storage_pairs(),
             concurrency: cc.read_concurrency,
         };
-        let snapshot = match reader::read_snapshot(transport.as_ref(), &scope) {
-            Ok(s) => s,
-            Err(e) => {
-                plans.push(ClusterPlan { plan: Plan::aborted(name.clone(), format!("pve inventory read failed: {e}")), snapshot: None });
-                continue;
+        let (transport, secrets) = match source {
+            Source::Replay(dir) => {
+                let secrets = if cc.secrets_file.is_some() {
+                    creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?.cloud_init
+                } else {
+                    CloudInitSecrets::default()
+                };
+                let path = dir.join(format!("{name}.json"));
+                match ReplayTransport::load(&path) {
+                    Ok(t) => (Box::new(t) as Box<dyn Transport>, secrets),
+                    Err(e) => {
+                        clusters.push(Prepared {
+                            name: name.clone(),
+                            ready: Err(format!("cannot load recording {}: {e}", path.display())),
+                        });
+                        continue;
+                    }
+                }
+            }
+            Source::Live => {
+                let c = creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?;
+                c.check(name.as_str())?;
+                let credentials = Credentials::from_settings(
+                    c.auth,
+                    c.user.as_deref(),
+                    c.token_id.as_deref(),
+                    c.token.as_ref(),
+                    c.token_value.as_ref(),
+                    c.password.as_ref(),
+                )
+                .map_err(|e| Failure::input(format!("credentials: cluster {name:?}: {e}")))?;
+                let ca_file = cc
+                    .ca_file
+                    .as_deref()
+                    .map(|f| relative_to_declaring_file(f, &cc.declared_in, ws.root.as_deref()))
+                    .or_else(|| cfg.ca_file.clone());
+                let tls = TlsTrust::from_settings(ca_file.as_deref(), cc.fingerprint.as_deref(), cc.insecure)
+                    .map_err(|e| Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}")))?;
+                if tls.is_insecure() {
+                    eprintln!(
+                        "warning: cluster {name}: TLS certificate checking is OFF (insecure: true); anyone on the path can read the credentials; pin a fingerprint or set a ca-file"
+                    );
+                }
+                let transport = LiveTransport::new(LiveConfig::new(cc.base_url.clone(), credentials, tls))
+                    .map_err(|e| Failure::input(format!("invalid configuration: cluster {name:?}: {e}")))?;
+                (Box::new(transport) as Box<dyn Transport>, c.cloud_init)
             }
         };
-        let secrets = CloudInitSecrets::default();
-        let ctx = Context { cluster: desired, secrets: &secrets };
-        let plan = plan::plan(desired, &snapshot, &ctx, &policy);
-        plans.push(ClusterPlan { plan, snapshot: Some(snapshot) });
+        clusters.push(Prepared { name: name.clone(), ready: Ok(Ready { desired, policy, scope, transport, secrets }) });
     }
-    Ok(PlanAll { plans, invalid })
+    Ok(Session { clusters, invalid })
+}
+
+/// A cluster-local file name: relative paths are relative to the file that
+/// declared the cluster.
+fn relative_to_declaring_file(file: &str, declared_in: &str, root: Option<&Path>) -> String {
+    let p = Path::new(file);
+    if p.is_absolute() {
+        return file.to_owned();
+    }
+    let declared = Path::new(declared_in);
+    let dir = declared.parent().unwrap_or(Path::new(""));
+    let base = if declared.is_absolute() { dir.to_path_buf() } else { root.map(|r| r.join(dir)).unwrap_or_else(|| dir.to_path_buf()) };
+    base.join(p).display().to_string()
+}
+
+impl Ready<'_> {
+    /// Reads the cluster and plans it.
+    pub fn read_and_plan(&self, name: &ClusterName, transport: &dyn Transport) -> ClusterPlan {
+        let snapshot = match reader::read_snapshot(transport, &self.scope) {
+            Ok(s) => s,
+            Err(e) => {
+                return ClusterPlan { plan: Plan::aborted(name.clone(), format!("pve inventory read failed: {e}")), snapshot: None };
+            }
+        };
+        let ctx = Context { cluster: self.desired, secrets: &self.secrets };
+        let plan = plan::plan(self.desired, &snapshot, &ctx, &self.policy);
+        ClusterPlan { plan, snapshot: Some(snapshot) }
+    }
+}
+
+/// Reads and plans every selected cluster (diff, apply --dry-run, status).
+pub fn plan_all(g: &GlobalArgs, env: &Env, ws: &Workspace, source: &Source) -> Result<PlanAll, Failure> {
+    let session = prepare(g, env, ws, source)?;
+    let mut plans = Vec::new();
+    for p in &session.clusters {
+        plans.push(match &p.ready {
+            Err(reason) => ClusterPlan { plan: Plan::aborted(p.name.clone(), reason.clone()), snapshot: None },
+            Ok(r) => r.read_and_plan(&p.name, r.transport.as_ref()),
+        });
+    }
+    Ok(PlanAll { plans, invalid: session.invalid })
+}
+
+/// What one cluster's converge cycle did.
+pub struct ClusterCycle {
+    pub name: ClusterName,
+    pub plan: Plan,
+    pub execution: Option<Execution>,
+    /// The plan made from the read-back (`None` if nothing ran or the
+    /// read-back failed).
+    pub readback: Option<Plan>,
+    pub objects: Vec<ObjectReport>,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+}
+
+impl ClusterCycle {
+    pub fn failed_actions(&self) -> usize {
+        self.execution.as_ref().map(|e| e.counts().1).unwrap_or(0)
+    }
+}
+
+/// How a converge cycle runs.
+pub struct ApplyOptions<'a> {
+    pub task_timeout: Duration,
+    pub poll_interval: Duration,
+    pub stop: Option<&'a AtomicBool>,
+    pub on_result: Option<&'a (dyn Fn(&proxops_core::action::Action, &proxops_core::exec::Outcome) + Sync)>,
+}
+
+/// One converge cycle per selected cluster: read, plan, execute, read back,
+/// re-plan; an object is `converged` only when the read-back plan has
+/// nothing left for it.
+pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterCycle> {
+    let now = runner::unix_now;
+    let mut out = Vec::new();
+    for p in &session.clusters {
+        let started_at = now();
+        let ready = match &p.ready {
+            Err(reason) => {
+                out.push(ClusterCycle {
+                    name: p.name.clone(),
+                    plan: Plan::aborted(p.name.clone(), reason.clone()),
+                    execution: None,
+                    readback: None,
+                    objects: Vec::new(),
+                    started_at,
+                    finished_at: now(),
+                });
+                continue;
+            }
+            Ok(r) => r,
+        };
+        let first = ready.read_and_plan(&p.name, ready.transport.as_ref());
+        if first.plan.aborted || first.plan.actions.is_empty() {
+            out.push(ClusterCycle {
+                name: p.name.clone(),
+                plan: first.plan,
+                execution: None,
+                readback: None,
+                objects: Vec::new(),
+                started_at,
+                finished_at: now(),
+            });
+            continue;
+        }
+        let run = RunOptions {
+            task_timeout: opts.task_timeout,
+            poll_interval: opts.poll_interval,
+            now: &now,
+            stop: opts.stop,
+            on_result: opts.on_result,
+        };
+        let execution = runner::execute(ready.transport.as_ref(), &first.plan, &run);
+        let again = ready.read_and_plan(&p.name, ready.transport.as_ref());
+        let readback = (!again.plan.aborted).then_some(again.plan);
+        let objects = execution.finish(&first.plan, readback.as_ref(), now());
+        out.push(ClusterCycle {
+            name: p.name.clone(),
+            plan: first.plan,
+            execution: Some(execution),
+            readback,
+            objects,
+            started_at,
+            finished_at: now(),
+        });
+    }
+    out
 }

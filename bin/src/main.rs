@@ -2,6 +2,7 @@
 //! adapters, printing and exit codes. It holds no reconcile logic: planning
 //! is core's, PVE and git I/O are the adapters'.
 
+mod apply;
 mod args;
 mod context;
 mod creds;
@@ -9,6 +10,8 @@ mod cycle;
 mod diff;
 mod exit;
 mod help;
+mod record;
+mod status;
 mod validate;
 
 use std::process::ExitCode;
@@ -50,6 +53,9 @@ fn dispatch(command: Command, global: &args::GlobalArgs, args: &args::CommandArg
     match command {
         Command::Validate => validate::run(global, &env),
         Command::Diff => diff::run(global, args, &env),
+        Command::Apply => apply::run(global, args, &env),
+        Command::Status => status::run(global, args, &env),
+        Command::Record => record::run(global, args, &env),
         Command::SecretsCheck => match &args.file {
             Some(f) => creds::check(f),
             None => Err(Failure::input("usage: proxops secrets check FILE")),

@@ -1,0 +1,193 @@
+//! `proxops apply`: one converge cycle per selected cluster (sorted,
+//! isolated), then per-cluster results. `-n/--dry-run` plans only and
+//! prints what `diff` prints; `--diff` adds each action's field changes.
+//!
+//! Exit 1 when any action failed or any cluster aborted (strict one-shot
+//! semantics for runbooks and CI, spec §16.4).
+
+use std::fmt::Write as _;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use proxops_core::action::Action;
+use proxops_core::exec::{ActionState, Outcome};
+use proxops_core::plan::Plan;
+use proxops_core::render;
+use proxops_pve::runner::RunOptions;
+use serde_json::{Value, json};
+
+use crate::args::{CommandArgs, GlobalArgs, Output};
+use crate::context::{self, Env};
+use crate::cycle::{self, ApplyOptions, ClusterCycle, Source};
+use crate::exit::{Exit, Failure};
+
+pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
+    if a.dry_run {
+        // Same pipeline and output as `diff`, executor gated off.
+        return crate::diff::run(g, a, env);
+    }
+    let output = a.output.unwrap_or(Output::Text);
+    if output == Output::Markdown {
+        return Err(Failure::input("apply --output: use text or json"));
+    }
+    let ws = context::load_workspace(g, env)?;
+    let source = match &a.replay {
+        Some(_) => return Err(Failure::input("apply cannot use --replay: a recording cannot be written to")),
+        None => Source::Live,
+    };
+    let session = cycle::prepare(g, env, &ws, &source)?;
+    // SIGINT/SIGTERM: the action in flight finishes, nothing new starts.
+    let stop_flag = std::sync::Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(signal, stop_flag.clone());
+    }
+    let opts = ApplyOptions {
+        task_timeout: ws.loaded.config.task_timeout.as_std(),
+        poll_interval: poll_interval(),
+        stop: Some(&stop_flag),
+        on_result: None,
+    };
+    let cycles = cycle::apply_all(&session, &opts);
+
+    let plans: Vec<Plan> = cycles.iter().map(|c| c.plan.clone()).collect();
+    match output {
+        Output::Json => {
+            let plan_doc: Value = serde_json::from_str(&render::json(&plans)).unwrap_or(Value::Null);
+            let doc = json!({
+                "plan": plan_doc,
+                "results": cycles.iter().map(cluster_json).collect::<Vec<_>>(),
+            });
+            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+        }
+        _ => {
+            let text = if a.diff { render::text_with_changes(&plans) } else { render::text(&plans) };
+            print!("{text}");
+            if !text.ends_with('\n') {
+                println!();
+            }
+            print!("{}", results_text(&cycles));
+        }
+    }
+
+    let mut exit = Exit::Ok;
+    if !session.invalid.is_empty() {
+        let refs: Vec<&proxops_core::diag::Diagnostic> = session.invalid.iter().collect();
+        for line in context::render_diagnostics(&refs).lines() {
+            eprintln!("error: {line}");
+        }
+        exit = exit.worst(Exit::Input);
+    }
+    if cycles.iter().any(|c| c.plan.aborted || c.failed_actions() > 0) {
+        exit = exit.worst(Exit::Runtime);
+    }
+    Ok(exit)
+}
+
+/// The pause between two task status reads: 2 s (spec §14.2), or
+/// `PROXOPS_TASK_POLL_MS` for test rigs whose tasks finish at once.
+fn poll_interval() -> Duration {
+    std::env::var("PROXOPS_TASK_POLL_MS")
+        .ok()
+        .and_then(|v| v.trim().parse::<u64>().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(RunOptions::DEFAULT_POLL_INTERVAL)
+}
+
+/// One line per action: `ok`, `failed` (with PVE's message), `deferred`.
+fn results_text(cycles: &[ClusterCycle]) -> String {
+    let mut out = String::new();
+    for c in cycles {
+        let _ = writeln!(out, "\n=== {} results ===", c.name);
+        if c.plan.aborted {
+            let _ = writeln!(out, "aborted: {}", c.plan.abort_reason.as_deref().unwrap_or("no reason recorded"));
+            continue;
+        }
+        let Some(exec) = &c.execution else {
+            let _ = writeln!(out, "nothing to do");
+            continue;
+        };
+        for (action, state) in exec.actions().iter().zip(exec.states()) {
+            let (word, detail) = state_words(state);
+            let _ = write!(
+                out,
+                "  {word:<9}{:<14}{:<32} {:<10} id={}",
+                action.op.as_str(),
+                format!("{}/{}", action.kind, action.name),
+                action.node.as_str(),
+                action.target
+            );
+            if let Some(d) = detail {
+                let _ = write!(out, "  {}", one_line(&d));
+            }
+            out.push('\n');
+        }
+        let (ok, failed) = exec.counts();
+        let deferred = exec.states().iter().filter(|s| matches!(s, ActionState::Deferred { .. })).count();
+        let converged = c.objects.iter().filter(|o| o.state.as_str() == "converged").count();
+        let pruned = c.objects.iter().filter(|o| o.state.as_str() == "pruned").count();
+        let readback = if c.readback.is_some() { "read back" } else { "read-back FAILED" };
+        let _ = writeln!(
+            out,
+            "{}: {ok} ok, {failed} failed, {deferred} deferred; {converged} converged, {pruned} pruned ({readback})",
+            c.name
+        );
+    }
+    out
+}
+
+fn state_words(state: &ActionState) -> (&'static str, Option<String>) {
+    match state {
+        ActionState::Done { outcome: Outcome::Succeeded, .. } => ("ok", None),
+        ActionState::Done { outcome: Outcome::Failed { error, transient }, .. } => {
+            ("failed", Some(if *transient { format!("{error} (transient; retried next cycle)") } else { error.clone() }))
+        }
+        ActionState::Done { outcome: Outcome::ChangedUnderUs, .. } => (
+            "failed",
+            Some("changed on PVE between read and write (digest mismatch); nothing overwritten, re-planned next cycle".into()),
+        ),
+        ActionState::Deferred { reason } => ("deferred", Some(reason.clone())),
+        ActionState::Pending => ("pending", None),
+        ActionState::InProgress { .. } => ("running", None),
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+fn action_json(action: &Action, state: &ActionState) -> Value {
+    let (word, detail) = state_words(state);
+    json!({
+        "op": action.op.as_str(),
+        "kind": action.kind.as_str(),
+        "name": action.name,
+        "node": action.node.as_str(),
+        "id": action.target.to_string(),
+        "result": word,
+        "error": detail,
+    })
+}
+
+fn cluster_json(c: &ClusterCycle) -> Value {
+    let actions: Vec<Value> = c
+        .execution
+        .as_ref()
+        .map(|e| e.actions().iter().zip(e.states()).map(|(a, s)| action_json(a, s)).collect())
+        .unwrap_or_default();
+    let (ok, failed) = c.execution.as_ref().map(|e| e.counts()).unwrap_or((0, 0));
+    json!({
+        "cluster": c.name.as_str(),
+        "aborted": c.plan.aborted,
+        "abort_reason": c.plan.abort_reason.clone().unwrap_or_default(),
+        "actions_ok": ok,
+        "actions_error": failed,
+        "read_back": c.readback.is_some(),
+        "actions": actions,
+        "objects": c.objects.iter().map(|o| json!({
+            "kind": o.kind, "name": o.name, "node": o.node, "id": o.id,
+            "state": o.state.as_str(),
+            "last_action": o.last_action.clone().unwrap_or_default(),
+            "last_error": o.last_error.clone().unwrap_or_default(),
+        })).collect::<Vec<_>>(),
+    })
+}

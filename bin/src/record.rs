@@ -1,0 +1,52 @@
+//! `proxops record --out DIR`: the same PVE reads `diff` makes, through a
+//! recording transport, saved as `DIR/<cluster>.json`
+//! (`proxops-recording/v1`) for an offline `diff --replay DIR`.
+//!
+//! **Architecture Invariant:** a recording holds only what PVE answered to
+//! GETs outside `/access`; no header, ticket or token is ever recorded.
+
+use proxops_pve::reader;
+use proxops_pve::recording::RecordingTransport;
+
+use crate::args::{CommandArgs, GlobalArgs};
+use crate::context::{self, Env};
+use crate::cycle::{self, Boxed, Source};
+use crate::exit::{Exit, Failure};
+
+pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
+    let Some(out) = &a.out else {
+        return Err(Failure::input("usage: proxops record --out DIR"));
+    };
+    let ws = context::load_workspace(g, env)?;
+    let session = cycle::prepare(g, env, &ws, &Source::Live)?;
+    std::fs::create_dir_all(out).map_err(|e| Failure::runtime(format!("cannot create {}: {e}", out.display())))?;
+    let mut exit = Exit::Ok;
+    for p in session.clusters {
+        let ready = match p.ready {
+            Ok(r) => r,
+            Err(reason) => {
+                eprintln!("error: cluster {}: {reason}", p.name);
+                exit = exit.worst(Exit::Runtime);
+                continue;
+            }
+        };
+        let recorder = RecordingTransport::new(p.name.clone(), Boxed(ready.transport));
+        if let Err(e) = reader::read_snapshot(&recorder, &ready.scope) {
+            eprintln!("error: cluster {}: pve inventory read failed: {e}", p.name);
+            exit = exit.worst(Exit::Runtime);
+            continue;
+        }
+        let path = out.join(format!("{}.json", p.name));
+        std::fs::write(&path, recorder.to_json())
+            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
+        println!("recorded {} -> {}", p.name, path.display());
+    }
+    if !session.invalid.is_empty() {
+        let refs: Vec<&proxops_core::diag::Diagnostic> = session.invalid.iter().collect();
+        for line in context::render_diagnostics(&refs).lines() {
+            eprintln!("error: {line}");
+        }
+        exit = exit.worst(Exit::Input);
+    }
+    Ok(exit)
+}
