@@ -28,3 +28,4 @@ pub mod manifest;
 pub mod secret;
 pub mod units;
 pub mod yaml;
+pub mod report;

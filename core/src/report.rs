@@ -1,0 +1,1120 @@
+//! Cycle reports, the status store, and what `/status`, `/metrics` and
+//! `/healthz` say (spec §17.2–§17.4, §22.6).
+//!
+//! Owns: the [`CycleReport`] one reconcile cycle produces (per cluster: its
+//! result, counters, object records, anomalies and actions), the
+//! [`StatusStore`] that accumulates cycles for a long-running process, and
+//! the three renderings served over HTTP — JSON status
+//! ([`render_status_json`]), Prometheus text ([`render_metrics`]) and the
+//! health verdict ([`healthz`]) — plus RFC 3339 formatting of a Unix
+//! timestamp ([`rfc3339`]).
+//!
+//! Must never: read a clock (every "now" is an argument), hold or render a
+//! secret (the store is built only from object identities, states, counts
+//! and error texts, which are secret-free by construction upstream: action
+//! parameters, where secrets live, never reach it), or depend on hash order
+//! (every map is a `BTreeMap`; same store and `now`, same bytes out).
+//!
+//! Call order for a daemon: `StatusStore::new(process_start)` once; after
+//! each cycle build one [`ClusterReport`] per cluster (usually with
+//! [`ClusterReport::from_cycle`]), wrap them in a [`CycleReport`] and hand it
+//! to [`StatusStore::record_cycle`]; add PVE request counts with
+//! [`StatusStore::add_pve_requests`]; render on demand with the current time.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
+
+use serde::Serialize;
+
+use crate::action::{AnomalyType, Op};
+use crate::exec::{ActionState, Execution, ObjectReport, ObjectState, Outcome, Timestamp};
+use crate::names::Kind;
+use crate::plan::Plan;
+
+/// How one cluster's part of a cycle ended: the `result` label of
+/// `proxops_cycles_total`.
+///
+/// The set is the one of spec §22.6 (more informative than §17.4's
+/// `ok`/`parse_error`/`git_error`/`aborted`), plus `aborted` for every other
+/// reason a cluster did nothing (invalid configuration or credentials,
+/// shutdown before its turn). A git failure with no previous good tree is
+/// `not_ready`; a git failure with a good tree is not a result at all but
+/// `desired_stale`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CycleResult {
+    /// Planned and executed (whatever the individual actions did).
+    Ok,
+    /// Planned; the executor was gated off.
+    DryRun,
+    /// Git sync failed and there is no previous good tree: no PVE call made.
+    NotReady,
+    /// A manifest, composition or cloud-init secret reference is invalid.
+    ParseError,
+    /// A manifest names a node outside the cluster's allowlist.
+    UnknownNode,
+    /// The live inventory could not be read.
+    PveReadError,
+    /// The planner refused.
+    PlanError,
+    /// Any other abort (configuration, credentials, shutdown).
+    Aborted,
+}
+
+impl CycleResult {
+    /// Every result, in the order metrics list them.
+    pub const ALL: [CycleResult; 8] = [
+        CycleResult::Ok,
+        CycleResult::DryRun,
+        CycleResult::NotReady,
+        CycleResult::ParseError,
+        CycleResult::UnknownNode,
+        CycleResult::PveReadError,
+        CycleResult::PlanError,
+        CycleResult::Aborted,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CycleResult::Ok => "ok",
+            CycleResult::DryRun => "dry_run",
+            CycleResult::NotReady => "not_ready",
+            CycleResult::ParseError => "parse_error",
+            CycleResult::UnknownNode => "unknown_node",
+            CycleResult::PveReadError => "pve_read_error",
+            CycleResult::PlanError => "plan_error",
+            CycleResult::Aborted => "aborted",
+        }
+    }
+
+    /// Classifies an abort reason by the prefixes spec §22.6 gives them:
+    /// `git sync failed` → `not_ready`; `manifest parse error`,
+    /// `cloud-init secret resolution`, `invalid input` → `parse_error`;
+    /// `unknown node` → `unknown_node`; `pve inventory read failed` →
+    /// `pve_read_error`; `plan error` → `plan_error`; anything else →
+    /// `aborted`.
+    pub fn from_abort_reason(reason: &str) -> CycleResult {
+        const PREFIXES: [(&str, CycleResult); 7] = [
+            ("git sync failed", CycleResult::NotReady),
+            ("manifest parse error", CycleResult::ParseError),
+            ("cloud-init secret resolution", CycleResult::ParseError),
+            ("invalid input", CycleResult::ParseError),
+            ("unknown node", CycleResult::UnknownNode),
+            ("pve inventory read failed", CycleResult::PveReadError),
+            ("plan error", CycleResult::PlanError),
+        ];
+        PREFIXES
+            .iter()
+            .find(|(p, _)| reason.starts_with(p))
+            .map(|(_, r)| *r)
+            .unwrap_or(CycleResult::Aborted)
+    }
+}
+
+/// The `result` label of `proxops_actions_total`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ActionResult {
+    Ok,
+    Error,
+    /// Not attempted: a prerequisite failed, or shutdown.
+    Skipped,
+}
+
+impl ActionResult {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ActionResult::Ok => "ok",
+            ActionResult::Error => "error",
+            ActionResult::Skipped => "skipped",
+        }
+    }
+}
+
+/// Key of one `proxops_actions_total` series: kind, action (an
+/// [`Op::as_str`] name), result.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ActionKey {
+    pub kind: String,
+    pub action: String,
+    pub result: ActionResult,
+}
+
+/// The per-cycle counters of `/status` `last_cycle` (spec §17.3, §22.6).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct CycleCounts {
+    /// Object records written this cycle.
+    pub objects: u64,
+    pub actions_ok: u64,
+    pub actions_error: u64,
+    /// Successful prune actions.
+    pub pruned: u64,
+    /// Prunes held back by the budget or the empty-desired guard.
+    pub prune_deferred: u64,
+    /// The plan's skipped entries.
+    pub skipped: u64,
+    pub anomalies: u64,
+}
+
+impl CycleCounts {
+    fn add(&mut self, o: &CycleCounts) {
+        self.objects += o.objects;
+        self.actions_ok += o.actions_ok;
+        self.actions_error += o.actions_error;
+        self.pruned += o.pruned;
+        self.prune_deferred += o.prune_deferred;
+        self.skipped += o.skipped;
+        self.anomalies += o.anomalies;
+    }
+}
+
+/// What one cluster's part of a cycle did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterReport {
+    pub name: String,
+    pub result: CycleResult,
+    pub aborted: bool,
+    /// Empty unless `aborted`.
+    pub abort_reason: String,
+    pub counts: CycleCounts,
+    /// Every desired object's record this cycle, plus prunes and anomalies.
+    /// A cluster that was not aborted replaces all its records in the
+    /// store with these; include converged objects too (§22.6 step 7).
+    pub objects: Vec<ObjectReport>,
+    /// Anomalies this cycle, by type.
+    pub anomalies: BTreeMap<AnomalyType, u64>,
+    /// Actions this cycle, by kind, action and result (executed cycles only).
+    pub actions: BTreeMap<ActionKey, u64>,
+    /// Deferred prunes this cycle, by kind.
+    pub prune_deferred: BTreeMap<String, u64>,
+    /// Running on a cached tree after a failed git fetch.
+    pub desired_stale: bool,
+    /// The PVE write circuit breaker was open (§18.3).
+    pub read_only: bool,
+    /// When the live inventory was last read successfully in this cycle.
+    pub pve_read_at: Option<Timestamp>,
+}
+
+impl ClusterReport {
+    /// A cluster that did nothing this cycle; the result comes from the
+    /// reason ([`CycleResult::from_abort_reason`]).
+    pub fn aborted(name: impl Into<String>, reason: impl Into<String>) -> ClusterReport {
+        let reason = reason.into();
+        ClusterReport {
+            name: name.into(),
+            result: CycleResult::from_abort_reason(&reason),
+            aborted: true,
+            abort_reason: reason,
+            counts: CycleCounts::default(),
+            objects: Vec::new(),
+            anomalies: BTreeMap::new(),
+            actions: BTreeMap::new(),
+            prune_deferred: BTreeMap::new(),
+            desired_stale: false,
+            read_only: false,
+            pve_read_at: None,
+        }
+    }
+
+    /// Builds a cluster's report from its plan, the execution (`None` for a
+    /// dry run or when nothing ran) and the object records
+    /// ([`Execution::finish`] plus a `converged` record for each desired
+    /// object without an action, which only the caller knows).
+    ///
+    /// Records are added, for objects `objects` does not already name: a
+    /// planned action without an execution → `drift`; a skipped entry →
+    /// `skipped` with its reason; a deferred prune → `skipped` with the
+    /// reason as `prune_reason`; a named anomaly → `anomalous` (an anomaly
+    /// also overrides `converged`/`drift`, never `failed`). Result: the abort
+    /// reason's class if the plan was aborted, else `dry_run` or `ok`.
+    /// `pve_read_at` is set to `finished_at` unless the plan was aborted.
+    pub fn from_cycle(
+        plan: &Plan,
+        execution: Option<&Execution>,
+        objects: Vec<ObjectReport>,
+        dry_run: bool,
+        finished_at: Timestamp,
+    ) -> ClusterReport {
+        let name = plan.cluster.to_string();
+        if plan.aborted {
+            let mut r = ClusterReport::aborted(name, plan.abort_reason.clone().unwrap_or_default());
+            r.objects = objects;
+            r.counts.objects = r.objects.len() as u64;
+            return r;
+        }
+        let mut records: BTreeMap<(String, String), ObjectReport> = objects
+            .into_iter()
+            .map(|o| ((o.kind.clone(), o.name.clone()), o))
+            .collect();
+        let blank =
+            |kind: &str, name: &str, node: &str, id: &str, state: ObjectState| ObjectReport {
+                kind: kind.to_owned(),
+                name: name.to_owned(),
+                node: node.to_owned(),
+                id: id.to_owned(),
+                state,
+                last_action: None,
+                last_error: None,
+                prune_reason: None,
+                last_converged_at: None,
+            };
+        if execution.is_none() {
+            for a in &plan.actions {
+                let k = (a.kind.to_string(), a.name.clone());
+                let r = records.entry(k).or_insert_with(|| {
+                    blank(
+                        a.kind.as_str(),
+                        &a.name,
+                        a.node.as_str(),
+                        &a.target.to_string(),
+                        ObjectState::Drift,
+                    )
+                });
+                if r.state == ObjectState::Drift {
+                    r.last_action = Some(a.op.as_str().to_owned());
+                }
+            }
+        }
+        for s in &plan.skipped {
+            records
+                .entry((s.kind.clone(), s.name.clone()))
+                .or_insert_with(|| {
+                    let mut r = blank(&s.kind, &s.name, &s.node, &s.id, ObjectState::Skipped);
+                    r.last_error = Some(s.reason.clone());
+                    r
+                });
+        }
+        for d in &plan.deferred {
+            records
+                .entry((d.kind.to_string(), d.name.clone()))
+                .or_insert_with(|| {
+                    let mut r = blank(
+                        d.kind.as_str(),
+                        &d.name,
+                        d.node.as_str(),
+                        &d.target.to_string(),
+                        ObjectState::Skipped,
+                    );
+                    r.last_error = Some(format!("prune deferred: {}", d.reason));
+                    r.prune_reason = Some(d.reason.clone());
+                    r
+                });
+        }
+        for an in plan.anomalies.iter().filter(|a| !a.name.is_empty()) {
+            let r = records
+                .entry((an.kind.clone(), an.name.clone()))
+                .or_insert_with(|| {
+                    blank(&an.kind, &an.name, &an.node, &an.id, ObjectState::Anomalous)
+                });
+            if matches!(
+                r.state,
+                ObjectState::Anomalous
+                    | ObjectState::Converged
+                    | ObjectState::Drift
+                    | ObjectState::Desired
+            ) {
+                r.state = ObjectState::Anomalous;
+                r.last_error = Some(an.message.clone());
+            }
+        }
+
+        let mut counts = CycleCounts {
+            objects: records.len() as u64,
+            prune_deferred: plan.deferred.len() as u64,
+            skipped: plan.skipped.len() as u64,
+            anomalies: plan.anomalies.len() as u64,
+            ..CycleCounts::default()
+        };
+        let mut actions: BTreeMap<ActionKey, u64> = BTreeMap::new();
+        if let Some(ex) = execution {
+            for (a, s) in ex.actions().iter().zip(ex.states()) {
+                let result = match s {
+                    ActionState::Done {
+                        outcome: Outcome::Succeeded,
+                        ..
+                    } => {
+                        counts.actions_ok += 1;
+                        if a.op == Op::Prune {
+                            counts.pruned += 1;
+                        }
+                        ActionResult::Ok
+                    }
+                    ActionState::Done { .. } => {
+                        counts.actions_error += 1;
+                        ActionResult::Error
+                    }
+                    ActionState::Deferred { .. }
+                    | ActionState::Pending
+                    | ActionState::InProgress { .. } => ActionResult::Skipped,
+                };
+                let key = ActionKey {
+                    kind: a.kind.to_string(),
+                    action: a.op.as_str().to_owned(),
+                    result,
+                };
+                *actions.entry(key).or_default() += 1;
+            }
+        }
+        let mut anomalies: BTreeMap<AnomalyType, u64> = BTreeMap::new();
+        for an in &plan.anomalies {
+            *anomalies.entry(an.anomaly_type).or_default() += 1;
+        }
+        let mut prune_deferred: BTreeMap<String, u64> = BTreeMap::new();
+        for d in &plan.deferred {
+            *prune_deferred.entry(d.kind.to_string()).or_default() += 1;
+        }
+        ClusterReport {
+            name,
+            result: if dry_run {
+                CycleResult::DryRun
+            } else {
+                CycleResult::Ok
+            },
+            aborted: false,
+            abort_reason: String::new(),
+            counts,
+            objects: records.into_values().collect(),
+            anomalies,
+            actions,
+            prune_deferred,
+            desired_stale: false,
+            read_only: false,
+            pve_read_at: Some(finished_at),
+        }
+    }
+}
+
+/// One reconcile cycle over the clusters.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleReport {
+    /// The desired-state commit planned from ("" when none could be read).
+    pub commit: String,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    /// Every configured cluster had its turn (a cluster that aborted still
+    /// had its turn; a cycle cut short by shutdown did not). Only complete
+    /// cycles count for `/healthz`.
+    pub complete: bool,
+    /// When the desired tree was last fetched (URL mode) or read (local
+    /// mode) successfully in this cycle; `None` when that failed.
+    pub git_fetched_at: Option<Timestamp>,
+    /// In cluster order.
+    pub clusters: Vec<ClusterReport>,
+}
+
+impl CycleReport {
+    /// Sum of the clusters' counters.
+    pub fn counts(&self) -> CycleCounts {
+        let mut c = CycleCounts::default();
+        for cl in &self.clusters {
+            c.add(&cl.counts);
+        }
+        c
+    }
+
+    pub fn desired_stale(&self) -> bool {
+        self.clusters.iter().any(|c| c.desired_stale)
+    }
+
+    pub fn read_only(&self) -> bool {
+        self.clusters.iter().any(|c| c.read_only)
+    }
+
+    pub fn aborted(&self) -> bool {
+        self.clusters.iter().any(|c| c.aborted)
+    }
+
+    /// `<cluster>: <reason>` for each aborted cluster, joined with `; `.
+    pub fn abort_reason(&self) -> String {
+        self.clusters
+            .iter()
+            .filter(|c| c.aborted)
+            .map(|c| format!("{}: {}", c.name, c.abort_reason))
+            .collect::<Vec<_>>()
+            .join("; ")
+    }
+}
+
+/// One object's record in the store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredObject {
+    pub cluster: String,
+    pub report: ObjectReport,
+    /// When this record was last written.
+    pub updated_at: Timestamp,
+}
+
+/// Upper bounds (seconds) of the `proxops_cycle_duration_seconds` buckets;
+/// `+Inf` is implied.
+pub const CYCLE_DURATION_BUCKETS: [u64; 9] = [1, 5, 10, 30, 60, 120, 300, 600, 1800];
+
+/// Everything `/status`, `/metrics` and `/healthz` need, accumulated over
+/// the cycles of one process. Holds no secret: only identities, states,
+/// counts and error texts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StatusStore {
+    process_start: Timestamp,
+    last_cycle: Option<CycleReport>,
+    last_full_cycle_finished_at: Option<Timestamp>,
+    /// Keyed `cluster|kind|name`.
+    objects: BTreeMap<String, StoredObject>,
+    cycles_total: BTreeMap<CycleResult, u64>,
+    actions_total: BTreeMap<ActionKey, u64>,
+    prune_deferred_total: BTreeMap<String, u64>,
+    anomalies_total: BTreeMap<AnomalyType, u64>,
+    pve_requests_total: BTreeMap<(String, String), u64>,
+    git_last_fetch_at: Option<Timestamp>,
+    pve_last_read_at: Option<Timestamp>,
+    /// Cumulative counts per bucket of [`CYCLE_DURATION_BUCKETS`].
+    duration_buckets: [u64; CYCLE_DURATION_BUCKETS.len()],
+    duration_count: u64,
+    duration_sum: u64,
+}
+
+impl StatusStore {
+    pub fn new(process_start: Timestamp) -> StatusStore {
+        StatusStore {
+            process_start,
+            last_cycle: None,
+            last_full_cycle_finished_at: None,
+            objects: BTreeMap::new(),
+            cycles_total: BTreeMap::new(),
+            actions_total: BTreeMap::new(),
+            prune_deferred_total: BTreeMap::new(),
+            anomalies_total: BTreeMap::new(),
+            pve_requests_total: BTreeMap::new(),
+            git_last_fetch_at: None,
+            pve_last_read_at: None,
+            duration_buckets: [0; CYCLE_DURATION_BUCKETS.len()],
+            duration_count: 0,
+            duration_sum: 0,
+        }
+    }
+
+    /// Takes one finished cycle: bumps the counters (one `cycles_total` per
+    /// cluster), replaces the object records of every cluster that was not
+    /// aborted (an aborted cluster keeps its last known records), carries
+    /// `last_converged_at` over from earlier cycles, and remembers the
+    /// cycle as `last_cycle`.
+    pub fn record_cycle(&mut self, cycle: CycleReport) {
+        for c in &cycle.clusters {
+            *self.cycles_total.entry(c.result).or_default() += 1;
+            for (k, n) in &c.actions {
+                *self.actions_total.entry(k.clone()).or_default() += n;
+            }
+            for (k, n) in &c.prune_deferred {
+                *self.prune_deferred_total.entry(k.clone()).or_default() += n;
+            }
+            for (t, n) in &c.anomalies {
+                *self.anomalies_total.entry(*t).or_default() += n;
+            }
+            if let Some(at) = c.pve_read_at {
+                self.pve_last_read_at = Some(self.pve_last_read_at.map_or(at, |p| p.max(at)));
+            }
+            if c.aborted {
+                continue;
+            }
+            let prefix = format!("{}|", c.name);
+            let previous: BTreeMap<String, StoredObject> = {
+                let keys: Vec<String> = self
+                    .objects
+                    .range(prefix.clone()..)
+                    .take_while(|(k, _)| k.starts_with(&prefix))
+                    .map(|(k, _)| k.clone())
+                    .collect();
+                keys.into_iter()
+                    .filter_map(|k| self.objects.remove(&k).map(|v| (k, v)))
+                    .collect()
+            };
+            for o in &c.objects {
+                let key = format!("{}|{}|{}", c.name, o.kind, o.name);
+                let mut report = o.clone();
+                if report.last_converged_at.is_none() {
+                    report.last_converged_at = if report.state == ObjectState::Converged {
+                        Some(cycle.finished_at)
+                    } else {
+                        previous.get(&key).and_then(|p| p.report.last_converged_at)
+                    };
+                }
+                self.objects.insert(
+                    key,
+                    StoredObject {
+                        cluster: c.name.clone(),
+                        report,
+                        updated_at: cycle.finished_at,
+                    },
+                );
+            }
+        }
+        if let Some(at) = cycle.git_fetched_at {
+            self.git_last_fetch_at = Some(self.git_last_fetch_at.map_or(at, |p| p.max(at)));
+        }
+        let duration = cycle.finished_at.saturating_sub(cycle.started_at);
+        for (i, le) in CYCLE_DURATION_BUCKETS.iter().enumerate() {
+            if duration <= *le {
+                self.duration_buckets[i] += 1;
+            }
+        }
+        self.duration_count += 1;
+        self.duration_sum += duration;
+        if cycle.complete {
+            self.last_full_cycle_finished_at = Some(cycle.finished_at);
+        }
+        self.last_cycle = Some(cycle);
+    }
+
+    /// Adds PVE request counts `(method, result, count)` as the transport
+    /// reports them for the requests made since the last call (deltas, not
+    /// running totals).
+    pub fn add_pve_requests(&mut self, counts: &[(String, String, u64)]) {
+        for (method, result, n) in counts {
+            *self
+                .pve_requests_total
+                .entry((method.clone(), result.clone()))
+                .or_default() += n;
+        }
+    }
+
+    pub fn process_start(&self) -> Timestamp {
+        self.process_start
+    }
+
+    pub fn last_cycle(&self) -> Option<&CycleReport> {
+        self.last_cycle.as_ref()
+    }
+
+    pub fn last_full_cycle_finished_at(&self) -> Option<Timestamp> {
+        self.last_full_cycle_finished_at
+    }
+
+    /// Object records, ordered by `cluster|kind|name`.
+    pub fn objects(&self) -> impl Iterator<Item = &StoredObject> {
+        self.objects.values()
+    }
+
+    /// The record of one object.
+    pub fn object(&self, cluster: &str, kind: &str, name: &str) -> Option<&StoredObject> {
+        self.objects.get(&format!("{cluster}|{kind}|{name}"))
+    }
+
+    pub fn cycles_total(&self, result: CycleResult) -> u64 {
+        self.cycles_total.get(&result).copied().unwrap_or(0)
+    }
+
+    /// Seconds since the last successful git fetch (since process start
+    /// when there was none, so a fetch that never works still ages).
+    pub fn git_last_fetch_age(&self, now: Timestamp) -> u64 {
+        now.saturating_sub(self.git_last_fetch_at.unwrap_or(self.process_start))
+    }
+
+    /// Seconds since the last successful PVE inventory read (since process
+    /// start when there was none).
+    pub fn pve_last_read_age(&self, now: Timestamp) -> u64 {
+        now.saturating_sub(self.pve_last_read_at.unwrap_or(self.process_start))
+    }
+}
+
+// ---------------------------------------------------------------------------
+// /healthz
+
+/// The shortest window in which a full cycle must have finished (§17.2).
+pub const HEALTH_MIN_WINDOW_SECS: u64 = 120;
+
+/// `/healthz`: `(200, "ok\n")` when a complete cycle finished within
+/// `max(120 s, 3 × poll_interval_secs)` of `now`; otherwise 503 with the
+/// reason (`no cycle has finished yet`, or `last full cycle finished N s
+/// ago (limit M s)`).
+pub fn healthz(store: &StatusStore, now: Timestamp, poll_interval_secs: u64) -> (u16, String) {
+    let window = HEALTH_MIN_WINDOW_SECS.max(poll_interval_secs.saturating_mul(3));
+    match store.last_full_cycle_finished_at {
+        None => (503, "no cycle has finished yet\n".to_owned()),
+        Some(at) => {
+            let age = now.saturating_sub(at);
+            if age <= window {
+                (200, "ok\n".to_owned())
+            } else {
+                (
+                    503,
+                    format!("last full cycle finished {age} s ago (limit {window} s)\n"),
+                )
+            }
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// /status
+
+#[derive(Serialize)]
+struct StatusDoc<'a> {
+    process_start: String,
+    last_cycle: Option<LastCycleDoc<'a>>,
+    objects: Vec<ObjectDoc<'a>>,
+    /// Additive to §17.3: the last cycle per cluster.
+    clusters: Vec<ClusterDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct LastCycleDoc<'a> {
+    commit: &'a str,
+    started_at: String,
+    finished_at: String,
+    objects: u64,
+    actions_ok: u64,
+    actions_error: u64,
+    pruned: u64,
+    prune_deferred: u64,
+    skipped: u64,
+    anomalies: u64,
+    desired_stale: bool,
+    read_only: bool,
+    aborted: bool,
+    abort_reason: String,
+}
+
+#[derive(Serialize)]
+struct ObjectDoc<'a> {
+    cluster: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    node: &'a str,
+    id: serde_json::Value,
+    state: &'static str,
+    last_action: &'a str,
+    last_error: &'a str,
+    last_converged_at: Option<String>,
+    prune_reason: &'a str,
+    updated_at: String,
+}
+
+#[derive(Serialize)]
+struct ClusterDoc<'a> {
+    name: &'a str,
+    result: &'static str,
+    aborted: bool,
+    abort_reason: &'a str,
+    #[serde(flatten)]
+    counts: CycleCounts,
+    desired_stale: bool,
+    read_only: bool,
+}
+
+/// `/status`: the JSON document of spec §17.3, pretty-printed, ending in a
+/// newline. Objects are ordered by `cluster|kind|name`. Timestamps are RFC
+/// 3339 UTC; a missing `last_converged_at` is `null`; missing texts
+/// (`last_action`, `last_error`, `prune_reason`, `abort_reason`) are `""`.
+/// `id` is a number for guests and a string (`storage:file`) for storage
+/// artifacts. `last_cycle` is `null` before the first cycle; its counters
+/// sum the clusters, `aborted` is true if any cluster aborted and
+/// `abort_reason` joins `<cluster>: <reason>` with `; `. A top-level
+/// `clusters` array (additive) repeats the last cycle per cluster.
+pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
+    let last_cycle = store.last_cycle.as_ref().map(|c| {
+        let n = c.counts();
+        LastCycleDoc {
+            commit: &c.commit,
+            started_at: rfc3339(c.started_at),
+            finished_at: rfc3339(c.finished_at),
+            objects: n.objects,
+            actions_ok: n.actions_ok,
+            actions_error: n.actions_error,
+            pruned: n.pruned,
+            prune_deferred: n.prune_deferred,
+            skipped: n.skipped,
+            anomalies: n.anomalies,
+            desired_stale: c.desired_stale(),
+            read_only: c.read_only(),
+            aborted: c.aborted(),
+            abort_reason: c.abort_reason(),
+        }
+    });
+    let objects = store
+        .objects
+        .values()
+        .map(|o| {
+            let r = &o.report;
+            ObjectDoc {
+                cluster: &o.cluster,
+                kind: &r.kind,
+                name: &r.name,
+                node: &r.node,
+                id: match r.id.parse::<u64>() {
+                    Ok(n) if !r.id.starts_with('0') || r.id == "0" => serde_json::Value::from(n),
+                    _ => serde_json::Value::from(r.id.as_str()),
+                },
+                state: r.state.as_str(),
+                last_action: r.last_action.as_deref().unwrap_or(""),
+                last_error: r.last_error.as_deref().unwrap_or(""),
+                last_converged_at: r.last_converged_at.map(rfc3339),
+                prune_reason: r.prune_reason.as_deref().unwrap_or(""),
+                updated_at: rfc3339(o.updated_at),
+            }
+        })
+        .collect();
+    let clusters = store
+        .last_cycle
+        .iter()
+        .flat_map(|c| &c.clusters)
+        .map(|c| ClusterDoc {
+            name: &c.name,
+            result: c.result.as_str(),
+            aborted: c.aborted,
+            abort_reason: &c.abort_reason,
+            counts: c.counts,
+            desired_stale: c.desired_stale,
+            read_only: c.read_only,
+        })
+        .collect();
+    let doc = StatusDoc {
+        process_start: rfc3339(store.process_start),
+        last_cycle,
+        objects,
+        clusters,
+    };
+    // Serialising plain structs of strings, numbers and bools cannot fail.
+    let mut out = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
+    out.push('\n');
+    out
+}
+
+// ---------------------------------------------------------------------------
+// /metrics
+
+/// Every anomaly type, for zero samples.
+const ANOMALY_TYPES: [AnomalyType; 4] = [
+    AnomalyType::EmptyDesired,
+    AnomalyType::LiveOnlySlot,
+    AnomalyType::DataLoss,
+    AnomalyType::NeedsPerson,
+];
+
+/// Every object state, for zero samples.
+const OBJECT_STATES: [ObjectState; 8] = [
+    ObjectState::Desired,
+    ObjectState::Drift,
+    ObjectState::Converged,
+    ObjectState::InProgress,
+    ObjectState::Failed,
+    ObjectState::Skipped,
+    ObjectState::Pruned,
+    ObjectState::Anomalous,
+];
+
+/// A new variant must be added to the lists above: this match stops the
+/// build until it is.
+#[allow(dead_code)]
+fn lists_are_exhaustive(t: AnomalyType, s: ObjectState) {
+    match t {
+        AnomalyType::EmptyDesired
+        | AnomalyType::LiveOnlySlot
+        | AnomalyType::DataLoss
+        | AnomalyType::NeedsPerson => {}
+    }
+    match s {
+        ObjectState::Desired
+        | ObjectState::Drift
+        | ObjectState::Converged
+        | ObjectState::InProgress
+        | ObjectState::Failed
+        | ObjectState::Skipped
+        | ObjectState::Pruned
+        | ObjectState::Anomalous => {}
+    }
+}
+
+/// The content type of [`render_metrics`]' output.
+pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+/// `/metrics`: Prometheus text exposition format 0.0.4.
+///
+/// Families (each always present with `# HELP` and `# TYPE`):
+/// `proxops_cycles_total{result}` (every [`CycleResult`], zero included),
+/// `proxops_cycle_duration_seconds` (histogram), `proxops_last_full_cycle_age_seconds`,
+/// `proxops_git_last_fetch_age_seconds`, `proxops_pve_last_read_age_seconds`,
+/// `proxops_actions_total{kind,action,result}` (series seen so far),
+/// `proxops_prune_deferred_total{kind}` (every kind), `proxops_anomalies_total{type}`
+/// (every type), `proxops_read_only`, `proxops_desired_stale`,
+/// `proxops_objects{kind,state}` (every kind × §17.3 state, counted over the
+/// store), `proxops_pve_requests_total{method,result}` (series seen so far),
+/// `proxops_process_start_time_seconds`. Ages count from process start when
+/// the event never happened.
+pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
+    let mut m = Metrics::default();
+
+    m.family(
+        "proxops_cycles_total",
+        "counter",
+        "Completed per-cluster reconcile cycles, by result.",
+    );
+    for r in CycleResult::ALL {
+        m.sample(
+            "proxops_cycles_total",
+            &[("result", r.as_str())],
+            store.cycles_total(r),
+        );
+    }
+
+    m.family(
+        "proxops_cycle_duration_seconds",
+        "histogram",
+        "Duration of reconcile cycles over all clusters.",
+    );
+    for (i, le) in CYCLE_DURATION_BUCKETS.iter().enumerate() {
+        m.sample(
+            "proxops_cycle_duration_seconds_bucket",
+            &[("le", &le.to_string())],
+            store.duration_buckets[i],
+        );
+    }
+    m.sample(
+        "proxops_cycle_duration_seconds_bucket",
+        &[("le", "+Inf")],
+        store.duration_count,
+    );
+    m.sample(
+        "proxops_cycle_duration_seconds_sum",
+        &[],
+        store.duration_sum,
+    );
+    m.sample(
+        "proxops_cycle_duration_seconds_count",
+        &[],
+        store.duration_count,
+    );
+
+    m.family(
+        "proxops_last_full_cycle_age_seconds",
+        "gauge",
+        "Seconds since a cycle over all clusters last finished (since process start if none has).",
+    );
+    m.sample(
+        "proxops_last_full_cycle_age_seconds",
+        &[],
+        now.saturating_sub(
+            store
+                .last_full_cycle_finished_at
+                .unwrap_or(store.process_start),
+        ),
+    );
+
+    m.family(
+        "proxops_git_last_fetch_age_seconds",
+        "gauge",
+        "Seconds since the desired state was last fetched successfully (since process start if never).",
+    );
+    m.sample(
+        "proxops_git_last_fetch_age_seconds",
+        &[],
+        store.git_last_fetch_age(now),
+    );
+
+    m.family(
+        "proxops_pve_last_read_age_seconds",
+        "gauge",
+        "Seconds since a PVE inventory was last read successfully (since process start if never).",
+    );
+    m.sample(
+        "proxops_pve_last_read_age_seconds",
+        &[],
+        store.pve_last_read_age(now),
+    );
+
+    m.family(
+        "proxops_actions_total",
+        "counter",
+        "Plan actions by kind, action and result (ok, error, skipped).",
+    );
+    for (k, n) in &store.actions_total {
+        m.sample(
+            "proxops_actions_total",
+            &[
+                ("kind", &k.kind),
+                ("action", &k.action),
+                ("result", k.result.as_str()),
+            ],
+            *n,
+        );
+    }
+
+    m.family(
+        "proxops_prune_deferred_total",
+        "counter",
+        "Prunes held back by the prune budget or the empty-desired guard.",
+    );
+    let mut deferred: BTreeMap<&str, u64> = Kind::ALL.iter().map(|k| (k.as_str(), 0)).collect();
+    for (k, n) in &store.prune_deferred_total {
+        *deferred.entry(k.as_str()).or_default() += n;
+    }
+    for (k, n) in deferred {
+        m.sample("proxops_prune_deferred_total", &[("kind", k)], n);
+    }
+
+    m.family(
+        "proxops_anomalies_total",
+        "counter",
+        "Anomalies found by planning, by type.",
+    );
+    for t in ANOMALY_TYPES {
+        m.sample(
+            "proxops_anomalies_total",
+            &[("type", t.as_str())],
+            store.anomalies_total.get(&t).copied().unwrap_or(0),
+        );
+    }
+
+    let last = store.last_cycle.as_ref();
+    m.family(
+        "proxops_read_only",
+        "gauge",
+        "1 when the PVE write circuit breaker was open in the last cycle.",
+    );
+    m.sample(
+        "proxops_read_only",
+        &[],
+        u64::from(last.is_some_and(|c| c.read_only())),
+    );
+    m.family(
+        "proxops_desired_stale",
+        "gauge",
+        "1 when the last cycle ran on a cached tree after a failed git fetch.",
+    );
+    m.sample(
+        "proxops_desired_stale",
+        &[],
+        u64::from(last.is_some_and(|c| c.desired_stale())),
+    );
+
+    m.family(
+        "proxops_objects",
+        "gauge",
+        "Objects in the status store, by kind and state.",
+    );
+    let mut objects: BTreeMap<(&str, &str), u64> = BTreeMap::new();
+    for k in Kind::ALL {
+        for s in OBJECT_STATES {
+            objects.insert((k.as_str(), s.as_str()), 0);
+        }
+    }
+    for o in store.objects.values() {
+        *objects
+            .entry((o.report.kind.as_str(), o.report.state.as_str()))
+            .or_default() += 1;
+    }
+    for ((k, s), n) in objects {
+        m.sample("proxops_objects", &[("kind", k), ("state", s)], n);
+    }
+
+    m.family(
+        "proxops_pve_requests_total",
+        "counter",
+        "Requests sent to PVE, by HTTP method and result.",
+    );
+    for ((method, result), n) in &store.pve_requests_total {
+        m.sample(
+            "proxops_pve_requests_total",
+            &[("method", method), ("result", result)],
+            *n,
+        );
+    }
+
+    m.family(
+        "proxops_process_start_time_seconds",
+        "gauge",
+        "Start time of the process since the Unix epoch in seconds.",
+    );
+    m.sample(
+        "proxops_process_start_time_seconds",
+        &[],
+        store.process_start,
+    );
+
+    m.out
+}
+
+#[derive(Default)]
+struct Metrics {
+    out: String,
+}
+
+impl Metrics {
+    fn family(&mut self, name: &str, kind: &str, help: &str) {
+        let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
+        let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {
+        self.out.push_str(name);
+        if !labels.is_empty() {
+            self.out.push('{');
+            for (i, (k, v)) in labels.iter().enumerate() {
+                if i > 0 {
+                    self.out.push(',');
+                }
+                let _ = write!(self.out, "{k}=\"{}\"", escape_label_value(v));
+            }
+            self.out.push('}');
+        }
+        let _ = writeln!(self.out, " {value}");
+    }
+}
+
+/// Escapes a label value for the text format: `\` → `\\`, `"` → `\"`,
+/// newline → `\n`.
+pub fn escape_label_value(v: &str) -> String {
+    let mut out = String::with_capacity(v.len());
+    for c in v.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+fn escape_help(v: &str) -> String {
+    v.replace('\\', "\\\\").replace('\n', "\\n")
+}
+
+// ---------------------------------------------------------------------------
+// RFC 3339
+
+/// Formats seconds since the Unix epoch as RFC 3339 UTC,
+/// `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian calendar).
+pub fn rfc3339(ts: Timestamp) -> String {
+    let days = ts / 86_400;
+    let secs = ts % 86_400;
+    let (y, m, d) = civil_from_days(days);
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        secs % 3600 / 60,
+        secs % 60
+    )
+}
+
+/// Year, month (1–12) and day (1–31) of the day `days` after 1970-01-01
+/// (Howard Hinnant's `civil_from_days`, for non-negative day numbers: eras
+/// of 400 years starting on 1 March).
+pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
+    let z = days + 719_468; // days since 0000-03-01
+    let era = z / 146_097;
+    let doe = z - era * 146_097; // [0, 146096]
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from 1 March
+    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = yoe + era * 400 + u64::from(m <= 2);
+    (y, m, d)
+}
+
+/// Object keys already reported for a cluster, for callers that add
+/// `converged` records for desired objects without actions.
+pub fn reported_keys(objects: &[ObjectReport]) -> BTreeSet<(String, String)> {
+    objects
+        .iter()
+        .map(|o| (o.kind.clone(), o.name.clone()))
+        .collect()
+}
