@@ -116,10 +116,13 @@ impl YamlIndex {
                             let is_value = key.take().is_some();
                             if !is_value {
                                 let p = join(path, &value);
-                                if doc.contains_key(&p) {
-                                    repeats.entry((doc_index, p)).or_insert(pos);
-                                } else {
-                                    doc.insert(p, pos);
+                                match doc.entry(p) {
+                                    std::collections::btree_map::Entry::Occupied(e) => {
+                                        repeats.entry((doc_index, e.key().clone())).or_insert(pos);
+                                    }
+                                    std::collections::btree_map::Entry::Vacant(e) => {
+                                        e.insert(pos);
+                                    }
                                 }
                                 *key = Some(value);
                             }
