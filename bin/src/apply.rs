@@ -22,7 +22,7 @@ use crate::cycle::{self, ApplyOptions, ClusterCycle, Source};
 use crate::exit::{Exit, Failure};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
-    if a.dry_run {
+    if a.dry_run && !a.diff {
         // Same pipeline and output as `diff`, executor gated off.
         return crate::diff::run(g, a, env);
     }
@@ -31,10 +31,21 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         return Err(Failure::input("apply --output: use text or json"));
     }
     let ws = context::load_workspace(g, env)?;
-    let source = match &a.replay {
-        Some(_) => return Err(Failure::input("apply cannot use --replay: a recording cannot be written to")),
-        None => Source::Live,
+    let source = match (&a.replay, a.dry_run) {
+        (Some(dir), true) => Source::Replay(dir.clone()),
+        (Some(_), false) => return Err(Failure::input("apply --replay needs --dry-run: a recording cannot be written to")),
+        (None, _) => Source::Live,
     };
+    if a.dry_run {
+        // `--diff`: the plan with each action's field changes.
+        let outcome = cycle::plan_all(g, env, &ws, &source)?;
+        let plans: Vec<Plan> = outcome.plans.into_iter().map(|p| p.plan).collect();
+        match output {
+            Output::Json => print!("{}", render::json(&plans)),
+            _ => print!("{}", render::text_with_changes(&plans)),
+        }
+        return Ok(if plans.iter().any(|p| p.aborted) { Exit::Runtime } else { Exit::Ok });
+    }
     let session = cycle::prepare(g, env, &ws, &source)?;
     // SIGINT/SIGTERM: the action in flight finishes, nothing new starts.
     let stop_flag = std::sync::Arc::new(AtomicBool::new(false));

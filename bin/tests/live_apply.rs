@@ -65,3 +65,81 @@ fn apply_creates_the_demo_cluster_and_a_second_apply_writes_nothing() {
     let (actions, deferred, anomalies) = live_plan(&pve, &repo);
     assert!(actions.is_empty() && deferred.is_empty() && anomalies.is_empty(), "{actions:?} {deferred:?} {anomalies:?}");
 }
+
+#[test]
+fn record_then_replay_gives_the_live_plan_and_status_reports_convergence() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    // From empty: the plan creates everything.
+    let live_before = proxops(&pve, &repo, &["diff", "--output", "json"]);
+    assert_eq!(live_before.code, 0, "{}", live_before.all());
+
+    let out = tempfile::tempdir().unwrap();
+    let rec = proxops(&pve, &repo, &["record", "--out", out.path().to_str().unwrap()]);
+    assert_eq!(rec.code, 0, "{}", rec.all());
+    let recording = std::fs::read_to_string(out.path().join("home.json")).unwrap();
+    let token = pve.token_value();
+    let secret = token.expose().rsplit('=').next().unwrap();
+    assert!(!recording.contains(secret), "the recording holds the token secret");
+    assert!(!recording.contains("PVEAPIToken"), "the recording holds an auth header");
+    let replayed = proxops(&pve, &repo, &["diff", "--replay", out.path().to_str().unwrap(), "--output", "json"]);
+    assert_eq!(replayed.code, 0, "{}", replayed.all());
+    assert_eq!(replayed.stdout, live_before.stdout);
+
+    // After an apply, status sees every object converged.
+    let applied = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(applied.code, 0, "{}", applied.all());
+    let status = proxops(&pve, &repo, &["status", "--output", "json"]);
+    assert_eq!(status.code, 0, "{}", status.all());
+    let doc: Value = serde_json::from_str(&status.stdout).unwrap();
+    let start = doc["process_start"].as_str().unwrap();
+    assert!(start.len() == 20 && start.ends_with('Z') && start.as_bytes()[10] == b'T', "{start}");
+    assert_eq!(doc["last_cycle"]["aborted"], false);
+    let objects = doc["objects"].as_array().unwrap();
+    assert_eq!(objects.len(), 10, "{objects:#?}");
+    for o in objects {
+        let expected = if o["kind"] == "TemplateVM" { "anomalous" } else { "converged" };
+        assert_eq!(o["state"], expected, "{o}");
+        assert_eq!(o["cluster"], "home");
+    }
+    let table = proxops(&pve, &repo, &["status"]);
+    assert_eq!(table.code, 0, "{}", table.all());
+    assert!(table.stdout.contains("home: 10 objects: 1 anomalous, 9 converged"), "{}", table.all());
+}
+
+#[test]
+fn missing_credentials_fail_with_exit_2_before_any_request() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    pve.forget_requests().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        .current_dir(repo.path())
+        .env_remove("PROXOPS_PVE_TOKEN_VALUE")
+        .env_remove("PROXOPS_PVE_TOKEN")
+        .env_remove("PROXOPS_PVE_PASSWORD")
+        .env_remove("PROXOPS_GIT_PATH")
+        .env_remove("PROXOPS_CONFIG")
+        .arg("--git-path")
+        .arg(repo.path())
+        .args(["--cluster", "home", "apply"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("fails closed"));
+    assert!(pve.requests().unwrap().is_empty());
+}
+
+#[test]
+fn dry_run_prints_the_plan_and_writes_nothing() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    pve.forget_requests().unwrap();
+    let run = proxops(&pve, &repo, &["apply", "--dry-run"]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(run.stdout.contains("=== will create (10) ==="), "{}", run.all());
+    assert!(writes(&pve).is_empty());
+    let with_changes = proxops(&pve, &repo, &["apply", "-n", "--diff"]);
+    assert_eq!(with_changes.code, 0);
+    assert!(with_changes.stdout.contains("memory: (absent) -> "), "{}", with_changes.all());
+    assert!(writes(&pve).is_empty());
+}
