@@ -17,6 +17,7 @@ pub mod plan;
 pub mod planner;
 pub mod render;
 pub mod wire;
+pub mod adopt;
 pub mod action;
 pub mod config;
 pub mod diag;

@@ -1,0 +1,184 @@
+//! The YAML text of an adopted manifest: 2-space indentation, block
+//! sequences indented under their key, fields in the manifest structs'
+//! declaration order, strings plain only when no YAML reader could take
+//! them for anything else (otherwise double-quoted with escapes, so user
+//! text such as a description survives byte for byte).
+
+use serde::Serialize;
+use serde_yaml::Value;
+
+use crate::units::Quantity;
+
+/// Keys whose integer value is a byte count: written as a quantity
+/// (`2GiB`) rather than a bare number of bytes.
+const QUANTITY_KEYS: &[&str] = &["memory", "size", "swap"];
+
+/// The document as YAML text, ending in a newline.
+pub(crate) fn to_yaml<T: Serialize>(doc: &T) -> Result<String, String> {
+    let mut value = serde_yaml::to_value(doc).map_err(|e| e.to_string())?;
+    quantities(&mut value);
+    let mut out = String::new();
+    match &value {
+        Value::Mapping(m) => write_map(m, 0, &mut out),
+        other => return Err(format!("a manifest must be a mapping, not {other:?}")),
+    }
+    Ok(out)
+}
+
+fn quantities(v: &mut Value) {
+    match v {
+        Value::Mapping(m) => {
+            for (k, child) in m.iter_mut() {
+                let is_quantity = k.as_str().is_some_and(|k| QUANTITY_KEYS.contains(&k));
+                if is_quantity && let Some(n) = child.as_u64() {
+                    *child = Value::String(Quantity::from_bytes(n).to_string());
+                } else {
+                    quantities(child);
+                }
+            }
+        }
+        Value::Sequence(s) => s.iter_mut().for_each(quantities),
+        _ => {}
+    }
+}
+
+fn pad(indent: usize) -> String {
+    " ".repeat(indent)
+}
+
+fn write_map(m: &serde_yaml::Mapping, indent: usize, out: &mut String) {
+    for (k, v) in m {
+        let key = scalar(k);
+        match v {
+            Value::Mapping(inner) if !inner.is_empty() => {
+                out.push_str(&format!("{}{key}:\n", pad(indent)));
+                write_map(inner, indent + 2, out);
+            }
+            Value::Sequence(inner) if !inner.is_empty() => {
+                out.push_str(&format!("{}{key}:\n", pad(indent)));
+                write_seq(inner, indent + 2, out);
+            }
+            other => out.push_str(&format!("{}{key}: {}\n", pad(indent), scalar(other))),
+        }
+    }
+}
+
+fn write_seq(s: &[Value], indent: usize, out: &mut String) {
+    for item in s {
+        match item {
+            Value::Mapping(inner) if !inner.is_empty() => {
+                let mut body = String::new();
+                write_map(inner, indent + 2, &mut body);
+                // The first line's indentation becomes the dash.
+                out.push_str(&pad(indent));
+                out.push_str("- ");
+                out.push_str(&body[indent + 2..]);
+            }
+            Value::Sequence(inner) if !inner.is_empty() => {
+                let mut body = String::new();
+                write_seq(inner, indent + 2, &mut body);
+                out.push_str(&pad(indent));
+                out.push_str("- ");
+                out.push_str(&body[indent + 2..]);
+            }
+            other => out.push_str(&format!("{}- {}\n", pad(indent), scalar(other))),
+        }
+    }
+}
+
+fn scalar(v: &Value) -> String {
+    match v {
+        Value::Null => "null".to_owned(),
+        Value::Bool(b) => b.to_string(),
+        Value::Number(n) => {
+            if let Some(f) = n.as_f64().filter(|_| n.is_f64()) {
+                if f.fract() == 0.0 && f.abs() < 1e15 {
+                    format!("{}", f as i64)
+                } else {
+                    format!("{f}")
+                }
+            } else {
+                n.to_string()
+            }
+        }
+        Value::String(s) => string(s),
+        Value::Mapping(m) if m.is_empty() => "{}".to_owned(),
+        Value::Sequence(s) if s.is_empty() => "[]".to_owned(),
+        // Not produced by the manifest structs; kept readable anyway.
+        other => string(&format!("{other:?}")),
+    }
+}
+
+/// Words a YAML 1.1 or 1.2 reader resolves to something other than a string.
+const RESERVED: &[&str] = &[
+    "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", "nan", ".nan", "inf", ".inf",
+    "-.inf", "+.inf",
+];
+
+fn is_plain_safe(s: &str) -> bool {
+    let Some(first) = s.chars().next() else {
+        return false;
+    };
+    (first.is_ascii_alphabetic() || first == '/')
+        && s.chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '+' | '='))
+        && !RESERVED.contains(&s.to_ascii_lowercase().as_str())
+}
+
+/// A string scalar: plain when unambiguous, else double-quoted.
+pub(crate) fn string(s: &str) -> String {
+    if is_plain_safe(s) {
+        return s.to_owned();
+    }
+    let mut out = String::with_capacity(s.len() + 2);
+    out.push('"');
+    for c in s.chars() {
+        match c {
+            '"' => out.push_str("\\\""),
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            '\t' => out.push_str("\\t"),
+            '\r' => out.push_str("\\r"),
+            c if (c as u32) < 0x20
+                || c as u32 == 0x7f
+                || (0x80..0xa0).contains(&(c as u32))
+                || matches!(c as u32, 0x2028 | 0x2029 | 0xfeff) =>
+            {
+                out.push_str(&format!("\\u{:04x}", c as u32));
+            }
+            c => out.push(c),
+        }
+    }
+    out.push('"');
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn ambiguous_strings_are_quoted_and_read_back_verbatim() {
+        for s in [
+            "yes",
+            "10.0.0.1",
+            "0000:17:00.0",
+            "a b",
+            "line\nnext\n",
+            "",
+            "-x",
+            "1e3",
+            "x: y",
+            "tab\there",
+            "é\u{2028}",
+        ] {
+            let text = format!("k: {}\n", string(s));
+            let back: std::collections::BTreeMap<String, String> =
+                serde_yaml::from_str(&text).unwrap();
+            assert_eq!(back["k"], s, "{text}");
+        }
+        assert_eq!(string("web-01"), "web-01");
+        assert_eq!(string("order=10"), "order=10");
+    }
+}
