@@ -159,7 +159,11 @@ pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Sourc
                         "warning: cluster {name}: TLS certificate checking is OFF (insecure: true); anyone on the path can read the credentials; pin a fingerprint or set a ca-file"
                     );
                 }
-                let transport = LiveTransport::new(LiveConfig::new(cc.base_url.clone(), credentials, tls))
+                let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
+                if let Some(base) = retry_base_override() {
+                    live.retry.base = base;
+                }
+                let transport = LiveTransport::new(live)
                     .map_err(|e| Failure::input(format!("invalid configuration: cluster {name:?}: {e}")))?;
                 (Box::new(transport) as Box<dyn Transport>, c.cloud_init)
             }
@@ -167,6 +171,13 @@ pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Sourc
         clusters.push(Prepared { name: name.clone(), ready: Ok(Ready { desired, policy, scope, transport, secrets }) });
     }
     Ok(Session { clusters, invalid })
+}
+
+/// `PROXOPS_PVE_RETRY_BASE_MS`: the first retry wait in milliseconds
+/// (default 1 s, doubling). For test rigs whose faults are injected on
+/// purpose; production keeps the default.
+fn retry_base_override() -> Option<Duration> {
+    std::env::var("PROXOPS_PVE_RETRY_BASE_MS").ok()?.trim().parse::<u64>().ok().map(Duration::from_millis)
 }
 
 /// A cluster-local file name: relative paths are relative to the file that

@@ -138,6 +138,7 @@ pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
         .env_remove("PROXOPS_PVE_USER")
         .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
         .env("PROXOPS_TASK_POLL_MS", "20")
+        .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
         .arg("--git-path")
         .arg(repo.path())
         .args(["--cluster", "home"])
