@@ -29,7 +29,7 @@ fn rfc3339_matches_known_dates() {
 fn civil_from_days_walks_every_day_of_four_centuries_without_gaps() {
     // Day by day from 1970 to 2370: the date advances by exactly one day,
     // months have their Gregorian lengths, leap years by the 4/100/400 rule.
-    let leap = |y: u64| (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let leap = |y: u64| (y.is_multiple_of(4) && !y.is_multiple_of(100)) || y.is_multiple_of(400);
     let month_len = |y: u64, m: u64| match m {
         2 if leap(y) => 29,
         2 => 28,

@@ -1,0 +1,263 @@
+//! `ClusterReport::from_cycle`: counters, action results and object records
+//! derived from a plan and its execution, for executed, dry-run and aborted
+//! clusters.
+
+#![allow(clippy::unwrap_used)]
+
+use proxops_core::action::{
+    Action, Anomaly, AnomalyType, Impact, Op, Params, Skipped, Target, Work,
+};
+use proxops_core::exec::{Execution, ObjectReport, ObjectState, Outcome};
+use proxops_core::live::GuestType;
+use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid};
+use proxops_core::plan::Plan;
+use proxops_core::report::{ActionKey, ActionResult, ClusterReport, CycleResult};
+
+fn r(kind: Kind, name: &str) -> Ref {
+    Ref {
+        kind,
+        name: ResourceName::new(name).unwrap(),
+    }
+}
+
+fn action(op: Op, kind: Kind, name: &str, vmid: u64, deps: Vec<Ref>) -> Action {
+    Action {
+        op,
+        kind,
+        name: name.into(),
+        node: NodeName::new("pve1").unwrap(),
+        target: Target::Guest(Vmid::new(vmid).unwrap()),
+        impact: Impact::Live,
+        changes: Vec::new(),
+        reason: format!("{op} {name}"),
+        level: 0,
+        deps,
+        object: (op != Op::Prune).then(|| r(kind, name)),
+        work: Work::CreateGuest {
+            guest_type: GuestType::Qemu,
+            params: Params::new(),
+            mark_template: false,
+        },
+    }
+}
+
+/// Creates `web` (ok) and `db` (fails), starts `db` (deferred: its create
+/// failed), prunes `old` (ok); defers a prune of `older`; skips `cache`;
+/// one data-loss anomaly on `web` and one empty-desired anomaly for the cluster.
+fn plan() -> Plan {
+    let mut p = Plan::aborted(ClusterName::new("prod").unwrap(), "");
+    p.aborted = false;
+    p.abort_reason = None;
+    p.actions = vec![
+        action(Op::Create, Kind::VM, "web", 100, vec![]),
+        action(Op::Create, Kind::LXC, "db", 200, vec![]),
+        action(Op::Start, Kind::LXC, "db", 200, vec![r(Kind::LXC, "db")]),
+        action(Op::Prune, Kind::VM, "old", 300, vec![]),
+    ];
+    p.deferred = vec![action(Op::Prune, Kind::VM, "older", 301, vec![])];
+    p.skipped = vec![Skipped {
+        kind: "VM".into(),
+        name: "cache".into(),
+        node: "pve1".into(),
+        id: "101".into(),
+        reason: "node pve1 is in maintenance".into(),
+    }];
+    p.anomalies = vec![
+        Anomaly {
+            anomaly_type: AnomalyType::DataLoss,
+            kind: "VM".into(),
+            name: "web".into(),
+            node: "pve1".into(),
+            id: "100".into(),
+            field: Some("scsi0".into()),
+            message: "scsi0 would be re-created".into(),
+        },
+        Anomaly {
+            anomaly_type: AnomalyType::EmptyDesired,
+            kind: "LXC".into(),
+            name: String::new(),
+            node: String::new(),
+            id: String::new(),
+            field: None,
+            message: "no LXC manifests left while tagged containers remain".into(),
+        },
+    ];
+    p
+}
+
+fn executed(p: &Plan) -> Execution {
+    let mut e = Execution::new(p);
+    let mut now = 10;
+    while let Some((i, a)) = e.next(now) {
+        let outcome = if a.name == "db" {
+            Outcome::Failed {
+                error: "PVE 500: storage full".into(),
+                transient: false,
+            }
+        } else {
+            Outcome::Succeeded
+        };
+        now += 1;
+        e.record(i, outcome, now);
+    }
+    e
+}
+
+fn state_of(r: &ClusterReport, kind: &str, name: &str) -> ObjectReport {
+    r.objects
+        .iter()
+        .find(|o| o.kind == kind && o.name == name)
+        .cloned()
+        .unwrap()
+}
+
+#[test]
+fn an_executed_cycle_counts_actions_prunes_deferrals_skips_and_anomalies() {
+    let p = plan();
+    let e = executed(&p);
+    let objects = e.finish(
+        &p,
+        Some(&Plan {
+            actions: Vec::new(),
+            ..p.clone()
+        }),
+        20,
+    );
+    let rep = ClusterReport::from_cycle(&p, Some(&e), objects, false, 20);
+    assert_eq!(rep.name, "prod");
+    assert_eq!(rep.result, CycleResult::Ok);
+    assert!(!rep.aborted);
+    let c = rep.counts;
+    assert_eq!((c.actions_ok, c.actions_error, c.pruned), (2, 1, 1));
+    assert_eq!((c.prune_deferred, c.skipped, c.anomalies), (1, 1, 2));
+    assert_eq!(c.objects, rep.objects.len() as u64);
+    let key = |kind: &str, action: &str, result| ActionKey {
+        kind: kind.into(),
+        action: action.into(),
+        result,
+    };
+    assert_eq!(
+        rep.actions.get(&key("VM", "create", ActionResult::Ok)),
+        Some(&1)
+    );
+    assert_eq!(
+        rep.actions.get(&key("LXC", "create", ActionResult::Error)),
+        Some(&1)
+    );
+    assert_eq!(
+        rep.actions.get(&key("LXC", "start", ActionResult::Skipped)),
+        Some(&1)
+    );
+    assert_eq!(
+        rep.actions.get(&key("VM", "prune", ActionResult::Ok)),
+        Some(&1)
+    );
+    assert_eq!(rep.anomalies.get(&AnomalyType::DataLoss), Some(&1));
+    assert_eq!(rep.anomalies.get(&AnomalyType::EmptyDesired), Some(&1));
+    assert_eq!(rep.prune_deferred.get("VM"), Some(&1));
+    assert_eq!(rep.pve_read_at, Some(20));
+
+    assert_eq!(state_of(&rep, "LXC", "db").state, ObjectState::Failed);
+    assert_eq!(state_of(&rep, "VM", "old").state, ObjectState::Pruned);
+    let web = state_of(&rep, "VM", "web");
+    assert_eq!(
+        web.state,
+        ObjectState::Anomalous,
+        "an anomaly overrides converged"
+    );
+    assert_eq!(web.last_error.as_deref(), Some("scsi0 would be re-created"));
+    let older = state_of(&rep, "VM", "older");
+    assert_eq!(older.state, ObjectState::Skipped);
+    assert_eq!(older.prune_reason.as_deref(), Some("prune older"));
+    let cache = state_of(&rep, "VM", "cache");
+    assert_eq!(cache.state, ObjectState::Skipped);
+    assert_eq!(
+        cache.last_error.as_deref(),
+        Some("node pve1 is in maintenance")
+    );
+}
+
+#[test]
+fn a_dry_run_records_planned_actions_as_drift_and_counts_no_action() {
+    let p = plan();
+    let rep = ClusterReport::from_cycle(&p, None, Vec::new(), true, 20);
+    assert_eq!(rep.result, CycleResult::DryRun);
+    assert!(rep.actions.is_empty());
+    assert_eq!(
+        (
+            rep.counts.actions_ok,
+            rep.counts.actions_error,
+            rep.counts.pruned
+        ),
+        (0, 0, 0)
+    );
+    let db = state_of(&rep, "LXC", "db");
+    assert_eq!(db.state, ObjectState::Drift);
+    assert_eq!(db.last_action.as_deref(), Some("start"));
+    assert_eq!(state_of(&rep, "VM", "old").state, ObjectState::Drift);
+    assert_eq!(state_of(&rep, "VM", "web").state, ObjectState::Anomalous);
+}
+
+#[test]
+fn records_given_by_the_caller_win_over_derived_ones() {
+    let p = plan();
+    let given = ObjectReport {
+        kind: "VM".into(),
+        name: "cache".into(),
+        node: "pve1".into(),
+        id: "101".into(),
+        state: ObjectState::Converged,
+        last_action: None,
+        last_error: None,
+        prune_reason: None,
+        last_converged_at: Some(5),
+    };
+    let rep = ClusterReport::from_cycle(&p, None, vec![given.clone()], true, 20);
+    assert_eq!(state_of(&rep, "VM", "cache"), given);
+}
+
+#[test]
+fn an_aborted_plan_reports_the_class_of_its_reason() {
+    let name = ClusterName::new("lab").unwrap();
+    let cases = [
+        (
+            "pve inventory read failed: timeout",
+            CycleResult::PveReadError,
+        ),
+        (
+            "git sync failed and no previous good tree",
+            CycleResult::NotReady,
+        ),
+        (
+            "manifest parse error: vm/a.yaml:3:1: unknown field",
+            CycleResult::ParseError,
+        ),
+        (
+            "cloud-init secret resolution: no key",
+            CycleResult::ParseError,
+        ),
+        (
+            "invalid input: 2 problem(s) in the repository; nothing read or written",
+            CycleResult::ParseError,
+        ),
+        (
+            "unknown node: VM/a references node x which is not in pve.clusters.lab.nodes (allowed: a)",
+            CycleResult::UnknownNode,
+        ),
+        ("plan error: cycle", CycleResult::PlanError),
+        ("cannot load recording /x.json: gone", CycleResult::Aborted),
+    ];
+    for (reason, want) in cases {
+        let rep = ClusterReport::from_cycle(
+            &Plan::aborted(name.clone(), reason),
+            None,
+            Vec::new(),
+            false,
+            20,
+        );
+        assert!(rep.aborted);
+        assert_eq!(rep.abort_reason, reason);
+        assert_eq!(rep.result, want, "{reason}");
+        assert_eq!(rep.pve_read_at, None);
+    }
+}
