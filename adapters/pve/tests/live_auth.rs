@@ -65,7 +65,22 @@ fn token_auth_reads_and_writes() {
         "{upid:?}"
     );
 
-    // DELETE parameters travel in the query string, so the body is empty.
+    // DELETE parameters travel in the query string (the body stays empty),
+    // and PVE validates them there.
+    let bad_delete = Request::new(
+        Method::Delete,
+        "/nodes/pve1/qemu/101",
+        params(&[("purge", "maybe")]),
+    );
+    let refused = t.call(&bad_delete).unwrap();
+    assert_eq!(refused.status, 400, "{refused:?}");
+    assert!(
+        refused.body["errors"]["purge"]
+            .as_str()
+            .unwrap()
+            .contains("boolean"),
+        "{refused:?}"
+    );
     let delete = Request::new(
         Method::Delete,
         "/nodes/pve1/qemu/102",
@@ -89,7 +104,7 @@ fn token_auth_reads_and_writes() {
         bodies.contains(&"PUT /api2/json/nodes/pve1/qemu/101/config memory=4096".into()),
         "{bodies:#?}"
     );
-    assert_eq!(t.write_calls(), 3);
+    assert_eq!(t.write_calls(), 4);
     assert!(t.last_successful_read().is_some());
 }
 
