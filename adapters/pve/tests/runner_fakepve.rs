@@ -1,0 +1,279 @@
+//! The runner against fakepve: a config edited on PVE between our read and
+//! our write is never overwritten; task waits are bounded; deletes of a
+//! vanished guest succeed; a stop request ends the run between actions; a
+//! revoked ticket is re-acquired for the next write.
+
+#![allow(clippy::unwrap_used)]
+
+use std::sync::Mutex;
+use std::sync::atomic::AtomicBool;
+use std::time::Duration;
+
+use proxops_core::action::{Action, Impact, Op, Params, Target, Work};
+use proxops_core::exec::{ActionState, Outcome};
+use proxops_core::live::GuestType;
+use proxops_core::names::{ClusterName, Kind, NodeName, Vmid};
+use proxops_core::plan::Plan;
+use proxops_pve::auth::Credentials;
+use proxops_pve::fakepve::FakePve;
+use proxops_pve::live::LiveTransport;
+use proxops_pve::reader::{ReadScope, read_snapshot};
+use proxops_pve::runner::{self, RunOptions};
+use proxops_pve::transport::{Method, Request, Response, Transport, TransportError};
+use serde_json::{Value, json};
+
+fn seed() -> Value {
+    json!({"guests": [
+        {"vmid": 100, "name": "web1", "status": "running",
+         "config": {"memory": 2048, "cores": 2, "description": "ours-v1", "tags": "proxops",
+                    "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
+                    "scsi0": "local-lvm:vm-100-disk-0,size=32G"}},
+        {"vmid": 200, "type": "lxc", "name": "ct1",
+         "ostemplate": "local:vztmpl/debian-12-standard_12.7-1_amd64.tar.zst",
+         "config": {"hostname": "ct1", "rootfs": "local-lvm:vm-200-disk-0,size=8G",
+                    "net0": "name=eth0,bridge=vmbr0,ip=dhcp"}}
+    ]})
+}
+
+fn now() -> u64 {
+    runner::unix_now()
+}
+
+fn opts<'a>(stop: Option<&'a AtomicBool>) -> RunOptions<'a> {
+    RunOptions {
+        task_timeout: Duration::from_secs(10),
+        poll_interval: Duration::from_millis(10),
+        now: &now,
+        stop,
+        on_result: None,
+    }
+}
+
+fn action(vmid: u32, op: Op, work: Work) -> Action {
+    Action {
+        op,
+        kind: Kind::VM,
+        name: format!("vm-{vmid}"),
+        node: NodeName::new("pve1").unwrap(),
+        target: Target::Guest(Vmid::new(u64::from(vmid)).unwrap()),
+        impact: Impact::Live,
+        changes: Vec::new(),
+        reason: "test".into(),
+        level: 0,
+        deps: Vec::new(),
+        object: None,
+        work,
+    }
+}
+
+fn plan(actions: Vec<Action>) -> Plan {
+    Plan {
+        cluster: ClusterName::new("home").unwrap(),
+        aborted: false,
+        abort_reason: None,
+        actions,
+        skipped: Vec::new(),
+        deferred: Vec::new(),
+        anomalies: Vec::new(),
+    }
+}
+
+fn live(pve: &FakePve) -> LiveTransport {
+    LiveTransport::new(pve.live_config()).unwrap()
+}
+
+fn config(t: &dyn Transport, path: &str) -> Value {
+    t.call(&Request::get(path)).unwrap().data().clone()
+}
+
+/// The description write the planner would make for VM 100, with the
+/// digest of the config as read now.
+fn description_update(t: &dyn Transport, text: &str) -> Action {
+    let snap = read_snapshot(t, &ReadScope::default()).unwrap();
+    let guest = snap.guest(&NodeName::new("pve1").unwrap(), Vmid::new(100).unwrap()).unwrap();
+    let digest = guest.config.as_ref().unwrap().digest.clone();
+    assert!(digest.is_some());
+    let mut params = Params::new();
+    params.push("description", text);
+    action(
+        100,
+        Op::Update,
+        Work::UpdateConfig {
+            guest_type: GuestType::Qemu,
+            params,
+            delete: Vec::new(),
+            digest,
+            stop_first: false,
+            restart_after: false,
+        },
+    )
+}
+
+/// Forwards every call; before the first config write, someone else edits
+/// the same config through a second request.
+struct EditsBeforeOurWrite<'a> {
+    inner: &'a dyn Transport,
+    edited: Mutex<bool>,
+}
+
+impl Transport for EditsBeforeOurWrite<'_> {
+    fn call(&self, request: &Request) -> Result<Response, TransportError> {
+        if request.method != Method::Get && request.path.ends_with("/config") {
+            let mut edited = self.edited.lock().unwrap();
+            if !*edited {
+                *edited = true;
+                let theirs = Request::new(
+                    Method::Put,
+                    request.path.clone(),
+                    vec![("description".into(), "theirs".into())],
+                );
+                let r = self.inner.call(&theirs).unwrap();
+                assert!(r.is_success(), "{r:?}");
+            }
+        }
+        self.inner.call(request)
+    }
+}
+
+#[test]
+fn a_config_changed_between_read_and_write_is_not_overwritten() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    let racing = EditsBeforeOurWrite { inner: &t, edited: Mutex::new(false) };
+
+    let update = description_update(&t, "ours-v2");
+    let exec = runner::execute(&racing, &plan(vec![update]), &opts(None));
+    assert!(
+        matches!(&exec.states()[0], ActionState::Done { outcome: Outcome::ChangedUnderUs, .. }),
+        "{:?}",
+        exec.states()
+    );
+    let path = "/nodes/pve1/qemu/100/config";
+    assert_eq!(config(&t, path)["description"], "theirs", "the concurrent edit was overwritten");
+
+    // Next cycle: read again (new digest), write again: converges.
+    let update = description_update(&t, "ours-v2");
+    let exec = runner::execute(&t, &plan(vec![update]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    assert_eq!(config(&t, path)["description"], "ours-v2");
+}
+
+#[test]
+fn a_container_config_is_written_with_put_and_its_digest() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    let snap = read_snapshot(&t, &ReadScope::default()).unwrap();
+    let guest = snap.guest(&NodeName::new("pve1").unwrap(), Vmid::new(200).unwrap()).unwrap();
+    let mut params = Params::new();
+    params.push("memory", "1024");
+    let mut a = action(
+        200,
+        Op::Update,
+        Work::UpdateConfig {
+            guest_type: GuestType::Lxc,
+            params,
+            delete: Vec::new(),
+            digest: guest.config.as_ref().unwrap().digest.clone(),
+            stop_first: false,
+            restart_after: false,
+        },
+    );
+    a.kind = Kind::LXC;
+    pve.forget_requests().unwrap();
+    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    let sent = pve.requests().unwrap();
+    let put = sent.iter().find(|(m, p, _)| m == "PUT" && p.ends_with("/lxc/200/config")).unwrap();
+    assert!(put.2.contains("memory=1024") && put.2.contains("digest="), "{put:?}");
+    assert_eq!(config(&t, "/nodes/pve1/lxc/200/config")["memory"], json!(1024));
+}
+
+#[test]
+fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    pve.settings(json!({"time_scale": 0.01})).unwrap();
+    pve.set_guest(100, json!({"stop_secs": 500})).unwrap();
+    let mut o = opts(None);
+    o.task_timeout = Duration::from_millis(300);
+    let exec = runner::execute(&t, &plan(vec![action(100, Op::Stop, Work::Stop { guest_type: GuestType::Qemu })]), &o);
+    match &exec.states()[0] {
+        ActionState::Done { outcome: Outcome::Failed { error, transient }, .. } => {
+            assert!(error.contains("still not finished") && error.contains("running"), "{error}");
+            assert!(*transient);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_task_error_fails_the_action_with_the_exit_status() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    pve.call(
+        "fail",
+        json!(["POST", "/nodes/pve1/qemu/100/status/start"]),
+        json!({"error": "already_running", "times": 1}),
+    )
+    .unwrap();
+    let exec = runner::execute(&t, &plan(vec![action(100, Op::Start, Work::Start { guest_type: GuestType::Qemu })]), &opts(None));
+    match &exec.states()[0] {
+        ActionState::Done { outcome: Outcome::Failed { error, transient: false }, .. } => {
+            assert!(error.contains("VM 100 already running") && error.contains("task UPID:"), "{error}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn deleting_a_guest_that_is_already_gone_succeeds() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    let a = action(555, Op::Prune, Work::Delete { guest_type: GuestType::Qemu, stop_first: true });
+    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+}
+
+#[test]
+fn a_running_guest_is_stopped_then_deleted_never_forced() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    pve.forget_requests().unwrap();
+    let a = action(100, Op::Prune, Work::Delete { guest_type: GuestType::Qemu, stop_first: true });
+    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    let writes: Vec<(String, String, String)> =
+        pve.requests().unwrap().into_iter().filter(|(m, _, _)| m != "GET").collect();
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert!(writes[0].1.ends_with("/qemu/100/status/stop") && writes[0].2.is_empty(), "{writes:?}");
+    assert!(writes[1].0 == "DELETE" && writes[1].1.ends_with("/qemu/100") && !writes[1].2.contains("force"));
+}
+
+#[test]
+fn a_stop_request_starts_no_further_action() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    let stop = AtomicBool::new(true);
+    pve.forget_requests().unwrap();
+    let exec = runner::execute(
+        &t,
+        &plan(vec![action(100, Op::Stop, Work::Stop { guest_type: GuestType::Qemu })]),
+        &opts(Some(&stop)),
+    );
+    assert!(matches!(&exec.states()[0], ActionState::Deferred { .. }), "{:?}", exec.states());
+    assert!(pve.requests().unwrap().is_empty());
+}
+
+#[test]
+fn a_revoked_ticket_is_renewed_for_the_next_write() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let mut cfg = pve.live_config();
+    cfg.credentials = Credentials::Ticket(pve.ticket_login());
+    let t = LiveTransport::new(cfg).unwrap();
+    let _ = read_snapshot(&t, &ReadScope::default()).unwrap();
+    pve.call("revoke_tickets", Value::Null, Value::Null).unwrap();
+    let update = description_update(&t, "after-relogin");
+    let exec = runner::execute(&t, &plan(vec![update]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    assert_eq!(config(&t, "/nodes/pve1/qemu/100/config")["description"], "after-relogin");
+}
