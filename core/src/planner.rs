@@ -69,6 +69,8 @@ struct Builder<'a> {
     plan: Plan,
     /// Artifacts whose download this plan schedules, per node.
     downloads: BTreeSet<(Ref, NodeName)>,
+    /// Live guests by vmid (ids are unique across a PVE cluster).
+    by_vmid: BTreeMap<crate::names::Vmid, &'a LiveGuest>,
 }
 
 /// Plans one cluster. `live` must come from a read that succeeded as a
@@ -88,6 +90,7 @@ pub fn plan(desired: &ClusterDesired, live: &LiveSnapshot, ctx: &Context<'_>, po
             anomalies: Vec::new(),
         },
         downloads: BTreeSet::new(),
+        by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
     };
     // Artifacts first: guests check whether their prerequisites are present
     // or about to be downloaded.
@@ -219,7 +222,7 @@ impl Builder<'_> {
             return;
         }
         let Some(live) = self.live.guest(&node, vmid) else {
-            if let Some(elsewhere) = self.live.guest_by_vmid(vmid) {
+            if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
                 self.anomaly(
                     AnomalyType::NeedsPerson,
                     kind,
