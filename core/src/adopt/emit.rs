@@ -119,10 +119,27 @@ fn is_plain_safe(s: &str) -> bool {
     let Some(first) = s.chars().next() else {
         return false;
     };
-    (first.is_ascii_alphabetic() || first == '/')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '+' | '='))
-        && !RESERVED.contains(&s.to_ascii_lowercase().as_str())
+    let chars_ok = s
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '+' | '=' | ':'));
+    if !chars_ok || s.ends_with(':') || RESERVED.contains(&s.to_ascii_lowercase().as_str()) {
+        return false;
+    }
+    if first.is_ascii_alphabetic() || first == '/' {
+        return true;
+    }
+    // A quantity such as `2GiB` or `0.5GiB`: digits, at most one dot, then
+    // a unit that cannot start an exponent or a radix (`1e3`, `0x1F`).
+    let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
+    let (num, unit) = s.split_at(unit_at);
+    first.is_ascii_digit()
+        && !unit.is_empty()
+        && unit.chars().all(|c| c.is_ascii_alphabetic())
+        && !unit.starts_with(['e', 'E', 'x', 'X', 'o', 'O', 'b', 'B'])
+        && num.split('.').count() <= 2
+        && num
+            .split('.')
+            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
 }
 
 /// A string scalar: plain when unambiguous, else double-quoted.
@@ -161,6 +178,15 @@ mod tests {
     #[test]
     fn ambiguous_strings_are_quoted_and_read_back_verbatim() {
         for s in [
+            "https://x.invalid/a:b",
+            "a:",
+            "0x1F",
+            "1E5",
+            "0b101",
+            "0o17",
+            "2GiB",
+            "on",
+            "Null",
             "yes",
             "10.0.0.1",
             "0000:17:00.0",
@@ -179,6 +205,9 @@ mod tests {
             assert_eq!(back["k"], s, "{text}");
         }
         assert_eq!(string("web-01"), "web-01");
+        assert_eq!(string("2GiB"), "2GiB");
+        assert_eq!(string("0.5GiB"), "0.5GiB");
+        assert_eq!(string("0x1F"), "\"0x1F\"");
         assert_eq!(string("order=10"), "order=10");
     }
 }
