@@ -33,7 +33,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let ws = context::load_workspace(g, env)?;
     let source = match (&a.replay, a.dry_run) {
         (Some(dir), true) => Source::Replay(dir.clone()),
-        (Some(_), false) => return Err(Failure::input("apply --replay needs --dry-run: a recording cannot be written to")),
+        (Some(_), false) => {
+            return Err(Failure::input(
+                "apply --replay needs --dry-run: a recording cannot be written to",
+            ));
+        }
         (None, _) => Source::Live,
     };
     if a.dry_run {
@@ -44,7 +48,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             Output::Json => print!("{}", render::json(&plans)),
             _ => print!("{}", render::text_with_changes(&plans)),
         }
-        return Ok(if plans.iter().any(|p| p.aborted) { Exit::Runtime } else { Exit::Ok });
+        return Ok(if plans.iter().any(|p| p.aborted) {
+            Exit::Runtime
+        } else {
+            Exit::Ok
+        });
     }
     let session = cycle::prepare(g, env, &ws, &source)?;
     // SIGINT/SIGTERM: the action in flight finishes, nothing new starts.
@@ -63,7 +71,8 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let plans: Vec<Plan> = cycles.iter().map(|c| c.plan.clone()).collect();
     match output {
         Output::Json => {
-            let plan_doc: Value = serde_json::from_str(&render::json(&plans)).unwrap_or(Value::Null);
+            let plan_doc: Value =
+                serde_json::from_str(&render::json(&plans)).unwrap_or(Value::Null);
             let doc = json!({
                 "plan": plan_doc,
                 "results": cycles.iter().map(cluster_json).collect::<Vec<_>>(),
@@ -71,7 +80,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         }
         _ => {
-            let text = if a.diff { render::text_with_changes(&plans) } else { render::text(&plans) };
+            let text = if a.diff {
+                render::text_with_changes(&plans)
+            } else {
+                render::text(&plans)
+            };
             print!("{text}");
             if !text.ends_with('\n') {
                 println!();
@@ -88,7 +101,10 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         }
         exit = exit.worst(Exit::Input);
     }
-    if cycles.iter().any(|c| c.plan.aborted || c.failed_actions() > 0) {
+    if cycles
+        .iter()
+        .any(|c| c.plan.aborted || c.failed_actions() > 0)
+    {
         exit = exit.worst(Exit::Runtime);
     }
     Ok(exit)
@@ -110,7 +126,14 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
     for c in cycles {
         let _ = writeln!(out, "\n=== {} results ===", c.name);
         if c.plan.aborted {
-            let _ = writeln!(out, "aborted: {}", c.plan.abort_reason.as_deref().unwrap_or("no reason recorded"));
+            let _ = writeln!(
+                out,
+                "aborted: {}",
+                c.plan
+                    .abort_reason
+                    .as_deref()
+                    .unwrap_or("no reason recorded")
+            );
             continue;
         }
         let Some(exec) = &c.execution else {
@@ -133,10 +156,26 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
             out.push('\n');
         }
         let (ok, failed) = exec.counts();
-        let deferred = exec.states().iter().filter(|s| matches!(s, ActionState::Deferred { .. })).count();
-        let converged = c.objects.iter().filter(|o| o.state.as_str() == "converged").count();
-        let pruned = c.objects.iter().filter(|o| o.state.as_str() == "pruned").count();
-        let readback = if c.readback.is_some() { "read back" } else { "read-back FAILED" };
+        let deferred = exec
+            .states()
+            .iter()
+            .filter(|s| matches!(s, ActionState::Deferred { .. }))
+            .count();
+        let converged = c
+            .objects
+            .iter()
+            .filter(|o| o.state.as_str() == "converged")
+            .count();
+        let pruned = c
+            .objects
+            .iter()
+            .filter(|o| o.state.as_str() == "pruned")
+            .count();
+        let readback = if c.readback.is_some() {
+            "read back"
+        } else {
+            "read-back FAILED"
+        };
         let _ = writeln!(
             out,
             "{}: {ok} ok, {failed} failed, {deferred} deferred; {converged} converged, {pruned} pruned ({readback})",
@@ -183,7 +222,13 @@ fn cluster_json(c: &ClusterCycle) -> Value {
     let actions: Vec<Value> = c
         .execution
         .as_ref()
-        .map(|e| e.actions().iter().zip(e.states()).map(|(a, s)| action_json(a, s)).collect())
+        .map(|e| {
+            e.actions()
+                .iter()
+                .zip(e.states())
+                .map(|(a, s)| action_json(a, s))
+                .collect()
+        })
         .unwrap_or_default();
     let (ok, failed) = c.execution.as_ref().map(|e| e.counts()).unwrap_or((0, 0));
     json!({
@@ -192,6 +237,8 @@ fn cluster_json(c: &ClusterCycle) -> Value {
         "abort_reason": c.plan.abort_reason.clone().unwrap_or_default(),
         "actions_ok": ok,
         "actions_error": failed,
+        "started_at": crate::status::rfc3339(c.started_at),
+        "finished_at": crate::status::rfc3339(c.finished_at),
         "read_back": c.readback.is_some(),
         "actions": actions,
         "objects": c.objects.iter().map(|o| json!({

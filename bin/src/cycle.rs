@@ -44,6 +44,8 @@ pub enum Source {
 
 pub struct ClusterPlan {
     pub plan: Plan,
+    /// What the plan was made from (for commands that show live state).
+    #[allow(dead_code)]
     pub snapshot: Option<LiveSnapshot>,
 }
 
@@ -86,7 +88,12 @@ pub struct Session<'w> {
 /// Resolves credentials and TLS trust and builds a transport for every
 /// selected cluster, before any PVE request. Invalid credentials or TLS
 /// settings end the command (exit 2).
-pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Source) -> Result<Session<'w>, Failure> {
+pub fn prepare<'w>(
+    g: &GlobalArgs,
+    _env: &Env,
+    ws: &'w Workspace,
+    source: &Source,
+) -> Result<Session<'w>, Failure> {
     let cfg = &ws.loaded.config;
     let sources = IdentitySources::from_process_env();
     let mut clusters = Vec::new();
@@ -109,8 +116,13 @@ pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Sourc
                 continue;
             }
         };
-        let Some(cc) = cfg.clusters.get(name) else { continue };
-        let policy = Policy { prune_budget: cfg.prune_budget, nodes: cc.nodes.clone() };
+        let Some(cc) = cfg.clusters.get(name) else {
+            continue;
+        };
+        let policy = Policy {
+            prune_budget: cfg.prune_budget,
+            nodes: cc.nodes.clone(),
+        };
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
             storages: desired.storage_pairs(),
@@ -152,8 +164,14 @@ pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Sourc
                     .as_deref()
                     .map(|f| relative_to_declaring_file(f, &cc.declared_in, ws.root.as_deref()))
                     .or_else(|| cfg.ca_file.clone());
-                let tls = TlsTrust::from_settings(ca_file.as_deref(), cc.fingerprint.as_deref(), cc.insecure)
-                    .map_err(|e| Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}")))?;
+                let tls = TlsTrust::from_settings(
+                    ca_file.as_deref(),
+                    cc.fingerprint.as_deref(),
+                    cc.insecure,
+                )
+                .map_err(|e| {
+                    Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}"))
+                })?;
                 if tls.is_insecure() {
                     eprintln!(
                         "warning: cluster {name}: TLS certificate checking is OFF (insecure: true); anyone on the path can read the credentials; pin a fingerprint or set a ca-file"
@@ -163,12 +181,22 @@ pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Sourc
                 if let Some(base) = retry_base_override() {
                     live.retry.base = base;
                 }
-                let transport = LiveTransport::new(live)
-                    .map_err(|e| Failure::input(format!("invalid configuration: cluster {name:?}: {e}")))?;
+                let transport = LiveTransport::new(live).map_err(|e| {
+                    Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
+                })?;
                 (Box::new(transport) as Box<dyn Transport>, c.cloud_init)
             }
         };
-        clusters.push(Prepared { name: name.clone(), ready: Ok(Ready { desired, policy, scope, transport, secrets }) });
+        clusters.push(Prepared {
+            name: name.clone(),
+            ready: Ok(Ready {
+                desired,
+                policy,
+                scope,
+                transport,
+                secrets,
+            }),
+        });
     }
     Ok(Session { clusters, invalid })
 }
@@ -177,7 +205,12 @@ pub fn prepare<'w>(g: &GlobalArgs, _env: &Env, ws: &'w Workspace, source: &Sourc
 /// (default 1 s, doubling). For test rigs whose faults are injected on
 /// purpose; production keeps the default.
 fn retry_base_override() -> Option<Duration> {
-    std::env::var("PROXOPS_PVE_RETRY_BASE_MS").ok()?.trim().parse::<u64>().ok().map(Duration::from_millis)
+    std::env::var("PROXOPS_PVE_RETRY_BASE_MS")
+        .ok()?
+        .trim()
+        .parse::<u64>()
+        .ok()
+        .map(Duration::from_millis)
 }
 
 /// A cluster-local file name: relative paths are relative to the file that
@@ -189,7 +222,12 @@ fn relative_to_declaring_file(file: &str, declared_in: &str, root: Option<&Path>
     }
     let declared = Path::new(declared_in);
     let dir = declared.parent().unwrap_or(Path::new(""));
-    let base = if declared.is_absolute() { dir.to_path_buf() } else { root.map(|r| r.join(dir)).unwrap_or_else(|| dir.to_path_buf()) };
+    let base = if declared.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        root.map(|r| r.join(dir))
+            .unwrap_or_else(|| dir.to_path_buf())
+    };
     base.join(p).display().to_string()
 }
 
@@ -199,26 +237,46 @@ impl Ready<'_> {
         let snapshot = match reader::read_snapshot(transport, &self.scope) {
             Ok(s) => s,
             Err(e) => {
-                return ClusterPlan { plan: Plan::aborted(name.clone(), format!("pve inventory read failed: {e}")), snapshot: None };
+                return ClusterPlan {
+                    plan: Plan::aborted(name.clone(), format!("pve inventory read failed: {e}")),
+                    snapshot: None,
+                };
             }
         };
-        let ctx = Context { cluster: self.desired, secrets: &self.secrets };
+        let ctx = Context {
+            cluster: self.desired,
+            secrets: &self.secrets,
+        };
         let plan = plan::plan(self.desired, &snapshot, &ctx, &self.policy);
-        ClusterPlan { plan, snapshot: Some(snapshot) }
+        ClusterPlan {
+            plan,
+            snapshot: Some(snapshot),
+        }
     }
 }
 
 /// Reads and plans every selected cluster (diff, apply --dry-run, status).
-pub fn plan_all(g: &GlobalArgs, env: &Env, ws: &Workspace, source: &Source) -> Result<PlanAll, Failure> {
+pub fn plan_all(
+    g: &GlobalArgs,
+    env: &Env,
+    ws: &Workspace,
+    source: &Source,
+) -> Result<PlanAll, Failure> {
     let session = prepare(g, env, ws, source)?;
     let mut plans = Vec::new();
     for p in &session.clusters {
         plans.push(match &p.ready {
-            Err(reason) => ClusterPlan { plan: Plan::aborted(p.name.clone(), reason.clone()), snapshot: None },
+            Err(reason) => ClusterPlan {
+                plan: Plan::aborted(p.name.clone(), reason.clone()),
+                snapshot: None,
+            },
             Ok(r) => r.read_and_plan(&p.name, r.transport.as_ref()),
         });
     }
-    Ok(PlanAll { plans, invalid: session.invalid })
+    Ok(PlanAll {
+        plans,
+        invalid: session.invalid,
+    })
 }
 
 /// What one cluster's converge cycle did.
@@ -245,7 +303,7 @@ pub struct ApplyOptions<'a> {
     pub task_timeout: Duration,
     pub poll_interval: Duration,
     pub stop: Option<&'a AtomicBool>,
-    pub on_result: Option<&'a (dyn Fn(&proxops_core::action::Action, &proxops_core::exec::Outcome) + Sync)>,
+    pub on_result: Option<&'a runner::ActionObserver<'a>>,
 }
 
 /// One converge cycle per selected cluster: read, plan, execute, read back,

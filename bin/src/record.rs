@@ -19,7 +19,8 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     };
     let ws = context::load_workspace(g, env)?;
     let session = cycle::prepare(g, env, &ws, &Source::Live)?;
-    std::fs::create_dir_all(out).map_err(|e| Failure::runtime(format!("cannot create {}: {e}", out.display())))?;
+    std::fs::create_dir_all(out)
+        .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", out.display())))?;
     let mut exit = Exit::Ok;
     for p in session.clusters {
         let ready = match p.ready {

@@ -50,13 +50,24 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
 
     let mut rows = Vec::new();
     for cp in &outcome.plans {
-        let desired = ws.loaded.clusters.get(&cp.plan.cluster).and_then(|r| r.as_ref().ok());
+        let desired = ws
+            .loaded
+            .clusters
+            .get(&cp.plan.cluster)
+            .and_then(|r| r.as_ref().ok());
         rows.extend(cluster_rows(&cp.plan, desired));
     }
     let plans: Vec<&Plan> = outcome.plans.iter().map(|p| &p.plan).collect();
     match output {
         Output::Json => {
-            let doc = document(&ws.commit, process_start, started_at, finished_at, &plans, &rows);
+            let doc = document(
+                &ws.commit,
+                process_start,
+                started_at,
+                finished_at,
+                &plans,
+                &rows,
+            );
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         }
         _ => print!("{}", table(&plans, &rows)),
@@ -85,7 +96,11 @@ fn cluster_rows(plan: &Plan, desired: Option<&ClusterDesired>) -> Vec<Row> {
         let (node, id) = match (obj.spec.guest_id(), obj.spec.artifact()) {
             (Some((n, v)), _) => (n.to_string(), v.to_string()),
             (None, Some(a)) => (
-                a.all_nodes().iter().map(|n| n.to_string()).collect::<Vec<_>>().join(","),
+                a.all_nodes()
+                    .iter()
+                    .map(|n| n.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
                 format!("{}:{}", a.storage, a.filename),
             ),
             _ => (String::new(), String::new()),
@@ -107,7 +122,14 @@ fn cluster_rows(plan: &Plan, desired: Option<&ClusterDesired>) -> Vec<Row> {
         );
     }
     for a in &plan.actions {
-        let r = entry(&mut rows, &cluster, a.kind.as_str(), &a.name, a.node.as_str(), &a.target.to_string());
+        let r = entry(
+            &mut rows,
+            &cluster,
+            a.kind.as_str(),
+            &a.name,
+            a.node.as_str(),
+            &a.target.to_string(),
+        );
         if r.state == "converged" {
             r.state = "drift";
             r.last_action = a.op.as_str().to_owned();
@@ -118,7 +140,14 @@ fn cluster_rows(plan: &Plan, desired: Option<&ClusterDesired>) -> Vec<Row> {
         }
     }
     for a in &plan.deferred {
-        let r = entry(&mut rows, &cluster, a.kind.as_str(), &a.name, a.node.as_str(), &a.target.to_string());
+        let r = entry(
+            &mut rows,
+            &cluster,
+            a.kind.as_str(),
+            &a.name,
+            a.node.as_str(),
+            &a.target.to_string(),
+        );
         r.state = "skipped";
         r.last_action = a.op.as_str().to_owned();
         r.detail = a.reason.clone();
@@ -146,17 +175,18 @@ fn entry<'a>(
     node: &str,
     id: &str,
 ) -> &'a mut Row {
-    rows.entry((kind.to_owned(), name.to_owned())).or_insert_with(|| Row {
-        cluster: cluster.to_owned(),
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-        node: node.to_owned(),
-        id: id.to_owned(),
-        state: "converged",
-        last_action: String::new(),
-        detail: String::new(),
-        prune_reason: String::new(),
-    })
+    rows.entry((kind.to_owned(), name.to_owned()))
+        .or_insert_with(|| Row {
+            cluster: cluster.to_owned(),
+            kind: kind.to_owned(),
+            name: name.to_owned(),
+            node: node.to_owned(),
+            id: id.to_owned(),
+            state: "converged",
+            last_action: String::new(),
+            detail: String::new(),
+            prune_reason: String::new(),
+        })
 }
 
 fn table(plans: &[&Plan], rows: &[Row]) -> String {
@@ -167,11 +197,22 @@ fn table(plans: &[&Plan], rows: &[Row]) -> String {
         }
         let _ = writeln!(out, "=== {} ===", plan.cluster);
         if plan.aborted {
-            let _ = writeln!(out, "aborted: {}", plan.abort_reason.as_deref().unwrap_or("no reason recorded"));
+            let _ = writeln!(
+                out,
+                "aborted: {}",
+                plan.abort_reason.as_deref().unwrap_or("no reason recorded")
+            );
             continue;
         }
-        let _ = writeln!(out, "  {:<11}{:<12}{:<28}{:<10}{:<12}DETAIL", "STATE", "KIND", "NAME", "NODE", "ID");
-        let mine: Vec<&Row> = rows.iter().filter(|r| r.cluster == plan.cluster.as_str()).collect();
+        let _ = writeln!(
+            out,
+            "  {:<11}{:<12}{:<28}{:<10}{:<12}DETAIL",
+            "STATE", "KIND", "NAME", "NODE", "ID"
+        );
+        let mine: Vec<&Row> = rows
+            .iter()
+            .filter(|r| r.cluster == plan.cluster.as_str())
+            .collect();
         for r in &mine {
             let _ = writeln!(
                 out,
@@ -189,8 +230,19 @@ fn table(plans: &[&Plan], rows: &[Row]) -> String {
             *counts.entry(r.state).or_default() += 1;
         }
         let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
-        let anomaly = plan.anomalies.iter().filter(|a| a.name.is_empty()).map(|a| a.message.clone()).collect::<Vec<_>>();
-        let _ = writeln!(out, "{}: {} objects: {}", plan.cluster, mine.len(), summary.join(", "));
+        let anomaly = plan
+            .anomalies
+            .iter()
+            .filter(|a| a.name.is_empty())
+            .map(|a| a.message.clone())
+            .collect::<Vec<_>>();
+        let _ = writeln!(
+            out,
+            "{}: {} objects: {}",
+            plan.cluster,
+            mine.len(),
+            summary.join(", ")
+        );
         for m in anomaly {
             let _ = writeln!(out, "anomaly: {m}");
         }
@@ -266,7 +318,12 @@ pub fn rfc3339(t: Timestamp) -> String {
     let d = doy - (153 * mp + 2) / 5 + 1;
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + i64::from(m <= 2);
-    format!("{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z", secs / 3600, (secs / 60) % 60, secs % 60)
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
+        secs / 3600,
+        (secs / 60) % 60,
+        secs % 60
+    )
 }
 
 #[cfg(test)]

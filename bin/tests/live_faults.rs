@@ -17,7 +17,11 @@ const MONITORING: &str = "vm/base/monitoring.yaml";
 fn set_description(repo: &Repo, text: &str) {
     let p = repo.path().join(MONITORING);
     let body = std::fs::read_to_string(&p).unwrap();
-    let body: String = body.lines().filter(|l| !l.contains("pve-description")).map(|l| format!("{l}\n")).collect();
+    let body: String = body
+        .lines()
+        .filter(|l| !l.contains("pve-description"))
+        .map(|l| format!("{l}\n"))
+        .collect();
     std::fs::write(p, format!("{body}  pve-description: {text}\n")).unwrap();
 }
 
@@ -43,11 +47,23 @@ fn config_of(pve: &FakePve, repo: &Repo, vmid: u32) -> Value {
     // What the next plan would write tells whether the VM changed; the
     // description itself is read back through a recording.
     let out = tempfile::tempdir().unwrap();
-    let rec = proxops(pve, repo, &["record", "--out", out.path().to_str().unwrap()]);
+    let rec = proxops(
+        pve,
+        repo,
+        &["record", "--out", out.path().to_str().unwrap()],
+    );
     assert_eq!(rec.code, 0, "{}", rec.all());
-    let doc: Value = serde_json::from_str(&std::fs::read_to_string(out.path().join("home.json")).unwrap()).unwrap();
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("home.json")).unwrap())
+            .unwrap();
     let path = format!("/nodes/pve1/qemu/{vmid}/config");
-    doc["responses"].as_array().unwrap().iter().find(|r| r["path"] == path.as_str()).unwrap()["body"]["data"].clone()
+    doc["responses"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["path"] == path.as_str())
+        .unwrap()["body"]["data"]
+        .clone()
 }
 
 #[test]
@@ -55,11 +71,16 @@ fn a_locked_guest_fails_transiently_and_converges_once_unlocked() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = monitoring_repo(&pve);
     set_description(&repo, "metrics-v2");
-    pve.call("snapshot_lock", json!([150, "backup"]), Value::Null).unwrap();
+    pve.call("snapshot_lock", json!([150, "backup"]), Value::Null)
+        .unwrap();
 
     let locked = proxops(&pve, &repo, &["apply"]);
     assert_eq!(locked.code, 1, "{}", locked.all());
-    assert!(locked.stdout.contains("VM is locked (backup)"), "{}", locked.all());
+    assert!(
+        locked.stdout.contains("VM is locked (backup)"),
+        "{}",
+        locked.all()
+    );
     assert!(locked.stdout.contains("transient"), "{}", locked.all());
     assert_eq!(config_of(&pve, &repo, 150)["description"], "metrics");
 
@@ -75,14 +96,16 @@ fn a_config_lock_held_by_another_task_fails_transiently_and_converges_later() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = monitoring_repo(&pve);
     set_description(&repo, "metrics-v2");
-    pve.call("hold_config_lock", json!([150, null]), Value::Null).unwrap();
+    pve.call("hold_config_lock", json!([150, null]), Value::Null)
+        .unwrap();
 
     let held = proxops(&pve, &repo, &["apply"]);
     assert_eq!(held.code, 1, "{}", held.all());
     assert!(held.stdout.contains("got timeout"), "{}", held.all());
     assert!(held.stdout.contains("transient"), "{}", held.all());
 
-    pve.call("release_config_lock", json!([150]), Value::Null).unwrap();
+    pve.call("release_config_lock", json!([150]), Value::Null)
+        .unwrap();
     let applied = proxops(&pve, &repo, &["apply"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert_converged(&pve, &repo);
@@ -109,16 +132,31 @@ fn a_failing_config_read_prunes_nothing_and_the_next_cycle_catches_up() {
 
     pve.forget_requests().unwrap();
     let failing = proxops(&pve, &repo, &["apply"]);
-    let deletes: Vec<_> = writes(&pve).into_iter().filter(|(m, _)| m == "DELETE").collect();
-    assert!(deletes.is_empty(), "a tagged orphan whose config could not be read was pruned:\n{}", failing.all());
+    let deletes: Vec<_> = writes(&pve)
+        .into_iter()
+        .filter(|(m, _)| m == "DELETE")
+        .collect();
+    assert!(
+        deletes.is_empty(),
+        "a tagged orphan whose config could not be read was pruned:\n{}",
+        failing.all()
+    );
     // The missing VM is still created: its absence was read, not guessed.
-    assert!(writes(&pve).contains(&("POST".into(), "/api2/json/nodes/pve1/qemu".into())), "{}", failing.all());
+    assert!(
+        writes(&pve).contains(&("POST".into(), "/api2/json/nodes/pve1/qemu".into())),
+        "{}",
+        failing.all()
+    );
 
     pve.clear().unwrap();
     pve.forget_requests().unwrap();
     let applied = proxops(&pve, &repo, &["apply"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
-    assert!(writes(&pve).contains(&("DELETE".into(), "/api2/json/nodes/pve1/qemu/302".into())), "{}", applied.all());
+    assert!(
+        writes(&pve).contains(&("DELETE".into(), "/api2/json/nodes/pve1/qemu/302".into())),
+        "{}",
+        applied.all()
+    );
     assert_converged(&pve, &repo);
 }
 
@@ -136,8 +174,17 @@ fn a_failing_config_read_of_a_managed_guest_writes_nothing_to_it() {
 
     pve.forget_requests().unwrap();
     let failing = proxops(&pve, &repo, &["apply"]);
-    assert!(writes(&pve).is_empty(), "{}\n{:?}", failing.all(), writes(&pve));
-    assert!(failing.stdout.contains("config unreadable this cycle"), "{}", failing.all());
+    assert!(
+        writes(&pve).is_empty(),
+        "{}\n{:?}",
+        failing.all(),
+        writes(&pve)
+    );
+    assert!(
+        failing.stdout.contains("config unreadable this cycle"),
+        "{}",
+        failing.all()
+    );
 
     pve.clear().unwrap();
     let applied = proxops(&pve, &repo, &["apply"]);
@@ -165,17 +212,33 @@ fn a_download_task_error_defers_its_dependants_and_the_next_cycle_converges() {
     pve.forget_requests().unwrap();
     let failed = proxops(&pve, &repo, &["apply"]);
     assert_eq!(failed.code, 1, "{}", failed.all());
-    assert!(failed.stdout.contains("decompression not supported"), "{}", failed.all());
-    assert!(failed.stdout.contains("deferred: prerequisite CTTemplate/debian-13-standard failed"), "{}", failed.all());
     assert!(
-        writes(&pve).iter().all(|(_, p)| p.ends_with("/download-url")),
+        failed.stdout.contains("decompression not supported"),
+        "{}",
+        failed.all()
+    );
+    assert!(
+        failed
+            .stdout
+            .contains("deferred: prerequisite CTTemplate/debian-13-standard failed"),
+        "{}",
+        failed.all()
+    );
+    assert!(
+        writes(&pve)
+            .iter()
+            .all(|(_, p)| p.ends_with("/download-url")),
         "only the download was attempted: {:?}",
         writes(&pve)
     );
 
     let applied = proxops(&pve, &repo, &["apply"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
-    assert!(applied.stdout.contains("3 ok, 0 failed"), "{}", applied.all());
+    assert!(
+        applied.stdout.contains("3 ok, 0 failed"),
+        "{}",
+        applied.all()
+    );
     assert_converged(&pve, &repo);
 }
 
@@ -183,15 +246,27 @@ fn a_download_task_error_defers_its_dependants_and_the_next_cycle_converges() {
 fn an_offline_node_is_left_alone_and_caught_up_when_it_returns() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
-    pve.call("set_node_offline", json!(["pve2"]), Value::Null).unwrap();
+    pve.call("set_node_offline", json!(["pve2"]), Value::Null)
+        .unwrap();
 
     pve.forget_requests().unwrap();
     let partial = proxops(&pve, &repo, &["apply"]);
-    assert!(partial.stdout.contains("node pve2 is not online"), "{}", partial.all());
-    assert!(writes(&pve).iter().all(|(_, p)| !p.contains("/nodes/pve2/")), "{:?}", writes(&pve));
+    assert!(
+        partial.stdout.contains("node pve2 is not online"),
+        "{}",
+        partial.all()
+    );
+    assert!(
+        writes(&pve)
+            .iter()
+            .all(|(_, p)| !p.contains("/nodes/pve2/")),
+        "{:?}",
+        writes(&pve)
+    );
     assert_eq!(partial.code, 0, "{}", partial.all());
 
-    pve.call("set_node_offline", json!(["pve2", false]), Value::Null).unwrap();
+    pve.call("set_node_offline", json!(["pve2", false]), Value::Null)
+        .unwrap();
     let caught_up = proxops(&pve, &repo, &["apply"]);
     assert_eq!(caught_up.code, 0, "{}", caught_up.all());
     assert!(caught_up.stdout.contains("VM/db-01"), "{}", caught_up.all());
@@ -205,8 +280,12 @@ fn an_offline_node_is_left_alone_and_caught_up_when_it_returns() {
 fn dropped_connections_are_retried_and_nothing_is_done_twice() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
-    repo.set_resources(&["../../vm/base/monitoring.yaml", "../../iso/base/debian-13-netinst.yaml"]);
-    pve.call("flaky_network", Value::Null, json!({"drop_rate": 0.3})).unwrap();
+    repo.set_resources(&[
+        "../../vm/base/monitoring.yaml",
+        "../../iso/base/debian-13-netinst.yaml",
+    ]);
+    pve.call("flaky_network", Value::Null, json!({"drop_rate": 0.3}))
+        .unwrap();
     let _ = proxops(&pve, &repo, &["apply"]);
     let _ = proxops(&pve, &repo, &["apply"]);
     pve.clear().unwrap();
@@ -216,4 +295,32 @@ fn dropped_connections_are_retried_and_nothing_is_done_twice() {
     let again = proxops(&pve, &repo, &["apply"]);
     assert_eq!(again.code, 0, "{}", again.all());
     assert!(writes(&pve).is_empty(), "{}", again.all());
+}
+
+#[test]
+fn a_permission_error_fails_the_action_with_pves_words_and_converges_once_granted() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    pve.call(
+        "fail",
+        json!(["POST", "/nodes/pve1/qemu"]),
+        json!({"status": 403, "message": "Permission check failed (/vms/150, VM.Allocate)"}),
+    )
+    .unwrap();
+    let denied = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(denied.code, 1, "{}", denied.all());
+    assert!(
+        denied
+            .stdout
+            .contains("HTTP 403 Permission check failed (/vms/150, VM.Allocate)"),
+        "{}",
+        denied.all()
+    );
+    assert!(!denied.stdout.contains("transient"), "{}", denied.all());
+
+    pve.clear().unwrap();
+    let applied = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(applied.code, 0, "{}", applied.all());
+    assert_converged(&pve, &repo);
 }

@@ -41,7 +41,11 @@ fn orphan_seed() -> Value {
 }
 
 fn deletes(pve: &FakePve) -> Vec<String> {
-    writes(pve).into_iter().filter(|(m, _)| m == "DELETE").map(|(_, p)| p).collect()
+    writes(pve)
+        .into_iter()
+        .filter(|(m, _)| m == "DELETE")
+        .map(|(_, p)| p)
+        .collect()
 }
 
 #[test]
@@ -55,22 +59,46 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     assert_eq!(first.code, 0, "{}", first.all());
     assert_eq!(
         deletes(&pve),
-        vec!["/api2/json/nodes/pve1/qemu/302", "/api2/json/nodes/pve1/qemu/303", "/api2/json/nodes/pve1/qemu/304"],
+        vec![
+            "/api2/json/nodes/pve1/qemu/302",
+            "/api2/json/nodes/pve1/qemu/303",
+            "/api2/json/nodes/pve1/qemu/304"
+        ],
         "{}",
         first.all()
     );
     // The running orphan is stopped first (never forced).
     let all = pve.requests().unwrap();
-    let stop = all.iter().position(|(m, p, _)| m == "POST" && p.ends_with("/qemu/302/status/stop")).unwrap();
-    let del = all.iter().position(|(m, p, _)| m == "DELETE" && p.ends_with("/qemu/302")).unwrap();
+    let stop = all
+        .iter()
+        .position(|(m, p, _)| m == "POST" && p.ends_with("/qemu/302/status/stop"))
+        .unwrap();
+    let del = all
+        .iter()
+        .position(|(m, p, _)| m == "DELETE" && p.ends_with("/qemu/302"))
+        .unwrap();
     assert!(stop < del);
-    assert!(all.iter().all(|(_, _, body)| !body.contains("force") && !body.contains("skiplock")), "{all:?}");
-    assert!(first.stdout.contains("deferred prunes (budget) (2)"), "{}", first.all());
+    assert!(
+        all.iter()
+            .all(|(_, _, body)| !body.contains("force") && !body.contains("skiplock")),
+        "{all:?}"
+    );
+    assert!(
+        first.stdout.contains("deferred prunes (budget) (2)"),
+        "{}",
+        first.all()
+    );
 
     pve.forget_requests().unwrap();
     let second = proxops(&pve, &repo, &["apply"]);
     assert_eq!(second.code, 0, "{}", second.all());
-    assert_eq!(deletes(&pve), vec!["/api2/json/nodes/pve1/qemu/305", "/api2/json/nodes/pve1/qemu/306"]);
+    assert_eq!(
+        deletes(&pve),
+        vec![
+            "/api2/json/nodes/pve1/qemu/305",
+            "/api2/json/nodes/pve1/qemu/306"
+        ]
+    );
 
     pve.forget_requests().unwrap();
     let third = proxops(&pve, &repo, &["apply"]);
@@ -78,8 +106,16 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     assert!(writes(&pve).is_empty(), "{}", third.all());
     // Untagged and pveconform-tagged guests are still there, never touched.
     let diff = proxops(&pve, &repo, &["diff"]);
-    assert!(diff.stdout.contains("hand-made") && diff.stdout.contains("legacy"), "{}", diff.all());
-    assert!(diff.stdout.contains("skipped (no proxops tag) (2)"), "{}", diff.all());
+    assert!(
+        diff.stdout.contains("hand-made") && diff.stdout.contains("legacy"),
+        "{}",
+        diff.all()
+    );
+    assert!(
+        diff.stdout.contains("skipped (no proxops tag) (2)"),
+        "{}",
+        diff.all()
+    );
 }
 
 #[test]
@@ -92,7 +128,13 @@ fn no_vm_manifest_and_more_tagged_vms_than_the_budget_prunes_nothing() {
     pve.forget_requests().unwrap();
     let run = proxops(&pve, &repo, &["apply"]);
     assert!(deletes(&pve).is_empty(), "{}", run.all());
-    assert!(writes(&pve).iter().all(|(_, p)| p.contains("/download-url")), "{:?}", writes(&pve));
+    assert!(
+        writes(&pve)
+            .iter()
+            .all(|(_, p)| p.contains("/download-url")),
+        "{:?}",
+        writes(&pve)
+    );
     assert!(run.stdout.contains("probable bad push"), "{}", run.all());
     assert_eq!(run.code, 0, "{}", run.all());
 }

@@ -28,6 +28,9 @@ use serde_json::Value;
 use crate::retry::pve_message;
 use crate::transport::{Method, Request, Response, Transport, TransportError, encode_segment};
 
+/// Told each action and its outcome as soon as it ends.
+pub type ActionObserver<'a> = dyn Fn(&Action, &Outcome) + Sync + 'a;
+
 /// How the runner waits and when it stops.
 pub struct RunOptions<'a> {
     /// Longest wait for one PVE task (`reconcile.task-timeout`, default 30 min).
@@ -39,7 +42,7 @@ pub struct RunOptions<'a> {
     /// Set by a signal handler: the action in flight finishes, no other starts.
     pub stop: Option<&'a AtomicBool>,
     /// Called after each action with its result (for progress lines).
-    pub on_result: Option<&'a (dyn Fn(&Action, &Outcome) + Sync)>,
+    pub on_result: Option<&'a ActionObserver<'a>>,
 }
 
 impl RunOptions<'_> {
@@ -65,7 +68,9 @@ pub fn execute(transport: &dyn Transport, plan: &Plan, opts: &RunOptions<'_>) ->
             execution.stop();
             break;
         }
-        let Some((index, action)) = execution.next((opts.now)()) else { break };
+        let Some((index, action)) = execution.next((opts.now)()) else {
+            break;
+        };
         let action = action.clone();
         let outcome = perform(transport, &action, opts);
         if let Some(report) = opts.on_result {
@@ -126,11 +131,19 @@ pub fn classify_error(text: &str, no_answer: bool) -> Outcome {
         || lower.contains("operation already in progress")
         || lower.contains("no quorum")
         || lower.contains("http 595");
-    Outcome::Failed { error: text.to_owned(), transient }
+    Outcome::Failed {
+        error: text.to_owned(),
+        transient,
+    }
 }
 
 fn guest_path(node: &NodeName, guest_type: GuestType, vmid: Vmid) -> String {
-    format!("/nodes/{}/{}/{}", encode_segment(node.as_str()), guest_type.path_segment(), vmid)
+    format!(
+        "/nodes/{}/{}/{}",
+        encode_segment(node.as_str()),
+        guest_type.path_segment(),
+        vmid
+    )
 }
 
 fn guest_vmid(action: &Action) -> Result<Vmid, StepError> {
@@ -144,21 +157,47 @@ fn guest_vmid(action: &Action) -> Result<Vmid, StepError> {
     }
 }
 
-fn run_work(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>) -> Result<(), StepError> {
+fn run_work(
+    transport: &dyn Transport,
+    action: &Action,
+    opts: &RunOptions<'_>,
+) -> Result<(), StepError> {
     let node = &action.node;
-    let pve = Pve { transport, opts, node };
+    let pve = Pve {
+        transport,
+        opts,
+        node,
+    };
     match &action.work {
-        Work::CreateGuest { guest_type, params, mark_template } => {
+        Work::CreateGuest {
+            guest_type,
+            params,
+            mark_template,
+        } => {
             let vmid = guest_vmid(action)?;
-            let base = format!("/nodes/{}/{}", encode_segment(node.as_str()), guest_type.path_segment());
+            let base = format!(
+                "/nodes/{}/{}",
+                encode_segment(node.as_str()),
+                guest_type.path_segment()
+            );
             pve.write_and_wait(Method::Post, &base, params.to_wire())?;
             if *mark_template {
                 // qemu answers a UPID, lxc `null` (synchronous) [PROBE].
-                pve.write_and_wait(Method::Post, &format!("{}/template", guest_path(node, *guest_type, vmid)), Vec::new())?;
+                pve.write_and_wait(
+                    Method::Post,
+                    &format!("{}/template", guest_path(node, *guest_type, vmid)),
+                    Vec::new(),
+                )?;
             }
             Ok(())
         }
-        Work::CloneGuest { source, name, config, delete, start_after } => {
+        Work::CloneGuest {
+            source,
+            name,
+            config,
+            delete,
+            start_after,
+        } => {
             let vmid = guest_vmid(action)?;
             let source_node = pve.node_of(*source).unwrap_or_else(|| node.clone());
             let mut form = vec![
@@ -169,11 +208,18 @@ fn run_work(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>) -
             if &source_node != node {
                 form.push(("target".to_owned(), node.to_string()));
             }
-            let clone_path = format!("{}/clone", guest_path(&source_node, GuestType::Qemu, *source));
+            let clone_path = format!(
+                "{}/clone",
+                guest_path(&source_node, GuestType::Qemu, *source)
+            );
             pve.write_and_wait(Method::Post, &clone_path, form)?;
             let form = config_form(config, delete, None);
             if !form.is_empty() {
-                pve.write_and_wait(Method::Post, &format!("{}/config", guest_path(node, GuestType::Qemu, vmid)), form)?;
+                pve.write_and_wait(
+                    Method::Post,
+                    &format!("{}/config", guest_path(node, GuestType::Qemu, vmid)),
+                    form,
+                )?;
             }
             if *start_after {
                 pve.power(&guest_path(node, GuestType::Qemu, vmid), "start")?;
@@ -188,7 +234,14 @@ fn run_work(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>) -
             );
             pve.write_and_wait(Method::Post, &path, params.to_wire())
         }
-        Work::UpdateConfig { guest_type, params, delete, digest, stop_first, restart_after } => {
+        Work::UpdateConfig {
+            guest_type,
+            params,
+            delete,
+            digest,
+            stop_first,
+            restart_after,
+        } => {
             let vmid = guest_vmid(action)?;
             let path = guest_path(node, *guest_type, vmid);
             if *stop_first {
@@ -199,30 +252,47 @@ fn run_work(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>) -
                 GuestType::Qemu => Method::Post,
                 GuestType::Lxc => Method::Put,
             };
-            let written = pve.write_and_wait(method, &format!("{path}/config"), config_form(params, delete, digest.as_deref()));
+            let written = pve.write_and_wait(
+                method,
+                &format!("{path}/config"),
+                config_form(params, delete, digest.as_deref()),
+            );
             if *stop_first && *restart_after {
                 // Start again even when the write failed: we stopped it, the
                 // desired power is started, and nothing was changed.
                 let started = pve.power(&path, "start");
                 written?;
                 started.map_err(|e| StepError {
-                    message: format!("{}; the guest is left stopped, the next cycle re-plans its power", e.message),
+                    message: format!(
+                        "{}; the guest is left stopped, the next cycle re-plans its power",
+                        e.message
+                    ),
                     ..e
                 })?;
                 return Ok(());
             }
             written
         }
-        Work::Start { guest_type } => pve.power(&guest_path(node, *guest_type, guest_vmid(action)?), "start"),
-        Work::Stop { guest_type } => pve.power(&guest_path(node, *guest_type, guest_vmid(action)?), "stop"),
-        Work::MarkTemplate { guest_type, stop_first } => {
+        Work::Start { guest_type } => {
+            pve.power(&guest_path(node, *guest_type, guest_vmid(action)?), "start")
+        }
+        Work::Stop { guest_type } => {
+            pve.power(&guest_path(node, *guest_type, guest_vmid(action)?), "stop")
+        }
+        Work::MarkTemplate {
+            guest_type,
+            stop_first,
+        } => {
             let path = guest_path(node, *guest_type, guest_vmid(action)?);
             if *stop_first {
                 pve.power(&path, "stop")?;
             }
             pve.write_and_wait(Method::Post, &format!("{path}/template"), Vec::new())
         }
-        Work::Delete { guest_type, stop_first } => {
+        Work::Delete {
+            guest_type,
+            stop_first,
+        } => {
             let path = guest_path(node, *guest_type, guest_vmid(action)?);
             if *stop_first {
                 match pve.power(&path, "stop") {
@@ -255,7 +325,10 @@ fn config_form(params: &Params, delete: &[String], digest: Option<&str>) -> Vec<
 /// happened is done).
 fn is_gone(message: &str) -> bool {
     let m = message.to_lowercase();
-    m.contains("does not exist") || m.contains("no such vm") || m.contains("no such ct") || m.contains("http 404")
+    m.contains("does not exist")
+        || m.contains("no such vm")
+        || m.contains("no such ct")
+        || m.contains("http 404")
 }
 
 struct Pve<'a> {
@@ -266,18 +339,36 @@ struct Pve<'a> {
 
 impl Pve<'_> {
     /// One call; a non-2xx answer is an error with PVE's text.
-    fn call(&self, method: Method, path: &str, form: Vec<(String, String)>) -> Result<Response, StepError> {
+    fn call(
+        &self,
+        method: Method,
+        path: &str,
+        form: Vec<(String, String)>,
+    ) -> Result<Response, StepError> {
         let request = Request::new(method, path, form);
         let what = format!("{method} {path}");
         match self.transport.call(&request) {
             Ok(r) if r.is_success() => Ok(r),
-            Ok(r) => Err(StepError { what, message: http_message(&r), no_answer: false }),
-            Err(e) => Err(StepError { what, message: transport_message(&e), no_answer: matches!(e, TransportError::Io { .. }) }),
+            Ok(r) => Err(StepError {
+                what,
+                message: http_message(&r),
+                no_answer: false,
+            }),
+            Err(e) => Err(StepError {
+                what,
+                message: transport_message(&e),
+                no_answer: matches!(e, TransportError::Io { .. }),
+            }),
         }
     }
 
     /// A write; when PVE answers a task UPID, waits for the task.
-    fn write_and_wait(&self, method: Method, path: &str, form: Vec<(String, String)>) -> Result<(), StepError> {
+    fn write_and_wait(
+        &self,
+        method: Method,
+        path: &str,
+        form: Vec<(String, String)>,
+    ) -> Result<(), StepError> {
         let response = self.call(method, path, form)?;
         match response.data() {
             Value::String(upid) => self.wait(upid, &format!("{method} {path}")),
@@ -286,14 +377,22 @@ impl Pve<'_> {
     }
 
     fn power(&self, guest_path: &str, action: &str) -> Result<(), StepError> {
-        self.write_and_wait(Method::Post, &format!("{guest_path}/status/{action}"), Vec::new())
+        self.write_and_wait(
+            Method::Post,
+            &format!("{guest_path}/status/{action}"),
+            Vec::new(),
+        )
     }
 
     /// Waits for a task to stop (§14.2). Read errors while polling are
     /// tolerated until the deadline; an unknown task is an error.
     fn wait(&self, upid: &str, what: &str) -> Result<(), StepError> {
         let node = upid_node(upid).unwrap_or_else(|| self.node.to_string());
-        let path = format!("/nodes/{}/tasks/{}/status", encode_segment(&node), encode_segment(upid));
+        let path = format!(
+            "/nodes/{}/tasks/{}/status",
+            encode_segment(&node),
+            encode_segment(upid)
+        );
         let started = Instant::now();
         let deadline = started + self.opts.task_timeout;
         let mut last;
@@ -301,13 +400,23 @@ impl Pve<'_> {
             match self.transport.call(&Request::get(&path)) {
                 Ok(r) if r.is_success() => {
                     let data = r.data();
-                    let status = data.get("status").and_then(Value::as_str).unwrap_or_default();
+                    let status = data
+                        .get("status")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
                     if status == "stopped" {
-                        let exit = data.get("exitstatus").and_then(Value::as_str).unwrap_or_default();
+                        let exit = data
+                            .get("exitstatus")
+                            .and_then(Value::as_str)
+                            .unwrap_or_default();
                         if exit.eq_ignore_ascii_case("OK") || exit.starts_with("WARNINGS") {
                             return Ok(());
                         }
-                        let shown = if exit.is_empty() { "no exit status" } else { exit };
+                        let shown = if exit.is_empty() {
+                            "no exit status"
+                        } else {
+                            exit
+                        };
                         return Err(StepError {
                             what: what.to_owned(),
                             message: format!("task {upid} failed: {shown}"),
@@ -319,7 +428,9 @@ impl Pve<'_> {
                 Ok(r) => {
                     let message = http_message(&r);
                     let lower = message.to_lowercase();
-                    if lower.contains("no such task") || lower.contains("unable to parse worker upid") {
+                    if lower.contains("no such task")
+                        || lower.contains("unable to parse worker upid")
+                    {
                         return Err(StepError {
                             what: what.to_owned(),
                             message: format!("task {upid}: {message}"),
@@ -340,16 +451,29 @@ impl Pve<'_> {
                     no_answer: true,
                 });
             }
-            std::thread::sleep(self.opts.poll_interval.min(deadline.saturating_duration_since(Instant::now())));
+            std::thread::sleep(
+                self.opts
+                    .poll_interval
+                    .min(deadline.saturating_duration_since(Instant::now())),
+            );
         }
     }
 
     /// The node a guest is on, from `/cluster/resources` (for a clone whose
     /// template sits on another node).
     fn node_of(&self, vmid: Vmid) -> Option<NodeName> {
-        let r = self.call(Method::Get, "/cluster/resources", vec![("type".into(), "vm".into())]).ok()?;
+        let r = self
+            .call(
+                Method::Get,
+                "/cluster/resources",
+                vec![("type".into(), "vm".into())],
+            )
+            .ok()?;
         r.data().as_array()?.iter().find_map(|row| {
-            let id = row.get("vmid").and_then(|v| v.as_u64().or_else(|| v.as_str().and_then(|s| s.parse().ok())))?;
+            let id = row.get("vmid").and_then(|v| {
+                v.as_u64()
+                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
+            })?;
             if id != u64::from(vmid.get()) {
                 return None;
             }
@@ -367,7 +491,11 @@ fn upid_node(upid: &str) -> Option<String> {
 
 fn http_message(r: &Response) -> String {
     let text = pve_message(r);
-    if text.is_empty() { format!("HTTP {}", r.status) } else { format!("HTTP {} {text}", r.status) }
+    if text.is_empty() {
+        format!("HTTP {}", r.status)
+    } else {
+        format!("HTTP {} {text}", r.status)
+    }
 }
 
 fn transport_message(e: &TransportError) -> String {
@@ -385,25 +513,43 @@ mod tests {
             "PUT /nodes/pve1/lxc/200/config: HTTP 500 CT is locked (snapshot)",
             "HTTP 500 can't lock file '/var/lock/qemu-server/lock-100.conf' - got timeout",
         ] {
-            assert!(matches!(classify_error(text, false), Outcome::Failed { transient: true, .. }), "{text}");
+            assert!(
+                matches!(
+                    classify_error(text, false),
+                    Outcome::Failed {
+                        transient: true,
+                        ..
+                    }
+                ),
+                "{text}"
+            );
         }
     }
 
     #[test]
     fn a_digest_mismatch_means_changed_under_us() {
         assert_eq!(
-            classify_error("HTTP 500 checksum mismatch (file change by other user?)", false),
+            classify_error(
+                "HTTP 500 checksum mismatch (file change by other user?)",
+                false
+            ),
             Outcome::ChangedUnderUs
         );
         assert_eq!(
-            classify_error("detected modified configuration - file changed by other user? Try again.", false),
+            classify_error(
+                "detected modified configuration - file changed by other user? Try again.",
+                false
+            ),
             Outcome::ChangedUnderUs
         );
     }
 
     #[test]
     fn other_errors_fail_with_pves_text() {
-        let o = classify_error("POST /nodes/pve1/qemu: HTTP 403 Permission check failed (/vms/100, VM.Allocate)", false);
+        let o = classify_error(
+            "POST /nodes/pve1/qemu: HTTP 403 Permission check failed (/vms/100, VM.Allocate)",
+            false,
+        );
         assert_eq!(
             o,
             Outcome::Failed {
@@ -415,7 +561,10 @@ mod tests {
 
     #[test]
     fn upids_name_their_node() {
-        assert_eq!(upid_node("UPID:pve2:000A:0001:6B0C:qmstart:100:root@pam:").as_deref(), Some("pve2"));
+        assert_eq!(
+            upid_node("UPID:pve2:000A:0001:6B0C:qmstart:100:root@pam:").as_deref(),
+            Some("pve2")
+        );
         assert_eq!(upid_node("garbage"), None);
     }
 

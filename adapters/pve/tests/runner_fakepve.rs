@@ -90,7 +90,9 @@ fn config(t: &dyn Transport, path: &str) -> Value {
 /// digest of the config as read now.
 fn description_update(t: &dyn Transport, text: &str) -> Action {
     let snap = read_snapshot(t, &ReadScope::default()).unwrap();
-    let guest = snap.guest(&NodeName::new("pve1").unwrap(), Vmid::new(100).unwrap()).unwrap();
+    let guest = snap
+        .guest(&NodeName::new("pve1").unwrap(), Vmid::new(100).unwrap())
+        .unwrap();
     let digest = guest.config.as_ref().unwrap().digest.clone();
     assert!(digest.is_some());
     let mut params = Params::new();
@@ -139,17 +141,30 @@ impl Transport for EditsBeforeOurWrite<'_> {
 fn a_config_changed_between_read_and_write_is_not_overwritten() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
-    let racing = EditsBeforeOurWrite { inner: &t, edited: Mutex::new(false) };
+    let racing = EditsBeforeOurWrite {
+        inner: &t,
+        edited: Mutex::new(false),
+    };
 
     let update = description_update(&t, "ours-v2");
     let exec = runner::execute(&racing, &plan(vec![update]), &opts(None));
     assert!(
-        matches!(&exec.states()[0], ActionState::Done { outcome: Outcome::ChangedUnderUs, .. }),
+        matches!(
+            &exec.states()[0],
+            ActionState::Done {
+                outcome: Outcome::ChangedUnderUs,
+                ..
+            }
+        ),
         "{:?}",
         exec.states()
     );
     let path = "/nodes/pve1/qemu/100/config";
-    assert_eq!(config(&t, path)["description"], "theirs", "the concurrent edit was overwritten");
+    assert_eq!(
+        config(&t, path)["description"],
+        "theirs",
+        "the concurrent edit was overwritten"
+    );
 
     // Next cycle: read again (new digest), write again: converges.
     let update = description_update(&t, "ours-v2");
@@ -163,7 +178,9 @@ fn a_container_config_is_written_with_put_and_its_digest() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
     let snap = read_snapshot(&t, &ReadScope::default()).unwrap();
-    let guest = snap.guest(&NodeName::new("pve1").unwrap(), Vmid::new(200).unwrap()).unwrap();
+    let guest = snap
+        .guest(&NodeName::new("pve1").unwrap(), Vmid::new(200).unwrap())
+        .unwrap();
     let mut params = Params::new();
     params.push("memory", "1024");
     let mut a = action(
@@ -183,9 +200,18 @@ fn a_container_config_is_written_with_put_and_its_digest() {
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     let sent = pve.requests().unwrap();
-    let put = sent.iter().find(|(m, p, _)| m == "PUT" && p.ends_with("/lxc/200/config")).unwrap();
-    assert!(put.2.contains("memory=1024") && put.2.contains("digest="), "{put:?}");
-    assert_eq!(config(&t, "/nodes/pve1/lxc/200/config")["memory"], json!(1024));
+    let put = sent
+        .iter()
+        .find(|(m, p, _)| m == "PUT" && p.ends_with("/lxc/200/config"))
+        .unwrap();
+    assert!(
+        put.2.contains("memory=1024") && put.2.contains("digest="),
+        "{put:?}"
+    );
+    assert_eq!(
+        config(&t, "/nodes/pve1/lxc/200/config")["memory"],
+        json!(1024)
+    );
 }
 
 #[test]
@@ -196,10 +222,26 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
     pve.set_guest(100, json!({"stop_secs": 500})).unwrap();
     let mut o = opts(None);
     o.task_timeout = Duration::from_millis(300);
-    let exec = runner::execute(&t, &plan(vec![action(100, Op::Stop, Work::Stop { guest_type: GuestType::Qemu })]), &o);
+    let exec = runner::execute(
+        &t,
+        &plan(vec![action(
+            100,
+            Op::Stop,
+            Work::Stop {
+                guest_type: GuestType::Qemu,
+            },
+        )]),
+        &o,
+    );
     match &exec.states()[0] {
-        ActionState::Done { outcome: Outcome::Failed { error, transient }, .. } => {
-            assert!(error.contains("still not finished") && error.contains("running"), "{error}");
+        ActionState::Done {
+            outcome: Outcome::Failed { error, transient },
+            ..
+        } => {
+            assert!(
+                error.contains("still not finished") && error.contains("running"),
+                "{error}"
+            );
             assert!(*transient);
         }
         other => panic!("{other:?}"),
@@ -216,10 +258,30 @@ fn a_task_error_fails_the_action_with_the_exit_status() {
         json!({"error": "already_running", "times": 1}),
     )
     .unwrap();
-    let exec = runner::execute(&t, &plan(vec![action(100, Op::Start, Work::Start { guest_type: GuestType::Qemu })]), &opts(None));
+    let exec = runner::execute(
+        &t,
+        &plan(vec![action(
+            100,
+            Op::Start,
+            Work::Start {
+                guest_type: GuestType::Qemu,
+            },
+        )]),
+        &opts(None),
+    );
     match &exec.states()[0] {
-        ActionState::Done { outcome: Outcome::Failed { error, transient: false }, .. } => {
-            assert!(error.contains("VM 100 already running") && error.contains("task UPID:"), "{error}");
+        ActionState::Done {
+            outcome:
+                Outcome::Failed {
+                    error,
+                    transient: false,
+                },
+            ..
+        } => {
+            assert!(
+                error.contains("VM 100 already running") && error.contains("task UPID:"),
+                "{error}"
+            );
         }
         other => panic!("{other:?}"),
     }
@@ -229,7 +291,14 @@ fn a_task_error_fails_the_action_with_the_exit_status() {
 fn deleting_a_guest_that_is_already_gone_succeeds() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
-    let a = action(555, Op::Prune, Work::Delete { guest_type: GuestType::Qemu, stop_first: true });
+    let a = action(
+        555,
+        Op::Prune,
+        Work::Delete {
+            guest_type: GuestType::Qemu,
+            stop_first: true,
+        },
+    );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
 }
@@ -239,14 +308,32 @@ fn a_running_guest_is_stopped_then_deleted_never_forced() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
     pve.forget_requests().unwrap();
-    let a = action(100, Op::Prune, Work::Delete { guest_type: GuestType::Qemu, stop_first: true });
+    let a = action(
+        100,
+        Op::Prune,
+        Work::Delete {
+            guest_type: GuestType::Qemu,
+            stop_first: true,
+        },
+    );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
-    let writes: Vec<(String, String, String)> =
-        pve.requests().unwrap().into_iter().filter(|(m, _, _)| m != "GET").collect();
+    let writes: Vec<(String, String, String)> = pve
+        .requests()
+        .unwrap()
+        .into_iter()
+        .filter(|(m, _, _)| m != "GET")
+        .collect();
     assert_eq!(writes.len(), 2, "{writes:?}");
-    assert!(writes[0].1.ends_with("/qemu/100/status/stop") && writes[0].2.is_empty(), "{writes:?}");
-    assert!(writes[1].0 == "DELETE" && writes[1].1.ends_with("/qemu/100") && !writes[1].2.contains("force"));
+    assert!(
+        writes[0].1.ends_with("/qemu/100/status/stop") && writes[0].2.is_empty(),
+        "{writes:?}"
+    );
+    assert!(
+        writes[1].0 == "DELETE"
+            && writes[1].1.ends_with("/qemu/100")
+            && !writes[1].2.contains("force")
+    );
 }
 
 #[test]
@@ -257,10 +344,20 @@ fn a_stop_request_starts_no_further_action() {
     pve.forget_requests().unwrap();
     let exec = runner::execute(
         &t,
-        &plan(vec![action(100, Op::Stop, Work::Stop { guest_type: GuestType::Qemu })]),
+        &plan(vec![action(
+            100,
+            Op::Stop,
+            Work::Stop {
+                guest_type: GuestType::Qemu,
+            },
+        )]),
         &opts(Some(&stop)),
     );
-    assert!(matches!(&exec.states()[0], ActionState::Deferred { .. }), "{:?}", exec.states());
+    assert!(
+        matches!(&exec.states()[0], ActionState::Deferred { .. }),
+        "{:?}",
+        exec.states()
+    );
     assert!(pve.requests().unwrap().is_empty());
 }
 
@@ -271,9 +368,13 @@ fn a_revoked_ticket_is_renewed_for_the_next_write() {
     cfg.credentials = Credentials::Ticket(pve.ticket_login());
     let t = LiveTransport::new(cfg).unwrap();
     let _ = read_snapshot(&t, &ReadScope::default()).unwrap();
-    pve.call("revoke_tickets", Value::Null, Value::Null).unwrap();
+    pve.call("revoke_tickets", Value::Null, Value::Null)
+        .unwrap();
     let update = description_update(&t, "after-relogin");
     let exec = runner::execute(&t, &plan(vec![update]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
-    assert_eq!(config(&t, "/nodes/pve1/qemu/100/config")["description"], "after-relogin");
+    assert_eq!(
+        config(&t, "/nodes/pve1/qemu/100/config")["description"],
+        "after-relogin"
+    );
 }

@@ -10,7 +10,10 @@ use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
 pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 /// An empty two-node cluster whose `local` storage also takes disk images
@@ -152,7 +155,11 @@ pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
     };
     let secret = pve.token_value();
     let token_secret = secret.expose().rsplit('=').next().unwrap().to_owned();
-    assert!(!run.stdout.contains(&token_secret) && !run.stderr.contains(&token_secret), "token leaked:\n{}", run.all());
+    assert!(
+        !run.stdout.contains(&token_secret) && !run.stderr.contains(&token_secret),
+        "token leaked:\n{}",
+        run.all()
+    );
     run
 }
 
