@@ -104,6 +104,7 @@ fn snapshot() -> LiveSnapshot {
         (node("pve1"), st("local")),
         listing(json!([
             {"volid": "local:iso/debian-13.1.0-amd64-netinst.iso", "content": "iso", "format": "iso", "size": 784334848, "ctime": 1764000000},
+            {"volid": "local:iso/Rescue Disk.iso", "content": "iso", "format": "iso", "size": 1048576, "ctime": "1764000000"},
             {"volid": "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst", "content": "vztmpl", "format": "tzst", "size": 126829056},
             {"volid": "local:vztmpl/alpine-3.22-default_20250617_amd64.tar.xz", "content": "vztmpl", "format": "txz", "size": 3145728},
             {"volid": "local:import/debian-13-genericcloud-amd64.qcow2", "content": "import", "format": "qcow2", "size": 3221225472u64},
@@ -350,6 +351,21 @@ fn snapshot() -> LiveSnapshot {
                 "args": "-device intel-iommu", "balloon": 1024, "cpuunits": 1024, "cpulimit": 2,
                 "scsi0": "local-lvm:vm-114-disk-0,size=20G", "unused0": "local-lvm:vm-114-disk-1",
                 "net0": "virtio=BC:24:11:5A:2D:01,bridge=vmbr0", "tags": "proxops;tuned",
+            }),
+        ),
+    );
+    qm(
+        &mut s,
+        "pve1",
+        131,
+        Power::Running,
+        with(
+            meta(131),
+            json!({
+                "name": "rescue", "memory": "1024", "cpu": "host", "cores": 1,
+                "ide2": "local:iso/Rescue Disk.iso,media=cdrom,size=1M",
+                "scsi0": "local-lvm:vm-131-disk-0,size=8G",
+                "net0": "virtio=BC:24:11:5A:2E:01,bridge=vmbr0",
             }),
         ),
     );
@@ -777,6 +793,27 @@ fn storage_files_become_one_manifest_per_file_listing_every_node() {
             .filter(|p| p.starts_with("iso/") || p.starts_with("ctt/"))
             .count()
     );
+}
+
+#[test]
+fn a_file_no_manifest_can_declare_is_a_gap_and_its_cd_drive_stays_pves() {
+    let a = adopted();
+    assert!(
+        a.gaps
+            .iter()
+            .any(|g| g.key == "spec.filename" && g.value.as_deref() == Some("Rescue Disk.iso")),
+        "{:#?}",
+        a.gaps
+    );
+    assert!(
+        a.gaps
+            .iter()
+            .any(|g| g.object == "VM/rescue" && g.key == "ide2"),
+        "{:#?}",
+        a.gaps
+    );
+    assert!(!a.files["vm/home/rescue.yaml"].contains("cdrom"));
+    assert!(!a.files.keys().any(|p| p.contains("rescue-disk")));
 }
 
 #[test]

@@ -185,7 +185,7 @@ pub fn adopt(
     }
 
     let mut out = Adoption::default();
-    let artifacts = artifacts(snapshot, &allowed);
+    let artifacts = artifacts(snapshot, &allowed, &mut out.gaps);
     let mut docs: BTreeMap<String, (Ref, String)> = BTreeMap::new();
     let mut incomplete_paths: BTreeSet<String> = BTreeSet::new();
 
@@ -531,6 +531,14 @@ struct AdoptedArtifact {
     spec: ArtifactSpec,
 }
 
+fn artifact_spec(kind: Kind, spec: ArtifactSpec) -> Spec {
+    if kind == Kind::ISO {
+        Spec::Iso(spec)
+    } else {
+        Spec::CtTemplate(spec)
+    }
+}
+
 /// The name part of an artifact file name: its kind's extension dropped.
 fn artifact_stem(kind: Kind, filename: &str) -> &str {
     let lower = filename.to_ascii_lowercase();
@@ -547,7 +555,11 @@ fn artifact_stem(kind: Kind, filename: &str) -> &str {
 /// ISO and vztmpl files of the allowed nodes, one manifest per (storage,
 /// file name) listing every node that holds it. A file name that is not a
 /// valid artifact file name is left out (its manifest would not validate).
-fn artifacts(snapshot: &LiveSnapshot, allowed: &dyn Fn(&NodeName) -> bool) -> Vec<AdoptedArtifact> {
+fn artifacts(
+    snapshot: &LiveSnapshot,
+    allowed: &dyn Fn(&NodeName) -> bool,
+    gaps: &mut Vec<Gap>,
+) -> Vec<AdoptedArtifact> {
     let mut found: BTreeMap<(Kind, StorageId, String), BTreeSet<NodeName>> = BTreeMap::new();
     for ((node, storage), content) in &snapshot.storage {
         let (true, Ok(content)) = (allowed(node), content) else {
@@ -587,6 +599,26 @@ fn artifacts(snapshot: &LiveSnapshot, allowed: &dyn Fn(&NodeName) -> bool) -> Ve
             .collect();
         let name = unique(&base, &sanitize(storage.as_str(), 20), &names);
         let Some(rn) = to_name(&name) else { continue };
+        let errs = manifest::validate(
+            &metadata(&rn, BTreeMap::new()),
+            &artifact_spec(kind, spec.clone()),
+        );
+        if !errs.is_empty() {
+            let why = errs
+                .iter()
+                .map(|e| e.message.clone())
+                .collect::<Vec<_>>()
+                .join("; ");
+            gaps.push(Gap {
+                object: format!("{kind}/{rn}"),
+                node: spec.nodes.first().map(ToString::to_string).unwrap_or_default(),
+                id: format!("{storage}:{filename}"),
+                key: "spec.filename".into(),
+                value: Some(filename.clone()),
+                note: format!("not adopted: a manifest could not declare this file ({why}); a CD drive holding it is left to PVE"),
+            });
+            continue;
+        }
         taken.insert((kind, name));
         out.push(AdoptedArtifact {
             kind,
