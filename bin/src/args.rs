@@ -79,10 +79,15 @@ pub struct CommandArgs {
 }
 
 #[derive(Debug, Clone)]
+#[allow(clippy::large_enum_variant)] // parsed once per process
 pub enum Parsed {
     Help(Option<Command>),
     Version,
-    Run { command: Command, global: GlobalArgs, args: CommandArgs },
+    Run {
+        command: Command,
+        global: GlobalArgs,
+        args: CommandArgs,
+    },
 }
 
 fn parse_output(s: &str) -> Result<Output, String> {
@@ -90,7 +95,9 @@ fn parse_output(s: &str) -> Result<Output, String> {
         "text" => Ok(Output::Text),
         "json" => Ok(Output::Json),
         "markdown" | "md" => Ok(Output::Markdown),
-        other => Err(format!("invalid --output {other:?}: use text, json or markdown")),
+        other => Err(format!(
+            "invalid --output {other:?}: use text, json or markdown"
+        )),
     }
 }
 
@@ -116,7 +123,9 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         git_path: p.opt_value_from_str("--git-path").map_err(usage)?,
         config: p.opt_value_from_str("--config").map_err(usage)?,
         log_level: p.opt_value_from_str("--log-level").map_err(usage)?,
-        log_format: p.opt_value_from_fn("--log-format", parse_log_format).map_err(usage)?,
+        log_format: p
+            .opt_value_from_fn("--log-format", parse_log_format)
+            .map_err(usage)?,
         clusters: p.values_from_str("--cluster").map_err(usage)?,
         listen: p.opt_value_from_str("--listen").map_err(usage)?,
         git_url: p.opt_value_from_str("--git-url").map_err(usage)?,
@@ -130,16 +139,22 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     if let Some(level) = &g.log_level
         && !["debug", "info", "warn", "error"].contains(&level.as_str())
     {
-        return Err(usage(format!("invalid --log-level {level:?}: use debug, info, warn or error")));
+        return Err(usage(format!(
+            "invalid --log-level {level:?}: use debug, info, warn or error"
+        )));
     }
     if let Some(b) = g.prune_budget
         && b < 0
     {
-        return Err(usage(format!("invalid --prune-budget {b}: use 0 (unlimited) or more")));
+        return Err(usage(format!(
+            "invalid --prune-budget {b}: use 0 (unlimited) or more"
+        )));
     }
     let a = CommandArgs {
         replay: p.opt_value_from_str("--replay").map_err(usage)?,
-        output: p.opt_value_from_fn("--output", parse_output).map_err(usage)?,
+        output: p
+            .opt_value_from_fn("--output", parse_output)
+            .map_err(usage)?,
         exit_code: p.contains("--exit-code"),
         dry_run: p.contains(["-n", "--dry-run"]),
         diff: p.contains("--diff"),
@@ -151,7 +166,10 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     let rest: Vec<String> = p
         .finish()
         .into_iter()
-        .map(|s| s.into_string().map_err(|_| usage("arguments must be UTF-8")))
+        .map(|s| {
+            s.into_string()
+                .map_err(|_| usage("arguments must be UTF-8"))
+        })
         .collect::<Result<_, _>>()?;
     let Some((first, tail)) = rest.split_first() else {
         return Ok(Parsed::Help(None));
@@ -188,11 +206,20 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         (Command::SecretsCheck, [file]) => a.file = Some(PathBuf::from(file)),
         (Command::SecretsCheck, _) => return Err(usage("usage: proxops secrets check FILE")),
         (_, []) => {}
-        (c, [extra, ..]) => return Err(usage(format!("unexpected argument {extra:?} for {}", c.name()))),
+        (c, [extra, ..]) => {
+            return Err(usage(format!(
+                "unexpected argument {extra:?} for {}",
+                c.name()
+            )));
+        }
     }
     g.clusters.sort();
     g.clusters.dedup();
-    Ok(Parsed::Run { command, global: g, args: a })
+    Ok(Parsed::Run {
+        command,
+        global: g,
+        args: a,
+    })
 }
 
 fn command_by_name(name: &str) -> Option<Command> {

@@ -47,8 +47,6 @@ pub struct Workspace {
     /// The work tree root, when there is one (local mode).
     pub root: Option<PathBuf>,
     pub commit: Option<String>,
-    pub files: BTreeMap<String, Vec<u8>>,
-    pub cluster_dirs: BTreeSet<String>,
     pub loaded: Loaded,
 }
 
@@ -73,18 +71,26 @@ pub fn overrides(g: &GlobalArgs, env: &Env) -> Overrides {
 
 /// Renders diagnostics one per line (main prefixes each with `error: `).
 pub fn render_diagnostics(diags: &[&Diagnostic]) -> String {
-    diags.iter().map(|d| d.to_string()).collect::<Vec<_>>().join("\n")
+    diags
+        .iter()
+        .map(|d| d.to_string())
+        .collect::<Vec<_>>()
+        .join("\n")
 }
 
 /// Finds the work tree: `--git-path`, else `PROXOPS_GIT_PATH` (each names
 /// the root itself), else the nearest `.git` at or above the working
 /// directory.
 pub fn find_root(g: &GlobalArgs, env: &Env) -> Result<proxops_git::RepoRoot, Failure> {
-    let cwd = std::env::current_dir().map_err(|e| Failure::input(format!("cannot read the working directory: {e}")))?;
+    let cwd = std::env::current_dir()
+        .map_err(|e| Failure::input(format!("cannot read the working directory: {e}")))?;
     let explicit = g.git_path.clone().or_else(|| env.git_path.clone());
     match explicit {
         Some(p) => proxops_git::RepoRoot::explicit(&cwd.join(&p)).map_err(|e| {
-            Failure::input(format!("no ProxOps GitOps repository found at {}: {e}", p.display()))
+            Failure::input(format!(
+                "no ProxOps GitOps repository found at {}: {e}",
+                p.display()
+            ))
         }),
         None => proxops_git::discover(&cwd).map_err(|e| Failure::input(e.to_string())),
     }
@@ -92,31 +98,57 @@ pub fn find_root(g: &GlobalArgs, env: &Env) -> Result<proxops_git::RepoRoot, Fai
 
 /// Reads the tree and loads configuration and every cluster's desired state.
 pub fn load_workspace(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
-    let config_path = g.config.clone().or_else(|| if g.git_path.is_some() { None } else { env.config.clone() });
+    let config_path = g.config.clone().or_else(|| {
+        if g.git_path.is_some() {
+            None
+        } else {
+            env.config.clone()
+        }
+    });
     let explicit_bytes = match &config_path {
         Some(p) => Some((
             p.display().to_string(),
-            std::fs::read(p).map_err(|e| Failure::input(format!("cannot read --config {}: {e}", p.display())))?,
+            std::fs::read(p).map_err(|e| {
+                Failure::input(format!("cannot read --config {}: {e}", p.display()))
+            })?,
         )),
         None => None,
     };
     let root = match (&config_path, &g.git_path, &env.git_path) {
         // A --config without a work tree around it (URL mode) still works.
-        (Some(p), None, None) => config_root(p).or_else(|| find_root(g, env).ok().map(|r| r.path().to_path_buf())),
+        (Some(p), None, None) => {
+            config_root(p).or_else(|| find_root(g, env).ok().map(|r| r.path().to_path_buf()))
+        }
         _ => Some(find_root(g, env)?.path().to_path_buf()),
     };
     let (files, cluster_dirs, commit) = match &root {
         Some(r) => {
-            let rr = proxops_git::RepoRoot::explicit(r).map_err(|e| Failure::input(e.to_string()))?;
+            let rr =
+                proxops_git::RepoRoot::explicit(r).map_err(|e| Failure::input(e.to_string()))?;
             let tree = proxops_git::read_tree(&rr).map_err(|e| Failure::runtime(e.to_string()))?;
-            let commit = if rr.is_git() { proxops_git::head_commit(&rr).ok().flatten() } else { None };
+            let commit = if rr.is_git() {
+                proxops_git::head_commit(&rr).ok().flatten()
+            } else {
+                None
+            };
             (tree.files, tree.cluster_dirs, commit)
         }
         None => (BTreeMap::new(), BTreeSet::new(), None),
     };
-    let explicit = explicit_bytes.as_ref().map(|(name, bytes)| ConfigSource { name: name.clone(), bytes });
+    let explicit = explicit_bytes.as_ref().map(|(name, bytes)| ConfigSource {
+        name: name.clone(),
+        bytes,
+    });
     let ov = overrides(g, env);
-    let loaded = repo::load(RepoInput { files: &files, cluster_dirs: &cluster_dirs }, explicit, &ov).map_err(|d| {
+    let loaded = repo::load(
+        RepoInput {
+            files: &files,
+            cluster_dirs: &cluster_dirs,
+        },
+        explicit,
+        &ov,
+    )
+    .map_err(|d| {
         let refs: Vec<&Diagnostic> = d.iter().collect();
         Failure::input(render_diagnostics(&refs))
     })?;
@@ -124,17 +156,29 @@ pub fn load_workspace(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
         if !loaded.clusters.keys().any(|k| k.as_str() == c) {
             return Err(Failure::input(format!(
                 "--cluster {c:?} is not a configured cluster (known: {})",
-                loaded.clusters.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", ")
+                loaded
+                    .clusters
+                    .keys()
+                    .map(|k| k.as_str())
+                    .collect::<Vec<_>>()
+                    .join(", ")
             )));
         }
     }
-    Ok(Workspace { root, commit, files, cluster_dirs, loaded })
+    Ok(Workspace {
+        root,
+        commit,
+        loaded,
+    })
 }
 
 /// The work tree that holds a `--config` file, if any.
 fn config_root(config: &Path) -> Option<PathBuf> {
     let abs = std::fs::canonicalize(config).ok()?;
-    abs.parent()?.ancestors().find(|d| d.join(".git").exists()).map(Path::to_path_buf)
+    abs.parent()?
+        .ancestors()
+        .find(|d| d.join(".git").exists())
+        .map(Path::to_path_buf)
 }
 
 /// Whether a cluster passes the `--cluster` filter.

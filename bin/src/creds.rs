@@ -3,7 +3,6 @@
 //! cloud-init material a SOPS file carries. Decrypted values stay in memory
 //! as `Secret`s; errors name the cluster, the file and the key, never a value.
 
-use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 use proxops_core::config::{AuthMethod, ClusterConfig, Config};
@@ -23,7 +22,6 @@ pub struct ClusterCredentials {
     /// A composed `user@realm!tokenid=secret`.
     pub token_value: Option<Secret>,
     pub password: Option<Secret>,
-    pub git_token: Option<Secret>,
     pub cloud_init: CloudInitSecrets,
 }
 
@@ -49,8 +47,12 @@ impl ClusterCredentials {
             Ok(())
         } else {
             let need = match self.auth {
-                AuthMethod::Token => "a user and an API token (PROXOPS_PVE_TOKEN_VALUE=user@realm!tokenid=secret, or user + token-id + token)",
-                AuthMethod::Ticket => "a user and a password (PROXOPS_PVE_USER and PROXOPS_PVE_PASSWORD, or SOPS)",
+                AuthMethod::Token => {
+                    "a user and an API token (PROXOPS_PVE_TOKEN_VALUE=user@realm!tokenid=secret, or user + token-id + token)"
+                }
+                AuthMethod::Ticket => {
+                    "a user and a password (PROXOPS_PVE_USER and PROXOPS_PVE_PASSWORD, or SOPS)"
+                }
             };
             Err(Failure::input(format!(
                 "invalid configuration: cluster {cluster:?}: no effective PVE user/token/password after credential resolution: {} auth needs {need}; fails closed",
@@ -69,24 +71,41 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Option<PathBuf> 
     }
     let declared = Path::new(&cc.declared_in);
     let dir = declared.parent().unwrap_or(Path::new(""));
-    let base = if declared.is_absolute() { dir.to_path_buf() } else { root.map(|r| r.join(dir)).unwrap_or_else(|| dir.to_path_buf()) };
+    let base = if declared.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        root.map(|r| r.join(dir))
+            .unwrap_or_else(|| dir.to_path_buf())
+    };
     Some(base.join(p))
 }
 
 fn sops_key(reference: &str) -> String {
-    if reference.contains('.') { reference.to_owned() } else { format!("secrets.{reference}") }
+    if reference.contains('.') {
+        reference.to_owned()
+    } else {
+        format!("secrets.{reference}")
+    }
 }
 
 /// Decrypts a cluster's SOPS file (if it has one) and resolves its
 /// credentials. Exit-2 failures name cluster, file and key.
-pub fn resolve(cfg: &Config, cc: &ClusterConfig, root: Option<&Path>, sources: &IdentitySources) -> Result<ClusterCredentials, Failure> {
+pub fn resolve(
+    cfg: &Config,
+    cc: &ClusterConfig,
+    root: Option<&Path>,
+    sources: &IdentitySources,
+) -> Result<ClusterCredentials, Failure> {
     let cluster = cc.name.as_str();
     let doc: Option<(SecretDocument, String)> = match secrets_path(cc, root) {
         None => None,
         Some(path) => {
             let label = short(&path);
             let doc = proxops_sops::decrypt_file(&path, sources).map_err(|e| {
-                Failure::input(format!("credentials: cluster {cluster:?}: cannot decrypt {label} ({}): {e}", e.class()))
+                Failure::input(format!(
+                    "credentials: cluster {cluster:?}: cannot decrypt {label} ({}): {e}",
+                    e.class()
+                ))
             })?;
             Some((doc, label))
         }
@@ -111,55 +130,62 @@ pub fn resolve(cfg: &Config, cc: &ClusterConfig, root: Option<&Path>, sources: &
     let s_token_id = lookup("token-id", &refs.token_id)?;
     let s_token = lookup("token", &refs.token)?;
     let s_password = lookup("password", &refs.password)?;
-    let any_sops = s_user.is_some() || s_token_id.is_some() || s_token.is_some() || s_password.is_some();
+    let any_sops =
+        s_user.is_some() || s_token_id.is_some() || s_token.is_some() || s_password.is_some();
+    // A referenced git token must resolve too (fail closed), even before
+    // URL mode uses it.
     let git_ref = cc.secrets.git.as_ref().and_then(|g| g.token.clone());
-    let s_git = lookup("git.token", &git_ref)?;
+    lookup("git.token", &git_ref)?;
 
     let mut cloud_init = CloudInitSecrets::default();
     if let Some((doc, _)) = &doc {
         for (path, value) in doc.leaves() {
             if let Some(name) = path.strip_prefix("cloud-init.ssh-keys.") {
-                cloud_init.ssh_keys.insert(name.to_owned(), value.to_string());
+                cloud_init
+                    .ssh_keys
+                    .insert(name.to_owned(), value.to_string());
             } else if let Some(name) = path.strip_prefix("cloud-init.passwords.") {
-                cloud_init.passwords.insert(name.to_owned(), Secret::new(value.to_string()));
+                cloud_init
+                    .passwords
+                    .insert(name.to_owned(), Secret::new(value.to_string()));
             }
         }
     }
     Ok(ClusterCredentials {
         auth: cfg.auth,
-        user: s_user.map(|s| s.expose().to_owned()).or_else(|| cfg.user.clone()),
-        token_id: s_token_id.map(|s| s.expose().to_owned()).or_else(|| cfg.token_id.clone()),
+        user: s_user
+            .map(|s| s.expose().to_owned())
+            .or_else(|| cfg.user.clone()),
+        token_id: s_token_id
+            .map(|s| s.expose().to_owned())
+            .or_else(|| cfg.token_id.clone()),
         token: s_token.or_else(|| cfg.token.clone()),
-        token_value: if any_sops { None } else { cfg.token_value.clone() },
+        token_value: if any_sops {
+            None
+        } else {
+            cfg.token_value.clone()
+        },
         password: s_password.or_else(|| cfg.password.clone()),
-        git_token: s_git.or_else(|| cfg.git_token.clone()),
         cloud_init,
     })
 }
 
 fn short(p: &Path) -> String {
     let s = p.display().to_string();
-    if s.chars().count() > 80 { format!("…{}", s.chars().rev().take(79).collect::<Vec<_>>().into_iter().rev().collect::<String>()) } else { s }
-}
-
-/// One git token for the one git source: SOPS-resolved tokens of every
-/// cluster must agree.
-pub fn git_token(creds: &BTreeMap<String, ClusterCredentials>) -> Result<Option<Secret>, Failure> {
-    let mut chosen: Option<(String, Secret)> = None;
-    for (name, c) in creds {
-        if let Some(t) = &c.git_token {
-            match &chosen {
-                Some((other, prev)) if prev != t => {
-                    return Err(Failure::input(format!(
-                        "credentials: git token conflict: clusters {other:?} and {name:?} resolve different git tokens; there is one git source, so one token"
-                    )));
-                }
-                Some(_) => {}
-                None => chosen = Some((name.clone(), t.clone())),
-            }
-        }
+    if s.chars().count() > 80 {
+        format!(
+            "…{}",
+            s.chars()
+                .rev()
+                .take(79)
+                .collect::<Vec<_>>()
+                .into_iter()
+                .rev()
+                .collect::<String>()
+        )
+    } else {
+        s
     }
-    Ok(chosen.map(|(_, t)| t))
 }
 
 /// `proxops secrets check FILE`.

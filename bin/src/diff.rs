@@ -1,7 +1,5 @@
 //! `proxops diff`: plan every selected cluster and print the plan.
 
-use std::path::Path;
-
 use proxops_core::plan::Plan;
 use proxops_core::render;
 
@@ -9,6 +7,7 @@ use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
 use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
+use crate::log::{self, Level};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let ws = context::load_workspace(g, env)?;
@@ -18,6 +17,19 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     };
     let outcome = cycle::plan_all(g, env, &ws, &source)?;
     let plans: Vec<Plan> = outcome.plans.iter().map(|p| p.plan.clone()).collect();
+    for p in &plans {
+        let actions = p.actions.len().to_string();
+        let result = if p.aborted { "aborted" } else { "planned" };
+        log::event(
+            Level::Debug,
+            "cluster planned",
+            &[
+                ("cluster", p.cluster.as_str()),
+                ("result", result),
+                ("actions", &actions),
+            ],
+        );
+    }
     let text = match a.output.unwrap_or(Output::Text) {
         Output::Text => render::text(&plans),
         Output::Json => render::json(&plans),
@@ -39,10 +51,12 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     if a.exit_code && plans.iter().any(|p| !p.actions.is_empty()) {
         exit = exit.worst(Exit::Changes);
     }
-    let _ = Path::new("");
     Ok(exit)
 }
 
 fn prefixed(text: &str) -> String {
-    text.lines().map(|l| format!("error: {l}")).collect::<Vec<_>>().join("\n")
+    text.lines()
+        .map(|l| format!("error: {l}"))
+        .collect::<Vec<_>>()
+        .join("\n")
 }

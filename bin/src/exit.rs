@@ -30,7 +30,11 @@ impl Exit {
                 Exit::Input => 3,
             }
         }
-        if rank(other) > rank(self) { other } else { self }
+        if rank(other) > rank(self) {
+            other
+        } else {
+            self
+        }
     }
 }
 
@@ -43,10 +47,16 @@ pub struct Failure {
 
 impl Failure {
     pub fn input(message: impl Into<String>) -> Failure {
-        Failure { exit: Exit::Input, message: message.into() }
+        Failure {
+            exit: Exit::Input,
+            message: message.into(),
+        }
     }
 
     pub fn runtime(message: impl Into<String>) -> Failure {
-        Failure { exit: Exit::Runtime, message: message.into() }
+        Failure {
+            exit: Exit::Runtime,
+            message: message.into(),
+        }
     }
 }

@@ -44,14 +44,17 @@ or a SOPS file (docs/credentials.md).
 
 pub fn command(c: Command) -> &'static str {
     match c {
-        Command::Validate => "\
+        Command::Validate => {
+            "\
 Usage: proxops [GLOBAL FLAGS] validate
 
 Parse and validate configuration, composition and every manifest of every
 cluster. Prints `ok: N clusters, M objects`, or one diagnostic per line naming
 file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
-",
-        Command::Diff => "\
+"
+        }
+        Command::Diff => {
+            "\
 Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--exit-code]
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
@@ -59,8 +62,10 @@ Plan every selected cluster and print the plan. Writes nothing to PVE.
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)
   --exit-code       Exit 3 when any cluster has an action to take
-",
-        Command::Apply => "\
+"
+        }
+        Command::Apply => {
+            "\
 Usage: proxops [GLOBAL FLAGS] apply [-n|--dry-run] [--diff] [--output text|json]
 
 Run one converge cycle per selected cluster: read live, plan, execute, read back.
@@ -68,21 +73,27 @@ Run one converge cycle per selected cluster: read live, plan, execute, read back
   --diff            Also print field-level changes of every action
   --output FORMAT   text (default) or json
 Exit 1 when any action failed or any cluster aborted.
-",
-        Command::Status => "\
+"
+        }
+        Command::Status => {
+            "\
 Usage: proxops [GLOBAL FLAGS] status [--output text|json]
 
 Run a read-only cycle and print each cluster's convergence table.
   --output FORMAT   text (default) or json (the /status document)
-",
-        Command::Run => "\
+"
+        }
+        Command::Run => {
+            "\
 Usage: proxops [GLOBAL FLAGS] run
 
 Daemon: every reconcile.poll-interval run one cycle per cluster (a git fetch
 first in URL mode) and serve GET /healthz, /metrics and /status on --listen.
 SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
-",
-        Command::Adopt => "\
+"
+        }
+        Command::Adopt => {
+            "\
 Usage: proxops [GLOBAL FLAGS] adopt --cluster NAME [--replay DIR] [--adopt-secrets]
 
 Read one cluster (only GET requests) and write a manifest per live guest,
@@ -90,20 +101,25 @@ template and storage file under <kind>/<cluster>/. Prints the resources.yaml
 lines to add, the gap report, INCOMPLETE and SKIPPED lists.
   --replay DIR       Adopt from a recording instead of the API
   --adopt-secrets    Move live SSH keys into the cluster's SOPS file
-",
-        Command::Record => "\
+"
+        }
+        Command::Record => {
+            "\
 Usage: proxops [GLOBAL FLAGS] record --out DIR
 
 Read every selected cluster as diff would and save the responses to
 DIR/<cluster>.json (proxops-recording/v1). Never records a credential.
-",
-        Command::SecretsCheck => "\
+"
+        }
+        Command::SecretsCheck => {
+            "\
 Usage: proxops secrets check FILE
 
 Decrypt FILE with the age identities ProxOps would use (SOPS_AGE_KEY,
 SOPS_AGE_KEY_FILE, the sops default key file) and verify its MAC. Prints one
 line per value: <path>\\tsha256:<first 12 hex digits>. Never prints a value.
 Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class.
-",
+"
+        }
     }
 }

@@ -10,6 +10,7 @@ mod cycle;
 mod diff;
 mod exit;
 mod help;
+mod log;
 mod record;
 mod status;
 mod validate;
@@ -34,7 +35,11 @@ fn main() -> ExitCode {
             println!("proxops {}", env!("CARGO_PKG_VERSION"));
             Ok(Exit::Ok)
         }
-        Ok(Parsed::Run { command, global, args }) => dispatch(command, &global, &args),
+        Ok(Parsed::Run {
+            command,
+            global,
+            args,
+        }) => dispatch(command, &global, &args),
         Err(f) => Err(f),
     };
     match result {
@@ -48,8 +53,16 @@ fn main() -> ExitCode {
     }
 }
 
-fn dispatch(command: Command, global: &args::GlobalArgs, args: &args::CommandArgs) -> Result<Exit, Failure> {
+fn dispatch(
+    command: Command,
+    global: &args::GlobalArgs,
+    args: &args::CommandArgs,
+) -> Result<Exit, Failure> {
     let env = context::Env::read();
+    log::init(
+        log::Level::parse(global.log_level.as_deref().unwrap_or("info")),
+        global.log_format,
+    );
     match command {
         Command::Validate => validate::run(global, &env),
         Command::Diff => diff::run(global, args, &env),
@@ -60,6 +73,12 @@ fn dispatch(command: Command, global: &args::GlobalArgs, args: &args::CommandArg
             Some(f) => creds::check(f),
             None => Err(Failure::input("usage: proxops secrets check FILE")),
         },
-        other => Err(Failure::input(format!("`proxops {}` is not available in this build yet", other.name()))),
+        Command::Adopt if args.adopt_secrets => Err(Failure::input(
+            "`proxops adopt --adopt-secrets` is not available in this build yet",
+        )),
+        other => Err(Failure::input(format!(
+            "`proxops {}` is not available in this build yet",
+            other.name()
+        ))),
     }
 }

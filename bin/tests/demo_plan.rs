@@ -7,7 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 
 fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().to_path_buf()
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
 }
 
 fn diff(output: &str, extra: &[&str]) -> (i32, String, String) {
@@ -16,11 +19,23 @@ fn diff(output: &str, extra: &[&str]) -> (i32, String, String) {
         .current_dir(&root)
         .env_remove("PROXOPS_GIT_PATH")
         .env_remove("PROXOPS_CONFIG")
-        .args(["--git-path", "fixtures/repos/demo", "diff", "--replay", "fixtures/live/demo", "--output", output])
+        .args([
+            "--git-path",
+            "fixtures/repos/demo",
+            "diff",
+            "--replay",
+            "fixtures/live/demo",
+            "--output",
+            output,
+        ])
         .args(extra)
         .output()
         .unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8(out.stdout).unwrap(), String::from_utf8(out.stderr).unwrap())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8(out.stdout).unwrap(),
+        String::from_utf8(out.stderr).unwrap(),
+    )
 }
 
 #[test]
@@ -70,7 +85,11 @@ fn a_cluster_filter_plans_only_that_cluster() {
 #[test]
 fn a_missing_recording_aborts_that_cluster_only() {
     let dir = tempfile::tempdir().unwrap();
-    std::fs::copy(root().join("fixtures/live/demo/edge.json"), dir.path().join("edge.json")).unwrap();
+    std::fs::copy(
+        root().join("fixtures/live/demo/edge.json"),
+        dir.path().join("edge.json"),
+    )
+    .unwrap();
     let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
         .current_dir(root())
         .args(["--git-path", "fixtures/repos/demo", "diff", "--replay"])

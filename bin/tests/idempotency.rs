@@ -15,9 +15,9 @@ use proxops_core::action::Op;
 use proxops_core::config::Overrides;
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{LiveSnapshot, NodeState, StorageContent};
-use proxops_core::plan::{plan, Plan, Policy};
+use proxops_core::plan::{Plan, Policy, plan};
 use proxops_core::repo::{self, ClusterDesired, RepoInput};
-use proxops_pve::reader::{read_snapshot, ReadScope};
+use proxops_pve::reader::{ReadScope, read_snapshot};
 use proxops_pve::replay::ReplayTransport;
 
 fn root() -> &'static Path {
@@ -25,15 +25,34 @@ fn root() -> &'static Path {
 }
 
 fn demo() -> (proxops_core::config::Config, Vec<ClusterDesired>) {
-    let tree = proxops_git::read_tree(&proxops_git::RepoRoot::explicit(&root().join("fixtures/repos/demo")).unwrap()).unwrap();
-    let loaded = repo::load(RepoInput { files: &tree.files, cluster_dirs: &tree.cluster_dirs }, None, &Overrides::default()).unwrap();
+    let tree = proxops_git::read_tree(
+        &proxops_git::RepoRoot::explicit(&root().join("fixtures/repos/demo")).unwrap(),
+    )
+    .unwrap();
+    let loaded = repo::load(
+        RepoInput {
+            files: &tree.files,
+            cluster_dirs: &tree.cluster_dirs,
+        },
+        None,
+        &Overrides::default(),
+    )
+    .unwrap();
     let clusters = loaded.clusters.into_values().map(|c| c.unwrap()).collect();
     (loaded.config, clusters)
 }
 
 fn replan(d: &ClusterDesired, s: &LiveSnapshot, policy: &Policy) -> Plan {
     let secrets = CloudInitSecrets::default();
-    plan(d, s, &Context { cluster: d, secrets: &secrets }, policy)
+    plan(
+        d,
+        s,
+        &Context {
+            cluster: d,
+            secrets: &secrets,
+        },
+        policy,
+    )
 }
 
 fn execute(p: &Plan, s: &mut LiveSnapshot) {
@@ -47,21 +66,51 @@ fn executing_the_demo_plan_converges() {
     let (cfg, clusters) = demo();
     for d in clusters {
         let cc = &cfg.clusters[&d.name];
-        let policy = Policy { prune_budget: cfg.prune_budget, nodes: cc.nodes.clone() };
-        let transport = ReplayTransport::load(&root().join(format!("fixtures/live/demo/{}.json", d.name))).unwrap();
-        let scope = ReadScope { allowlist: Some(cc.nodes.clone()), storages: d.storage_pairs(), concurrency: 4 };
+        let policy = Policy {
+            prune_budget: cfg.prune_budget,
+            nodes: cc.nodes.clone(),
+        };
+        let transport =
+            ReplayTransport::load(&root().join(format!("fixtures/live/demo/{}.json", d.name)))
+                .unwrap();
+        let scope = ReadScope {
+            allowlist: Some(cc.nodes.clone()),
+            storages: d.storage_pairs(),
+            concurrency: 4,
+        };
         let mut live = read_snapshot(&transport, &scope).unwrap();
 
         let first = replan(&d, &live, &policy);
-        assert!(!first.actions.is_empty(), "{}: the demo recordings carry drift", d.name);
+        assert!(
+            !first.actions.is_empty(),
+            "{}: the demo recordings carry drift",
+            d.name
+        );
         execute(&first, &mut live);
 
         let second = replan(&d, &live, &policy);
-        let deferred: Vec<(String, String)> = first.deferred.iter().map(|a| (a.name.clone(), a.target.to_string())).collect();
-        let now: Vec<(String, String)> = second.actions.iter().map(|a| (a.name.clone(), a.target.to_string())).collect();
-        assert_eq!(now, deferred, "{}: after executing, only the deferred prunes remain: {:#?}", d.name, second.actions);
+        let deferred: Vec<(String, String)> = first
+            .deferred
+            .iter()
+            .map(|a| (a.name.clone(), a.target.to_string()))
+            .collect();
+        let now: Vec<(String, String)> = second
+            .actions
+            .iter()
+            .map(|a| (a.name.clone(), a.target.to_string()))
+            .collect();
+        assert_eq!(
+            now, deferred,
+            "{}: after executing, only the deferred prunes remain: {:#?}",
+            d.name, second.actions
+        );
         assert!(second.actions.iter().all(|a| a.op == Op::Prune));
-        assert_eq!(second.anomalies.len(), first.anomalies.len(), "{}: anomalies are reported, never acted on", d.name);
+        assert_eq!(
+            second.anomalies.len(),
+            first.anomalies.len(),
+            "{}: anomalies are reported, never acted on",
+            d.name
+        );
         execute(&second, &mut live);
 
         let third = replan(&d, &live, &policy);
@@ -75,7 +124,10 @@ fn executing_the_demo_plan_on_an_empty_pve_converges() {
     let (cfg, clusters) = demo();
     for d in clusters {
         let cc = &cfg.clusters[&d.name];
-        let policy = Policy { prune_budget: cfg.prune_budget, nodes: cc.nodes.clone() };
+        let policy = Policy {
+            prune_budget: cfg.prune_budget,
+            nodes: cc.nodes.clone(),
+        };
         let mut live = LiveSnapshot::default();
         for n in &cc.nodes {
             live.nodes.insert(n.clone(), NodeState::Online);
@@ -84,9 +136,18 @@ fn executing_the_demo_plan_on_an_empty_pve_converges() {
             live.storage.insert(pair, Ok(StorageContent::default()));
         }
         let first = replan(&d, &live, &policy);
-        assert!(first.anomalies.is_empty(), "{}: {:#?}", d.name, first.anomalies);
+        assert!(
+            first.anomalies.is_empty(),
+            "{}: {:#?}",
+            d.name,
+            first.anomalies
+        );
         let objects = d.objects.len();
-        assert!(first.actions.len() >= objects, "{}: every object is created", d.name);
+        assert!(
+            first.actions.len() >= objects,
+            "{}: every object is created",
+            d.name
+        );
         execute(&first, &mut live);
         let second = replan(&d, &live, &policy);
         assert!(second.is_empty(), "{}: {:#?}", d.name, second.actions);

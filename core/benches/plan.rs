@@ -14,7 +14,7 @@ use proxops_core::config::Overrides;
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power};
 use proxops_core::names::{NodeName, Vmid};
-use proxops_core::plan::{plan, Policy};
+use proxops_core::plan::{Policy, plan};
 use proxops_core::repo::{self, ClusterDesired, RepoInput};
 use proxops_core::wire::TagSet;
 
@@ -27,26 +27,36 @@ fn desired(n: usize) -> ClusterDesired {
         b"pve:\n  clusters:\n    big:\n      base-url: https://big.example.org:8006\n".to_vec(),
     );
     let mut list = String::from("resources:\n");
-    let mut all = String::new();
     for i in 0..n {
         let vmid = 1000 + i;
         let node = format!("pve{}", i % NODES + 1);
-        all.push_str(&format!(
-            "---\napiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: vm-{vmid}\nspec:\n  node: {node}\n  vmid: {vmid}\n  memory: 2GiB\n  cpu:\n    type: host\n    cores: 2\n  disks:\n    - storage: local-lvm\n      size: 32GiB\n  networks:\n    - bridge: vmbr0\n  tags: [bench]\n"
-        ));
+        let path = format!("vm/big/vm-{vmid}.yaml");
+        files.insert(path.clone(), format!(
+            "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: vm-{vmid}\nspec:\n  node: {node}\n  vmid: {vmid}\n  memory: 2GiB\n  cpu:\n    type: host\n    cores: 2\n  disks:\n    - storage: local-lvm\n      size: 32GiB\n  networks:\n    - bridge: vmbr0\n  tags: [bench]\n"
+        ).into_bytes());
+        list.push_str(&format!("  - ../../{path}\n"));
     }
-    files.insert("vm/big/all.yaml".into(), all.into_bytes());
-    list.push_str("  - ../../vm/big/all.yaml\n");
     files.insert("clusters/big/resources.yaml".into(), list.into_bytes());
     let dirs: BTreeSet<String> = ["big".to_owned()].into();
-    let loaded = repo::load(RepoInput { files: &files, cluster_dirs: &dirs }, None, &Overrides::default()).unwrap();
+    let loaded = repo::load(
+        RepoInput {
+            files: &files,
+            cluster_dirs: &dirs,
+        },
+        None,
+        &Overrides::default(),
+    )
+    .unwrap();
     loaded.clusters.into_values().next().unwrap().unwrap()
 }
 
 fn live(n: usize) -> LiveSnapshot {
     let mut s = LiveSnapshot::default();
     for k in 1..=NODES {
-        s.nodes.insert(NodeName::new(&format!("pve{k}")).unwrap(), NodeState::Online);
+        s.nodes.insert(
+            NodeName::new(&format!("pve{k}")).unwrap(),
+            NodeState::Online,
+        );
     }
     for i in 0..n {
         let vmid = 1000 + i;
@@ -92,13 +102,19 @@ fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let mut results = Vec::new();
     for n in [1_000usize, 10_000, 20_000] {
-        if filter.as_ref().is_some_and(|f| !n.to_string().contains(f.as_str())) {
+        if filter
+            .as_ref()
+            .is_some_and(|f| !n.to_string().contains(f.as_str()))
+        {
             continue;
         }
         let d = desired(n);
         let l = live(n);
         let secrets = CloudInitSecrets::default();
-        let ctx = Context { cluster: &d, secrets: &secrets };
+        let ctx = Context {
+            cluster: &d,
+            secrets: &secrets,
+        };
         let policy = Policy::default();
         let runs = if n >= 10_000 { 7 } else { 15 };
         let mut times = Vec::new();
@@ -111,10 +127,20 @@ fn main() {
         }
         times.sort();
         let median = times[times.len() / 2];
-        println!("plan {n:>6} guests: median {:>8.2} ms  (min {:.2} ms, {runs} runs, {actions} actions)", median.as_secs_f64() * 1e3, times[0].as_secs_f64() * 1e3);
+        println!(
+            "plan {n:>6} guests: median {:>8.2} ms  (min {:.2} ms, {runs} runs, {actions} actions)",
+            median.as_secs_f64() * 1e3,
+            times[0].as_secs_f64() * 1e3
+        );
         results.push((n, median));
     }
-    if let (Some((_, t10)), Some((_, t20))) = (results.iter().find(|r| r.0 == 10_000), results.iter().find(|r| r.0 == 20_000)) {
-        println!("ratio 20k/10k: {:.2}", t20.as_secs_f64() / t10.as_secs_f64());
+    if let (Some((_, t10)), Some((_, t20))) = (
+        results.iter().find(|r| r.0 == 10_000),
+        results.iter().find(|r| r.0 == 20_000),
+    ) {
+        println!(
+            "ratio 20k/10k: {:.2}",
+            t20.as_secs_f64() / t10.as_secs_f64()
+        );
     }
 }

@@ -120,7 +120,10 @@ impl Params {
 
     /// `(key, value)` pairs for the wire, secrets exposed.
     pub fn to_wire(&self) -> Vec<(String, String)> {
-        self.0.iter().map(|(k, v)| (k.clone(), v.expose().to_owned())).collect()
+        self.0
+            .iter()
+            .map(|(k, v)| (k.clone(), v.expose().to_owned()))
+            .collect()
     }
 }
 
@@ -129,14 +132,27 @@ impl Params {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Work {
     /// `POST /nodes/{n}/qemu` (or `/lxc`), then for templates mark it.
-    CreateGuest { guest_type: GuestType, params: Params, mark_template: bool },
+    CreateGuest {
+        guest_type: GuestType,
+        params: Params,
+        mark_template: bool,
+    },
     /// `POST /nodes/{n}/qemu/{source}/clone` then a config write of
     /// `config` plus `delete`, then `status/start` when `start_after` (the
     /// clone endpoint rejects `start`, so a clone that should run is started
     /// in the same action and converges in one cycle).
-    CloneGuest { source: Vmid, name: String, config: Params, delete: Vec<String>, start_after: bool },
+    CloneGuest {
+        source: Vmid,
+        name: String,
+        config: Params,
+        delete: Vec<String>,
+        start_after: bool,
+    },
     /// `POST /nodes/{n}/storage/{s}/download-url`.
-    Download { storage: StorageId, params: Params },
+    Download {
+        storage: StorageId,
+        params: Params,
+    },
     /// A config write (`POST` qemu, `PUT` lxc) carrying the digest PVE
     /// reported when the config was read, so a concurrent edit is refused.
     UpdateConfig {
@@ -148,14 +164,24 @@ pub enum Work {
         stop_first: bool,
         restart_after: bool,
     },
-    Start { guest_type: GuestType },
-    Stop { guest_type: GuestType },
+    Start {
+        guest_type: GuestType,
+    },
+    Stop {
+        guest_type: GuestType,
+    },
     /// Mark as template; a running guest is stopped first (PVE refuses to
     /// convert a running guest).
-    MarkTemplate { guest_type: GuestType, stop_first: bool },
+    MarkTemplate {
+        guest_type: GuestType,
+        stop_first: bool,
+    },
     /// `DELETE /nodes/{n}/{type}/{id}` (never `force`), stopping first
     /// when the guest runs.
-    Delete { guest_type: GuestType, stop_first: bool },
+    Delete {
+        guest_type: GuestType,
+        stop_first: bool,
+    },
 }
 
 /// The kind of an action, as renderings and metrics name it.
@@ -211,7 +237,10 @@ impl fmt::Display for Op {
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Target {
     Guest(Vmid),
-    File { storage: StorageId, filename: String },
+    File {
+        storage: StorageId,
+        filename: String,
+    },
 }
 
 impl fmt::Display for Target {

@@ -28,7 +28,10 @@ pub enum Outcome {
     Succeeded,
     /// PVE or the transport refused or failed it. `transient` failures
     /// (a locked guest, a lock timeout) are expected to clear by themselves.
-    Failed { error: String, transient: bool },
+    Failed {
+        error: String,
+        transient: bool,
+    },
     /// The config changed between our read and our write (digest mismatch):
     /// nothing was overwritten; the next cycle re-plans it.
     ChangedUnderUs,
@@ -67,10 +70,18 @@ impl ObjectState {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ActionState {
     Pending,
-    InProgress { started: Timestamp },
-    Done { outcome: Outcome, started: Timestamp, finished: Timestamp },
+    InProgress {
+        started: Timestamp,
+    },
+    Done {
+        outcome: Outcome,
+        started: Timestamp,
+        finished: Timestamp,
+    },
     /// Not attempted: a prerequisite failed this cycle, or shutdown.
-    Deferred { reason: String },
+    Deferred {
+        reason: String,
+    },
 }
 
 /// Drives one plan's actions in order.
@@ -85,9 +96,19 @@ pub struct Execution {
 
 impl Execution {
     pub fn new(plan: &Plan) -> Execution {
-        let actions = if plan.aborted { Vec::new() } else { plan.actions.clone() };
+        let actions = if plan.aborted {
+            Vec::new()
+        } else {
+            plan.actions.clone()
+        };
         let states = vec![ActionState::Pending; actions.len()];
-        Execution { actions, states, cursor: 0, failed: BTreeSet::new(), stopping: false }
+        Execution {
+            actions,
+            states,
+            cursor: 0,
+            failed: BTreeSet::new(),
+            stopping: false,
+        }
     }
 
     /// The next action to perform, with its index for `record`. Actions
@@ -96,16 +117,26 @@ impl Execution {
     /// flight (actions run one at a time: never two operations on one
     /// cluster's guests at once).
     pub fn next(&mut self, now: Timestamp) -> Option<(usize, &Action)> {
-        if self.stopping || self.states.iter().any(|s| matches!(s, ActionState::InProgress { .. })) {
+        if self.stopping
+            || self
+                .states
+                .iter()
+                .any(|s| matches!(s, ActionState::InProgress { .. }))
+        {
             return None;
         }
         while self.cursor < self.actions.len() {
             let i = self.cursor;
             self.cursor += 1;
             let a = &self.actions[i];
-            let blocked = a.deps.iter().find(|d| self.failed.contains(&((*d).clone(), a.node.clone())));
+            let blocked = a
+                .deps
+                .iter()
+                .find(|d| self.failed.contains(&((*d).clone(), a.node.clone())));
             if let Some(dep) = blocked {
-                self.states[i] = ActionState::Deferred { reason: format!("deferred: prerequisite {dep} failed this cycle") };
+                self.states[i] = ActionState::Deferred {
+                    reason: format!("deferred: prerequisite {dep} failed this cycle"),
+                };
                 if let Some(obj) = &a.object {
                     self.failed.insert((obj.clone(), a.node.clone()));
                 }
@@ -119,7 +150,9 @@ impl Execution {
 
     /// Takes the result of the action `next()` handed out.
     pub fn record(&mut self, index: usize, outcome: Outcome, now: Timestamp) {
-        let Some(state) = self.states.get_mut(index) else { return };
+        let Some(state) = self.states.get_mut(index) else {
+            return;
+        };
         let started = match state {
             ActionState::InProgress { started } => *started,
             _ => now,
@@ -130,7 +163,11 @@ impl Execution {
         {
             self.failed.insert((obj.clone(), a.node.clone()));
         }
-        *state = ActionState::Done { outcome, started, finished: now };
+        *state = ActionState::Done {
+            outcome,
+            started,
+            finished: now,
+        };
     }
 
     /// Shutdown: the action in flight may finish; nothing new starts and
@@ -139,13 +176,18 @@ impl Execution {
         self.stopping = true;
         for s in &mut self.states {
             if *s == ActionState::Pending {
-                *s = ActionState::Deferred { reason: "deferred: shutting down".into() };
+                *s = ActionState::Deferred {
+                    reason: "deferred: shutting down".into(),
+                };
             }
         }
     }
 
     pub fn is_finished(&self) -> bool {
-        !self.states.iter().any(|s| matches!(s, ActionState::Pending | ActionState::InProgress { .. }))
+        !self
+            .states
+            .iter()
+            .any(|s| matches!(s, ActionState::Pending | ActionState::InProgress { .. }))
     }
 
     pub fn actions(&self) -> &[Action] {
@@ -162,7 +204,10 @@ impl Execution {
         let mut err = 0;
         for s in &self.states {
             match s {
-                ActionState::Done { outcome: Outcome::Succeeded, .. } => ok += 1,
+                ActionState::Done {
+                    outcome: Outcome::Succeeded,
+                    ..
+                } => ok += 1,
                 ActionState::Done { .. } => err += 1,
                 _ => {}
             }
@@ -172,21 +217,40 @@ impl Execution {
 
     /// Decides each object's state after the read-back re-plan
     /// (`readback`, `None` when the read-back itself failed).
-    pub fn finish(&self, plan: &Plan, readback: Option<&Plan>, now: Timestamp) -> Vec<ObjectReport> {
+    pub fn finish(
+        &self,
+        plan: &Plan,
+        readback: Option<&Plan>,
+        now: Timestamp,
+    ) -> Vec<ObjectReport> {
         let mut reports: BTreeMap<(String, String, String), ObjectReport> = BTreeMap::new();
-        let key = |kind: &str, name: &str, node: &str| (kind.to_owned(), name.to_owned(), node.to_owned());
+        let key = |kind: &str, name: &str, node: &str| {
+            (kind.to_owned(), name.to_owned(), node.to_owned())
+        };
         let pending_after: BTreeSet<(String, String)> = readback
-            .map(|p| p.actions.iter().map(|a| (a.kind.to_string(), a.name.clone())).collect())
+            .map(|p| {
+                p.actions
+                    .iter()
+                    .map(|a| (a.kind.to_string(), a.name.clone()))
+                    .collect()
+            })
             .unwrap_or_default();
-        let anomalous: BTreeMap<(String, String), String> =
-            plan.anomalies.iter().filter(|a| !a.name.is_empty()).map(|a| ((a.kind.clone(), a.name.clone()), a.message.clone())).collect();
+        let anomalous: BTreeMap<(String, String), String> = plan
+            .anomalies
+            .iter()
+            .filter(|a| !a.name.is_empty())
+            .map(|a| ((a.kind.clone(), a.name.clone()), a.message.clone()))
+            .collect();
 
         for (a, s) in self.actions.iter().zip(&self.states) {
             let k = key(a.kind.as_str(), &a.name, a.node.as_str());
             let entry = reports.entry(k).or_insert_with(|| ObjectReport::new(a));
             entry.last_action = Some(a.op.as_str().to_owned());
             match s {
-                ActionState::Done { outcome: Outcome::Succeeded, .. } => {
+                ActionState::Done {
+                    outcome: Outcome::Succeeded,
+                    ..
+                } => {
                     if a.op == Op::Prune {
                         entry.state = ObjectState::Pruned;
                         entry.prune_reason = Some(a.reason.clone());
@@ -194,11 +258,17 @@ impl Execution {
                         entry.state = ObjectState::InProgress;
                     }
                 }
-                ActionState::Done { outcome: Outcome::Failed { error, .. }, .. } => {
+                ActionState::Done {
+                    outcome: Outcome::Failed { error, .. },
+                    ..
+                } => {
                     entry.state = ObjectState::Failed;
                     entry.last_error = Some(error.clone());
                 }
-                ActionState::Done { outcome: Outcome::ChangedUnderUs, .. } => {
+                ActionState::Done {
+                    outcome: Outcome::ChangedUnderUs,
+                    ..
+                } => {
                     entry.state = ObjectState::Failed;
                     entry.last_error = Some("changed on PVE between read and write (digest mismatch); re-planned next cycle".into());
                 }

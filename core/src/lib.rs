@@ -11,22 +11,22 @@
 //! threads and reads no clock: time is always an argument. Same inputs, same
 //! bytes out.
 
-pub mod live;
-pub mod names;
-pub mod plan;
-pub mod planner;
-pub mod render;
-pub mod wire;
-pub mod adopt;
 pub mod action;
+pub mod adopt;
 pub mod config;
 pub mod diag;
 pub mod drift;
 pub mod exec;
 pub mod graph;
-pub mod repo;
+pub mod live;
 pub mod manifest;
+pub mod names;
+pub mod plan;
+pub mod planner;
+pub mod render;
+pub mod repo;
+pub mod report;
 pub mod secret;
 pub mod units;
+pub mod wire;
 pub mod yaml;
-pub mod report;

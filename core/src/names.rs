@@ -73,7 +73,10 @@ impl Kind {
 
     /// Guests carry a vmid on a node; artifacts are files in storage.
     pub fn is_guest(self) -> bool {
-        matches!(self, Kind::VM | Kind::TemplateVM | Kind::LXC | Kind::TemplateCT)
+        matches!(
+            self,
+            Kind::VM | Kind::TemplateVM | Kind::LXC | Kind::TemplateCT
+        )
     }
 
     pub fn is_artifact(self) -> bool {
@@ -173,7 +176,8 @@ string_newtype!(
 fn check_resource_name(s: &str) -> Result<(), NameError> {
     let ok = !s.is_empty()
         && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
         && !s.contains("--");
@@ -189,7 +193,8 @@ fn check_resource_name(s: &str) -> Result<(), NameError> {
 fn check_cluster_name(s: &str) -> Result<(), NameError> {
     let ok = !s.is_empty()
         && s.len() <= 64
-        && s.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-');
     if ok {
@@ -224,7 +229,8 @@ fn check_storage_id(s: &str) -> Result<(), NameError> {
         && b.len() <= 64
         && b[0].is_ascii_alphabetic()
         && b[b.len() - 1].is_ascii_alphanumeric()
-        && b.iter().all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
+        && b.iter()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'.'));
     if ok {
         Ok(())
     } else {

@@ -31,7 +31,10 @@ pub struct Policy {
 
 impl Default for Policy {
     fn default() -> Policy {
-        Policy { prune_budget: crate::config::DEFAULT_PRUNE_BUDGET, nodes: Default::default() }
+        Policy {
+            prune_budget: crate::config::DEFAULT_PRUNE_BUDGET,
+            nodes: Default::default(),
+        }
     }
 }
 
@@ -71,7 +74,10 @@ impl Plan {
 
     /// Nothing to do and nothing to report.
     pub fn is_empty(&self) -> bool {
-        !self.aborted && self.actions.is_empty() && self.deferred.is_empty() && self.anomalies.is_empty()
+        !self.aborted
+            && self.actions.is_empty()
+            && self.deferred.is_empty()
+            && self.anomalies.is_empty()
     }
 }
 

@@ -4,11 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::{Action, Anomaly, AnomalyType, Change, Impact, Op, Skipped, Target, Work};
-use crate::plan::{Plan, Policy};
 use crate::drift::{self, Context};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
 use crate::manifest::{self, PowerState, Spec};
 use crate::names::{Kind, NodeName, Ref};
+use crate::plan::{Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
 /// The guest family a kind belongs to, for the empty-desired guard.
@@ -42,7 +42,11 @@ impl Family {
 }
 
 fn guest_type_of(kind: Kind) -> GuestType {
-    if kind.is_lxc() { GuestType::Lxc } else { GuestType::Qemu }
+    if kind.is_lxc() {
+        GuestType::Lxc
+    } else {
+        GuestType::Qemu
+    }
 }
 
 fn live_kind(g: &LiveGuest) -> Kind {
@@ -75,7 +79,12 @@ struct Builder<'a> {
 
 /// Plans one cluster. `live` must come from a read that succeeded as a
 /// whole (a failed `/cluster/resources` read aborts the cluster instead).
-pub fn plan(desired: &ClusterDesired, live: &LiveSnapshot, ctx: &Context<'_>, policy: &Policy) -> Plan {
+pub fn plan(
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    ctx: &Context<'_>,
+    policy: &Policy,
+) -> Plan {
     let mut b = Builder {
         desired,
         live,
@@ -94,7 +103,11 @@ pub fn plan(desired: &ClusterDesired, live: &LiveSnapshot, ctx: &Context<'_>, po
     };
     // Artifacts first: guests check whether their prerequisites are present
     // or about to be downloaded.
-    for obj in desired.objects.values().filter(|o| o.r#ref.kind.is_artifact()) {
+    for obj in desired
+        .objects
+        .values()
+        .filter(|o| o.r#ref.kind.is_artifact())
+    {
         b.artifact(obj);
     }
     for obj in desired.objects.values().filter(|o| o.r#ref.kind.is_guest()) {
@@ -103,7 +116,8 @@ pub fn plan(desired: &ClusterDesired, live: &LiveSnapshot, ctx: &Context<'_>, po
     b.prunes(policy);
     let mut plan = b.plan;
     sort_actions(&mut plan.actions);
-    plan.deferred.sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
+    plan.deferred
+        .sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
     plan.skipped.sort();
     plan.skipped.dedup();
     plan.anomalies.sort();
@@ -116,7 +130,13 @@ pub fn plan(desired: &ClusterDesired, live: &LiveSnapshot, ctx: &Context<'_>, po
 pub fn sort_actions(actions: &mut [crate::action::Action]) {
     actions.sort_by(|a, b| {
         let tier = |x: &crate::action::Action| u8::from(x.op == Op::Prune);
-        let level = |x: &crate::action::Action| if x.op == Op::Prune { u32::MAX - x.level } else { x.level };
+        let level = |x: &crate::action::Action| {
+            if x.op == Op::Prune {
+                u32::MAX - x.level
+            } else {
+                x.level
+            }
+        };
         (tier(a), level(a), a.op.rank(), &a.node, &a.target, &a.name).cmp(&(
             tier(b),
             level(b),
@@ -130,10 +150,22 @@ pub fn sort_actions(actions: &mut [crate::action::Action]) {
 
 impl Builder<'_> {
     fn skip(&mut self, kind: Kind, name: &str, node: &NodeName, id: String, reason: String) {
-        self.plan.skipped.push(Skipped { kind: kind.to_string(), name: name.to_owned(), node: node.to_string(), id, reason });
+        self.plan.skipped.push(Skipped {
+            kind: kind.to_string(),
+            name: name.to_owned(),
+            node: node.to_string(),
+            id,
+            reason,
+        });
     }
 
-    fn anomaly(&mut self, t: AnomalyType, kind: Kind, name: &str, node: &NodeName, id: String, field: Option<String>, message: String) {
+    fn anomaly(
+        &mut self,
+        t: AnomalyType,
+        (kind, name, node, id): (Kind, &str, &NodeName, String),
+        field: Option<String>,
+        message: String,
+    ) {
         self.plan.anomalies.push(Anomaly {
             anomaly_type: t,
             kind: kind.to_string(),
@@ -146,11 +178,16 @@ impl Builder<'_> {
     }
 
     fn artifact(&mut self, obj: &DesiredObject) {
-        let Some(spec) = obj.spec.artifact() else { return };
+        let Some(spec) = obj.spec.artifact() else {
+            return;
+        };
         let kind = obj.r#ref.kind;
         let content = kind.content_type().unwrap_or("iso");
         for node in spec.all_nodes() {
-            let target = Target::File { storage: spec.storage.clone(), filename: spec.filename.clone() };
+            let target = Target::File {
+                storage: spec.storage.clone(),
+                filename: spec.filename.clone(),
+            };
             let id = target.to_string();
             match self.live.storage_content(&node, &spec.storage) {
                 Some(Ok(c)) if c.has_file(content, &spec.filename) => {}
@@ -159,7 +196,11 @@ impl Builder<'_> {
                     let changes = params
                         .0
                         .iter()
-                        .map(|(k, v)| Change { field: k.clone(), from: None, to: Some(v.shown().to_owned()) })
+                        .map(|(k, v)| Change {
+                            field: k.clone(),
+                            from: None,
+                            to: Some(v.shown().to_owned()),
+                        })
                         .collect();
                     self.downloads.insert((obj.r#ref.clone(), node.clone()));
                     self.plan.actions.push(Action {
@@ -170,11 +211,17 @@ impl Builder<'_> {
                         target,
                         impact: Impact::Live,
                         changes,
-                        reason: format!("{}: not in storage {} on {node}; will download", obj.r#ref, spec.storage),
+                        reason: format!(
+                            "{}: not in storage {} on {node}; will download",
+                            obj.r#ref, spec.storage
+                        ),
                         level: obj.level,
                         deps: obj.deps.iter().cloned().collect(),
                         object: Some(obj.r#ref.clone()),
-                        work: Work::Download { storage: spec.storage.clone(), params },
+                        work: Work::Download {
+                            storage: spec.storage.clone(),
+                            params,
+                        },
                     });
                 }
                 Some(Err(f)) => self.skip(
@@ -182,14 +229,20 @@ impl Builder<'_> {
                     obj.r#ref.name.as_str(),
                     &node,
                     id,
-                    format!("live inventory unreadable this cycle ({}); skipping download of {}/{}", f.message, spec.storage, spec.filename),
+                    format!(
+                        "live inventory unreadable this cycle ({}); skipping download of {}/{}",
+                        f.message, spec.storage, spec.filename
+                    ),
                 ),
                 None => self.skip(
                     kind,
                     obj.r#ref.name.as_str(),
                     &node,
                     id,
-                    format!("storage {} on {node} was not read this cycle; skipping download of {}", spec.storage, spec.filename),
+                    format!(
+                        "storage {} on {node} was not read this cycle; skipping download of {}",
+                        spec.storage, spec.filename
+                    ),
                 ),
             }
         }
@@ -198,37 +251,48 @@ impl Builder<'_> {
     /// Whether an artifact prerequisite is on `node` or will be downloaded
     /// there earlier in this plan; `Err` says why not.
     fn artifact_ready(&self, dep: &Ref, node: &NodeName) -> Result<(), String> {
-        let Some(obj) = self.desired.get(dep) else { return Ok(()) };
-        let Some(spec) = obj.spec.artifact() else { return Ok(()) };
+        let Some(obj) = self.desired.get(dep) else {
+            return Ok(());
+        };
+        let Some(spec) = obj.spec.artifact() else {
+            return Ok(());
+        };
         if self.downloads.contains(&(dep.clone(), node.clone())) {
             return Ok(());
         }
         let content = dep.kind.content_type().unwrap_or("iso");
         match self.live.storage_content(node, &spec.storage) {
             Some(Ok(c)) if c.has_file(content, &spec.filename) => Ok(()),
-            Some(Ok(_)) => Err(format!("{dep} is not placed on node {node} (add {node} to its spec.nodes)")),
-            Some(Err(_)) | None => Err(format!("{dep} presence on node {node} is unknown this cycle")),
+            Some(Ok(_)) => Err(format!(
+                "{dep} is not placed on node {node} (add {node} to its spec.nodes)"
+            )),
+            Some(Err(_)) | None => Err(format!(
+                "{dep} presence on node {node} is unknown this cycle"
+            )),
         }
     }
 
     fn guest(&mut self, obj: &DesiredObject) {
-        let Some((node, vmid)) = obj.spec.guest_id() else { return };
+        let Some((node, vmid)) = obj.spec.guest_id() else {
+            return;
+        };
         let node = node.clone();
         let kind = obj.r#ref.kind;
         let name = obj.r#ref.name.to_string();
         let id = vmid.to_string();
         if self.live.node_state(&node) != NodeState::Online {
-            self.skip(kind, &name, &node, id, format!("node {node} is not online this cycle; nothing planned for it"));
+            self.skip(
+                kind,
+                &name,
+                &node,
+                id,
+                format!("node {node} is not online this cycle; nothing planned for it"),
+            );
             return;
         }
         let Some(live) = self.live.guest(&node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
-                self.anomaly(
-                    AnomalyType::NeedsPerson,
-                    kind,
-                    &name,
-                    &node,
-                    id,
+                self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
                     None,
                     format!(
                         "vmid {vmid} exists on node {} (\"{}\"), not on {node}: migrate it back or change spec.node; ProxOps will not create a second guest",
@@ -243,30 +307,33 @@ impl Builder<'_> {
         let config = match &live.config {
             Ok(c) => c,
             Err(f) => {
-                self.skip(kind, &name, &node, id, format!("config unreadable this cycle ({}); no change planned", f.message));
+                self.skip(
+                    kind,
+                    &name,
+                    &node,
+                    id,
+                    format!(
+                        "config unreadable this cycle ({}); no change planned",
+                        f.message
+                    ),
+                );
                 return;
             }
         };
         if live.guest_type != guest_type_of(kind) {
-            self.anomaly(
-                AnomalyType::NeedsPerson,
-                kind,
-                &name,
-                &node,
-                id,
+            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
                 None,
                 format!("vmid {vmid} on PVE is a {} but the manifest is a {kind}: change the manifest's kind or remove the guest by hand", live_kind(live)),
             );
             return;
         }
         if live.template && !kind.is_template() {
-            let (demote, want) = if kind.is_lxc() { ("TemplateCT", "LXC") } else { ("TemplateVM", "VM") };
-            self.anomaly(
-                AnomalyType::NeedsPerson,
-                kind,
-                &name,
-                &node,
-                id,
+            let (demote, want) = if kind.is_lxc() {
+                ("TemplateCT", "LXC")
+            } else {
+                ("TemplateVM", "VM")
+            };
+            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
                 Some("template".into()),
                 format!("PVE holds a template at vmid {vmid} but the manifest is a {want}: PVE cannot turn a template back into a guest; change the kind to {demote} or recreate it by hand"),
             );
@@ -278,16 +345,28 @@ impl Builder<'_> {
 
         match drift::guest_drift(obj, self.ctx, live, config) {
             Err(e) => {
-                self.anomaly(AnomalyType::NeedsPerson, kind, &name, &node, id.clone(), None, e.to_string());
+                self.anomaly(
+                    AnomalyType::NeedsPerson,
+                    (kind, &name, &node, id.clone()),
+                    None,
+                    e.to_string(),
+                );
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 let mut power_done = false;
                 if !d.changes.is_empty() {
                     let stop_for_state = running && want_power == Some(PowerState::Stopped);
-                    let stop_first = running && (d.impact == Impact::StopStart || stop_for_state || (kind.is_template() && !live.template));
+                    let stop_first = running
+                        && (d.impact == Impact::StopStart
+                            || stop_for_state
+                            || (kind.is_template() && !live.template));
                     let restart_after = stop_first && want_power == Some(PowerState::Started);
-                    let impact = if stop_first { Impact::StopStart } else { d.impact };
+                    let impact = if stop_first {
+                        Impact::StopStart
+                    } else {
+                        d.impact
+                    };
                     power_done = stop_for_state;
                     let mut reason = format!("{}: config drift", obj.r#ref);
                     if impact == Impact::StopStart {
@@ -322,13 +401,27 @@ impl Builder<'_> {
                         name: name.clone(),
                         node: node.clone(),
                         target: Target::Guest(vmid),
-                        impact: if running { Impact::StopStart } else { Impact::Live },
-                        changes: vec![Change { field: "template".into(), from: Some("0".into()), to: Some("1".into()) }],
-                        reason: format!("{}: PVE guest is not a template yet; will mark it", obj.r#ref),
+                        impact: if running {
+                            Impact::StopStart
+                        } else {
+                            Impact::Live
+                        },
+                        changes: vec![Change {
+                            field: "template".into(),
+                            from: Some("0".into()),
+                            to: Some("1".into()),
+                        }],
+                        reason: format!(
+                            "{}: PVE guest is not a template yet; will mark it",
+                            obj.r#ref
+                        ),
                         level: obj.level,
                         deps: deps.clone(),
                         object: Some(obj.r#ref.clone()),
-                        work: Work::MarkTemplate { guest_type: live.guest_type, stop_first: running },
+                        work: Work::MarkTemplate {
+                            guest_type: live.guest_type,
+                            stop_first: running,
+                        },
                     });
                     return;
                 }
@@ -336,8 +429,12 @@ impl Builder<'_> {
                     return;
                 }
                 let power = match (want_power, live.power) {
-                    (Some(PowerState::Started), Power::Stopped) => Some((Op::Start, "stopped", "running")),
-                    (Some(PowerState::Stopped), Power::Running) => Some((Op::Stop, "running", "stopped")),
+                    (Some(PowerState::Started), Power::Stopped) => {
+                        Some((Op::Start, "stopped", "running"))
+                    }
+                    (Some(PowerState::Stopped), Power::Running) => {
+                        Some((Op::Stop, "running", "stopped"))
+                    }
                     _ => None,
                 };
                 if let Some((op, from, to)) = power {
@@ -348,15 +445,23 @@ impl Builder<'_> {
                         node,
                         target: Target::Guest(vmid),
                         impact: Impact::Live,
-                        changes: vec![Change { field: "status".into(), from: Some(from.into()), to: Some(to.into()) }],
+                        changes: vec![Change {
+                            field: "status".into(),
+                            from: Some(from.into()),
+                            to: Some(to.into()),
+                        }],
                         reason: format!("{}: power \"{from}\" -> \"{to}\"", obj.r#ref),
                         level: obj.level,
                         deps,
                         object: Some(obj.r#ref.clone()),
                         work: if op == Op::Start {
-                            Work::Start { guest_type: live.guest_type }
+                            Work::Start {
+                                guest_type: live.guest_type,
+                            }
                         } else {
-                            Work::Stop { guest_type: live.guest_type }
+                            Work::Stop {
+                                guest_type: live.guest_type,
+                            }
                         },
                     });
                 }
@@ -367,7 +472,9 @@ impl Builder<'_> {
     fn create(&mut self, obj: &DesiredObject, node: &NodeName) {
         let kind = obj.r#ref.kind;
         let name = obj.r#ref.name.to_string();
-        let Some((_, vmid)) = obj.spec.guest_id() else { return };
+        let Some((_, vmid)) = obj.spec.guest_id() else {
+            return;
+        };
         let id = vmid.to_string();
         // Artifacts the guest needs must be on its node (or about to be).
         for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
@@ -384,33 +491,73 @@ impl Builder<'_> {
                 let changes = config
                     .0
                     .iter()
-                    .map(|(k, v)| Change { field: k.clone(), from: None, to: Some(v.shown().to_owned()) })
+                    .map(|(k, v)| Change {
+                        field: k.clone(),
+                        from: None,
+                        to: Some(v.shown().to_owned()),
+                    })
                     .collect();
-                (Op::Clone, changes, Work::CloneGuest { source, name: pve_name, config, delete, start_after })
+                (
+                    Op::Clone,
+                    changes,
+                    Work::CloneGuest {
+                        source,
+                        name: pve_name,
+                        config,
+                        delete,
+                        start_after,
+                    },
+                )
             })
         } else {
             drift::create_params(obj, self.ctx).map(|params| {
                 let changes = params
                     .0
                     .iter()
-                    .map(|(k, v)| Change { field: k.clone(), from: None, to: Some(v.shown().to_owned()) })
+                    .map(|(k, v)| Change {
+                        field: k.clone(),
+                        from: None,
+                        to: Some(v.shown().to_owned()),
+                    })
                     .collect();
-                (Op::Create, changes, Work::CreateGuest { guest_type: guest_type_of(kind), params, mark_template: kind.is_template() })
+                (
+                    Op::Create,
+                    changes,
+                    Work::CreateGuest {
+                        guest_type: guest_type_of(kind),
+                        params,
+                        mark_template: kind.is_template(),
+                    },
+                )
             })
         };
         match built {
-            Err(e) => self.anomaly(AnomalyType::NeedsPerson, kind, &name, node, id, None, format!("cannot create: {e}")),
+            Err(e) => self.anomaly(
+                AnomalyType::NeedsPerson,
+                (kind, &name, node, id),
+                None,
+                format!("cannot create: {e}"),
+            ),
             Ok((op, changes, work)) => {
                 let reason = match (&clone_of, kind.is_template()) {
                     (Some(src), _) => {
                         let src_id = self
                             .desired
-                            .get(&Ref { kind: Kind::TemplateVM, name: src.clone() })
+                            .get(&Ref {
+                                kind: Kind::TemplateVM,
+                                name: src.clone(),
+                            })
                             .and_then(|o| o.spec.guest_id().map(|(_, v)| v.to_string()))
                             .unwrap_or_default();
-                        format!("{}: not on PVE; will full-clone from TemplateVM {src} (vmid {src_id})", obj.r#ref)
+                        format!(
+                            "{}: not on PVE; will full-clone from TemplateVM {src} (vmid {src_id})",
+                            obj.r#ref
+                        )
                     }
-                    (None, true) => format!("{}: not on PVE; will create + mark as PVE template", obj.r#ref),
+                    (None, true) => format!(
+                        "{}: not on PVE; will create + mark as PVE template",
+                        obj.r#ref
+                    ),
                     (None, false) => format!("{}: not on PVE; will create", obj.r#ref),
                 };
                 self.plan.actions.push(Action {
@@ -440,12 +587,21 @@ impl Builder<'_> {
         for o in self.desired.objects.values() {
             if let Some((_, vmid)) = o.spec.guest_id() {
                 claimed_ids.insert(vmid);
-                let fam = if o.r#ref.kind.is_lxc() { Family::Lxc } else { Family::Qemu };
+                let fam = if o.r#ref.kind.is_lxc() {
+                    Family::Lxc
+                } else {
+                    Family::Qemu
+                };
                 let pve_name = match &o.spec {
-                    Spec::Vm(v) | Spec::TemplateVm(v) => v.pve_name.clone().unwrap_or_else(|| o.r#ref.name.to_string()),
-                    Spec::Lxc(l) | Spec::TemplateCt(l) => {
-                        l.dns.as_ref().and_then(|d| d.hostname.clone()).unwrap_or_else(|| o.r#ref.name.to_string())
-                    }
+                    Spec::Vm(v) | Spec::TemplateVm(v) => v
+                        .pve_name
+                        .clone()
+                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                    Spec::Lxc(l) | Spec::TemplateCt(l) => l
+                        .dns
+                        .as_ref()
+                        .and_then(|d| d.hostname.clone())
+                        .unwrap_or_else(|| o.r#ref.name.to_string()),
                     _ => continue,
                 };
                 claimed_names.insert((fam, pve_name));
@@ -453,16 +609,25 @@ impl Builder<'_> {
         }
         let mut candidates: BTreeMap<Family, Vec<&LiveGuest>> = BTreeMap::new();
         for g in self.live.guests.values() {
-            if !policy.allows(&g.node) || self.live.node_state(&g.node) != NodeState::Online || g.config.is_err() {
+            if !policy.allows(&g.node)
+                || self.live.node_state(&g.node) != NodeState::Online
+                || g.config.is_err()
+            {
                 // Never prune what we could not read.
                 continue;
             }
             let fam = Family::of_type(g.guest_type);
-            if claimed_ids.contains(&g.vmid) || (!g.name.is_empty() && claimed_names.contains(&(fam, g.name.clone()))) {
+            if claimed_ids.contains(&g.vmid)
+                || (!g.name.is_empty() && claimed_names.contains(&(fam, g.name.clone())))
+            {
                 continue;
             }
             let kind = live_kind(g);
-            let display = if g.name.is_empty() { format!("vmid-{}", g.vmid) } else { g.name.clone() };
+            let display = if g.name.is_empty() {
+                format!("vmid-{}", g.vmid)
+            } else {
+                g.name.clone()
+            };
             if !g.tags.iter().any(|t| t.as_str() == manifest::OWNERSHIP_TAG) {
                 let legacy = g.tags.iter().any(|t| t.as_str() == manifest::LEGACY_TAG);
                 let reason = if legacy {
@@ -479,7 +644,10 @@ impl Builder<'_> {
                     &display,
                     &g.node,
                     g.vmid.to_string(),
-                    format!("absent in git but tagged {} (proxops/prune: disabled); never pruned", manifest::NO_PRUNE_TAG),
+                    format!(
+                        "absent in git but tagged {} (proxops/prune: disabled); never pruned",
+                        manifest::NO_PRUNE_TAG
+                    ),
                 );
                 continue;
             }
@@ -501,7 +669,8 @@ impl Builder<'_> {
                     fam.label()
                 ));
                 for g in list {
-                    let a = self.prune_action(g, "prune deferred: empty-desired guard (probable bad push)");
+                    let a = self
+                        .prune_action(g, "prune deferred: empty-desired guard (probable bad push)");
                     self.plan.deferred.push(a);
                 }
                 continue;
@@ -522,7 +691,10 @@ impl Builder<'_> {
         kept.sort_by_key(|g| (g.node.clone(), g.vmid));
         for (i, g) in kept.into_iter().enumerate() {
             if budget > 0 && i >= budget {
-                let a = self.prune_action(g, &format!("prune deferred: over the per-cycle prune budget of {budget}"));
+                let a = self.prune_action(
+                    g,
+                    &format!("prune deferred: over the per-cycle prune budget of {budget}"),
+                );
                 self.plan.deferred.push(a);
             } else {
                 let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
@@ -533,7 +705,11 @@ impl Builder<'_> {
 
     fn prune_action(&self, g: &LiveGuest, reason: &str) -> Action {
         let kind = live_kind(g);
-        let display = if g.name.is_empty() { format!("vmid-{}", g.vmid) } else { g.name.clone() };
+        let display = if g.name.is_empty() {
+            format!("vmid-{}", g.vmid)
+        } else {
+            g.name.clone()
+        };
         Action {
             op: Op::Prune,
             kind,
@@ -547,7 +723,10 @@ impl Builder<'_> {
             level: u32::from(!g.template),
             deps: Vec::new(),
             object: None,
-            work: Work::Delete { guest_type: g.guest_type, stop_first: g.power == Power::Running },
+            work: Work::Delete {
+                guest_type: g.guest_type,
+                stop_first: g.power == Power::Running,
+            },
         }
     }
 }

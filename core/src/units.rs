@@ -45,7 +45,11 @@ impl Quantity {
                 "invalid quantity {text:?}: use a number with a unit, e.g. \"512MiB\", \"8GiB\", \"0.5GiB\" (binary Ki/Mi/Gi/Ti/Pi, decimal K/M/G/T/P, bare number = bytes)"
             ))
         };
-        if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1 {
+        if num.is_empty()
+            || num.starts_with('.')
+            || num.ends_with('.')
+            || num.matches('.').count() > 1
+        {
             return Err(bad());
         }
         let mult: u64 = match unit.to_ascii_lowercase().as_str() {
@@ -76,7 +80,7 @@ impl Quantity {
             let frac: u128 = frac_part.parse().map_err(|_| bad())?;
             let scale = 10_u128.pow(frac_part.len() as u32);
             let scaled = frac * mult as u128;
-            if scaled % scale != 0 {
+            if !scaled.is_multiple_of(scale) {
                 return Err(QuantityError(format!(
                     "invalid quantity {text:?}: the fraction is not a whole number of bytes"
                 )));
@@ -89,7 +93,7 @@ impl Quantity {
 
     /// Whole MiB, or `None` when the value is not a whole number of MiB.
     pub fn whole_mib(self) -> Option<u64> {
-        (self.0 % MIB == 0).then_some(self.0 / MIB)
+        self.0.is_multiple_of(MIB).then_some(self.0 / MIB)
     }
 
     /// GiB as PVE's volume-allocation syntax wants it (`50`, `0.5`).
@@ -116,8 +120,14 @@ fn too_large(text: &str) -> QuantityError {
 impl fmt::Display for Quantity {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let b = self.0;
-        for (unit, size) in [("PiB", GIB * MIB), ("TiB", GIB * KIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB)] {
-            if b >= size && b % size == 0 {
+        for (unit, size) in [
+            ("PiB", GIB * MIB),
+            ("TiB", GIB * KIB),
+            ("GiB", GIB),
+            ("MiB", MIB),
+            ("KiB", KIB),
+        ] {
+            if b >= size && b.is_multiple_of(size) {
                 return write!(f, "{}{unit}", b / size);
             }
         }
@@ -178,13 +188,17 @@ impl Duration {
         let mut total: u64 = 0;
         let mut rest = t;
         while !rest.is_empty() {
-            let digits = rest.find(|c: char| !c.is_ascii_digit()).unwrap_or(rest.len());
+            let digits = rest
+                .find(|c: char| !c.is_ascii_digit())
+                .unwrap_or(rest.len());
             if digits == 0 {
                 return Err(bad());
             }
             let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
             rest = &rest[digits..];
-            let unit_len = rest.find(|c: char| c.is_ascii_digit()).unwrap_or(rest.len());
+            let unit_len = rest
+                .find(|c: char| c.is_ascii_digit())
+                .unwrap_or(rest.len());
             let mult = match &rest[..unit_len] {
                 "ms" => 1,
                 "s" => 1000,
@@ -205,11 +219,11 @@ impl Duration {
 impl fmt::Display for Duration {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let ms = self.0;
-        if ms % 3_600_000 == 0 && ms > 0 {
+        if ms.is_multiple_of(3_600_000) && ms > 0 {
             write!(f, "{}h", ms / 3_600_000)
-        } else if ms % 60_000 == 0 && ms > 0 {
+        } else if ms.is_multiple_of(60_000) && ms > 0 {
             write!(f, "{}m", ms / 60_000)
-        } else if ms % 1000 == 0 {
+        } else if ms.is_multiple_of(1000) {
             write!(f, "{}s", ms / 1000)
         } else {
             write!(f, "{ms}ms")

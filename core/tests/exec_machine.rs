@@ -10,15 +10,30 @@ use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Storag
 use proxops_core::plan::Plan;
 
 fn r(kind: Kind, name: &str) -> Ref {
-    Ref { kind, name: ResourceName::new(name).unwrap() }
+    Ref {
+        kind,
+        name: ResourceName::new(name).unwrap(),
+    }
 }
 
 fn action(op: Op, kind: Kind, name: &str, node: &str, target: Target, deps: Vec<Ref>) -> Action {
     let work = match op {
-        Op::Download => Work::Download { storage: StorageId::new("local").unwrap(), params: Params::new() },
-        Op::Prune => Work::Delete { guest_type: GuestType::Qemu, stop_first: false },
-        Op::Start => Work::Start { guest_type: GuestType::Lxc },
-        _ => Work::CreateGuest { guest_type: GuestType::Lxc, params: Params::new(), mark_template: false },
+        Op::Download => Work::Download {
+            storage: StorageId::new("local").unwrap(),
+            params: Params::new(),
+        },
+        Op::Prune => Work::Delete {
+            guest_type: GuestType::Qemu,
+            stop_first: false,
+        },
+        Op::Start => Work::Start {
+            guest_type: GuestType::Lxc,
+        },
+        _ => Work::CreateGuest {
+            guest_type: GuestType::Lxc,
+            params: Params::new(),
+            mark_template: false,
+        },
     };
     Action {
         op,
@@ -37,7 +52,10 @@ fn action(op: Op, kind: Kind, name: &str, node: &str, target: Target, deps: Vec<
 }
 
 fn file() -> Target {
-    Target::File { storage: StorageId::new("local").unwrap(), filename: "t.tar.zst".into() }
+    Target::File {
+        storage: StorageId::new("local").unwrap(),
+        filename: "t.tar.zst".into(),
+    }
 }
 
 fn guest(id: u64) -> Target {
@@ -54,11 +72,46 @@ fn plan(actions: Vec<Action>) -> Plan {
 
 fn demo_plan() -> Plan {
     plan(vec![
-        action(Op::Download, Kind::CTTemplate, "tmpl", "pve1", file(), vec![]),
-        action(Op::Download, Kind::CTTemplate, "tmpl", "pve2", file(), vec![]),
-        action(Op::Create, Kind::LXC, "a", "pve1", guest(200), vec![r(Kind::CTTemplate, "tmpl")]),
-        action(Op::Create, Kind::LXC, "b", "pve2", guest(201), vec![r(Kind::CTTemplate, "tmpl")]),
-        action(Op::Start, Kind::LXC, "a", "pve1", guest(200), vec![r(Kind::CTTemplate, "tmpl")]),
+        action(
+            Op::Download,
+            Kind::CTTemplate,
+            "tmpl",
+            "pve1",
+            file(),
+            vec![],
+        ),
+        action(
+            Op::Download,
+            Kind::CTTemplate,
+            "tmpl",
+            "pve2",
+            file(),
+            vec![],
+        ),
+        action(
+            Op::Create,
+            Kind::LXC,
+            "a",
+            "pve1",
+            guest(200),
+            vec![r(Kind::CTTemplate, "tmpl")],
+        ),
+        action(
+            Op::Create,
+            Kind::LXC,
+            "b",
+            "pve2",
+            guest(201),
+            vec![r(Kind::CTTemplate, "tmpl")],
+        ),
+        action(
+            Op::Start,
+            Kind::LXC,
+            "a",
+            "pve1",
+            guest(200),
+            vec![r(Kind::CTTemplate, "tmpl")],
+        ),
         action(Op::Prune, Kind::VM, "old", "pve1", guest(300), vec![]),
     ])
 }
@@ -69,7 +122,10 @@ fn actions_come_out_one_at_a_time_in_plan_order() {
     let mut e = Execution::new(&p);
     let (i, _) = e.next(1).unwrap();
     assert_eq!(i, 0);
-    assert!(e.next(1).is_none(), "never a second action while one is in flight");
+    assert!(
+        e.next(1).is_none(),
+        "never a second action while one is in flight"
+    );
     e.record(i, Outcome::Succeeded, 2);
     assert_eq!(e.next(2).map(|(i, _)| i), Some(1));
 }
@@ -82,11 +138,24 @@ fn a_failed_prerequisite_defers_its_dependants_on_that_node_only() {
     while let Some((i, a)) = e.next(10) {
         order.push(i);
         let fail = a.op == Op::Download && a.node.as_str() == "pve1";
-        e.record(i, if fail { Outcome::Failed { error: "download failed: exit code 8".into(), transient: false } } else { Outcome::Succeeded }, 11);
+        e.record(
+            i,
+            if fail {
+                Outcome::Failed {
+                    error: "download failed: exit code 8".into(),
+                    transient: false,
+                }
+            } else {
+                Outcome::Succeeded
+            },
+            11,
+        );
     }
     // pve1's create and start are deferred; pve2's create and the prune run.
     assert_eq!(order, vec![0, 1, 3, 5]);
-    assert!(matches!(&e.states()[2], ActionState::Deferred { reason } if reason.contains("CTTemplate/tmpl")));
+    assert!(
+        matches!(&e.states()[2], ActionState::Deferred { reason } if reason.contains("CTTemplate/tmpl"))
+    );
     assert!(matches!(&e.states()[4], ActionState::Deferred { .. }));
     assert_eq!(e.counts(), (3, 1));
     assert!(e.is_finished());
@@ -101,7 +170,11 @@ fn stop_lets_the_action_in_flight_finish_and_starts_nothing_else() {
     e.record(i, Outcome::Succeeded, 2);
     assert!(e.next(3).is_none());
     assert!(e.is_finished());
-    assert!(e.states()[1..].iter().all(|s| matches!(s, ActionState::Deferred { .. })));
+    assert!(
+        e.states()[1..]
+            .iter()
+            .all(|s| matches!(s, ActionState::Deferred { .. }))
+    );
 }
 
 #[test]
@@ -116,13 +189,27 @@ fn converged_only_when_the_read_back_plan_is_empty_for_the_object() {
         e.record(i, Outcome::Succeeded, 6);
     }
     // Read back: b still differs.
-    let readback = plan(vec![action(Op::Create, Kind::LXC, "b", "pve1", guest(201), vec![])]);
+    let readback = plan(vec![action(
+        Op::Create,
+        Kind::LXC,
+        "b",
+        "pve1",
+        guest(201),
+        vec![],
+    )]);
     let reports = e.finish(&p, Some(&readback), 7);
     let state = |n: &str| reports.iter().find(|r| r.name == n).unwrap().state;
     assert_eq!(state("a"), ObjectState::Converged);
     assert_eq!(state("b"), ObjectState::Drift);
     assert_eq!(state("old"), ObjectState::Pruned);
-    assert_eq!(reports.iter().find(|r| r.name == "a").unwrap().last_converged_at, Some(7));
+    assert_eq!(
+        reports
+            .iter()
+            .find(|r| r.name == "a")
+            .unwrap()
+            .last_converged_at,
+        Some(7)
+    );
     // Without a read-back nothing is called converged.
     let blind = e.finish(&p, None, 7);
     assert!(blind.iter().all(|r| r.state != ObjectState::Converged));
@@ -130,7 +217,14 @@ fn converged_only_when_the_read_back_plan_is_empty_for_the_object() {
 
 #[test]
 fn a_concurrent_change_is_a_failure_of_that_object_not_an_overwrite() {
-    let p = plan(vec![action(Op::Create, Kind::LXC, "a", "pve1", guest(200), vec![])]);
+    let p = plan(vec![action(
+        Op::Create,
+        Kind::LXC,
+        "a",
+        "pve1",
+        guest(200),
+        vec![],
+    )]);
     let mut e = Execution::new(&p);
     let (i, _) = e.next(1).unwrap();
     e.record(i, Outcome::ChangedUnderUs, 2);

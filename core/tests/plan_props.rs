@@ -9,9 +9,11 @@ use proptest::prelude::*;
 use proxops_core::action::{AnomalyType, Op, Target};
 use proxops_core::config::Overrides;
 use proxops_core::drift::{CloudInitSecrets, Context};
-use proxops_core::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent};
+use proxops_core::live::{
+    GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
+};
 use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
-use proxops_core::plan::{plan, Plan, Policy};
+use proxops_core::plan::{Plan, Policy, plan};
 use proxops_core::repo::{self, ClusterDesired, RepoInput};
 use proxops_core::wire::TagSet;
 
@@ -40,13 +42,24 @@ struct LiveSpec {
 
 fn desired_guest() -> impl Strategy<Value = DesiredGuest> {
     (
-        prop_oneof![Just(Kind::VM), Just(Kind::LXC), Just(Kind::TemplateVM), Just(Kind::TemplateCT)],
+        prop_oneof![
+            Just(Kind::VM),
+            Just(Kind::LXC),
+            Just(Kind::TemplateVM),
+            Just(Kind::TemplateCT)
+        ],
         100u32..130,
         prop_oneof![Just("n1"), Just("n2")],
         prop_oneof![Just("local-lvm"), Just("tank")],
         any::<bool>(),
     )
-        .prop_map(|(kind, vmid, node, pool, no_prune)| DesiredGuest { kind, vmid, node, pool, no_prune })
+        .prop_map(|(kind, vmid, node, pool, no_prune)| DesiredGuest {
+            kind,
+            vmid,
+            node,
+            pool,
+            no_prune,
+        })
 }
 
 fn live_guest() -> impl Strategy<Value = LiveSpec> {
@@ -56,29 +69,37 @@ fn live_guest() -> impl Strategy<Value = LiveSpec> {
         any::<bool>(),
         prop::bool::weighted(0.2),
         any::<bool>(),
-        prop::sample::subsequence(vec!["proxops", "pveconform", "proxops-noprune", "web"], 0..=3),
+        prop::sample::subsequence(
+            vec!["proxops", "pveconform", "proxops-noprune", "web"],
+            0..=3,
+        ),
         prop::bool::weighted(0.85),
         prop_oneof![Just("local-lvm"), Just("tank")],
     )
-        .prop_map(|(vmid, node, lxc, template, running, tags, config_ok, pool)| LiveSpec {
-            vmid,
-            node,
-            lxc,
-            template,
-            running: running && !template,
-            tags,
-            config_ok,
-            pool,
-        })
+        .prop_map(
+            |(vmid, node, lxc, template, running, tags, config_ok, pool)| LiveSpec {
+                vmid,
+                node,
+                lxc,
+                template,
+                running: running && !template,
+                tags,
+                config_ok,
+                pool,
+            },
+        )
 }
 
 fn manifest(g: &DesiredGuest, i: usize) -> (String, String) {
     let name = format!("g{i}");
-    let ann = if g.no_prune { "\n  annotations:\n    proxops/prune: disabled" } else { "" };
-    let state = if g.kind.is_template() { "" } else { "" };
+    let ann = if g.no_prune {
+        "\n  annotations:\n    proxops/prune: disabled"
+    } else {
+        ""
+    };
     let text = match g.kind {
         Kind::VM | Kind::TemplateVM => format!(
-            "apiVersion: proxops/v1alpha1\nkind: {}\nmetadata:\n  name: {name}{ann}\nspec:\n  node: {}\n  vmid: {}\n{state}  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: {}\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n",
+            "apiVersion: proxops/v1alpha1\nkind: {}\nmetadata:\n  name: {name}{ann}\nspec:\n  node: {}\n  vmid: {}\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: {}\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n",
             g.kind, g.node, g.vmid, g.pool
         ),
         _ => format!(
@@ -109,10 +130,23 @@ fn load_desired(guests: &[DesiredGuest]) -> ClusterDesired {
         list.push(format!("../../{path}"));
         files.insert(path, text.into_bytes());
     }
-    let comp = format!("resources:\n{}", list.iter().map(|p| format!("  - {p}\n")).collect::<String>());
+    let comp = format!(
+        "resources:\n{}",
+        list.iter()
+            .map(|p| format!("  - {p}\n"))
+            .collect::<String>()
+    );
     files.insert("clusters/c1/resources.yaml".into(), comp.into_bytes());
     let dirs: BTreeSet<String> = ["c1".to_owned()].into();
-    let loaded = repo::load(RepoInput { files: &files, cluster_dirs: &dirs }, None, &Overrides::default()).expect("config loads");
+    let loaded = repo::load(
+        RepoInput {
+            files: &files,
+            cluster_dirs: &dirs,
+        },
+        None,
+        &Overrides::default(),
+    )
+    .expect("config loads");
     let (_, c) = loaded.clusters.into_iter().next().expect("one cluster");
     c.expect("generated desired state is valid")
 }
@@ -139,7 +173,11 @@ fn live_config(l: &LiveSpec) -> LiveConfig {
 fn snapshot(live: &[LiveSpec], n2_online: bool, storage_ok: bool) -> LiveSnapshot {
     let mut s = LiveSnapshot::default();
     for n in ["n1", "n2", "n3"] {
-        let st = if n == "n2" && !n2_online { NodeState::Offline } else { NodeState::Online };
+        let st = if n == "n2" && !n2_online {
+            NodeState::Offline
+        } else {
+            NodeState::Online
+        };
         s.nodes.insert(NodeName::new(n).unwrap(), st);
     }
     let mut seen = BTreeSet::new();
@@ -149,20 +187,31 @@ fn snapshot(live: &[LiveSpec], n2_online: bool, storage_ok: bool) -> LiveSnapsho
             continue;
         }
         let node = NodeName::new(l.node).unwrap();
-        let config = if l.config_ok && !(l.node == "n2" && !n2_online) {
+        let config = if l.config_ok && (l.node != "n2" || n2_online) {
             Ok(live_config(l))
         } else {
-            Err(ReadFailure { what: "GET config".into(), message: "boom".into() })
+            Err(ReadFailure {
+                what: "GET config".into(),
+                message: "boom".into(),
+            })
         };
         s.guests.insert(
             (node.clone(), Vmid::new(l.vmid as u64).unwrap()),
             LiveGuest {
                 node,
                 vmid: Vmid::new(l.vmid as u64).unwrap(),
-                guest_type: if l.lxc { GuestType::Lxc } else { GuestType::Qemu },
+                guest_type: if l.lxc {
+                    GuestType::Lxc
+                } else {
+                    GuestType::Qemu
+                },
                 name: format!("h{}", l.vmid),
                 template: l.template,
-                power: if l.running { Power::Running } else { Power::Stopped },
+                power: if l.running {
+                    Power::Running
+                } else {
+                    Power::Stopped
+                },
                 lock: None,
                 tags: TagSet::parse(&l.tags.join(";")).unwrap(),
                 config,
@@ -170,20 +219,35 @@ fn snapshot(live: &[LiveSpec], n2_online: bool, storage_ok: bool) -> LiveSnapsho
         );
     }
     for n in ["n1", "n2"] {
-        let content = if storage_ok && !(n == "n2" && !n2_online) {
+        let content = if storage_ok && (n != "n2" || n2_online) {
             Ok(StorageContent::from_json(&serde_json::json!([{"volid": "local:vztmpl/debian-13-standard_13.1-2_amd64.tar.zst", "content": "vztmpl"}])).unwrap())
         } else {
-            Err(ReadFailure { what: "GET content".into(), message: "boom".into() })
+            Err(ReadFailure {
+                what: "GET content".into(),
+                message: "boom".into(),
+            })
         };
-        s.storage.insert((NodeName::new(n).unwrap(), StorageId::new("local").unwrap()), content);
+        s.storage.insert(
+            (NodeName::new(n).unwrap(), StorageId::new("local").unwrap()),
+            content,
+        );
     }
     s
 }
 
 fn make_plan(desired: &ClusterDesired, live: &LiveSnapshot, budget: u32) -> Plan {
     let secrets = CloudInitSecrets::default();
-    let ctx = Context { cluster: desired, secrets: &secrets };
-    let policy = Policy { prune_budget: budget, nodes: ["n1", "n2"].iter().map(|n| NodeName::new(n).unwrap()).collect() };
+    let ctx = Context {
+        cluster: desired,
+        secrets: &secrets,
+    };
+    let policy = Policy {
+        prune_budget: budget,
+        nodes: ["n1", "n2"]
+            .iter()
+            .map(|n| NodeName::new(n).unwrap())
+            .collect(),
+    };
     plan(desired, live, &ctx, &policy)
 }
 
@@ -202,8 +266,11 @@ fn prunes(p: &Plan) -> Vec<&proxops_core::action::Action> {
 }
 
 fn guest_of<'a>(live: &'a LiveSnapshot, a: &proxops_core::action::Action) -> &'a LiveGuest {
-    let Target::Guest(vmid) = a.target else { panic!("a prune of something that is not a guest: {a:?}") };
-    live.guest(&a.node, vmid).expect("a prune targets a guest of this cluster's snapshot")
+    let Target::Guest(vmid) = a.target else {
+        panic!("a prune of something that is not a guest: {a:?}")
+    };
+    live.guest(&a.node, vmid)
+        .expect("a prune targets a guest of this cluster's snapshot")
 }
 
 proptest! {
@@ -308,7 +375,7 @@ proptest! {
     #[test]
     fn prunes_come_last_and_templates_after_their_clones((d, l, n2, st, budget) in scenario()) {
         let desired = load_desired(&d);
-        let live = snapshot(&l, n2, 0 == 0 && st);
+        let live = snapshot(&l, n2, st);
         let p = make_plan(&desired, &live, if budget == 0 { 0 } else { budget + 3 });
         let first_prune = p.actions.iter().position(|a| a.op == Op::Prune).unwrap_or(p.actions.len());
         prop_assert!(p.actions[first_prune..].iter().all(|a| a.op == Op::Prune));

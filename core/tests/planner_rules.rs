@@ -7,7 +7,9 @@ mod support;
 
 use proxops_core::action::{AnomalyType, Impact, Op, Work};
 use proxops_core::drift::{CloudInitSecrets, Context};
-use proxops_core::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent};
+use proxops_core::live::{
+    GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
+};
 use proxops_core::names::{NodeName, StorageId, Vmid};
 use proxops_core::plan::{Plan, Policy, plan};
 use proxops_core::repo::ClusterDesired;
@@ -33,7 +35,10 @@ fn snapshot() -> LiveSnapshot {
         {"volid": "local:import/debian-13.qcow2", "content": "import"},
         {"volid": "local:vztmpl/debian-13-standard.tar.zst", "content": "vztmpl"}
     ]);
-    s.storage.insert((node("pve1"), StorageId::new("local").unwrap()), Ok(StorageContent::from_json(&listing).unwrap()));
+    s.storage.insert(
+        (node("pve1"), StorageId::new("local").unwrap()),
+        Ok(StorageContent::from_json(&listing).unwrap()),
+    );
     s
 }
 
@@ -47,7 +52,17 @@ fn vm_config(vmid: u32, memory: &str, tags: &str, template: bool) -> LiveConfig 
     .unwrap()
 }
 
-fn add(s: &mut LiveSnapshot, n: &str, vmid: u32, power: Power, template: bool, cfg: Result<LiveConfig, ReadFailure>, tags: &str, name: &str) {
+#[allow(clippy::too_many_arguments)] // one call per seeded guest reads best flat
+fn add(
+    s: &mut LiveSnapshot,
+    n: &str,
+    vmid: u32,
+    power: Power,
+    template: bool,
+    cfg: Result<LiveConfig, ReadFailure>,
+    tags: &str,
+    name: &str,
+) {
     s.guests.insert(
         (node(n), Vmid::new(vmid as u64).unwrap()),
         LiveGuest {
@@ -66,7 +81,18 @@ fn add(s: &mut LiveSnapshot, n: &str, vmid: u32, power: Power, template: bool, c
 
 fn run(c: &ClusterDesired, s: &LiveSnapshot, budget: u32) -> Plan {
     let secrets = CloudInitSecrets::default();
-    plan(c, s, &Context { cluster: c, secrets: &secrets }, &Policy { prune_budget: budget, nodes: Default::default() })
+    plan(
+        c,
+        s,
+        &Context {
+            cluster: c,
+            secrets: &secrets,
+        },
+        &Policy {
+            prune_budget: budget,
+            nodes: Default::default(),
+        },
+    )
 }
 
 #[test]
@@ -74,29 +100,60 @@ fn prune_disabled_annotation_is_written_as_a_tag_at_create() {
     let c = cluster(&[VM_KEEP]);
     let p = run(&c, &snapshot(), 3);
     let create = p.actions.iter().find(|a| a.op == Op::Create).unwrap();
-    let Work::CreateGuest { params, .. } = &create.work else { panic!() };
-    assert_eq!(params.get("tags").map(|v| v.expose()), Some("proxops;proxops-noprune"));
+    let Work::CreateGuest { params, .. } = &create.work else {
+        panic!()
+    };
+    assert_eq!(
+        params.get("tags").map(|v| v.expose()),
+        Some("proxops;proxops-noprune")
+    );
 }
 
 #[test]
 fn a_guest_tagged_noprune_is_never_pruned_after_its_manifest_is_gone() {
     let c = cluster(&[]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 100, Power::Running, false, Ok(vm_config(100, "1024", "proxops;proxops-noprune", false)), "proxops;proxops-noprune", "web");
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        Ok(vm_config(100, "1024", "proxops;proxops-noprune", false)),
+        "proxops;proxops-noprune",
+        "web",
+    );
     let p = run(&c, &s, 0);
     assert!(p.actions.iter().all(|a| a.op != Op::Prune));
     assert!(p.deferred.is_empty());
-    assert!(p.skipped.iter().any(|k| k.reason.contains("proxops-noprune")));
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.reason.contains("proxops-noprune"))
+    );
 }
 
 #[test]
 fn a_guest_found_on_another_node_is_claimed_not_created_twice() {
     let c = cluster(&[VM]);
     let mut s = snapshot();
-    add(&mut s, "pve2", 100, Power::Running, false, Ok(vm_config(100, "1024", "proxops", false)), "proxops", "web");
+    add(
+        &mut s,
+        "pve2",
+        100,
+        Power::Running,
+        false,
+        Ok(vm_config(100, "1024", "proxops", false)),
+        "proxops",
+        "web",
+    );
     let p = run(&c, &s, 3);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert!(p.anomalies.iter().any(|a| a.message.contains("exists on node pve2")));
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.message.contains("exists on node pve2"))
+    );
 }
 
 #[test]
@@ -105,104 +162,261 @@ fn nothing_is_planned_for_an_offline_node() {
     let mut s = snapshot();
     s.nodes.insert(node("pve1"), NodeState::Offline);
     let p = run(&c, &s, 3);
-    assert!(p.actions.iter().all(|a| a.node.as_str() != "pve1"), "{:?}", p.actions);
-    assert!(p.skipped.iter().any(|k| k.name == "web" && k.reason.contains("not online")));
+    assert!(
+        p.actions.iter().all(|a| a.node.as_str() != "pve1"),
+        "{:?}",
+        p.actions
+    );
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.name == "web" && k.reason.contains("not online"))
+    );
 }
 
 #[test]
 fn an_unreadable_config_is_neither_updated_nor_pruned() {
     let c = cluster(&[VM]);
     let mut s = snapshot();
-    let fail = || Err(ReadFailure { what: "GET /nodes/pve1/qemu/100/config".into(), message: "500".into() });
-    add(&mut s, "pve1", 100, Power::Running, false, fail(), "proxops", "web");
-    add(&mut s, "pve1", 101, Power::Running, false, fail(), "proxops", "orphan");
+    let fail = || {
+        Err(ReadFailure {
+            what: "GET /nodes/pve1/qemu/100/config".into(),
+            message: "500".into(),
+        })
+    };
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        fail(),
+        "proxops",
+        "web",
+    );
+    add(
+        &mut s,
+        "pve1",
+        101,
+        Power::Running,
+        false,
+        fail(),
+        "proxops",
+        "orphan",
+    );
     let p = run(&c, &s, 0);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert!(p.skipped.iter().any(|k| k.name == "web" && k.reason.contains("unreadable")));
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.name == "web" && k.reason.contains("unreadable"))
+    );
 }
 
 #[test]
 fn a_container_create_waits_when_its_template_presence_is_unknown() {
     let c = cluster(&[CT]);
     let mut s = snapshot();
-    s.storage.insert((node("pve1"), StorageId::new("local").unwrap()), Err(ReadFailure { what: "GET content".into(), message: "500".into() }));
+    s.storage.insert(
+        (node("pve1"), StorageId::new("local").unwrap()),
+        Err(ReadFailure {
+            what: "GET content".into(),
+            message: "500".into(),
+        }),
+    );
     let p = run(&c, &s, 3);
-    assert!(p.actions.iter().all(|a| a.op != Op::Create), "{:?}", p.actions);
-    assert!(p.skipped.iter().any(|k| k.name == "ct" && k.reason.contains("create deferred")));
-    assert!(p.skipped.iter().any(|k| k.reason.contains("live inventory unreadable")));
+    assert!(
+        p.actions.iter().all(|a| a.op != Op::Create),
+        "{:?}",
+        p.actions
+    );
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.name == "ct" && k.reason.contains("create deferred"))
+    );
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.reason.contains("live inventory unreadable"))
+    );
 }
 
 #[test]
 fn a_template_manifest_over_a_plain_guest_marks_it_stopping_first() {
     let c = cluster(&[TEMPLATE]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 9000, Power::Running, false, Ok(vm_config(9000, "1024", "proxops", false)), "proxops", "tmpl");
+    add(
+        &mut s,
+        "pve1",
+        9000,
+        Power::Running,
+        false,
+        Ok(vm_config(9000, "1024", "proxops", false)),
+        "proxops",
+        "tmpl",
+    );
     let p = run(&c, &s, 3);
     let mark = p.actions.iter().find(|a| a.op == Op::MarkTemplate).unwrap();
-    assert_eq!(mark.work, Work::MarkTemplate { guest_type: GuestType::Qemu, stop_first: true });
-    assert!(p.actions.iter().all(|a| a.op != Op::Start && a.op != Op::Stop));
+    assert_eq!(
+        mark.work,
+        Work::MarkTemplate {
+            guest_type: GuestType::Qemu,
+            stop_first: true
+        }
+    );
+    assert!(
+        p.actions
+            .iter()
+            .all(|a| a.op != Op::Start && a.op != Op::Stop)
+    );
 }
 
 #[test]
 fn a_vm_manifest_over_a_live_template_is_an_anomaly_only() {
     let c = cluster(&[VM]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 100, Power::Stopped, true, Ok(vm_config(100, "1024", "proxops", true)), "proxops", "web");
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Stopped,
+        true,
+        Ok(vm_config(100, "1024", "proxops", true)),
+        "proxops",
+        "web",
+    );
     let p = run(&c, &s, 3);
     assert!(p.actions.is_empty(), "{:?}", p.actions);
-    assert!(p.anomalies.iter().any(|a| a.anomaly_type == AnomalyType::NeedsPerson && a.field.as_deref() == Some("template")));
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.anomaly_type == AnomalyType::NeedsPerson
+                && a.field.as_deref() == Some("template"))
+    );
 }
 
 #[test]
 fn drift_on_a_guest_that_should_stop_is_written_after_stopping_without_restart() {
     let c = cluster(&[VM_STOPPED]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 100, Power::Running, false, Ok(vm_config(100, "1024", "proxops", false)), "proxops", "web");
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        Ok(vm_config(100, "1024", "proxops", false)),
+        "proxops",
+        "web",
+    );
     let p = run(&c, &s, 3);
     assert_eq!(p.actions.len(), 1, "{:?}", p.actions);
     let a = &p.actions[0];
     assert_eq!(a.impact, Impact::StopStart);
-    let Work::UpdateConfig { stop_first, restart_after, digest, .. } = &a.work else { panic!() };
+    let Work::UpdateConfig {
+        stop_first,
+        restart_after,
+        digest,
+        ..
+    } = &a.work
+    else {
+        panic!()
+    };
     assert!(*stop_first && !*restart_after);
-    assert_eq!(digest.as_deref(), Some("d1"), "the update carries the digest read with the config");
+    assert_eq!(
+        digest.as_deref(),
+        Some("d1"),
+        "the update carries the digest read with the config"
+    );
 }
 
 #[test]
 fn a_stopped_guest_that_should_run_is_updated_live_then_started() {
     let c = cluster(&[VM]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 100, Power::Stopped, false, Ok(vm_config(100, "512", "proxops", false)), "proxops", "web");
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Stopped,
+        false,
+        Ok(vm_config(100, "512", "proxops", false)),
+        "proxops",
+        "web",
+    );
     let p = run(&c, &s, 3);
     let ops: Vec<(Op, Impact)> = p.actions.iter().map(|a| (a.op, a.impact)).collect();
-    assert_eq!(ops, vec![(Op::Update, Impact::Live), (Op::Start, Impact::Live)]);
+    assert_eq!(
+        ops,
+        vec![(Op::Update, Impact::Live), (Op::Start, Impact::Live)]
+    );
 }
 
 #[test]
 fn empty_desired_guard_with_unlimited_budget_trips_on_any_orphan() {
     let c = cluster(&[CT]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 300, Power::Stopped, false, Ok(vm_config(300, "1024", "proxops", false)), "proxops", "old");
+    add(
+        &mut s,
+        "pve1",
+        300,
+        Power::Stopped,
+        false,
+        Ok(vm_config(300, "1024", "proxops", false)),
+        "proxops",
+        "old",
+    );
     let p = run(&c, &s, 0);
     assert!(p.actions.iter().all(|a| a.op != Op::Prune));
     assert_eq!(p.deferred.len(), 1);
-    assert!(p.anomalies.iter().any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.message.contains("0 desired VM")));
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired
+                && a.message.contains("0 desired VM"))
+    );
 }
 
 #[test]
 fn orphans_within_budget_are_pruned_even_when_their_kind_is_empty() {
     let c = cluster(&[CT]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 300, Power::Running, false, Ok(vm_config(300, "1024", "proxops", false)), "proxops", "old");
+    add(
+        &mut s,
+        "pve1",
+        300,
+        Power::Running,
+        false,
+        Ok(vm_config(300, "1024", "proxops", false)),
+        "proxops",
+        "old",
+    );
     let p = run(&c, &s, 3);
     let prune = p.actions.iter().find(|a| a.op == Op::Prune).unwrap();
-    assert_eq!(prune.work, Work::Delete { guest_type: GuestType::Qemu, stop_first: true });
+    assert_eq!(
+        prune.work,
+        Work::Delete {
+            guest_type: GuestType::Qemu,
+            stop_first: true
+        }
+    );
 }
 
 #[test]
 fn pveconform_tag_alone_is_treated_as_untagged() {
     let c = cluster(&[]);
     let mut s = snapshot();
-    add(&mut s, "pve1", 300, Power::Running, false, Ok(vm_config(300, "1024", "pveconform", false)), "pveconform", "legacy");
+    add(
+        &mut s,
+        "pve1",
+        300,
+        Power::Running,
+        false,
+        Ok(vm_config(300, "1024", "pveconform", false)),
+        "pveconform",
+        "legacy",
+    );
     let p = run(&c, &s, 0);
     assert!(p.actions.is_empty() && p.deferred.is_empty());
     assert!(p.skipped.iter().any(|k| k.reason.contains("pveconform")));

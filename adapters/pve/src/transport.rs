@@ -51,7 +51,8 @@ impl fmt::Display for Method {
 
 /// One API call. `path` is below `/api2/json` and starts with `/`; each path
 /// segment that came from data is already percent-encoded. `params` go into
-/// the query string for GET and into a form body otherwise, in this order.
+/// the query string for GET and DELETE (PVE reads a body only for POST and
+/// PUT) and into a form body for POST and PUT, in this order.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Request {
     pub method: Method,
@@ -61,11 +62,19 @@ pub struct Request {
 
 impl Request {
     pub fn get(path: impl Into<String>) -> Request {
-        Request { method: Method::Get, path: path.into(), params: Vec::new() }
+        Request {
+            method: Method::Get,
+            path: path.into(),
+            params: Vec::new(),
+        }
     }
 
     pub fn new(method: Method, path: impl Into<String>, params: Vec<(String, String)>) -> Request {
-        Request { method, path: path.into(), params }
+        Request {
+            method,
+            path: path.into(),
+            params,
+        }
     }
 }
 
@@ -97,7 +106,11 @@ impl Response {
 pub enum TransportError {
     /// Connection refused, reset, dropped, timed out, TLS failure …
     #[error("{method} {path}: transport error: {message}")]
-    Io { method: Method, path: String, message: String },
+    Io {
+        method: Method,
+        path: String,
+        message: String,
+    },
     /// A replayed recording has no response for this request: fail closed.
     #[error("{method} {path}: not in the recording")]
     NotRecorded { method: Method, path: String },
@@ -108,7 +121,11 @@ pub enum TransportError {
     /// (wrong CA, wrong pinned fingerprint, wrong name) or no TLS version or
     /// cipher was agreed. Nothing was sent; another attempt would not help.
     #[error("{method} {path}: TLS: {message}")]
-    Tls { method: Method, path: String, message: String },
+    Tls {
+        method: Method,
+        path: String,
+        message: String,
+    },
     /// Credentials were missing or refused before any request was sent.
     #[error("authentication: {0}")]
     Auth(String),

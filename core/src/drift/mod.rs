@@ -209,6 +209,7 @@ impl Acc {
         }
     }
 
+    #[allow(dead_code)] // kept for drift helpers that report by object
     pub(crate) fn object(&self) -> &Ref {
         &self.object
     }
@@ -289,7 +290,10 @@ pub(crate) fn desired_tags(
     tags: &[String],
 ) -> Result<crate::wire::TagSet, DriftError> {
     let object = &obj.r#ref;
-    let no_prune = obj.metadata.prune_disabled().then_some(crate::manifest::NO_PRUNE_TAG);
+    let no_prune = obj
+        .metadata
+        .prune_disabled()
+        .then_some(crate::manifest::NO_PRUNE_TAG);
     let mut set = crate::wire::TagSet::default();
     for t in tags
         .iter()
