@@ -205,10 +205,10 @@ impl Drop for StatusServer {
 
 fn serve(server: &tiny_http::Server, stop: &AtomicBool, source: &Source) {
     while !stop.load(Ordering::SeqCst) {
-        match server.recv_timeout(POLL) {
-            Ok(Some(request)) => answer(request, source),
-            // No request yet, or one connection failed: keep serving.
-            Ok(None) | Err(_) => {}
+        // `Ok(None)`: no request yet; `Err`: one connection failed. Either
+        // way, keep serving.
+        if let Ok(Some(request)) = server.recv_timeout(POLL) {
+            answer(request, source);
         }
     }
 }

@@ -142,3 +142,34 @@ pub fn store() -> StatusStore {
     ]);
     s
 }
+
+/// The workspace root (this crate lives at `adapters/http`).
+pub fn workspace_root() -> std::path::PathBuf {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// An external program the tests drive: `$PROXOPS_TOOLS_DIR/bin/<name>`
+/// (default `<workspace>/.tools/bin`), else `PATH`. Missing is a failure
+/// naming the install script, never a silent pass.
+pub fn tool(name: &str, debian_package: &str) -> std::path::PathBuf {
+    let tools = std::env::var_os("PROXOPS_TOOLS_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools"));
+    let candidate = tools.join("bin").join(name);
+    if candidate.is_file() {
+        return candidate;
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "{name} not found (looked in {} and PATH): run tools/install-test-tools.sh \
+         (it installs the Debian package {debian_package}) and try again",
+        candidate.display()
+    );
+}
