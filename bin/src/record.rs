@@ -3,10 +3,12 @@
 //! (`proxops-recording/v1`) for an offline `diff --replay DIR`.
 //!
 //! **Architecture Invariant:** a recording holds only what PVE answered to
-//! GETs outside `/access`; no header, ticket or token is ever recorded.
+//! GETs outside `/access`; no header, ticket or token is ever recorded, and
+//! a cloud-init password PVE answered in clear is written as PVE's mask.
 
 use proxops_pve::reader;
 use proxops_pve::recording::RecordingTransport;
+use serde_json::Value;
 
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env};
@@ -38,7 +40,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             continue;
         }
         let path = out.join(format!("{}.json", p.name));
-        std::fs::write(&path, recorder.to_json())
+        let mut recording = recorder.into_recording();
+        for response in &mut recording.responses {
+            mask_passwords(&mut response.body);
+        }
+        std::fs::write(&path, recording.to_json())
             .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
         println!("recorded {} -> {}", p.name, path.display());
     }
@@ -50,4 +56,34 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         exit = exit.worst(Exit::Input);
     }
     Ok(exit)
+}
+
+/// PVE itself reports a set cloud-init password as the fixed mask
+/// `**********`, but a stand-in or an older node may answer the plaintext:
+/// a recording keeps only the mask, which still reads as "a password is
+/// set".
+pub const PASSWORD_MASK: &str = "**********";
+
+fn mask_passwords(body: &mut Value) {
+    if let Some(Value::Object(data)) = body.get_mut("data")
+        && let Some(v) = data.get_mut("cipassword")
+        && !v.is_null()
+    {
+        *v = Value::String(PASSWORD_MASK.to_owned());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_plaintext_cloud_init_password_is_recorded_as_pves_mask() {
+        let mut body = serde_json::json!({"data": {"cipassword": "hunter2", "memory": "512"}});
+        mask_passwords(&mut body);
+        assert_eq!(
+            body,
+            serde_json::json!({"data": {"cipassword": "**********", "memory": "512"}})
+        );
+    }
 }

@@ -1,0 +1,162 @@
+//! Credentials and cloud-init material from a cluster's SOPS file (made by
+//! the real sops and age-keygen from tools/install-test-tools.sh), used
+//! against fakepve: the token comes from SOPS, the cloud-init password and
+//! SSH key reach PVE, and no secret value appears in any output or
+//! recording.
+
+#![allow(clippy::unwrap_used)]
+
+mod live_support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use live_support::*;
+use proxops_pve::fakepve::FakePve;
+
+const PASSWORD: &str = "Ci-Passw0rd-7f3a9c";
+
+fn tool(name: &str) -> PathBuf {
+    workspace_root().join(".tools/bin").join(name)
+}
+
+/// Encrypts `plain` for a fresh age key; returns (ciphertext, key file).
+fn encrypt(dir: &Path, plain: &str) -> (String, PathBuf) {
+    let key = dir.join("age.txt");
+    let out = Command::new(tool("age-keygen"))
+        .arg("-o")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = Command::new(tool("age-keygen"))
+        .arg("-y")
+        .arg(&key)
+        .output()
+        .unwrap();
+    let recipient = String::from_utf8(out.stdout).unwrap().trim().to_owned();
+    let input = dir.join("plain.yaml");
+    std::fs::write(&input, plain).unwrap();
+    let out = Command::new(tool("sops"))
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", dir)
+        .env("SOPS_DISABLE_VERSION_CHECK", "1")
+        .env("SOPS_AGE_RECIPIENTS", &recipient)
+        .args([
+            "--disable-version-check",
+            "encrypt",
+            "--input-type",
+            "yaml",
+            "--output-type",
+            "yaml",
+        ])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&input).unwrap();
+    (String::from_utf8(out.stdout).unwrap(), key)
+}
+
+#[test]
+fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
+    if !tool("sops").exists() {
+        panic!("sops is not installed: run tools/install-test-tools.sh");
+    }
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&[
+        "../../diskimage/base/debian-13-genericcloud.yaml",
+        "../../templatevm/home/debian-13-cloud.yaml",
+        "../../vm/home/web-01.yaml",
+    ]);
+    let token = pve.token_value();
+    let token_secret = token.expose().rsplit('=').next().unwrap().to_owned();
+    let keys = tempfile::tempdir().unwrap();
+    let plain = format!(
+        "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n"
+    );
+    let (cipher, key) = encrypt(keys.path(), &plain);
+    repo.write("clusters/home/secrets.sops.yaml", &cipher);
+    let cfg = std::fs::read_to_string(repo.path().join("clusters/home/config.yaml")).unwrap();
+    repo.write(
+        "clusters/home/config.yaml",
+        &format!(
+            "{cfg}      secrets-file: secrets.sops.yaml\n      secrets:\n        pve:\n          user: pve-user\n          token-id: pve-token-id\n          token: pve-token\n"
+        ),
+    );
+    let web = std::fs::read_to_string(repo.path().join("vm/home/web-01.yaml")).unwrap();
+    let web = web
+        .replace(
+            "    ssh-keys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n",
+            "    ssh-key-refs: [cloud-init.ssh-keys.main]\n    ci-password-ref: cloud-init.passwords.default\n",
+        );
+    assert!(web.contains("ci-password-ref"));
+    repo.write("vm/home/web-01.yaml", &web);
+
+    let run = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .current_dir(repo.path())
+            .env_remove("PROXOPS_PVE_TOKEN_VALUE")
+            .env_remove("PROXOPS_PVE_TOKEN")
+            .env_remove("PROXOPS_PVE_PASSWORD")
+            .env_remove("PROXOPS_GIT_PATH")
+            .env_remove("PROXOPS_CONFIG")
+            .env_remove("SOPS_AGE_KEY")
+            .env("SOPS_AGE_KEY_FILE", &key)
+            .env("PROXOPS_TASK_POLL_MS", "20")
+            .arg("--git-path")
+            .arg(repo.path())
+            .args(["--cluster", "home"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(
+            !text.contains(PASSWORD),
+            "cloud-init password leaked:\n{text}"
+        );
+        assert!(!text.contains(&token_secret), "token leaked:\n{text}");
+        (out.status.code(), text)
+    };
+
+    let (code, text) = run(&["apply", "--diff"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("3 ok, 0 failed"), "{text}");
+    assert!(text.contains("cipassword: (absent) -> <secret>"), "{text}");
+    // PVE got the password itself (fakepve masks it on read, as PVE does).
+    let sent = pve.requests().unwrap();
+    let config_write = sent
+        .iter()
+        .find(|(m, p, _)| m == "POST" && p.ends_with("/qemu/101/config"))
+        .unwrap();
+    assert!(config_write.2.contains("cipassword="), "{config_write:?}");
+
+    pve.forget_requests().unwrap();
+    let (code, text) = run(&["apply"]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(writes(&pve).is_empty(), "{text}\n{:?}", writes(&pve));
+
+    let out = tempfile::tempdir().unwrap();
+    let (code, text) = run(&["record", "--out", out.path().to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{text}");
+    let recording = std::fs::read_to_string(out.path().join("home.json")).unwrap();
+    let at = recording
+        .find(PASSWORD)
+        .map(|i| recording[i.saturating_sub(200)..i + 40].to_owned());
+    assert!(!recording.contains(&token_secret), "token in the recording");
+    assert!(at.is_none(), "password in the recording: {at:?}");
+    // Replay decrypts the same SOPS file for the cloud-init refs.
+    let (code, text) = run(&["diff", "--replay", out.path().to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{text}");
+    assert!(!text.contains("will update"), "{text}");
+}
