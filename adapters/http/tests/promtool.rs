@@ -115,3 +115,55 @@ fn counters_move_between_two_scrapes_after_a_second_cycle() {
     );
     assert_eq!(sample(&second, "proxops_pve_last_read_age_seconds"), 17);
 }
+
+/// The alert rules of docs/operations.md: the YAML block that starts with
+/// `groups:`.
+fn documented_rules() -> String {
+    let doc =
+        std::fs::read_to_string(support::workspace_root().join("docs/operations.md")).unwrap();
+    let mut blocks = doc
+        .split("```yaml\n")
+        .skip(1)
+        .map(|b| b.split("```").next().unwrap());
+    blocks
+        .find(|b| b.starts_with("groups:"))
+        .expect("docs/operations.md has no ```yaml block starting with groups:")
+        .to_owned()
+}
+
+#[test]
+fn the_documented_alert_rules_pass_promtool_check_rules() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("proxops-rules.yaml");
+    std::fs::write(&path, documented_rules()).unwrap();
+    let out = Command::new(tool("promtool", "prometheus"))
+        .args(["check", "rules"])
+        .arg(&path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "promtool check rules failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+#[test]
+fn the_documented_alert_rules_name_only_metrics_we_export() {
+    let exported = render_metrics(&store(), START);
+    let rules = documented_rules();
+    let mut names: Vec<&str> = rules
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_'))
+        .filter(|w| w.starts_with("proxops_"))
+        .collect();
+    names.sort_unstable();
+    names.dedup();
+    assert!(!names.is_empty());
+    for name in names {
+        assert!(
+            exported.contains(&format!("# TYPE {name} ")),
+            "the rules use {name}, which /metrics does not export"
+        );
+    }
+}
