@@ -15,7 +15,7 @@ use crate::diag::{Diagnostic, YamlIndex};
 use crate::graph;
 use crate::manifest::{self, ArtifactSpec, Document, LxcSpec, Metadata, Spec, VmSpec};
 use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
-use crate::yaml::{deserialize_document, document_count};
+use crate::yaml::{deserialize_document, document_values, from_value};
 
 /// The files of a repository, as the git adapter read them.
 #[derive(Debug, Clone, Copy)]
@@ -402,7 +402,7 @@ fn parse_file(
         return;
     };
     let index = YamlIndex::build(text);
-    let docs = match document_count(text) {
+    let docs = match document_values(text) {
         Ok(d) => d,
         Err(e) => {
             let message = if e.path.is_empty() {
@@ -416,12 +416,12 @@ fn parse_file(
         }
     };
     let dir_kind = file.split('/').next().and_then(Kind::from_dir);
-    for (doc, empty) in docs.into_iter().enumerate() {
-        if empty {
+    for (doc, value) in docs.iter().enumerate() {
+        if value.is_null() {
             continue;
         }
         let at = |path: &str| index.locate(doc, path);
-        let head = match deserialize_document::<Head>(text, doc) {
+        let head = match read_doc::<Head>(value, text, doc) {
             Ok(h) => h,
             Err(e) => {
                 let pos = e.pos.or_else(|| at(&e.path));
@@ -504,19 +504,19 @@ fn parse_file(
             continue;
         }
         let parsed: Result<(Metadata, Spec), crate::yaml::DocError> = match kind {
-            Kind::VM => deserialize_document::<Document<VmSpec>>(text, doc)
+            Kind::VM => read_doc::<Document<VmSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::Vm(d.spec))),
-            Kind::TemplateVM => deserialize_document::<Document<VmSpec>>(text, doc)
+            Kind::TemplateVM => read_doc::<Document<VmSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
-            Kind::LXC => deserialize_document::<Document<LxcSpec>>(text, doc)
+            Kind::LXC => read_doc::<Document<LxcSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::Lxc(d.spec))),
-            Kind::TemplateCT => deserialize_document::<Document<LxcSpec>>(text, doc)
+            Kind::TemplateCT => read_doc::<Document<LxcSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
-            Kind::ISO => deserialize_document::<Document<ArtifactSpec>>(text, doc)
+            Kind::ISO => read_doc::<Document<ArtifactSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::Iso(d.spec))),
-            Kind::CTTemplate => deserialize_document::<Document<ArtifactSpec>>(text, doc)
+            Kind::CTTemplate => read_doc::<Document<ArtifactSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::CtTemplate(d.spec))),
-            Kind::DiskImage => deserialize_document::<Document<ArtifactSpec>>(text, doc)
+            Kind::DiskImage => read_doc::<Document<ArtifactSpec>>(value, text, doc)
                 .map(|d| (d.metadata, Spec::DiskImage(d.spec))),
         };
         let (metadata, spec) = match parsed {
@@ -566,6 +566,20 @@ fn parse_file(
         );
     }
     indexes.insert(file.to_owned(), index);
+}
+
+/// Reads a document from its parsed value (linear in the number of
+/// documents); only when that fails is it re-read from the text, which gives
+/// the error its line and column.
+fn read_doc<T: serde::de::DeserializeOwned>(
+    value: &serde_yaml::Value,
+    text: &str,
+    doc: usize,
+) -> Result<T, crate::yaml::DocError> {
+    match from_value(value) {
+        Some(t) => Ok(t),
+        None => deserialize_document(text, doc),
+    }
 }
 
 /// Diagnostic for a field of a desired object.

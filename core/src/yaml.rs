@@ -1,6 +1,7 @@
 //! Reading YAML documents into typed values with the field path and the
 //! position of the first error, so a diagnostic can point at the line.
 
+use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// Why a document did not deserialize: the field path (`spec.disks[1]`),
@@ -35,10 +36,25 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
 /// Splits a YAML text into its documents and reports which are empty
 /// (a bare `---` or a comment-only document), or the syntax error.
 pub fn document_count(text: &str) -> Result<Vec<bool>, DocError> {
+    Ok(document_values(text)?.iter().map(serde_yaml::Value::is_null).collect())
+}
+
+/// Deserializes a document already parsed into a value. This is the fast
+/// path: parsing a multi-document text once and reading each document from
+/// its value keeps loading linear in the number of documents. It gives no
+/// position, so callers that need one for an error re-read the document from
+/// the text with `deserialize_document` (errors are rare; input is not).
+pub fn from_value<T: DeserializeOwned>(value: &serde_yaml::Value) -> Option<T> {
+    T::deserialize(value).ok()
+}
+
+/// Every document of a YAML text as a value (`Null` for an empty one), or
+/// the syntax error.
+pub fn document_values(text: &str) -> Result<Vec<serde_yaml::Value>, DocError> {
     let mut out = Vec::new();
     for de in serde_yaml::Deserializer::from_str(text) {
         match serde_yaml::Value::deserialize_from(de) {
-            Ok(v) => out.push(v.is_null()),
+            Ok(v) => out.push(v),
             Err(e) => {
                 let pos = e.location().map(|l| (l.line(), l.column()));
                 let (path, message) = split_path_prefix(&clean_message(&e.to_string(), pos));
