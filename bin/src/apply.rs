@@ -20,6 +20,7 @@ use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
 use crate::cycle::{self, ApplyOptions, ClusterCycle, Source};
 use crate::exit::{Exit, Failure};
+use crate::log::{self, Level};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     if a.dry_run && !a.diff {
@@ -64,7 +65,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(&stop_flag),
-        on_result: None,
+        on_result: Some(&log_action),
     };
     let cycles = cycle::apply_all(&session, &opts);
 
@@ -108,6 +109,34 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         exit = exit.worst(Exit::Runtime);
     }
     Ok(exit)
+}
+
+/// One `proxops.action` log event per performed action (spec §14.3).
+fn log_action(action: &Action, outcome: &Outcome) {
+    let (level, ok, err) = match outcome {
+        Outcome::Succeeded => (Level::Info, "true", String::new()),
+        Outcome::Failed { error, .. } => (Level::Warn, "false", one_line(error)),
+        Outcome::ChangedUnderUs => (
+            Level::Warn,
+            "false",
+            "changed on PVE between read and write".to_owned(),
+        ),
+    };
+    let id = action.target.to_string();
+    log::event(
+        level,
+        "proxops.action",
+        &[
+            ("kind", action.kind.as_str()),
+            ("name", &action.name),
+            ("id", &id),
+            ("node", action.node.as_str()),
+            ("what", action.op.as_str()),
+            ("ok", ok),
+            ("err", &err),
+            ("reason", &action.reason),
+        ],
+    );
 }
 
 /// The pause between two task status reads: 2 s (spec §14.2), or

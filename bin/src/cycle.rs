@@ -173,8 +173,10 @@ pub fn prepare<'w>(
                     Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}"))
                 })?;
                 if tls.is_insecure() {
-                    eprintln!(
-                        "warning: cluster {name}: TLS certificate checking is OFF (insecure: true); anyone on the path can read the credentials; pin a fingerprint or set a ca-file"
+                    crate::log::event(
+                        crate::log::Level::Warn,
+                        "TLS certificate checking is OFF (insecure: true): anyone on the path can read the credentials; pin a fingerprint or set a ca-file",
+                        &[("cluster", name.as_str())],
                     );
                 }
                 let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);

@@ -287,3 +287,41 @@ fn ticket_login_as_root_creates_the_whole_demo_including_the_bind_mount() {
         .collect();
     assert!(writes.is_empty(), "{writes:?}\n{stdout}");
 }
+
+#[test]
+fn insecure_tls_works_and_warns_on_every_run() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../iso/base/debian-13-netinst.yaml"]);
+    repo.write(
+        "clusters/home/config.yaml",
+        &format!("pve:\n  clusters:\n    home:\n      base-url: {}\n      nodes: [pve1, pve2]\n      insecure: true\n", pve.url()),
+    );
+    for _ in 0..2 {
+        let run = proxops(&pve, &repo, &["apply"]);
+        assert_eq!(run.code, 0, "{}", run.all());
+        assert!(
+            run.stderr.contains("TLS certificate checking is OFF"),
+            "{}",
+            run.all()
+        );
+    }
+    // Without insecure and without the CA, the handshake is refused and the
+    // cluster aborts.
+    repo.write(
+        "clusters/home/config.yaml",
+        &format!(
+            "pve:\n  clusters:\n    home:\n      base-url: {}\n      nodes: [pve1, pve2]\n",
+            pve.url()
+        ),
+    );
+    let refused = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(refused.code, 1, "{}", refused.all());
+    assert!(
+        refused
+            .stdout
+            .contains("aborted: pve inventory read failed"),
+        "{}",
+        refused.all()
+    );
+}
