@@ -969,3 +969,19 @@ fn snapshot_of_the_gap_report() {
     let a = adopted();
     insta::assert_snapshot!(render_gaps(&a));
 }
+
+#[test]
+fn live_ssh_keys_lists_each_key_once_for_a_secrets_merge() {
+    let keys = proxops_core::adopt::live_ssh_keys(&snapshot(), &options());
+    assert_eq!(keys.len(), 3, "{keys:#?}");
+    assert!(keys.iter().any(|k| k == KEY_STRANGER));
+    let one_name_two_keys = AdoptOptions {
+        nodes: options().nodes,
+        sops_ssh_keys: Some([("both".to_owned(), format!("{KEY_OPS}\n{KEY_CI}"))].into()),
+    };
+    let a = adopt(&cluster(), &snapshot(), &one_name_two_keys).unwrap();
+    assert!(
+        a.files["vm/home/keys-all.yaml"].contains("    ssh-keys:\n      - \"*\"\n"),
+        "a multi-key SOPS entry is never a ref"
+    );
+}

@@ -87,7 +87,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<L
             cx.gap(
                 "cores",
                 live,
-                format!("cores {note}: the manifest says 1 and the first apply writes it"),
+                format!("cores {note}: the manifest says 1 and the first apply writes it; raise spec.cpu.cores first if the container needs more"),
             );
             1
         }

@@ -160,6 +160,34 @@ pub fn storages_to_read(
     Ok(out.into_iter().collect())
 }
 
+/// The distinct SSH public keys of the adoptable qemu guests (decoded from
+/// `sshkeys`, one line each, sorted by key type and blob): what an
+/// `--adopt-secrets` merge would add to the SOPS file under new names
+/// before calling `adopt` with the merged `sops_ssh_keys`.
+pub fn live_ssh_keys(snapshot: &LiveSnapshot, options: &AdoptOptions) -> Vec<String> {
+    let allowed = |n: &NodeName| options.nodes.is_empty() || options.nodes.contains(n);
+    let mut out: BTreeMap<crate::wire::SshKeyId, String> = BTreeMap::new();
+    for g in snapshot
+        .guests
+        .values()
+        .filter(|g| allowed(&g.node) && g.guest_type == GuestType::Qemu)
+    {
+        let Some(Ok(keys)) = g
+            .config
+            .as_ref()
+            .ok()
+            .and_then(|c| c.get("sshkeys"))
+            .map(SshKeys::parse)
+        else {
+            continue;
+        };
+        for k in keys.keys {
+            out.entry(k.id()).or_insert_with(|| k.to_line());
+        }
+    }
+    out.into_values().collect()
+}
+
 /// Adopts every guest and every ISO / container-template file of the
 /// snapshot's allowed nodes. The snapshot must hold the bare content
 /// listing of every storage `storages_to_read` names for every node.
@@ -644,10 +672,12 @@ fn ssh_names(options: &AdoptOptions) -> Option<BTreeMap<crate::wire::SshKeyId, S
     let keys = options.sops_ssh_keys.as_ref()?;
     let mut out = BTreeMap::new();
     for (name, line) in keys {
-        if let Ok(parsed) = SshKeys::from_text(line) {
-            for k in parsed.keys {
-                out.entry(k.id()).or_insert_with(|| name.clone());
-            }
+        // A name stands for one key line: a multi-key entry would own more
+        // keys than the guest has.
+        if let Ok(parsed) = SshKeys::from_text(line)
+            && let [k] = parsed.keys.as_slice()
+        {
+            out.entry(k.id()).or_insert_with(|| name.clone());
         }
     }
     Some(out)
