@@ -21,7 +21,7 @@
 //! to [`StatusStore::record_cycle`]; add PVE request counts with
 //! [`StatusStore::add_pve_requests`]; render on demand with the current time.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -30,6 +30,7 @@ use crate::action::{AnomalyType, Op};
 use crate::exec::{ActionState, Execution, ObjectReport, ObjectState, Outcome, Timestamp};
 use crate::names::Kind;
 use crate::plan::Plan;
+use crate::repo::ClusterDesired;
 
 /// How one cluster's part of a cycle ended: the `result` label of
 /// `proxops_cycles_total`.
@@ -217,21 +218,25 @@ impl ClusterReport {
     }
 
     /// Builds a cluster's report from its plan, the execution (`None` for a
-    /// dry run or when nothing ran) and the object records
-    /// ([`Execution::finish`] plus a `converged` record for each desired
-    /// object without an action, which only the caller knows).
+    /// dry run or when nothing ran), the object records
+    /// [`Execution::finish`] gave (empty when nothing ran) and the cluster's
+    /// desired state (`None` when it could not be loaded).
     ///
     /// Records are added, for objects `objects` does not already name: a
     /// planned action without an execution → `drift`; a skipped entry →
     /// `skipped` with its reason; a deferred prune → `skipped` with the
-    /// reason as `prune_reason`; a named anomaly → `anomalous` (an anomaly
-    /// also overrides `converged`/`drift`, never `failed`). Result: the abort
+    /// reason as `prune_reason`; every other desired object → `converged`
+    /// (§22.6 step 7); a named anomaly → `anomalous` (an anomaly also
+    /// overrides `converged`/`drift`, never `failed`). Two records of one
+    /// object (a storage artifact on several nodes) merge into the worse
+    /// ([`merge_records`]). Result: the abort
     /// reason's class if the plan was aborted, else `dry_run` or `ok`.
     /// `pve_read_at` is set to `finished_at` unless the plan was aborted.
     pub fn from_cycle(
         plan: &Plan,
         execution: Option<&Execution>,
         objects: Vec<ObjectReport>,
+        desired: Option<&ClusterDesired>,
         dry_run: bool,
         finished_at: Timestamp,
     ) -> ClusterReport {
@@ -242,10 +247,10 @@ impl ClusterReport {
             r.counts.objects = r.objects.len() as u64;
             return r;
         }
-        let mut records: BTreeMap<(String, String), ObjectReport> = objects
-            .into_iter()
-            .map(|o| ((o.kind.clone(), o.name.clone()), o))
-            .collect();
+        let mut records: BTreeMap<(String, String), ObjectReport> = BTreeMap::new();
+        for o in objects {
+            merge_into(&mut records, o);
+        }
         let blank =
             |kind: &str, name: &str, node: &str, id: &str, state: ObjectState| ObjectReport {
                 kind: kind.to_owned(),
@@ -298,6 +303,27 @@ impl ClusterReport {
                     r.last_error = Some(format!("prune deferred: {}", d.reason));
                     r.prune_reason = Some(d.reason.clone());
                     r
+                });
+        }
+        for o in desired.iter().flat_map(|d| d.objects.values()) {
+            let kind = o.r#ref.kind.as_str();
+            let name = o.r#ref.name.to_string();
+            records
+                .entry((kind.to_owned(), name.clone()))
+                .or_insert_with(|| {
+                    let (node, id) = match (o.spec.guest_id(), o.spec.artifact()) {
+                        (Some((node, vmid)), _) => (node.to_string(), vmid.to_string()),
+                        (None, Some(a)) => (
+                            a.all_nodes()
+                                .iter()
+                                .map(|n| n.as_str())
+                                .collect::<Vec<_>>()
+                                .join(","),
+                            format!("{}:{}", a.storage, a.filename),
+                        ),
+                        (None, None) => (String::new(), String::new()),
+                    };
+                    blank(kind, &name, &node, &id, ObjectState::Converged)
                 });
         }
         for an in plan.anomalies.iter().filter(|a| !a.name.is_empty()) {
@@ -382,6 +408,62 @@ impl ClusterReport {
             pve_read_at: Some(finished_at),
         }
     }
+}
+
+/// How bad a state is, for merging two records of one object: the worse
+/// one is kept, so a failure on one node is never hidden by success on
+/// another.
+fn severity(s: ObjectState) -> u8 {
+    match s {
+        ObjectState::Converged => 0,
+        ObjectState::Pruned => 1,
+        ObjectState::Desired => 2,
+        ObjectState::InProgress => 3,
+        ObjectState::Skipped => 4,
+        ObjectState::Drift => 5,
+        ObjectState::Anomalous => 6,
+        ObjectState::Failed => 7,
+    }
+}
+
+/// Merges two records of one object (same kind and name): the one with the
+/// worse state wins; on a tie the later one. The nodes are listed together
+/// when they differ.
+pub fn merge_records(earlier: ObjectReport, later: ObjectReport) -> ObjectReport {
+    let nodes = if earlier.node == later.node || earlier.node.is_empty() {
+        later.node.clone()
+    } else if later.node.is_empty() {
+        earlier.node.clone()
+    } else {
+        let mut all: Vec<&str> = earlier
+            .node
+            .split(',')
+            .chain(later.node.split(','))
+            .collect();
+        all.sort_unstable();
+        all.dedup();
+        all.join(",")
+    };
+    let converged_at = earlier.last_converged_at.max(later.last_converged_at);
+    let mut kept = if severity(later.state) >= severity(earlier.state) {
+        later
+    } else {
+        earlier
+    };
+    kept.node = nodes;
+    if kept.state == ObjectState::Converged {
+        kept.last_converged_at = converged_at;
+    }
+    kept
+}
+
+fn merge_into(records: &mut BTreeMap<(String, String), ObjectReport>, o: ObjectReport) {
+    let key = (o.kind.clone(), o.name.clone());
+    let merged = match records.remove(&key) {
+        Some(earlier) => merge_records(earlier, o),
+        None => o,
+    };
+    records.insert(key, merged);
 }
 
 /// One reconcile cycle over the clusters.
@@ -536,6 +618,11 @@ impl StatusStore {
                         previous.get(&key).and_then(|p| p.report.last_converged_at)
                     };
                 }
+                // Two records of one object this cycle: keep the worse.
+                let report = match self.objects.remove(&key) {
+                    Some(done) => merge_records(done.report, report),
+                    None => report,
+                };
                 self.objects.insert(
                     key,
                     StoredObject {
@@ -1108,13 +1195,4 @@ pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
     let m = if mp < 10 { mp + 3 } else { mp - 9 };
     let y = yoe + era * 400 + u64::from(m <= 2);
     (y, m, d)
-}
-
-/// Object keys already reported for a cluster, for callers that add
-/// `converged` records for desired objects without actions.
-pub fn reported_keys(objects: &[ObjectReport]) -> BTreeSet<(String, String)> {
-    objects
-        .iter()
-        .map(|o| (o.kind.clone(), o.name.clone()))
-        .collect()
 }

@@ -4,6 +4,8 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use proxops_core::action::{
     Action, Anomaly, AnomalyType, Impact, Op, Params, Skipped, Target, Work,
 };
@@ -11,7 +13,7 @@ use proxops_core::exec::{Execution, ObjectReport, ObjectState, Outcome};
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid};
 use proxops_core::plan::Plan;
-use proxops_core::report::{ActionKey, ActionResult, ClusterReport, CycleResult};
+use proxops_core::report::{ActionKey, ActionResult, ClusterReport, CycleResult, merge_records};
 
 fn r(kind: Kind, name: &str) -> Ref {
     Ref {
@@ -123,7 +125,7 @@ fn an_executed_cycle_counts_actions_prunes_deferrals_skips_and_anomalies() {
         }),
         20,
     );
-    let rep = ClusterReport::from_cycle(&p, Some(&e), objects, false, 20);
+    let rep = ClusterReport::from_cycle(&p, Some(&e), objects, None, false, 20);
     assert_eq!(rep.name, "prod");
     assert_eq!(rep.result, CycleResult::Ok);
     assert!(!rep.aborted);
@@ -180,7 +182,7 @@ fn an_executed_cycle_counts_actions_prunes_deferrals_skips_and_anomalies() {
 #[test]
 fn a_dry_run_records_planned_actions_as_drift_and_counts_no_action() {
     let p = plan();
-    let rep = ClusterReport::from_cycle(&p, None, Vec::new(), true, 20);
+    let rep = ClusterReport::from_cycle(&p, None, Vec::new(), None, true, 20);
     assert_eq!(rep.result, CycleResult::DryRun);
     assert!(rep.actions.is_empty());
     assert_eq!(
@@ -212,7 +214,7 @@ fn records_given_by_the_caller_win_over_derived_ones() {
         prune_reason: None,
         last_converged_at: Some(5),
     };
-    let rep = ClusterReport::from_cycle(&p, None, vec![given.clone()], true, 20);
+    let rep = ClusterReport::from_cycle(&p, None, vec![given.clone()], None, true, 20);
     assert_eq!(state_of(&rep, "VM", "cache"), given);
 }
 
@@ -252,6 +254,7 @@ fn an_aborted_plan_reports_the_class_of_its_reason() {
             &Plan::aborted(name.clone(), reason),
             None,
             Vec::new(),
+            None,
             false,
             20,
         );
@@ -260,4 +263,72 @@ fn an_aborted_plan_reports_the_class_of_its_reason() {
         assert_eq!(rep.result, want, "{reason}");
         assert_eq!(rep.pve_read_at, None);
     }
+}
+
+const VM_WEB: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\nspec:\n  node: pve1\n  vmid: 100\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
+const VM_CALM: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: calm\nspec:\n  node: pve1\n  vmid: 105\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
+
+#[test]
+fn every_desired_object_without_an_action_is_recorded_converged() {
+    let desired = support::fixture::cluster(&[VM_WEB, VM_CALM]);
+    let mut p = plan();
+    p.cluster = ClusterName::new("t").unwrap();
+    let rep = ClusterReport::from_cycle(&p, None, Vec::new(), Some(&desired), true, 20);
+    let calm = state_of(&rep, "VM", "calm");
+    assert_eq!(
+        (calm.state, calm.node.as_str(), calm.id.as_str()),
+        (ObjectState::Converged, "pve1", "105")
+    );
+    let iso = state_of(&rep, "ISO", "debian-iso");
+    assert_eq!(
+        (iso.state, iso.id.as_str()),
+        (ObjectState::Converged, "local:debian-13.iso")
+    );
+    assert_eq!(
+        state_of(&rep, "VM", "web").state,
+        ObjectState::Anomalous,
+        "the anomaly still wins"
+    );
+    assert_eq!(
+        state_of(&rep, "LXC", "db").state,
+        ObjectState::Drift,
+        "planned actions stay drift"
+    );
+    assert_eq!(rep.counts.objects, rep.objects.len() as u64);
+}
+
+#[test]
+fn two_records_of_one_object_merge_into_the_worse() {
+    let rec = |node: &str, state| ObjectReport {
+        kind: "ISO".into(),
+        name: "debian".into(),
+        node: node.into(),
+        id: "local:debian-13.iso".into(),
+        state,
+        last_action: Some("download".into()),
+        last_error: (state == ObjectState::Failed).then(|| "storage full".into()),
+        prune_reason: None,
+        last_converged_at: (state == ObjectState::Converged).then_some(15),
+    };
+    let failed_second = merge_records(
+        rec("pve1", ObjectState::Converged),
+        rec("pve2", ObjectState::Failed),
+    );
+    let failed_first = merge_records(
+        rec("pve2", ObjectState::Failed),
+        rec("pve1", ObjectState::Converged),
+    );
+    for m in [failed_first, failed_second] {
+        assert_eq!(m.state, ObjectState::Failed);
+        assert_eq!(m.last_error.as_deref(), Some("storage full"));
+        assert_eq!(m.node, "pve1,pve2");
+    }
+    let both = merge_records(
+        rec("pve1", ObjectState::Converged),
+        rec("pve2", ObjectState::Converged),
+    );
+    assert_eq!(
+        (both.state, both.node.as_str(), both.last_converged_at),
+        (ObjectState::Converged, "pve1,pve2", Some(15))
+    );
 }
