@@ -107,6 +107,13 @@ fn apply_creates_the_demo_cluster_and_a_second_apply_writes_nothing() {
         second.all()
     );
 
+    let json_run = proxops(&pve, &repo, &["apply", "--output", "json"]);
+    assert_eq!(json_run.code, 0, "{}", json_run.all());
+    let doc: Value = serde_json::from_str(&json_run.stdout).unwrap();
+    assert_eq!(doc["plan"]["format"], "proxops-plan/v1");
+    assert_eq!(doc["results"][0]["cluster"], "home");
+    assert_eq!(doc["results"][0]["actions_error"], 0);
+
     let (actions, deferred, anomalies) = live_plan(&pve, &repo);
     assert!(
         actions.is_empty() && deferred.is_empty() && anomalies.is_empty(),
