@@ -985,3 +985,78 @@ fn live_ssh_keys_lists_each_key_once_for_a_secrets_merge() {
         "a multi-key SOPS entry is never a ref"
     );
 }
+
+#[test]
+fn unknown_volume_sizes_are_gaps_and_make_the_manifest_incomplete() {
+    let mut s = LiveSnapshot::default();
+    s.nodes.insert(node("pve1"), NodeState::Online);
+    qm(
+        &mut s,
+        "pve1",
+        160,
+        Power::Running,
+        with(
+            meta(160),
+            json!({
+                "name": "no-size", "memory": "1024", "cpu": "host", "cores": 1,
+                "scsi0": "local-lvm:vm-160-disk-0", "net0": "virtio=BC:24:11:5A:61:01,bridge=vmbr0",
+            }),
+        ),
+    );
+    ct(
+        &mut s,
+        "pve1",
+        161,
+        Power::Running,
+        json!({
+            "hostname": "no-size-ct", "cores": 1, "memory": 256,
+            "rootfs": "local-lvm:vm-161-disk-0", "mp0": "local-lvm:vm-161-disk-1,mp=/data",
+            "net0": "name=eth0,bridge=vmbr0,ip=dhcp",
+        }),
+    );
+    let a = adopt(&cluster(), &s, &AdoptOptions::default()).unwrap();
+    assert!(
+        a.gaps
+            .iter()
+            .any(|g| g.object == "VM/no-size" && g.key == "scsi0"),
+        "{:#?}",
+        a.gaps
+    );
+    assert!(a.gaps.iter().any(|g| g.object == "LXC/no-size-ct"
+        && g.key == "rootfs"
+        && g.note.contains("volume sizes unknown")));
+    assert!(
+        a.gaps
+            .iter()
+            .any(|g| g.object == "LXC/no-size-ct" && g.key == "mp0")
+    );
+    assert!(
+        a.incomplete
+            .iter()
+            .any(|l| l.starts_with("vm/home/no-size.yaml: spec.disks[0].size")),
+        "{:#?}",
+        a.incomplete
+    );
+    assert!(
+        a.incomplete
+            .iter()
+            .any(|l| l.starts_with("lxc/home/no-size-ct.yaml: spec.root.size")),
+        "{:#?}",
+        a.incomplete
+    );
+    assert!(a.resources_lines.is_empty(), "{:#?}", a.resources_lines);
+    // Still written, for the operator to complete.
+    assert!(
+        a.files.contains_key("vm/home/no-size.yaml")
+            && a.files.contains_key("lxc/home/no-size-ct.yaml")
+    );
+}
+
+#[test]
+fn an_empty_cluster_adopts_nothing() {
+    let mut s = LiveSnapshot::default();
+    s.nodes.insert(node("pve1"), NodeState::Online);
+    let a = adopt(&cluster(), &s, &AdoptOptions::default()).unwrap();
+    assert!(a.is_empty());
+    assert_eq!(render_gaps(&a), "gaps: none\n");
+}

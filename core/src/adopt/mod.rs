@@ -19,7 +19,7 @@ mod qemu;
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure};
+use crate::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, Power, ReadFailure};
 use crate::manifest::{
     self, API_VERSION, ArtifactSpec, Document, LxcSpec, Metadata, PowerState, Spec, VmSpec,
 };
@@ -266,16 +266,6 @@ pub fn adopt(
         if !allowed(&g.node) {
             out.skipped.push(format!(
                 "{} {} {}: node {} is outside the cluster's node allowlist",
-                g.node,
-                g.vmid,
-                display_name(g),
-                g.node
-            ));
-            continue;
-        }
-        if snapshot.node_state(&g.node) != NodeState::Online && g.config.is_err() {
-            out.skipped.push(format!(
-                "{} {} {}: node {} is not online",
                 g.node,
                 g.vmid,
                 display_name(g),
