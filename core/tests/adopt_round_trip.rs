@@ -739,6 +739,18 @@ fn every_manifest_validates_and_only_containers_are_incomplete() {
         .map(String::as_str)
         .collect();
     assert_eq!(incomplete_files, containers);
+    // 2-space YAML within yamllint's 80 columns (a lone long word aside).
+    for (path, text) in &a.files {
+        for l in text.lines() {
+            let word = l.trim_start().trim_start_matches("- ");
+            assert!(
+                l.chars().count() <= 80 || !word.contains(' '),
+                "{path}: {l:?}"
+            );
+            assert!(!l.ends_with(' ') && !l.contains('\t'), "{path}: {l:?}");
+            assert_eq!((l.len() - l.trim_start().len()) % 2, 0, "{path}: {l:?}");
+        }
+    }
     // Listed lines cover exactly the complete files.
     assert_eq!(a.resources_lines.len(), a.files.len() - containers.len());
     assert!(

@@ -58,9 +58,92 @@ fn write_map(m: &serde_yaml::Mapping, indent: usize, out: &mut String) {
                 out.push_str(&format!("{}{key}:\n", pad(indent)));
                 write_seq(inner, indent + 2, out);
             }
-            other => out.push_str(&format!("{}{key}: {}\n", pad(indent), scalar(other))),
+            other => {
+                let text = scalar(other);
+                let line = format!("{}{key}: {text}", pad(indent));
+                if line.chars().count() <= MAX_LINE {
+                    out.push_str(&line);
+                    out.push('\n');
+                } else if text.starts_with('"') {
+                    out.push_str(&format!("{}{key}:\n", pad(indent)));
+                    fold_quoted(&text, indent + 2, out);
+                } else {
+                    // One long word: alone on its line, yamllint accepts it.
+                    out.push_str(&format!(
+                        "{}{key}:\n{}{text}\n",
+                        pad(indent),
+                        pad(indent + 2)
+                    ));
+                }
+            }
         }
     }
+}
+
+/// yamllint's default line length.
+const MAX_LINE: usize = 80;
+
+/// Writes a double-quoted scalar over several lines of at most
+/// `MAX_LINE` columns, each but the last ending in an escaped line break
+/// (`\`), which YAML removes without adding anything: the value stays
+/// byte for byte. A line never starts with a space (YAML would strip it)
+/// and an escape sequence is never split.
+fn fold_quoted(quoted: &str, indent: usize, out: &mut String) {
+    let inner = &quoted[1..quoted.len() - 1];
+    let mut tokens: Vec<String> = Vec::new();
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c == '\\' {
+            let mut t = String::from(c);
+            if let Some(e) = chars.next() {
+                t.push(e);
+                if e == 'u' {
+                    t.extend(chars.by_ref().take(4));
+                }
+            }
+            tokens.push(t);
+        } else {
+            tokens.push(c.to_string());
+        }
+    }
+    let width = MAX_LINE.saturating_sub(indent + 1).max(16);
+    let len = |ts: &[String]| ts.iter().map(|t| t.chars().count()).sum::<usize>();
+    let mut cur: Vec<String> = vec!["\"".to_owned()];
+    let mut first = true;
+    for t in tokens {
+        cur.push(t);
+        if len(&cur) <= width {
+            continue;
+        }
+        // Break before the last non-space token that keeps the line
+        // within the width (and leaves content on it).
+        let min_k = if first { 2 } else { 1 };
+        // Prefer a word boundary (after a space or an escaped newline).
+        let mut acc = 0;
+        let mut best = None;
+        let mut boundary = None;
+        for (k, x) in cur.iter().enumerate() {
+            if k >= min_k && x != " " && acc <= width {
+                best = Some(k);
+                if cur[k - 1] == " " || cur[k - 1] == "\\n" {
+                    boundary = Some(k);
+                }
+            }
+            acc += x.chars().count();
+        }
+        let best = boundary.or(best);
+        if let Some(k) = best {
+            let rest = cur.split_off(k);
+            out.push_str(&pad(indent));
+            out.push_str(&cur.concat());
+            out.push_str("\\\n");
+            cur = rest;
+            first = false;
+        }
+    }
+    out.push_str(&pad(indent));
+    out.push_str(&cur.concat());
+    out.push_str("\"\n");
 }
 
 fn write_seq(s: &[Value], indent: usize, out: &mut String) {
@@ -205,9 +288,54 @@ mod tests {
             assert_eq!(back["k"], s, "{text}");
         }
         assert_eq!(string("web-01"), "web-01");
+        assert_eq!(string("a\"b"), "\"a\\\"b\"");
         assert_eq!(string("2GiB"), "2GiB");
         assert_eq!(string("0.5GiB"), "0.5GiB");
         assert_eq!(string("0x1F"), "\"0x1F\"");
         assert_eq!(string("order=10"), "order=10");
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Doc {
+        name: String,
+        spec: Spec,
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Spec {
+        description: String,
+        url: String,
+        items: Vec<Item>,
+    }
+
+    #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
+    struct Item {
+        text: String,
+    }
+
+    #[test]
+    fn long_values_fold_within_80_columns_and_read_back_verbatim() {
+        let long = "Owner: \"ops\" <ops@example.org>\n\n  A  very long   description with  double  spaces, tabs\tand escapes \u{2028} that goes on and on well past eighty columns of text, twice over, and then some more.   ";
+        let doc = Doc {
+            name: "x".into(),
+            spec: Spec {
+                description: long.into(),
+                url: format!("https://placeholder.invalid/local/{}.iso", "a".repeat(90)),
+                items: vec![Item {
+                    text: long.repeat(2),
+                }],
+            },
+        };
+        let text = to_yaml(&doc).unwrap();
+        for l in text.lines() {
+            let words = l.trim_start().trim_start_matches("- ");
+            assert!(
+                l.chars().count() <= MAX_LINE || !words.contains(' '),
+                "{l:?} in\n{text}"
+            );
+            assert!(!l.ends_with(' '), "trailing space: {l:?}");
+        }
+        let back: Doc = serde_yaml::from_str(&text).unwrap();
+        assert_eq!(back, doc, "{text}");
     }
 }

@@ -410,12 +410,13 @@ fn power_state(p: Power) -> Option<PowerState> {
     }
 }
 
-/// The placeholder `spec.template` line, with a comment saying what to do.
+/// The placeholder `spec.template` line, with a comment above it saying
+/// what to do.
 fn mark_placeholder(text: &str) -> String {
     let line = format!("  template: {TEMPLATE_PLACEHOLDER}\n");
     text.replacen(
         &line,
-        &format!("  template: {TEMPLATE_PLACEHOLDER} # PVE does not keep ostemplate: name the CTTemplate this container was created from\n"),
+        &format!("  # PVE does not keep ostemplate: name the CTTemplate this container\n  # was created from (INCOMPLETE until then).\n{line}"),
         1,
     )
 }
