@@ -324,3 +324,34 @@ fn a_permission_error_fails_the_action_with_pves_words_and_converges_once_grante
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert_converged(&pve, &repo);
 }
+
+#[test]
+fn an_unreadable_inventory_aborts_the_cluster_with_nothing_written() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    pve.call(
+        "fail",
+        json!(["GET", "/cluster/resources"]),
+        json!({"status": 500, "message": "boom: inventory"}),
+    )
+    .unwrap();
+    pve.forget_requests().unwrap();
+    for args in [&["apply"][..], &["status"][..], &["diff"][..]] {
+        let run = proxops(&pve, &repo, args);
+        assert_eq!(run.code, 1, "{args:?}: {}", run.all());
+        assert!(
+            run.stdout.contains("aborted: pve inventory read failed"),
+            "{}",
+            run.all()
+        );
+        assert!(run.stdout.contains("boom: inventory"), "{}", run.all());
+    }
+    assert!(writes(&pve).is_empty(), "{:?}", writes(&pve));
+    pve.clear().unwrap();
+    let applied = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(applied.code, 0, "{}", applied.all());
+    pve.forget_requests().unwrap();
+    let again = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(again.code, 0, "{}", again.all());
+    assert!(writes(&pve).is_empty(), "{}", again.all());
+}
