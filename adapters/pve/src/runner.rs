@@ -10,8 +10,9 @@
 //!
 //! **Architecture Invariant:** the runner decides nothing. It never retries
 //! an action, never forces a stop (`forceStop`, `skiplock`) or a delete
-//! (`force`), never passes `start` to a clone (PVE rejects it; a clone that should run is started after its config write) and
-//! never writes a config without the digest the planner read. Form values
+//! (`force`), never passes `start` to a clone (PVE rejects it; a clone
+//! that should run is started after its config write) and never writes a
+//! config without the digest the planner read. Form values
 //! are exposed (`Params::to_wire`) only at the moment they are sent; no
 //! error or log line holds one.
 
