@@ -287,7 +287,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
             }
         };
         let is_virtio = key.starts_with("virtio");
-        let mut disk = VmDisk {
+        let disk = VmDisk {
             storage: vol.storage.clone(),
             size,
             image: None,
@@ -322,11 +322,24 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
         if !rest.is_empty() {
             cx.token_gap(&key, &rest, "drive options other than iothread, discard, ssd and aio (cache, backup, replicate, serial, …) are not modelled; PVE keeps them");
         }
-        disk.image = None;
         disks.push(disk);
     }
+    const CONTROLLERS: &[&str] = &[
+        "lsi",
+        "lsi53c810",
+        "virtio-scsi-pci",
+        "virtio-scsi-single",
+        "megasas",
+        "pvscsi",
+    ];
     if let Some(c) = cx.take("scsihw") {
-        if let Some(first) = disks.first_mut() {
+        if !CONTROLLERS.contains(&c.trim()) {
+            cx.gap(
+                "scsihw",
+                Some(c),
+                "a SCSI controller ProxOps does not know: PVE keeps it",
+            );
+        } else if let Some(first) = disks.first_mut() {
             first.controller = Some(c.trim().to_owned());
         } else {
             cx.gap(
@@ -648,7 +661,6 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
     let pve_description = cx.take("description").map(str::to_owned);
     let tags = cx.tags();
 
-    let _ = MIB;
     let hardware = (hw != VmHardware::default()).then_some(hw);
     let options = (opts != VmOptions::default()).then_some(opts);
     VmSpec {
