@@ -168,3 +168,87 @@ proptest! {
         }
     }
 }
+
+/// Loads the listed adopted files as cluster `c` and plans them.
+fn plan_listed(
+    a: &proxops_core::adopt::Adoption,
+    s: &LiveSnapshot,
+) -> Result<proxops_core::plan::Plan, String> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    files.insert(
+        "clusters/c/config.yaml".into(),
+        b"pve:\n  clusters:\n    c:\n      base-url: https://pve.example.org:8006\n".to_vec(),
+    );
+    for (p, t) in &a.files {
+        files.insert(p.clone(), t.clone().into_bytes());
+    }
+    files.insert(
+        "clusters/c/resources.yaml".into(),
+        format!("resources:\n{}\n", a.resources_lines.join("\n")).into_bytes(),
+    );
+    let dirs: BTreeSet<String> = ["c".to_owned()].into();
+    let loaded = proxops_core::repo::load(
+        proxops_core::repo::RepoInput {
+            files: &files,
+            cluster_dirs: &dirs,
+        },
+        None,
+        &proxops_core::config::Overrides::default(),
+    )
+    .map_err(|d| format!("{d:#?}"))?;
+    let c = loaded
+        .clusters
+        .into_values()
+        .next()
+        .unwrap()
+        .map_err(|d| format!("{d:#?}"))?;
+    let secrets = proxops_core::drift::CloudInitSecrets::default();
+    Ok(proxops_core::plan::plan(
+        &c,
+        s,
+        &proxops_core::drift::Context {
+            cluster: &c,
+            secrets: &secrets,
+        },
+        &proxops_core::plan::Policy {
+            prune_budget: 0,
+            nodes: Default::default(),
+        },
+    ))
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn whatever_a_plan_would_change_on_an_adopted_vm_was_reported(
+        qemu in config(QEMU_KEYS),
+        listing in prop::collection::vec("[a-zA-Z0-9 ._-]{1,16}(\\.iso|\\.img)?", 0..4),
+    ) {
+        // A working VM underneath, then the random values over it.
+        let base = [("name", "vm"), ("memory", "1024"), ("cpu", "host"), ("cores", "1"), ("scsi0", "local-lvm:vm-100-disk-0,size=8G"), ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0")];
+        let mut pairs: Vec<(usize, String)> =
+            base.iter().map(|(k, v)| (QEMU_KEYS.iter().position(|x| x == k).unwrap(), (*v).to_owned())).collect();
+        pairs.extend(qemu);
+        let s = snapshot(&pairs, &[], &listing);
+        let cluster = ClusterName::new("c").unwrap();
+        let a = adopt(&cluster, &s, &AdoptOptions::default()).unwrap();
+        let Some(vm) = a.files.keys().find(|p| p.starts_with("vm/")).cloned() else { return Ok(()) };
+        if !a.resources_lines.iter().any(|l| l.ends_with(&vm)) {
+            return Ok(());
+        }
+        let p = plan_listed(&a, &s).map_err(|e| TestCaseError::fail(format!("listed files do not load: {e}\n{:#?}", a.files)))?;
+        let reported = |field: &str| a.gaps.iter().any(|g| g.object.starts_with("VM/") && g.key == field);
+        for act in p.actions.iter().filter(|x| x.kind == proxops_core::names::Kind::VM) {
+            prop_assert_eq!(act.op, proxops_core::action::Op::Update, "{:#?}", act);
+            for c in act.changes.iter().filter(|c| c.field != "tags") {
+                prop_assert!(reported(&c.field), "silent change of {}: {:#?}\n{}\n{:#?}", c.field, act.changes, a.files[&vm], a.gaps);
+            }
+        }
+        for an in p.anomalies.iter().filter(|x| x.kind == "VM") {
+            let field = an.field.clone().unwrap_or_default();
+            prop_assert!(reported(&field), "silent anomaly {:#?}\n{}\n{:#?}", an, a.files[&vm], a.gaps);
+        }
+    }
+}
