@@ -130,12 +130,15 @@ fn snapshot(qemu: &[(usize, String)], lxc: &[(usize, String)], listing: &[String
             },
         );
     }
-    let entries: Vec<serde_json::Value> = listing
+    let mut entries: Vec<serde_json::Value> = listing
         .iter()
         .map(
             |f| serde_json::json!({"volid": format!("local:iso/{f}"), "content": "iso", "size": 1}),
         )
         .collect();
+    entries.push(
+        serde_json::json!({"volid": "local:vztmpl/debian.tar.zst", "content": "vztmpl", "size": 1}),
+    );
     s.storage.insert(
         (node, StorageId::new("local").unwrap()),
         Ok(StorageContent::from_json(&serde_json::Value::Array(entries)).unwrap()),
@@ -180,12 +183,25 @@ fn plan_listed(
         "clusters/c/config.yaml".into(),
         b"pve:\n  clusters:\n    c:\n      base-url: https://pve.example.org:8006\n".to_vec(),
     );
+    let mut lines = a.resources_lines.clone();
     for (p, t) in &a.files {
-        files.insert(p.clone(), t.clone().into_bytes());
+        // The operator's completion of a container: name its CTTemplate.
+        let only_template_missing = a
+            .incomplete
+            .iter()
+            .filter(|i| i.starts_with(&format!("{p}:")))
+            .all(|i| i.contains("spec.template"));
+        if t.contains(proxops_core::adopt::TEMPLATE_PLACEHOLDER) && only_template_missing {
+            let done = t.replace(proxops_core::adopt::TEMPLATE_PLACEHOLDER, "debian");
+            files.insert(p.clone(), done.into_bytes());
+            lines.push(format!("  - ../../{p}"));
+        } else {
+            files.insert(p.clone(), t.clone().into_bytes());
+        }
     }
     files.insert(
         "clusters/c/resources.yaml".into(),
-        format!("resources:\n{}\n", a.resources_lines.join("\n")).into_bytes(),
+        format!("resources:\n{}\n", lines.join("\n")).into_bytes(),
     );
     let dirs: BTreeSet<String> = ["c".to_owned()].into();
     let loaded = proxops_core::repo::load(
@@ -249,6 +265,37 @@ proptest! {
         for an in p.anomalies.iter().filter(|x| x.kind == "VM") {
             let field = an.field.clone().unwrap_or_default();
             prop_assert!(reported(&field), "silent anomaly {:#?}\n{}\n{:#?}", an, a.files[&vm], a.gaps);
+        }
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn whatever_a_plan_would_change_on_an_adopted_container_was_reported(lxc in config(LXC_KEYS)) {
+        let base = [("hostname", "ct"), ("memory", "512"), ("cores", "1"), ("rootfs", "local-lvm:vm-200-disk-0,size=8G"), ("net0", "name=eth0,bridge=vmbr0")];
+        let mut pairs: Vec<(usize, String)> =
+            base.iter().map(|(k, v)| (LXC_KEYS.iter().position(|x| x == k).unwrap(), (*v).to_owned())).collect();
+        pairs.extend(lxc);
+        let s = snapshot(&[], &pairs, &[]);
+        let cluster = ClusterName::new("c").unwrap();
+        let a = adopt(&cluster, &s, &AdoptOptions::default()).unwrap();
+        let Some(ct) = a.files.keys().find(|p| p.starts_with("lxc/")).cloned() else { return Ok(()) };
+        if a.incomplete.iter().any(|i| i.starts_with(&format!("{ct}:")) && !i.contains("spec.template")) {
+            return Ok(());
+        }
+        let p = plan_listed(&a, &s).map_err(|e| TestCaseError::fail(format!("completed files do not load: {e}\n{:#?}", a.files)))?;
+        let reported = |field: &str| a.gaps.iter().any(|g| g.object.starts_with("LXC/") && g.key == field);
+        for act in p.actions.iter().filter(|x| x.kind == proxops_core::names::Kind::LXC) {
+            prop_assert_eq!(act.op, proxops_core::action::Op::Update, "{:#?}", act);
+            for c in act.changes.iter().filter(|c| c.field != "tags") {
+                prop_assert!(reported(&c.field), "silent change of {}: {:#?}\n{}\n{:#?}", c.field, act.changes, a.files[&ct], a.gaps);
+            }
+        }
+        for an in p.anomalies.iter().filter(|x| x.kind == "LXC") {
+            let field = an.field.clone().unwrap_or_default();
+            prop_assert!(reported(&field), "silent anomaly {:#?}\n{}\n{:#?}", an, a.files[&ct], a.gaps);
         }
     }
 }
