@@ -9,16 +9,7 @@ use live_support::*;
 use proxops_pve::fakepve::FakePve;
 use serde_json::Value;
 
-/// The one difference fakepve 0.5.0 leaves after a converged apply: it
-/// allocates a cloud-init drive as `vm-<id>-disk-<n>,media=cdrom` (renamed
-/// `base-…` when templated) where PVE names it `vm-<id>-cloudinit`, so the
-/// TemplateVM's ide2 does not read back as a cloud-init drive.
-fn is_fakepve_cloudinit_naming(anomaly: &Value) -> bool {
-    anomaly["kind"] == "TemplateVM" && anomaly["field"] == "ide2"
-}
-
-/// `diff --output json` of `home`: (actions, deferred, anomalies not
-/// explained by a fakepve gap).
+/// `diff --output json` of `home`: (actions, deferred, anomalies).
 fn live_plan(pve: &FakePve, repo: &Repo) -> (Vec<Value>, Vec<Value>, Vec<Value>) {
     let run = proxops(pve, repo, &["diff", "--output", "json"]);
     assert_eq!(run.code, 0, "{}", run.all());
@@ -31,11 +22,7 @@ fn live_plan(pve: &FakePve, repo: &Repo) -> (Vec<Value>, Vec<Value>, Vec<Value>)
         .unwrap()
         .clone();
     let list = |k: &str| home[k].as_array().cloned().unwrap_or_default();
-    let anomalies = list("anomalies")
-        .into_iter()
-        .filter(|a| !is_fakepve_cloudinit_naming(a))
-        .collect();
-    (list("actions"), list("deferred"), anomalies)
+    (list("actions"), list("deferred"), list("anomalies"))
 }
 
 #[test]
@@ -119,6 +106,13 @@ fn apply_creates_the_demo_cluster_and_a_second_apply_writes_nothing() {
         actions.is_empty() && deferred.is_empty() && anomalies.is_empty(),
         "{actions:?} {deferred:?} {anomalies:?}"
     );
+    let text = proxops(&pve, &repo, &["diff"]);
+    assert_eq!(text.code, 0, "{}", text.all());
+    assert!(
+        text.stdout.contains("=== home ===\nno drift"),
+        "{}",
+        text.all()
+    );
 }
 
 #[test]
@@ -176,20 +170,13 @@ fn record_then_replay_gives_the_live_plan_and_status_reports_convergence() {
     let objects = doc["objects"].as_array().unwrap();
     assert_eq!(objects.len(), 10, "{objects:#?}");
     for o in objects {
-        let expected = if o["kind"] == "TemplateVM" {
-            "anomalous"
-        } else {
-            "converged"
-        };
-        assert_eq!(o["state"], expected, "{o}");
+        assert_eq!(o["state"], "converged", "{o}");
         assert_eq!(o["cluster"], "home");
     }
     let table = proxops(&pve, &repo, &["status"]);
     assert_eq!(table.code, 0, "{}", table.all());
     assert!(
-        table
-            .stdout
-            .contains("home: 10 objects: 1 anomalous, 9 converged"),
+        table.stdout.contains("home: 10 objects: 10 converged"),
         "{}",
         table.all()
     );

@@ -36,7 +36,10 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
 /// Splits a YAML text into its documents and reports which are empty
 /// (a bare `---` or a comment-only document), or the syntax error.
 pub fn document_count(text: &str) -> Result<Vec<bool>, DocError> {
-    Ok(document_values(text)?.iter().map(serde_yaml::Value::is_null).collect())
+    Ok(document_values(text)?
+        .iter()
+        .map(serde_yaml::Value::is_null)
+        .collect())
 }
 
 /// Deserializes a document already parsed into a value. This is the fast

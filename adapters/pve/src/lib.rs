@@ -5,16 +5,16 @@
 //! values and core actions into requests. It makes no decision of its own:
 //! what to create, update or prune is core's.
 
-pub mod transport;
 pub mod auth;
 pub mod breaker;
 mod connector;
 #[cfg(feature = "fakepve")]
 pub mod fakepve;
 pub mod live;
-pub mod retry;
-pub mod tls;
+pub mod reader;
 pub mod recording;
 pub mod replay;
-pub mod reader;
+pub mod retry;
 pub mod runner;
+pub mod tls;
+pub mod transport;

@@ -355,8 +355,14 @@ impl Drive {
         self.media == Some(Media::Cdrom)
     }
 
+    /// A cloud-init drive: a `*-cloudinit` volume (PVE's name), or any
+    /// allocated volume attached as `media=cdrom` that is not an ISO file —
+    /// PVE puts nothing else there, and builds that name the volume
+    /// `vm-<id>-disk-<n>` (fakepve does) are still recognised (spec §15.2).
     pub fn is_cloudinit(&self) -> bool {
         self.volume.is_cloudinit()
+            || (self.is_cdrom()
+                && matches!(&self.volume, DriveVolume::Volume(v) if !v.volname.starts_with("iso/")))
     }
 
     /// The ISO file name when the drive holds `<storage>:iso/<file>`.
