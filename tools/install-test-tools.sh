@@ -72,7 +72,7 @@ else
     exit 1
 fi
 
-# --- Debian packages: age, promtool -----------------------------------------------
+# --- Debian packages: age, promtool, systemd-analyze ---------------------------
 apt_updated=0
 apt_install() { # <package> : install one Debian package, running apt-get update once
     local sudo=""
@@ -125,5 +125,6 @@ need_binary() { # <binary> <debian package>
 need_binary age age
 need_binary age-keygen age
 need_binary promtool prometheus
+need_binary systemd-analyze systemd
 
 say "ready: PROXOPS_TOOLS_DIR=$tools (bin: $(cd "$bin" && ls | tr '\n' ' '))"
