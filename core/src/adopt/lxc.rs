@@ -332,7 +332,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<L
     if let Some(sd) = cx.take("searchdomain")
         && !sd.trim().is_empty()
     {
-        dns.domain = Some(sd.trim().to_owned());
+        dns.domain = Some(sd.to_owned());
     }
 
     // Options: tri-state, an explicit 0 is kept.
@@ -385,7 +385,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<L
         if s.trim().is_empty() {
             cx.gap("startup", Some(s), "empty: not adopted");
         } else {
-            o.startup = Some(s.trim().to_owned());
+            o.startup = Some(s.to_owned());
         }
     }
 

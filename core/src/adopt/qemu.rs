@@ -519,7 +519,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
         if s.trim().is_empty() {
             cx.gap("startup", Some(s), "empty: not adopted");
         } else {
-            opts.startup = Some(s.trim().to_owned());
+            opts.startup = Some(s.to_owned());
         }
     }
     if let Some(h) = cx.take("hotplug") {
@@ -572,7 +572,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
     if let Some(u) = cx.take("ciuser")
         && !u.trim().is_empty()
     {
-        ci.ci_user = Some(u.trim().to_owned());
+        ci.ci_user = Some(u.to_owned());
     }
     if let Some(k) = cx.take("sshkeys") {
         match SshKeys::parse(k) {
