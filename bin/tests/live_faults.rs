@@ -141,9 +141,17 @@ fn a_failing_config_read_prunes_nothing_and_the_next_cycle_catches_up() {
         "a tagged orphan whose config could not be read was pruned:\n{}",
         failing.all()
     );
-    // The missing VM is still created: its absence was read, not guessed.
+    // The cluster aborts its cycle: nothing at all is written on a partial
+    // read, and apply says so with exit 1.
+    assert_eq!(failing.code, 1, "{}", failing.all());
     assert!(
-        writes(&pve).contains(&("POST".into(), "/api2/json/nodes/pve1/qemu".into())),
+        writes(&pve).is_empty(),
+        "{}\n{:?}",
+        failing.all(),
+        writes(&pve)
+    );
+    assert!(
+        failing.all().contains("pve inventory read failed"),
         "{}",
         failing.all()
     );
@@ -180,8 +188,9 @@ fn a_failing_config_read_of_a_managed_guest_writes_nothing_to_it() {
         failing.all(),
         writes(&pve)
     );
+    assert_eq!(failing.code, 1, "{}", failing.all());
     assert!(
-        failing.stdout.contains("config unreadable this cycle"),
+        failing.all().contains("pve inventory read failed"),
         "{}",
         failing.all()
     );

@@ -85,6 +85,28 @@ pub fn plan(
     ctx: &Context<'_>,
     policy: &Policy,
 ) -> Plan {
+    // Fail closed: a guest config that could not be read on a node that is
+    // up means this cluster's picture of PVE is incomplete, so the cluster
+    // does nothing this cycle (no create, update or prune on a partial
+    // read). Guests on an offline node are a different matter: nothing can
+    // be done there anyway, and the other nodes go on.
+    let unreadable: Vec<&crate::live::ReadFailure> = live
+        .guests
+        .values()
+        .filter(|g| policy.allows(&g.node) && live.node_state(&g.node) == NodeState::Online)
+        .filter_map(|g| g.config.as_ref().err())
+        .collect();
+    if let Some(first) = unreadable.first() {
+        return Plan::aborted(
+            desired.name.clone(),
+            format!(
+                "pve inventory read failed: {}: {} ({} guest config(s) unreadable); nothing is planned for this cluster this cycle",
+                first.what,
+                first.message,
+                unreadable.len()
+            ),
+        );
+    }
     let mut b = Builder {
         desired,
         live,

@@ -175,25 +175,15 @@ fn nothing_is_planned_for_an_offline_node() {
 }
 
 #[test]
-fn an_unreadable_config_is_neither_updated_nor_pruned() {
+fn an_unreadable_config_aborts_the_cluster_for_this_cycle() {
     let c = cluster(&[VM]);
     let mut s = snapshot();
     let fail = || {
         Err(ReadFailure {
-            what: "GET /nodes/pve1/qemu/100/config".into(),
-            message: "500".into(),
+            what: "GET /nodes/pve1/qemu/101/config".into(),
+            message: "500 boom".into(),
         })
     };
-    add(
-        &mut s,
-        "pve1",
-        100,
-        Power::Running,
-        false,
-        fail(),
-        "proxops",
-        "web",
-    );
     add(
         &mut s,
         "pve1",
@@ -205,11 +195,45 @@ fn an_unreadable_config_is_neither_updated_nor_pruned() {
         "orphan",
     );
     let p = run(&c, &s, 0);
-    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert!(p.aborted);
     assert!(
-        p.skipped
-            .iter()
-            .any(|k| k.name == "web" && k.reason.contains("unreadable"))
+        p.actions.is_empty() && p.deferred.is_empty(),
+        "{:?}",
+        p.actions
+    );
+    assert!(
+        p.abort_reason
+            .unwrap()
+            .starts_with("pve inventory read failed: GET /nodes/pve1/qemu/101/config")
+    );
+}
+
+#[test]
+fn guests_on_an_offline_node_do_not_stop_the_other_nodes() {
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    s.nodes.insert(node("pve2"), NodeState::Offline);
+    let fail = || {
+        Err(ReadFailure {
+            what: "GET /nodes/pve2/qemu/300/config".into(),
+            message: "595".into(),
+        })
+    };
+    add(
+        &mut s,
+        "pve2",
+        300,
+        Power::Unknown,
+        false,
+        fail(),
+        "proxops",
+        "far",
+    );
+    let p = run(&c, &s, 3);
+    assert!(!p.aborted);
+    assert_eq!(
+        p.actions.iter().map(|a| a.op).collect::<Vec<_>>(),
+        vec![Op::Create]
     );
 }
 
