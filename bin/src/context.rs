@@ -1,6 +1,7 @@
 //! Second stage of argument handling: resolve flags against the
 //! environment and the filesystem — find the repository, read its files,
-//! load configuration and desired state through core.
+//! load configuration and desired state through core. Where the files come
+//! from (a local tree or a fetched remote) is [`crate::gitsource`]'s.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -48,6 +49,11 @@ pub struct Workspace {
     pub root: Option<PathBuf>,
     pub commit: Option<String>,
     pub loaded: Loaded,
+    /// URL mode: the latest fetch failed and `commit` is the last good tree
+    /// (spec §2.5; gauge `proxops_desired_stale`). Always `false` locally.
+    pub desired_stale: bool,
+    /// Why the desired state is stale (the fetch error; never holds a token).
+    pub stale_reason: Option<String>,
 }
 
 pub fn overrides(g: &GlobalArgs, env: &Env) -> Overrides {
@@ -96,26 +102,44 @@ pub fn find_root(g: &GlobalArgs, env: &Env) -> Result<proxops_git::RepoRoot, Fai
     }
 }
 
-/// Reads the tree and loads configuration and every cluster's desired state.
+/// Reads the tree and loads configuration and every cluster's desired state:
+/// the local tree, or in URL mode (§2.5) a fetch into `<data-dir>/git-cache`
+/// and the fetched commit. One-shot: a long-running caller keeps a
+/// [`crate::gitsource::DesiredSource`] instead, so a later failed fetch can
+/// fall back to the last good tree of the same process.
 pub fn load_workspace(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
-    let config_path = g.config.clone().or_else(|| {
+    crate::gitsource::DesiredSource::open(g, env)?.next_cycle(g, env)
+}
+
+/// The `--config` file in effect (`PROXOPS_CONFIG` only when no
+/// `--git-path` is given).
+pub fn config_path(g: &GlobalArgs, env: &Env) -> Option<PathBuf> {
+    g.config.clone().or_else(|| {
         if g.git_path.is_some() {
             None
         } else {
             env.config.clone()
         }
-    });
+    })
+}
+
+/// The `--config` file's name (as given) and bytes.
+pub fn read_config(path: &Path) -> Result<(String, Vec<u8>), Failure> {
+    let bytes = std::fs::read(path)
+        .map_err(|e| Failure::input(format!("cannot read --config {}: {e}", path.display())))?;
+    Ok((path.display().to_string(), bytes))
+}
+
+/// Local mode: the work tree is the desired state, uncommitted edits
+/// included; nothing is fetched.
+pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
+    let config_path = config_path(g, env);
     let explicit_bytes = match &config_path {
-        Some(p) => Some((
-            p.display().to_string(),
-            std::fs::read(p).map_err(|e| {
-                Failure::input(format!("cannot read --config {}: {e}", p.display()))
-            })?,
-        )),
+        Some(p) => Some(read_config(p)?),
         None => None,
     };
     let root = match (&config_path, &g.git_path, &env.git_path) {
-        // A --config without a work tree around it (URL mode) still works.
+        // A --config without a work tree around it still works.
         (Some(p), None, None) => {
             config_root(p).or_else(|| find_root(g, env).ok().map(|r| r.path().to_path_buf()))
         }
@@ -135,20 +159,41 @@ pub fn load_workspace(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
         }
         None => (BTreeMap::new(), BTreeSet::new(), None),
     };
-    let explicit = explicit_bytes.as_ref().map(|(name, bytes)| ConfigSource {
-        name: name.clone(),
-        bytes,
-    });
-    let ov = overrides(g, env);
-    let loaded = repo::load(
+    let loaded = load_tree(
+        g,
+        env,
         RepoInput {
             files: &files,
             cluster_dirs: &cluster_dirs,
         },
-        explicit,
-        &ov,
-    )
-    .map_err(|d| {
+        explicit_bytes
+            .as_ref()
+            .map(|(n, b)| (n.as_str(), b.as_slice())),
+    )?;
+    Ok(Workspace {
+        root,
+        commit,
+        loaded,
+        desired_stale: false,
+        stale_reason: None,
+    })
+}
+
+/// Loads configuration and desired state from a tree's files (the
+/// `explicit` process config, when given, as `--config`), and checks the
+/// `--cluster` filter against the configured clusters.
+pub fn load_tree(
+    g: &GlobalArgs,
+    env: &Env,
+    input: RepoInput<'_>,
+    explicit: Option<(&str, &[u8])>,
+) -> Result<Loaded, Failure> {
+    let explicit = explicit.map(|(name, bytes)| ConfigSource {
+        name: name.to_owned(),
+        bytes,
+    });
+    let ov = overrides(g, env);
+    let loaded = repo::load(input, explicit, &ov).map_err(|d| {
         let refs: Vec<&Diagnostic> = d.iter().collect();
         Failure::input(render_diagnostics(&refs))
     })?;
@@ -165,11 +210,7 @@ pub fn load_workspace(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
             )));
         }
     }
-    Ok(Workspace {
-        root,
-        commit,
-        loaded,
-    })
+    Ok(loaded)
 }
 
 /// The work tree that holds a `--config` file, if any.

@@ -97,19 +97,7 @@ pub fn resolve(
     sources: &IdentitySources,
 ) -> Result<ClusterCredentials, Failure> {
     let cluster = cc.name.as_str();
-    let doc: Option<(SecretDocument, String)> = match secrets_path(cc, root) {
-        None => None,
-        Some(path) => {
-            let label = short(&path);
-            let doc = proxops_sops::decrypt_file(&path, sources).map_err(|e| {
-                Failure::input(format!(
-                    "credentials: cluster {cluster:?}: cannot decrypt {label} ({}): {e}",
-                    e.class()
-                ))
-            })?;
-            Some((doc, label))
-        }
-    };
+    let doc = decrypt(cc, root, sources)?;
     let refs = cc.secrets.pve.clone().unwrap_or_default();
     let lookup = |field: &str, reference: &Option<String>| -> Result<Option<Secret>, Failure> {
         let Some(r) = reference else { return Ok(None) };
@@ -168,6 +156,70 @@ pub fn resolve(
         password: s_password.or_else(|| cfg.password.clone()),
         cloud_init,
     })
+}
+
+/// Decrypts a cluster's SOPS file, if it names one; the label is the
+/// file's (shortened) path for messages.
+fn decrypt(
+    cc: &ClusterConfig,
+    root: Option<&Path>,
+    sources: &IdentitySources,
+) -> Result<Option<(SecretDocument, String)>, Failure> {
+    let Some(path) = secrets_path(cc, root) else {
+        return Ok(None);
+    };
+    let label = short(&path);
+    let doc = proxops_sops::decrypt_file(&path, sources).map_err(|e| {
+        Failure::input(format!(
+            "credentials: cluster {:?}: cannot decrypt {label} ({}): {e}",
+            cc.name.as_str(),
+            e.class()
+        ))
+    })?;
+    Ok(Some((doc, label)))
+}
+
+/// The one git token of the one git source (spec §4.3): the SOPS value a
+/// cluster's `secrets.git.token` references (it must resolve non-empty; two
+/// clusters resolving different tokens is a "git token conflict" and fails
+/// closed), else `PROXOPS_GIT_TOKEN`, else `git.token` (those two are
+/// already layered into `cfg.git_token`). Exit-2 failures never show a value.
+pub fn git_token(
+    cfg: &Config,
+    root: Option<&Path>,
+    sources: &IdentitySources,
+) -> Result<Option<Secret>, Failure> {
+    let mut chosen: Option<(&str, Secret)> = None;
+    for cc in cfg.clusters.values() {
+        let Some(reference) = cc.secrets.git.as_ref().and_then(|g| g.token.as_deref()) else {
+            continue;
+        };
+        let cluster = cc.name.as_str();
+        let Some((doc, label)) = decrypt(cc, root, sources)? else {
+            return Err(Failure::input(format!(
+                "credentials: cluster {cluster:?}: secrets.git.token refers to SOPS key {reference:?} but the cluster has no secrets-file"
+            )));
+        };
+        let key = sops_key(reference);
+        let token = match doc.get_text(&key) {
+            Some(v) if !v.trim().is_empty() => Secret::new(v.trim().to_owned()),
+            _ => {
+                return Err(Failure::input(format!(
+                    "credentials: cluster {cluster:?}: {label} has no non-empty value at {key:?} (referenced by secrets.git.token); fails closed"
+                )));
+            }
+        };
+        match &chosen {
+            Some((first, t)) if *t != token => {
+                return Err(Failure::input(format!(
+                    "credentials: git token conflict: clusters {first:?} and {cluster:?} resolve different SOPS git tokens, but one git source takes one token; fails closed"
+                )));
+            }
+            Some(_) => {}
+            None => chosen = Some((cluster, token)),
+        }
+    }
+    Ok(chosen.map(|(_, t)| t).or_else(|| cfg.git_token.clone()))
 }
 
 fn short(p: &Path) -> String {

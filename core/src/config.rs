@@ -136,6 +136,10 @@ pub struct GitSection {
     pub token: Option<Secret>,
     #[serde(default)]
     pub path: Option<String>,
+    /// A PEM CA bundle trusted (instead of the system store) for an https
+    /// `git.url`; relative to the declaring file's directory.
+    #[serde(default)]
+    pub ca_file: Option<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -184,6 +188,8 @@ pub struct Config {
     pub git_branch: String,
     pub git_token: Option<Secret>,
     pub git_path: Option<String>,
+    /// `git.ca-file` as written (the caller resolves `~` and relative paths).
+    pub git_ca_file: Option<String>,
     pub poll_interval: Duration,
     pub task_timeout: Duration,
     /// 0 = unlimited.
@@ -489,6 +495,7 @@ fn resolve(
         diags.push(err("git.branch", "git.branch must not be empty".to_owned()));
     }
     let git_token = non_empty_secret(ov.env_git_token.clone()).or(non_empty_secret(git.token));
+    let git_ca_file = non_empty(git.ca_file);
 
     let poll_interval = match (ov.poll_interval_secs.filter(|s| *s > 0), rec.poll_interval) {
         (Some(s), _) => Duration::from_secs(s),
@@ -680,6 +687,7 @@ fn resolve(
         git_branch,
         git_token,
         git_path,
+        git_ca_file,
         poll_interval,
         task_timeout,
         prune_budget,
