@@ -3,6 +3,7 @@
 //! is core's, PVE and git I/O are the adapters'.
 
 mod apply;
+mod adopt;
 mod args;
 mod context;
 mod creds;
@@ -13,6 +14,7 @@ mod gitsource;
 mod help;
 mod log;
 mod record;
+mod run;
 mod status;
 mod validate;
 
@@ -70,6 +72,7 @@ fn dispatch(
         Command::Apply => apply::run(global, args, &env),
         Command::Status => status::run(global, args, &env),
         Command::Record => record::run(global, args, &env),
+        Command::Run => run::run(global, &env),
         Command::SecretsCheck => match &args.file {
             Some(f) => creds::check(f),
             None => Err(Failure::input("usage: proxops secrets check FILE")),
@@ -77,6 +80,7 @@ fn dispatch(
         Command::Adopt if args.adopt_secrets => Err(Failure::input(
             "`proxops adopt --adopt-secrets` is not available in this build yet",
         )),
+        Command::Adopt => adopt::run(global, args, &env),
         other => Err(Failure::input(format!(
             "`proxops {}` is not available in this build yet",
             other.name()

@@ -1,6 +1,7 @@
 //! `proxops record --out DIR`: the same PVE reads `diff` makes, through a
 //! recording transport, saved as `DIR/<cluster>.json`
-//! (`proxops-recording/v1`) for an offline `diff --replay DIR`.
+//! (`proxops-recording/v1`) for an offline `diff --replay DIR`, plus the
+//! reads `adopt` makes, for `adopt --replay DIR`.
 //!
 //! **Architecture Invariant:** a recording holds only what PVE answered to
 //! GETs outside `/access`; no header, ticket or token is ever recorded, and
@@ -35,6 +36,17 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         };
         let recorder = RecordingTransport::new(p.name.clone(), Boxed(ready.transport));
         if let Err(e) = reader::read_snapshot(&recorder, &ready.scope) {
+            eprintln!("error: cluster {}: pve inventory read failed: {e}", p.name);
+            exit = exit.worst(Exit::Runtime);
+            continue;
+        }
+        // Also what `adopt` reads (node and storage listings, every storage's
+        // content), so `adopt --replay` works from the same recording.
+        let cc = &ws.loaded.config.clusters[&p.name];
+        let adopt_reads = crate::adopt::scope(&recorder, &cc.nodes, cc.read_concurrency)
+            .map_err(|e| e.to_string())
+            .and_then(|scope| reader::read_snapshot(&recorder, &scope).map_err(|e| e.to_string()));
+        if let Err(e) = adopt_reads {
             eprintln!("error: cluster {}: pve inventory read failed: {e}", p.name);
             exit = exit.worst(Exit::Runtime);
             continue;
