@@ -2,8 +2,8 @@
 //! adapters, printing and exit codes. It holds no reconcile logic: planning
 //! is core's, PVE and git I/O are the adapters'.
 
-mod apply;
 mod adopt;
+mod apply;
 mod args;
 mod context;
 mod creds;
@@ -81,9 +81,5 @@ fn dispatch(
             "`proxops adopt --adopt-secrets` is not available in this build yet",
         )),
         Command::Adopt => adopt::run(global, args, &env),
-        other => Err(Failure::input(format!(
-            "`proxops {}` is not available in this build yet",
-            other.name()
-        ))),
     }
 }

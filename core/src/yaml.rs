@@ -1,7 +1,6 @@
 //! Reading YAML documents into typed values with the field path and the
 //! position of the first error, so a diagnostic can point at the line.
 
-use serde::Deserialize;
 use serde::de::DeserializeOwned;
 
 /// Why a document did not deserialize: the field path (`spec.disks[1]`),
