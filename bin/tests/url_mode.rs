@@ -1,0 +1,384 @@
+//! URL mode end to end (spec §2.4, §2.5, §4.3): a `--config` file outside
+//! any checkout declares `git.url` and the clusters inline; the demo
+//! repository (without its clusters' config.yaml) is served by real git on
+//! loopback over `file://`, `git://` (git daemon) and https with token auth
+//! (git http-backend behind TLS); PVE is the demo recordings. The plan must
+//! match the local-mode plan of the demo, follow pushes, survive a remote
+//! that goes away (stale, from the cache), and a first fetch that fails must
+//! end the command before any PVE request. The token appears in no output.
+
+#![allow(clippy::unwrap_used)]
+
+#[path = "../../adapters/git/tests/support/mod.rs"]
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+use support::{Scratch, TestCerts, free_port, git_daemon, make_certs, write};
+
+const TOKEN: &str = "gIt-T0ken-9d41c7e2";
+
+fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .unwrap()
+        .to_path_buf()
+}
+
+const CLUSTERS: &str = "pve:
+  clusters:
+    edge:
+      base-url: https://pve-edge.example.org:8006
+      nodes: [pve1]
+    home:
+      base-url: https://pve-home.example.org:8006
+      nodes: [pve1, pve2]
+";
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// A remote holding the demo repository, an operator directory outside any
+/// checkout (the config file, the data dir) and a throwaway HOME.
+struct Rig {
+    s: Scratch,
+    work: PathBuf,
+    /// `<scratch>/srv/demo.git`
+    bare: PathBuf,
+}
+
+impl Rig {
+    fn new() -> Rig {
+        let s = Scratch::new();
+        let work = s.work_repo("work");
+        copy_demo(&workspace_root().join("fixtures/repos/demo"), &work, "");
+        s.commit_all(&work, "demo");
+        let bare = s.bare_repo("srv/demo.git");
+        s.push(&work, &bare, "main");
+        std::fs::create_dir_all(s.path().join("ops")).unwrap();
+        Rig { s, work, bare }
+    }
+
+    fn ops(&self) -> PathBuf {
+        self.s.path().join("ops")
+    }
+
+    fn file_url(&self) -> String {
+        format!("file://{}", self.bare.display())
+    }
+
+    /// Writes `ops/cfg.yaml`: the git source, the data dir, the clusters.
+    fn config(&self, url: &str, git_extra: &str) -> PathBuf {
+        let path = self.ops().join("cfg.yaml");
+        let text = format!(
+            "git:\n  url: {url}\n{git_extra}data-dir: {}\n{CLUSTERS}",
+            self.ops().join("data").display()
+        );
+        std::fs::write(&path, text).unwrap();
+        path
+    }
+
+    /// `proxops --config cfg diff --replay <demo recordings>`, run in the
+    /// operator directory with a hermetic environment.
+    fn diff(&self, cfg: &Path, env: &[(&str, &str)]) -> Run {
+        let replay = workspace_root().join("fixtures/live/demo");
+        self.proxops(
+            &[
+                "--config",
+                cfg.to_str().unwrap(),
+                "diff",
+                "--replay",
+                replay.to_str().unwrap(),
+            ],
+            env,
+        )
+    }
+
+    fn proxops(&self, args: &[&str], env: &[(&str, &str)]) -> Run {
+        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .current_dir(self.ops())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.s.home())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .env("GIT_TERMINAL_PROMPT", "0")
+            .envs(env.iter().copied())
+            .args(args)
+            .output()
+            .unwrap();
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+
+    /// Moves VM/installer (planned for creation) to another VMID in the
+    /// work tree, commits and pushes: the plan shows the new id.
+    fn push_change(&self) {
+        let path = self.work.join("vm/home/installer.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        let changed = text.replace("vmid: 102", "vmid: 112");
+        assert_ne!(text, changed);
+        write(&self.work, "vm/home/installer.yaml", &changed);
+        self.s.commit_all(&self.work, "installer moves to 112");
+        self.s.push(&self.work, &self.bare, "main");
+    }
+
+    fn head(&self) -> String {
+        self.s.run_git(&self.work, &["rev-parse", "HEAD"])
+    }
+}
+
+/// Copies the demo tree, leaving out the clusters' config.yaml (URL mode
+/// declares the clusters in the operator's config file).
+fn copy_demo(from: &Path, to: &Path, rel: &str) {
+    for entry in std::fs::read_dir(from.join(rel)).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().into_string().unwrap();
+        let child = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if entry.file_type().unwrap().is_dir() {
+            std::fs::create_dir_all(to.join(&child)).unwrap();
+            copy_demo(from, to, &child);
+        } else if !(child.starts_with("clusters/") && name == "config.yaml") {
+            std::fs::copy(entry.path(), to.join(&child)).unwrap();
+        }
+    }
+}
+
+/// The demo planned in local mode (the reference plan).
+fn local_plan() -> String {
+    let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+        .current_dir(workspace_root())
+        .env_remove("PROXOPS_GIT_PATH")
+        .env_remove("PROXOPS_CONFIG")
+        .args([
+            "--git-path",
+            "fixtures/repos/demo",
+            "diff",
+            "--replay",
+            "fixtures/live/demo",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+fn assert_ok(run: &Run) {
+    assert_eq!(
+        run.code, 0,
+        "stdout:\n{}\nstderr:\n{}",
+        run.stdout, run.stderr
+    );
+}
+
+#[test]
+fn a_file_url_plans_like_local_mode_and_follows_a_push() {
+    let rig = Rig::new();
+    let cfg = rig.config(&rig.file_url(), "");
+    let first = rig.diff(&cfg, &[]);
+    assert_ok(&first);
+    assert_eq!(first.stdout, local_plan());
+    assert!(!first.stderr.contains("desired_stale"), "{}", first.stderr);
+    assert!(rig.ops().join("data/git-cache/HEAD").exists());
+
+    rig.push_change();
+    let second = rig.diff(&cfg, &[]);
+    assert_ok(&second);
+    assert_ne!(second.stdout, first.stdout);
+    assert!(second.stdout.contains("id=112"), "{}", second.stdout);
+    assert!(
+        !second.stderr.contains("desired_stale"),
+        "{}",
+        second.stderr
+    );
+}
+
+#[test]
+fn a_remote_gone_after_a_good_fetch_plans_from_the_cached_tree_marked_stale() {
+    let rig = Rig::new();
+    let cfg = rig.config(&rig.file_url(), "");
+    rig.push_change();
+    let good = rig.diff(&cfg, &[]);
+    assert_ok(&good);
+
+    std::fs::rename(&rig.bare, rig.s.path().join("srv/moved.git")).unwrap();
+    let stale = rig.diff(&cfg, &[]);
+    assert_ok(&stale);
+    assert_eq!(stale.stdout, good.stdout);
+    assert!(stale.stderr.contains("desired_stale"), "{}", stale.stderr);
+    assert!(stale.stderr.contains(&rig.head()), "{}", stale.stderr);
+}
+
+#[test]
+fn a_first_fetch_that_fails_exits_1_before_any_pve_request() {
+    let rig = Rig::new();
+    let cfg_path = rig.ops().join("cfg.yaml");
+    // A PVE endpoint that would see any request: it must see none.
+    let pve = TcpListener::bind("127.0.0.1:0").unwrap();
+    pve.set_nonblocking(true).unwrap();
+    let port = pve.local_addr().unwrap().port();
+    let missing = rig.s.path().join("srv/missing.git");
+    std::fs::write(
+        &cfg_path,
+        format!(
+            "git:\n  url: file://{}\ndata-dir: {}\npve:\n  clusters:\n    edge:\n      base-url: https://127.0.0.1:{port}\n",
+            missing.display(),
+            rig.ops().join("data").display()
+        ),
+    )
+    .unwrap();
+    let run = rig.proxops(
+        &["--config", cfg_path.to_str().unwrap(), "diff"],
+        &[(
+            "PROXOPS_PVE_TOKEN_VALUE",
+            "root@pam!ci=00000000-0000-0000-0000-000000000000",
+        )],
+    );
+    assert_eq!(run.code, 1, "{}", run.stderr);
+    assert!(
+        run.stderr
+            .contains("git sync failed and no previous good tree"),
+        "{}",
+        run.stderr
+    );
+    assert!(run.stdout.is_empty(), "{}", run.stdout);
+    assert!(
+        matches!(pve.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "PVE was contacted"
+    );
+}
+
+#[test]
+fn a_git_daemon_url_plans_and_goes_stale_when_the_daemon_stops() {
+    let rig = Rig::new();
+    let mut daemon = git_daemon(&rig.s, &rig.s.path().join("srv"));
+    let cfg = rig.config(&format!("git://127.0.0.1:{}/demo.git", daemon.port), "");
+    let first = rig.diff(&cfg, &[]);
+    assert_ok(&first);
+    assert_eq!(first.stdout, local_plan());
+
+    daemon.stop();
+    let stale = rig.diff(&cfg, &[]);
+    assert_ok(&stale);
+    assert_eq!(stale.stdout, first.stdout);
+    assert!(stale.stderr.contains("desired_stale"), "{}", stale.stderr);
+}
+
+/// `git http-backend` behind TLS and Basic auth (user `git`, password
+/// [`TOKEN`]), the git adapter's test server; stopped by PID on drop.
+struct Https {
+    child: Child,
+    port: u16,
+}
+
+impl Drop for Https {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn https_server(rig: &Rig, certs: &TestCerts) -> Https {
+    let port = free_port();
+    let script = workspace_root().join("adapters/git/tests/support/https_git_server.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .arg(rig.s.path().join("srv"))
+        .arg(&certs.cert)
+        .arg(&certs.key)
+        .env("PROXOPS_TEST_GIT_HOME", rig.s.home())
+        .env("PROXOPS_TEST_GIT_TOKEN", TOKEN)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let server = Https { child, port };
+    assert_eq!(line.trim(), "READY", "https git server did not start");
+    server
+}
+
+fn assert_no_token(run: &Run) {
+    assert!(!run.stdout.contains(TOKEN), "{}", run.stdout);
+    assert!(!run.stderr.contains(TOKEN), "{}", run.stderr);
+}
+
+#[test]
+fn https_with_a_token_from_the_environment_plans_and_never_shows_the_token() {
+    let rig = Rig::new();
+    let certs = make_certs(&rig.s.path().join("certs"));
+    let server = https_server(&rig, &certs);
+    let url = format!("https://127.0.0.1:{}/demo.git", server.port);
+    // The YAML token is wrong: PROXOPS_GIT_TOKEN outranks it.
+    let cfg = rig.config(
+        &url,
+        &format!(
+            "  token: wrong-yaml-token\n  ca-file: {}\n",
+            certs.ca.display()
+        ),
+    );
+    let run = rig.diff(&cfg, &[("PROXOPS_GIT_TOKEN", TOKEN)]);
+    assert_ok(&run);
+    assert_eq!(run.stdout, local_plan());
+    assert_no_token(&run);
+
+    rig.push_change();
+    let pushed = rig.diff(&cfg, &[("PROXOPS_GIT_TOKEN", TOKEN)]);
+    assert_ok(&pushed);
+    assert_ne!(pushed.stdout, run.stdout);
+    assert_no_token(&pushed);
+
+    drop(server);
+    let stale = rig.diff(&cfg, &[("PROXOPS_GIT_TOKEN", TOKEN)]);
+    assert_ok(&stale);
+    assert_eq!(stale.stdout, pushed.stdout);
+    assert!(stale.stderr.contains("desired_stale"), "{}", stale.stderr);
+    assert_no_token(&stale);
+}
+
+#[test]
+fn https_with_the_token_in_yaml_only_and_a_wrong_token_fails_without_showing_either() {
+    let rig = Rig::new();
+    let certs = make_certs(&rig.s.path().join("certs"));
+    let server = https_server(&rig, &certs);
+    let url = format!("https://127.0.0.1:{}/demo.git", server.port);
+    let ca = format!("  ca-file: {}\n", certs.ca.display());
+
+    let cfg = rig.config(&url, &format!("  token: {TOKEN}\n{ca}"));
+    let run = rig.diff(&cfg, &[]);
+    assert_ok(&run);
+    assert_eq!(run.stdout, local_plan());
+    assert_no_token(&run);
+
+    // A fresh cache and a wrong token: the first fetch fails.
+    let wrong = "wrong-t0ken-4411";
+    std::fs::remove_dir_all(rig.ops().join("data")).unwrap();
+    let cfg = rig.config(&url, &format!("  token: {wrong}\n{ca}"));
+    let refused = rig.diff(&cfg, &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused.stderr.contains("git sync failed"),
+        "{}",
+        refused.stderr
+    );
+    assert_no_token(&refused);
+    assert!(!refused.stderr.contains(wrong), "{}", refused.stderr);
+    drop(server);
+}
