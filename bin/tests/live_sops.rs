@@ -160,3 +160,61 @@ fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
     assert_eq!(code, Some(0), "{text}");
     assert!(!text.contains("will update"), "{text}");
 }
+
+#[test]
+fn the_wrong_age_key_exits_2_before_any_pve_request() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    let token = pve.token_value();
+    let token_secret = token.expose().rsplit('=').next().unwrap().to_owned();
+    let keys = tempfile::tempdir().unwrap();
+    let plain = format!(
+        "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\n"
+    );
+    let (cipher, _right_key) = encrypt(keys.path(), &plain);
+    repo.write("clusters/home/secrets.sops.yaml", &cipher);
+    let cfg = std::fs::read_to_string(repo.path().join("clusters/home/config.yaml")).unwrap();
+    repo.write(
+        "clusters/home/config.yaml",
+        &format!(
+            "{cfg}      secrets-file: secrets.sops.yaml\n      secrets:\n        pve:\n          user: pve-user\n          token-id: pve-token-id\n          token: pve-token\n"
+        ),
+    );
+    let other = keys.path().join("other.txt");
+    let made = Command::new(tool("age-keygen"))
+        .arg("-o")
+        .arg(&other)
+        .output()
+        .unwrap();
+    assert!(made.status.success());
+
+    pve.forget_requests().unwrap();
+    for args in [&["apply"][..], &["diff"][..]] {
+        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .current_dir(repo.path())
+            .env_remove("PROXOPS_PVE_TOKEN_VALUE")
+            .env_remove("SOPS_AGE_KEY")
+            .env_remove("PROXOPS_GIT_PATH")
+            .env("SOPS_AGE_KEY_FILE", &other)
+            .arg("--git-path")
+            .arg(repo.path())
+            .args(["--cluster", "home"])
+            .args(args)
+            .output()
+            .unwrap();
+        let text = format!(
+            "{}{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(out.status.code(), Some(2), "{text}");
+        assert!(text.contains("no-matching-identity"), "{text}");
+        assert!(!text.contains(&token_secret), "token leaked:\n{text}");
+    }
+    assert_eq!(
+        pve.requests().unwrap(),
+        Vec::new(),
+        "a PVE request was sent"
+    );
+}
