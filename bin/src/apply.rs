@@ -112,7 +112,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
 }
 
 /// One `proxops.action` log event per performed action (spec §14.3).
-fn log_action(action: &Action, outcome: &Outcome) {
+pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
     let (level, ok, err) = match outcome {
         Outcome::Succeeded => (Level::Info, "true", String::new()),
         Outcome::Failed { error, .. } => (Level::Warn, "false", one_line(error)),
@@ -141,7 +141,7 @@ fn log_action(action: &Action, outcome: &Outcome) {
 
 /// The pause between two task status reads: 2 s (spec §14.2), or
 /// `PROXOPS_TASK_POLL_MS` for test rigs whose tasks finish at once.
-fn poll_interval() -> Duration {
+pub(crate) fn poll_interval() -> Duration {
     std::env::var("PROXOPS_TASK_POLL_MS")
         .ok()
         .and_then(|v| v.trim().parse::<u64>().ok())

@@ -9,8 +9,9 @@
 //! It never decides what to do: planning is core's, requests the adapter's.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use proxops_core::diag::Diagnostic;
 use proxops_core::drift::{CloudInitSecrets, Context};
@@ -20,7 +21,7 @@ use proxops_core::names::ClusterName;
 use proxops_core::plan::{self, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
 use proxops_pve::auth::Credentials;
-use proxops_pve::live::{LiveConfig, LiveTransport};
+use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
 use proxops_pve::reader::{self, ReadScope};
 use proxops_pve::replay::ReplayTransport;
 use proxops_pve::runner::{self, RunOptions};
@@ -77,6 +78,39 @@ pub struct Ready<'w> {
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
     pub secrets: CloudInitSecrets,
+    /// The same transport when it talks to PVE: its request counts and
+    /// breaker state feed `/metrics` and `/status` in `run`.
+    pub live: Option<Arc<LiveTransport>>,
+}
+
+/// A live transport shared between the session and whoever reads its
+/// counters.
+struct SharedLive(Arc<LiveTransport>);
+
+impl Transport for SharedLive {
+    fn call(&self, request: &Request) -> Result<Response, TransportError> {
+        self.0.call(request)
+    }
+}
+
+/// One debug line per PVE request: method, path, status, result and
+/// duration; never a body, a header or the query string.
+fn log_request(r: &RequestLog) {
+    let status = r.status.map(|s| s.to_string()).unwrap_or_default();
+    let duration = format!("{}ms", r.duration.as_millis());
+    let attempt = r.attempt.to_string();
+    crate::log::event(
+        crate::log::Level::Debug,
+        "pve.request",
+        &[
+            ("method", r.method.as_str()),
+            ("path", &r.path),
+            ("status", &status),
+            ("result", r.result.as_str()),
+            ("duration", &duration),
+            ("attempt", &attempt),
+        ],
+    );
 }
 
 /// Every selected cluster, credentials resolved, transports built.
@@ -128,7 +162,7 @@ pub fn prepare<'w>(
             storages: desired.storage_pairs(),
             concurrency: cc.read_concurrency,
         };
-        let (transport, secrets) = match source {
+        let (transport, secrets, live) = match source {
             Source::Replay(dir) => {
                 let secrets = if cc.secrets_file.is_some() {
                     creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?.cloud_init
@@ -137,7 +171,7 @@ pub fn prepare<'w>(
                 };
                 let path = dir.join(format!("{name}.json"));
                 match ReplayTransport::load(&path) {
-                    Ok(t) => (Box::new(t) as Box<dyn Transport>, secrets),
+                    Ok(t) => (Box::new(t) as Box<dyn Transport>, secrets, None),
                     Err(e) => {
                         clusters.push(Prepared {
                             name: name.clone(),
@@ -183,10 +217,17 @@ pub fn prepare<'w>(
                 if let Some(base) = retry_base_override() {
                     live.retry.base = base;
                 }
-                let transport = LiveTransport::new(live).map_err(|e| {
-                    Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
-                })?;
-                (Box::new(transport) as Box<dyn Transport>, c.cloud_init)
+                let transport = LiveTransport::new(live)
+                    .map_err(|e| {
+                        Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
+                    })?
+                    .with_request_log(log_request);
+                let shared = Arc::new(transport);
+                (
+                    Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
+                    c.cloud_init,
+                    Some(shared),
+                )
             }
         };
         clusters.push(Prepared {
@@ -197,6 +238,7 @@ pub fn prepare<'w>(
                 scope,
                 transport,
                 secrets,
+                live,
             }),
         });
     }
@@ -292,6 +334,9 @@ pub struct ClusterCycle {
     pub objects: Vec<ObjectReport>,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
+    /// How long the cluster's cycle took (for logs; the timestamps are
+    /// whole seconds).
+    pub elapsed: Duration,
 }
 
 impl ClusterCycle {
@@ -316,6 +361,7 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
     let mut out = Vec::new();
     for p in &session.clusters {
         let started_at = now();
+        let clock = Instant::now();
         let ready = match &p.ready {
             Err(reason) => {
                 out.push(ClusterCycle {
@@ -326,6 +372,7 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
                     objects: Vec::new(),
                     started_at,
                     finished_at: now(),
+                    elapsed: clock.elapsed(),
                 });
                 continue;
             }
@@ -341,6 +388,7 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
                 objects: Vec::new(),
                 started_at,
                 finished_at: now(),
+                elapsed: clock.elapsed(),
             });
             continue;
         }
@@ -363,6 +411,7 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
             objects,
             started_at,
             finished_at: now(),
+            elapsed: clock.elapsed(),
         });
     }
     out

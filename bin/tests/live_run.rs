@@ -1,0 +1,329 @@
+//! `proxops run` against fakepve: the daemon serves `/healthz`, `/metrics`
+//! (checked by the real `promtool check metrics`) and `/status`, converges
+//! the cluster every poll interval, reports an injected fault as a failed
+//! object and an error action, recovers once the fault is cleared, and
+//! exits 0 on SIGTERM — with the token nowhere in what it serves or prints.
+
+#![allow(clippy::unwrap_used)]
+
+mod live_support;
+
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use live_support::*;
+use proxops_pve::fakepve::FakePve;
+use serde_json::{Value, json};
+
+/// Everything in this test finishes well within this.
+const DEADLINE: Duration = Duration::from_secs(60);
+
+/// The daemon child; killed if the test ends before it exited.
+struct Daemon {
+    child: Child,
+    stdout: PathBuf,
+    stderr: PathBuf,
+    _logs: tempfile::TempDir,
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+impl Daemon {
+    fn start(pve: &FakePve, repo: &Repo) -> Daemon {
+        let logs = tempfile::tempdir().unwrap();
+        let stdout = logs.path().join("stdout");
+        let stderr = logs.path().join("stderr");
+        let child = Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .current_dir(repo.path())
+            .env_remove("PROXOPS_GIT_PATH")
+            .env_remove("PROXOPS_CONFIG")
+            .env_remove("PROXOPS_PVE_TOKEN")
+            .env_remove("PROXOPS_PVE_PASSWORD")
+            .env_remove("PROXOPS_PVE_USER")
+            .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
+            .env("PROXOPS_TASK_POLL_MS", "20")
+            .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
+            .arg("--git-path")
+            .arg(repo.path())
+            .args(["--cluster", "home", "--git-poll-sec", "1"])
+            .args(["--listen", "127.0.0.1:0", "--log-level", "debug"])
+            .arg("run")
+            .stdin(Stdio::null())
+            .stdout(std::fs::File::create(&stdout).unwrap())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        Daemon {
+            child,
+            stdout,
+            stderr,
+            _logs: logs,
+        }
+    }
+
+    fn stderr(&self) -> String {
+        std::fs::read_to_string(&self.stderr).unwrap_or_default()
+    }
+
+    fn stdout(&self) -> String {
+        std::fs::read_to_string(&self.stdout).unwrap_or_default()
+    }
+
+    /// The address the server bound, from the start-up log line.
+    fn address(&mut self, deadline: Instant) -> String {
+        loop {
+            let log = self.stderr();
+            if let Some(addr) = log
+                .lines()
+                .find(|l| l.contains("proxops.run started"))
+                .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("listen=")))
+            {
+                return addr.to_owned();
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                panic!("proxops run exited early ({status}):\n{log}");
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no start-up line in time:\n{log}"
+            );
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+/// One HTTP/1.0 GET: (status, body).
+fn get(addr: &str, path: &str) -> (u16, String) {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
+    let mut raw = String::new();
+    s.read_to_string(&mut raw).unwrap();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
+    let status = head.split_whitespace().nth(1).unwrap().parse().unwrap();
+    (status, body.to_owned())
+}
+
+/// Polls `path` until `done(status, body)` holds; returns that body.
+fn wait_for(
+    addr: &str,
+    path: &str,
+    deadline: Instant,
+    what: &str,
+    done: impl Fn(u16, &str) -> bool,
+) -> String {
+    loop {
+        let (status, body) = get(addr, path);
+        if done(status, &body) {
+            return body;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{what}: not reached in time; last {path} answer {status}:\n{body}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+fn monitoring_state(status_body: &str) -> Option<String> {
+    let doc: Value = serde_json::from_str(status_body).ok()?;
+    doc["objects"]
+        .as_array()?
+        .iter()
+        .find(|o| o["kind"] == "VM" && o["name"] == "monitoring")
+        .and_then(|o| o["state"].as_str().map(str::to_owned))
+}
+
+/// The value of the first series line that starts with `series` and has
+/// every label in `labels`, 0 when there is none.
+fn sample(metrics: &str, family: &str, labels: &[&str]) -> u64 {
+    metrics
+        .lines()
+        .filter(|l| l.starts_with(family) && !l.starts_with('#'))
+        .filter(|l| labels.iter().all(|lab| l.contains(lab)))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .map(|v| v as u64)
+        .sum()
+}
+
+fn tool(name: &str, debian_package: &str) -> PathBuf {
+    let tools = std::env::var_os("PROXOPS_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools"));
+    let candidate = tools.join("bin").join(name);
+    if candidate.is_file() {
+        return candidate;
+    }
+    if let Some(path) = std::env::var_os("PATH") {
+        for dir in std::env::split_paths(&path) {
+            let p = dir.join(name);
+            if p.is_file() {
+                return p;
+            }
+        }
+    }
+    panic!(
+        "{name} not found (looked in {} and PATH): run tools/install-test-tools.sh \
+         (it installs the Debian package {debian_package}) and try again",
+        candidate.display()
+    );
+}
+
+fn promtool_check(text: &str) -> (bool, String) {
+    let mut child = Command::new(tool("promtool", "prometheus"))
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(text.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let mut said = String::from_utf8_lossy(&out.stdout).into_owned();
+    said.push_str(&String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+fn set_description(repo_path: &Path, text: &str) {
+    let p = repo_path.join("vm/base/monitoring.yaml");
+    let body = std::fs::read_to_string(&p).unwrap();
+    let body: String = body
+        .lines()
+        .filter(|l| !l.contains("pve-description"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    std::fs::write(p, format!("{body}  pve-description: {text}\n")).unwrap();
+}
+
+#[test]
+fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() {
+    let started = Instant::now();
+    let deadline = started + DEADLINE;
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    set_description(repo.path(), "metrics");
+
+    let mut daemon = Daemon::start(&pve, &repo);
+    let addr = daemon.address(deadline);
+    assert!(addr.starts_with("127.0.0.1:"), "{addr}");
+
+    // Before the first cycle has finished the daemon is not healthy; then it is.
+    let (first, body) = get(&addr, "/healthz");
+    assert_eq!(first, 503, "{body}");
+    wait_for(&addr, "/healthz", deadline, "healthy", |s, _| s == 200);
+
+    // The desired VM is created and converged.
+    wait_for(&addr, "/status", deadline, "converged", |_, b| {
+        monitoring_state(b).as_deref() == Some("converged")
+    });
+
+    // Metrics pass promtool and the ok-cycle counter grows between scrapes.
+    let (code, one) = get(&addr, "/metrics");
+    assert_eq!(code, 200);
+    let (ok, said) = promtool_check(&one);
+    assert!(
+        ok,
+        "promtool check metrics failed:\n{said}\n--- metrics ---\n{one}"
+    );
+    let ok_cycles = r#"result="ok""#;
+    let before = sample(&one, "proxops_cycles_total", &[ok_cycles]);
+    assert!(before >= 1, "{one}");
+    wait_for(&addr, "/metrics", deadline, "cycles counted", |_, b| {
+        sample(b, "proxops_cycles_total", &[ok_cycles]) > before
+    });
+
+    // A change the guest's lock refuses: the object fails, the action is
+    // counted as an error, and the loop keeps going.
+    pve.call("snapshot_lock", json!([150, "backup"]), Value::Null)
+        .unwrap();
+    set_description(repo.path(), "metrics-v2");
+    let failed = wait_for(&addr, "/status", deadline, "failed", |_, b| {
+        monitoring_state(b).as_deref() == Some("failed")
+    });
+    assert!(failed.contains("locked"), "{failed}");
+    let errors = wait_for(&addr, "/metrics", deadline, "error counted", |_, b| {
+        sample(
+            b,
+            "proxops_actions_total",
+            &[r#"kind="VM""#, r#"result="error""#],
+        ) > 0
+    });
+    let (ok, said) = promtool_check(&errors);
+    assert!(
+        ok,
+        "promtool check metrics failed:\n{said}\n--- metrics ---\n{errors}"
+    );
+
+    // Cleared: the next cycle applies the change and converges again.
+    pve.call("unlock", json!([150]), Value::Null).unwrap();
+    let recovered = wait_for(&addr, "/status", deadline, "recovered", |_, b| {
+        monitoring_state(b).as_deref() == Some("converged")
+    });
+    let (_, metrics) = get(&addr, "/metrics");
+
+    // SIGTERM: exit 0.
+    let pid = daemon.child.id().to_string();
+    let sent = Command::new("kill")
+        .arg("-TERM")
+        .arg(&pid)
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let status = loop {
+        if let Some(s) = daemon.child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no exit after SIGTERM:\n{}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let stderr = daemon.stderr();
+    let stdout = daemon.stdout();
+    assert_eq!(status.code(), Some(0), "{stderr}");
+
+    // One info line per cycle and cluster, debug lines per PVE request.
+    assert!(
+        stderr.lines().any(|l| l.contains("proxops.cycle")
+            && l.contains("cluster=home")
+            && l.contains("result=ok")),
+        "{stderr}"
+    );
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("pve.request") && l.contains("path=/cluster/resources")),
+        "{stderr}"
+    );
+
+    // The token is nowhere.
+    let secret = pve.token_value();
+    let token_secret = secret.expose().rsplit('=').next().unwrap().to_owned();
+    for (what, text) in [
+        ("/status", &recovered),
+        ("/metrics", &metrics),
+        ("stdout", &stdout),
+        ("stderr", &stderr),
+    ] {
+        assert!(!text.contains(&token_secret), "token leaked in {what}");
+    }
+    eprintln!("live_run took {:?}", started.elapsed());
+}
