@@ -382,3 +382,138 @@ fn https_with_the_token_in_yaml_only_and_a_wrong_token_fails_without_showing_eit
     assert!(!refused.stderr.contains(wrong), "{}", refused.stderr);
     drop(server);
 }
+
+fn tool(name: &str) -> PathBuf {
+    workspace_root().join(".tools/bin").join(name)
+}
+
+/// A fresh age key in `dir`; returns (key file, recipient).
+fn age_key(dir: &Path) -> (PathBuf, String) {
+    let key = dir.join("age.txt");
+    let out = Command::new(tool("age-keygen"))
+        .arg("-o")
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let out = Command::new(tool("age-keygen"))
+        .arg("-y")
+        .arg(&key)
+        .output()
+        .unwrap();
+    (
+        key,
+        String::from_utf8(out.stdout).unwrap().trim().to_owned(),
+    )
+}
+
+/// Writes `dir/<name>`: `plain` encrypted by sops for `recipient`.
+fn sops_file(dir: &Path, name: &str, recipient: &str, plain: &str) {
+    let input = dir.join(format!("{name}.plain.yaml"));
+    std::fs::write(&input, plain).unwrap();
+    let out = Command::new(tool("sops"))
+        .current_dir(dir)
+        .env_clear()
+        .env("HOME", dir)
+        .env("SOPS_DISABLE_VERSION_CHECK", "1")
+        .env("SOPS_AGE_RECIPIENTS", recipient)
+        .args([
+            "--disable-version-check",
+            "encrypt",
+            "--input-type",
+            "yaml",
+            "--output-type",
+            "yaml",
+        ])
+        .arg(&input)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    std::fs::remove_file(&input).unwrap();
+    std::fs::write(dir.join(name), out.stdout).unwrap();
+}
+
+/// The config with each cluster taking its git token from its own SOPS file
+/// (relative to the config file's directory).
+fn sops_config(rig: &Rig, url: &str, ca: &Path) -> PathBuf {
+    let path = rig.ops().join("cfg.yaml");
+    let text = format!(
+        "git:
+  url: {url}
+  token: wrong-yaml-token
+  ca-file: {}
+data-dir: {}
+pve:
+  clusters:
+    edge:
+      base-url: https://pve-edge.example.org:8006
+      nodes: [pve1]
+      secrets-file: edge.sops.yaml
+      secrets:
+        git:
+          token: git-token
+    home:
+      base-url: https://pve-home.example.org:8006
+      nodes: [pve1, pve2]
+      secrets-file: home.sops.yaml
+      secrets:
+        git:
+          token: git-token
+",
+        ca.display(),
+        rig.ops().join("data").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+#[test]
+fn a_sops_git_token_outranks_the_environment_and_yaml_and_two_different_ones_conflict() {
+    let rig = Rig::new();
+    let certs = make_certs(&rig.s.path().join("certs"));
+    let server = https_server(&rig, &certs);
+    let url = format!("https://127.0.0.1:{}/demo.git", server.port);
+    let keys = rig.s.path().join("keys");
+    std::fs::create_dir_all(&keys).unwrap();
+    let (key, recipient) = age_key(&keys);
+    let key = key.to_str().unwrap().to_owned();
+    let plain = format!("secrets:\n  git-token: {TOKEN}\n");
+    sops_file(&rig.ops(), "edge.sops.yaml", &recipient, &plain);
+    sops_file(&rig.ops(), "home.sops.yaml", &recipient, &plain);
+    let cfg = sops_config(&rig, &url, &certs.ca);
+    let env = [
+        ("SOPS_AGE_KEY_FILE", key.as_str()),
+        ("PROXOPS_GIT_TOKEN", "wrong-env-token"),
+    ];
+
+    // Both clusters resolve the same token: it is the one used.
+    let run = rig.diff(&cfg, &env);
+    assert_ok(&run);
+    assert_eq!(run.stdout, local_plan());
+    assert_no_token(&run);
+
+    // home's SOPS file now holds another token: fail closed, exit 2,
+    // nothing fetched or read.
+    let other = "other-g1t-token-55";
+    sops_file(
+        &rig.ops(),
+        "home.sops.yaml",
+        &recipient,
+        &format!("secrets:\n  git-token: {other}\n"),
+    );
+    let conflict = rig.diff(&cfg, &env);
+    assert_eq!(conflict.code, 2, "{}", conflict.stderr);
+    assert!(
+        conflict.stderr.contains("git token conflict"),
+        "{}",
+        conflict.stderr
+    );
+    assert!(conflict.stdout.is_empty(), "{}", conflict.stdout);
+    assert_no_token(&conflict);
+    assert!(!conflict.stderr.contains(other), "{}", conflict.stderr);
+    drop(server);
+}
