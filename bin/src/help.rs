@@ -87,8 +87,11 @@ Run a read-only cycle and print each cluster's convergence table.
             "\
 Usage: proxops [GLOBAL FLAGS] run
 
-Daemon: every reconcile.poll-interval run one cycle per cluster (a git fetch
-first in URL mode) and serve GET /healthz, /metrics and /status on --listen.
+Daemon: every reconcile.poll-interval (--git-poll-sec) re-read the repository
+(a git fetch in URL mode) and run one cycle per cluster; serve GET /healthz,
+/metrics and /status on --listen (port 0 picks a free one; the start-up log
+line names it). A cycle that fails (invalid tree, PVE unreachable) is
+reported and the loop goes on. --log-level debug logs every PVE request.
 SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
 "
         }

@@ -48,7 +48,10 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
         .map_err(|e| Failure::runtime(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        signal_hook::flag::register(signal, Arc::clone(&stop))
+        // A second signal while the first is being honoured ends the
+        // process at once (exit 1); the first only sets the flag.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
             .map_err(|e| Failure::runtime(format!("cannot handle signals: {e}")))?;
     }
     let addr = server.local_addr().to_string();

@@ -1,8 +1,9 @@
 //! `proxops run` against fakepve: the daemon serves `/healthz`, `/metrics`
 //! (checked by the real `promtool check metrics`) and `/status`, converges
 //! the cluster every poll interval, reports an injected fault as a failed
-//! object and an error action, recovers once the fault is cleared, and
-//! exits 0 on SIGTERM — with the token nowhere in what it serves or prints.
+//! object and an error action, recovers once the fault is cleared, counts
+//! an unloadable tree as a `parse_error` cycle and keeps going, and exits 0
+//! on SIGTERM — with the token nowhere in what it serves or prints.
 
 #![allow(clippy::unwrap_used)]
 
@@ -276,6 +277,31 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
         monitoring_state(b).as_deref() == Some("converged")
     });
     let (_, metrics) = get(&addr, "/metrics");
+
+    // A tree that does not load is an aborted `parse_error` cycle; the loop
+    // goes on and picks up the repaired tree.
+    let manifest = repo.path().join("vm/base/monitoring.yaml");
+    let good = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, "kind: VM\nspec: [unclosed\n").unwrap();
+    let parse_error = r#"result="parse_error""#;
+    wait_for(
+        &addr,
+        "/metrics",
+        deadline,
+        "parse_error counted",
+        |_, b| sample(b, "proxops_cycles_total", &[parse_error]) > 0,
+    );
+    let (_, aborted) = get(&addr, "/status");
+    let doc: Value = serde_json::from_str(&aborted).unwrap();
+    assert_eq!(doc["last_cycle"]["aborted"], true, "{aborted}");
+    // The aborted cluster keeps its last known records.
+    assert_eq!(monitoring_state(&aborted).as_deref(), Some("converged"));
+    std::fs::write(&manifest, good).unwrap();
+    let (_, now) = get(&addr, "/metrics");
+    let ok_so_far = sample(&now, "proxops_cycles_total", &[ok_cycles]);
+    wait_for(&addr, "/metrics", deadline, "ok again", |_, b| {
+        sample(b, "proxops_cycles_total", &[ok_cycles]) > ok_so_far
+    });
 
     // SIGTERM: exit 0.
     let pid = daemon.child.id().to_string();
