@@ -45,6 +45,8 @@ struct UrlMode {
     url: UrlSource,
     git: GitSource,
     cache_dir: PathBuf,
+    /// The process config as loaded at `open`, before any fetch.
+    process: config::Config,
 }
 
 impl DesiredSource {
@@ -98,6 +100,7 @@ impl DesiredSource {
                 url: source,
                 git: GitSource::new(),
                 cache_dir,
+                process: cfg,
             })),
         })
     }
@@ -106,6 +109,19 @@ impl DesiredSource {
     #[allow(dead_code)] // for the daemon's status
     pub fn is_url(&self) -> bool {
         matches!(self.mode, Mode::Url(_))
+    }
+
+    /// URL mode: the process configuration as loaded from the `--config`
+    /// file alone at [`DesiredSource::open`] (clusters declared inline,
+    /// `listen`, poll interval), known before any fetch, so a daemon whose
+    /// first fetch fails can still serve `/status` and report every declared
+    /// cluster's cycle as aborted. `None` in local mode.
+    #[allow(dead_code)] // for the daemon
+    pub fn url_process_config(&self) -> Option<&config::Config> {
+        match &self.mode {
+            Mode::Url(u) => Some(&u.process),
+            Mode::Local => None,
+        }
     }
 
     /// The desired state for one cycle: the local tree re-read, or a fetch
