@@ -119,14 +119,65 @@ pub struct Session<'w> {
     pub invalid: Vec<Diagnostic>,
 }
 
+/// Live transports kept from one cycle to the next by a long-running
+/// process, so the write breaker and the ticket outlive a cycle. Keyed by
+/// cluster, endpoint, TLS settings and a digest of the credentials: a
+/// change of any of them builds a new transport.
+#[derive(Default)]
+pub struct Transports {
+    live: std::collections::BTreeMap<String, Arc<LiveTransport>>,
+}
+
+/// The key of a cluster's transport. Secrets enter only through a SHA-256
+/// digest and the key is never shown.
+fn transport_key(
+    name: &str,
+    base_url: &str,
+    ca_file: Option<&str>,
+    fingerprint: Option<&str>,
+    insecure: bool,
+    c: &creds::ClusterCredentials,
+) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for part in [
+        c.auth.as_str(),
+        c.user.as_deref().unwrap_or(""),
+        c.token_id.as_deref().unwrap_or(""),
+        c.token.as_ref().map(|s| s.expose()).unwrap_or(""),
+        c.token_value.as_ref().map(|s| s.expose()).unwrap_or(""),
+        c.password.as_ref().map(|s| s.expose()).unwrap_or(""),
+    ] {
+        h.update(part.as_bytes());
+        h.update([0]);
+    }
+    let digest: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!(
+        "{name}|{base_url}|{}|{}|{insecure}|{digest}",
+        ca_file.unwrap_or(""),
+        fingerprint.unwrap_or("")
+    )
+}
+
 /// Resolves credentials and TLS trust and builds a transport for every
 /// selected cluster, before any PVE request. Invalid credentials or TLS
 /// settings end the command (exit 2).
 pub fn prepare<'w>(
     g: &GlobalArgs,
+    env: &Env,
+    ws: &'w Workspace,
+    source: &Source,
+) -> Result<Session<'w>, Failure> {
+    prepare_reusing(g, env, ws, source, &mut Transports::default())
+}
+
+/// As [`prepare`], reusing (and remembering) live transports in `reuse`.
+pub fn prepare_reusing<'w>(
+    g: &GlobalArgs,
     _env: &Env,
     ws: &'w Workspace,
     source: &Source,
+    reuse: &mut Transports,
 ) -> Result<Session<'w>, Failure> {
     let cfg = &ws.loaded.config;
     let sources = IdentitySources::from_process_env();
@@ -206,6 +257,28 @@ pub fn prepare<'w>(
                 .map_err(|e| {
                     Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}"))
                 })?;
+                let key = transport_key(
+                    name.as_str(),
+                    &cc.base_url,
+                    ca_file.as_deref(),
+                    cc.fingerprint.as_deref(),
+                    cc.insecure,
+                    &c,
+                );
+                if let Some(shared) = reuse.live.get(&key) {
+                    clusters.push(Prepared {
+                        name: name.clone(),
+                        ready: Ok(Ready {
+                            desired,
+                            policy,
+                            scope,
+                            transport: Box::new(SharedLive(Arc::clone(shared))),
+                            secrets: c.cloud_init,
+                            live: Some(Arc::clone(shared)),
+                        }),
+                    });
+                    continue;
+                }
                 if tls.is_insecure() {
                     crate::log::event(
                         crate::log::Level::Warn,
@@ -223,6 +296,10 @@ pub fn prepare<'w>(
                     })?
                     .with_request_log(log_request);
                 let shared = Arc::new(transport);
+                reuse
+                    .live
+                    .retain(|k, _| !k.starts_with(&format!("{name}|")));
+                reuse.live.insert(key, Arc::clone(&shared));
                 (
                     Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
                     c.cloud_init,

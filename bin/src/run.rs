@@ -13,18 +13,20 @@
 //! that cluster's result), exit non-zero after start-up, or log a request
 //! body, a header or a credential.
 
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::report::{ClusterReport, CycleReport, StatusStore};
 use proxops_http::{StatusServer, store_source};
+use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
 
 use crate::apply::{log_action, poll_interval};
 use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
-use crate::cycle::{self, ApplyOptions, Source};
+use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
 use crate::gitsource::DesiredSource;
 use crate::log::{self, Level};
@@ -63,6 +65,8 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
     );
 
     let mut known_clusters: Vec<String> = cluster_names(g, &ws);
+    let mut transports = Transports::default();
+    let mut counted = Counted::default();
     let mut first = Some(ws);
     while !stop.load(Ordering::SeqCst) {
         let tick = Instant::now();
@@ -73,7 +77,7 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
         let report = match loaded {
             Ok(ws) => {
                 known_clusters = cluster_names(g, &ws);
-                one_cycle(g, env, &ws, &stop, &store)
+                one_cycle(g, env, &ws, &stop, &store, &mut transports, &mut counted)
             }
             Err(f) => unloadable(&known_clusters, &f, &stop),
         };
@@ -109,9 +113,11 @@ fn one_cycle(
     ws: &Workspace,
     stop: &AtomicBool,
     store: &Mutex<StatusStore>,
+    transports: &mut Transports,
+    counted: &mut Counted,
 ) -> CycleReport {
     let started_at = unix_now();
-    let session = match cycle::prepare(g, env, ws, &Source::Live) {
+    let session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
         Err(f) => {
             let reason = format!(
@@ -169,15 +175,7 @@ fn one_cycle(
             .and_then(|r| r.live.as_ref());
         if let Some(live) = live {
             report.read_only = live.is_read_only();
-            // The transports are built afresh every cycle: their counts are
-            // this cycle's.
-            for rc in live.request_counts() {
-                requests.push((
-                    rc.method.as_str().to_owned(),
-                    rc.result.as_str().to_owned(),
-                    rc.count,
-                ));
-            }
+            requests.extend(counted.delta(report.name.as_str(), live));
         }
         clusters.push(report);
     }
@@ -258,6 +256,47 @@ fn log_cluster(c: &ClusterReport, elapsed: Duration, stale_reason: Option<&str>)
     }
     let level = if c.aborted { Level::Warn } else { Level::Info };
     log::event(level, "proxops.cycle", &fields);
+}
+
+/// The request counts each cluster's transport had at the end of the last
+/// cycle: transports live across cycles (their counts are running totals)
+/// until a configuration change replaces them (counts start again).
+#[derive(Default)]
+struct Counted {
+    last: BTreeMap<String, (Arc<LiveTransport>, RequestTotals)>,
+}
+
+/// Requests by `(method, result)`.
+type RequestTotals = BTreeMap<(String, String), u64>;
+
+impl Counted {
+    /// `(method, result, count)` added since the last call for `cluster`.
+    fn delta(&mut self, cluster: &str, live: &Arc<LiveTransport>) -> Vec<(String, String, u64)> {
+        let now: RequestTotals = live
+            .request_counts()
+            .into_iter()
+            .map(|rc| {
+                (
+                    (rc.method.as_str().to_owned(), rc.result.as_str().to_owned()),
+                    rc.count,
+                )
+            })
+            .collect();
+        let before = match self.last.get(cluster) {
+            Some((t, counts)) if Arc::ptr_eq(t, live) => counts.clone(),
+            _ => BTreeMap::new(),
+        };
+        let out = now
+            .iter()
+            .filter_map(|(k, n)| {
+                let d = n.saturating_sub(before.get(k).copied().unwrap_or(0));
+                (d > 0).then(|| (k.0.clone(), k.1.clone(), d))
+            })
+            .collect();
+        self.last
+            .insert(cluster.to_owned(), (Arc::clone(live), now));
+        out
+    }
 }
 
 /// Waits `d`, returning early once `stop` is set.

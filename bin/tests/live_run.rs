@@ -245,9 +245,17 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
     let ok_cycles = r#"result="ok""#;
     let before = sample(&one, "proxops_cycles_total", &[ok_cycles]);
     assert!(before >= 1, "{one}");
-    wait_for(&addr, "/metrics", deadline, "cycles counted", |_, b| {
+    let gets = [r#"method="GET""#, r#"result="success""#];
+    let gets_before = sample(&one, "proxops_pve_requests_total", &gets);
+    assert!(gets_before > 0, "{one}");
+    let two = wait_for(&addr, "/metrics", deadline, "cycles counted", |_, b| {
         sample(b, "proxops_cycles_total", &[ok_cycles]) > before
     });
+    // Every cycle reads the inventory; the request counter follows.
+    assert!(
+        sample(&two, "proxops_pve_requests_total", &gets) > gets_before,
+        "{two}"
+    );
 
     // A change the guest's lock refuses: the object fails, the action is
     // counted as an error, and the loop keeps going.
@@ -302,6 +310,20 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
     wait_for(&addr, "/metrics", deadline, "ok again", |_, b| {
         sample(b, "proxops_cycles_total", &[ok_cycles]) > ok_so_far
     });
+
+    // Transports live across cycles: counted once, never more often than
+    // the requests logged so far.
+    let (_, counted) = get(&addr, "/metrics");
+    let logged = daemon
+        .stderr()
+        .lines()
+        .filter(|l| l.contains("pve.request"))
+        .count() as u64;
+    let total = sample(&counted, "proxops_pve_requests_total", &[]);
+    assert!(
+        total > 0 && total <= logged,
+        "{total} counted, {logged} logged"
+    );
 
     // SIGTERM: exit 0.
     let pid = daemon.child.id().to_string();
