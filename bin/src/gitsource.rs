@@ -168,6 +168,9 @@ impl UrlMode {
         })?;
         let stale_reason = desired.stale.as_ref().map(ToString::to_string);
         let commit = desired.commit.to_owned();
+        if stale_reason.is_none() {
+            remember_source(&self.url, &self.cache_dir);
+        }
         if let Some(reason) = &stale_reason {
             log::event(
                 Level::Warn,
@@ -208,9 +211,34 @@ fn process_config(explicit: Option<&(String, Vec<u8>)>, ov: &Overrides) -> Optio
     config::load(&sources, ov).ok()
 }
 
+/// `<data-dir>/git-cache.source`: the URL and branch of the cache's last
+/// good fetch (never a token: URLs with a password are refused at `open`).
+fn source_marker(cache_dir: &Path) -> PathBuf {
+    cache_dir.with_extension("source")
+}
+
+fn source_text(url: &UrlSource) -> String {
+    format!("{}\n{}\n", url.url(), url.branch())
+}
+
+/// Records which source the cache's good tree came from. Best effort: a
+/// missing or unwritable marker only disables the cache fallback.
+fn remember_source(url: &UrlSource, cache_dir: &Path) {
+    let marker = source_marker(cache_dir);
+    let text = source_text(url);
+    if std::fs::read_to_string(&marker).ok().as_deref() != Some(text.as_str()) {
+        let _ = std::fs::write(&marker, text);
+    }
+}
+
 /// The commit and tree of `origin/<branch>` as the cache holds it from an
-/// earlier fetch, if it holds one that reads.
+/// earlier good fetch of this same URL and branch, if it holds one that
+/// reads. A cache last filled from another source is never served.
 fn cached_branch(url: &UrlSource, cache_dir: &Path) -> Option<(String, RepoTree)> {
+    let marker = std::fs::read_to_string(source_marker(cache_dir)).ok()?;
+    if marker != source_text(url) {
+        return None;
+    }
     let name = format!("refs/remotes/origin/{}", url.branch());
     let loose = std::fs::read_to_string(cache_dir.join(&name)).ok();
     let commit = loose

@@ -220,6 +220,21 @@ fn a_remote_gone_after_a_good_fetch_plans_from_the_cached_tree_marked_stale() {
     assert_eq!(stale.stdout, good.stdout);
     assert!(stale.stderr.contains("desired_stale"), "{}", stale.stderr);
     assert!(stale.stderr.contains(&rig.head()), "{}", stale.stderr);
+
+    // The cache came from another URL: it is no good tree for this one.
+    let other = rig.config(
+        &format!("file://{}", rig.s.path().join("srv/other.git").display()),
+        "",
+    );
+    let refused = rig.diff(&other, &[]);
+    assert_eq!(refused.code, 1, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("git sync failed and no previous good tree"),
+        "{}",
+        refused.stderr
+    );
 }
 
 #[test]
