@@ -18,6 +18,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
 use proxops_core::report::{ClusterReport, CycleReport, StatusStore};
 use proxops_http::{StatusServer, store_source};
 use proxops_pve::live::LiveTransport;
@@ -37,13 +38,36 @@ const STOP_CHECK: Duration = Duration::from_millis(100);
 pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
     let process_start = unix_now();
     // Start-up: the configuration must load (it names `listen` and the
-    // poll interval); later load failures are aborted cycles.
+    // poll interval); later load failures are aborted cycles. In URL mode a
+    // first fetch that fails is not a start-up failure: the daemon serves
+    // and counts `not_ready` cycles until the remote answers (§22.6).
     let mut desired = DesiredSource::open(g, env)?;
-    let ws = desired.next_cycle(g, env)?;
-    let listen = ws.loaded.config.listen.clone();
-    let poll = ws.loaded.config.poll_interval.as_std();
-    // Credentials and TLS trust must be usable at start-up (exit 2 if not).
-    cycle::prepare(g, env, &ws, &Source::Live)?;
+    let (listen, poll, mut known_clusters, first) = match desired.next_cycle(g, env) {
+        Ok(ws) => {
+            // Credentials and TLS trust must be usable at start-up (exit 2
+            // if not).
+            cycle::prepare(g, env, &ws, &Source::Live)?;
+            (
+                ws.loaded.config.listen.clone(),
+                ws.loaded.config.poll_interval.as_std(),
+                cluster_names(g, &ws),
+                Ok(ws),
+            )
+        }
+        Err(f) if desired.is_url() && f.message.starts_with("git sync failed") => {
+            let Some(cfg) = process_config(g, env) else {
+                return Err(f);
+            };
+            let names = cfg
+                .clusters
+                .keys()
+                .map(|k| k.as_str().to_owned())
+                .filter(|n| context::selected(g, n))
+                .collect();
+            (cfg.listen, cfg.poll_interval.as_std(), names, Err(f))
+        }
+        Err(f) => return Err(f),
+    };
 
     let store = Arc::new(Mutex::new(StatusStore::new(process_start)));
     let server = StatusServer::start(&listen, store_source(Arc::clone(&store), poll.as_secs()))
@@ -64,14 +88,13 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
         &[("listen", &addr), ("poll_interval", &poll_text)],
     );
 
-    let mut known_clusters: Vec<String> = cluster_names(g, &ws);
     let mut transports = Transports::default();
     let mut counted = Counted::default();
-    let mut first = Some(ws);
+    let mut first = Some(first);
     while !stop.load(Ordering::SeqCst) {
         let tick = Instant::now();
         let loaded = match first.take() {
-            Some(ws) => Ok(ws),
+            Some(loaded) => loaded,
             None => desired.next_cycle(g, env),
         };
         let report = match loaded {
@@ -94,6 +117,25 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
     log::event(Level::Info, "proxops.run stopping", &[("listen", &addr)]);
     server.shutdown();
     Ok(Exit::Ok)
+}
+
+/// The process configuration on its own (the `--config` file and the
+/// flags, no tree): what a URL-mode daemon listens with before its first
+/// good fetch. `None` when it does not load.
+fn process_config(g: &GlobalArgs, env: &Env) -> Option<Config> {
+    let explicit = match context::config_path(g, env) {
+        Some(p) => Some(context::read_config(&p).ok()?),
+        None => None,
+    };
+    let sources = ConfigSources {
+        process: explicit.as_ref().map(|(name, bytes)| ConfigSource {
+            name: name.clone(),
+            bytes,
+        }),
+        cluster_local: Vec::new(),
+        process_is_explicit: explicit.is_some(),
+    };
+    config::load(&sources, &context::overrides(g, env)).ok()
 }
 
 /// The selected clusters of a loaded workspace, sorted.

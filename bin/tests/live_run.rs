@@ -41,22 +41,36 @@ impl Drop for Daemon {
 
 impl Daemon {
     fn start(pve: &FakePve, repo: &Repo) -> Daemon {
+        let git_path = repo.path().to_str().unwrap().to_owned();
+        Daemon::spawn(
+            repo.path(),
+            &[
+                ("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose()),
+                ("PROXOPS_TASK_POLL_MS", "20"),
+                ("PROXOPS_PVE_RETRY_BASE_MS", "5"),
+            ],
+            &["--git-path", &git_path, "--cluster", "home"],
+        )
+    }
+
+    /// `proxops <args> --git-poll-sec 1 --listen 127.0.0.1:0 --log-level
+    /// debug run` in `cwd` with `env`, output to files.
+    fn spawn(cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Daemon {
         let logs = tempfile::tempdir().unwrap();
         let stdout = logs.path().join("stdout");
         let stderr = logs.path().join("stderr");
         let child = Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .current_dir(repo.path())
+            .current_dir(cwd)
             .env_remove("PROXOPS_GIT_PATH")
             .env_remove("PROXOPS_CONFIG")
             .env_remove("PROXOPS_PVE_TOKEN")
             .env_remove("PROXOPS_PVE_PASSWORD")
             .env_remove("PROXOPS_PVE_USER")
-            .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-            .env("PROXOPS_TASK_POLL_MS", "20")
-            .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
-            .arg("--git-path")
-            .arg(repo.path())
-            .args(["--cluster", "home", "--git-poll-sec", "1"])
+            .env_remove("PROXOPS_PVE_TOKEN_VALUE")
+            .env_remove("PROXOPS_GIT_TOKEN")
+            .envs(env.iter().copied())
+            .args(args)
+            .args(["--git-poll-sec", "1"])
             .args(["--listen", "127.0.0.1:0", "--log-level", "debug"])
             .arg("run")
             .stdin(Stdio::null())
@@ -69,6 +83,28 @@ impl Daemon {
             stdout,
             stderr,
             _logs: logs,
+        }
+    }
+
+    /// Sends SIGTERM and waits for the exit status.
+    fn terminate(&mut self, deadline: Instant) -> std::process::ExitStatus {
+        let pid = self.child.id().to_string();
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(&pid)
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "no exit after SIGTERM:\n{}",
+                self.stderr()
+            );
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 
@@ -326,24 +362,7 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
     );
 
     // SIGTERM: exit 0.
-    let pid = daemon.child.id().to_string();
-    let sent = Command::new("kill")
-        .arg("-TERM")
-        .arg(&pid)
-        .status()
-        .unwrap();
-    assert!(sent.success());
-    let status = loop {
-        if let Some(s) = daemon.child.try_wait().unwrap() {
-            break s;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no exit after SIGTERM:\n{}",
-            daemon.stderr()
-        );
-        std::thread::sleep(Duration::from_millis(20));
-    };
+    let status = daemon.terminate(deadline);
     let stderr = daemon.stderr();
     let stdout = daemon.stdout();
     assert_eq!(status.code(), Some(0), "{stderr}");
@@ -374,4 +393,64 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
         assert!(!text.contains(&token_secret), "token leaked in {what}");
     }
     eprintln!("live_run took {:?}", started.elapsed());
+}
+
+#[test]
+fn a_url_mode_daemon_whose_remote_never_answered_serves_not_ready_cycles_and_touches_no_pve() {
+    let deadline = Instant::now() + DEADLINE;
+    let ops = tempfile::tempdir().unwrap();
+    // A PVE endpoint that would see any request: it must see none.
+    let pve = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    pve.set_nonblocking(true).unwrap();
+    let port = pve.local_addr().unwrap().port();
+    let cfg = ops.path().join("proxops.yaml");
+    std::fs::write(
+        &cfg,
+        format!(
+            "git:\n  url: file://{}\ndata-dir: {}\npve:\n  clusters:\n    edge:\n      base-url: https://127.0.0.1:{port}\n",
+            ops.path().join("missing.git").display(),
+            ops.path().join("data").display()
+        ),
+    )
+    .unwrap();
+    let token = "root@pam!ci=5f0c9a1e-0000-4000-8000-00000000beef";
+    let mut daemon = Daemon::spawn(
+        ops.path(),
+        &[
+            ("PROXOPS_PVE_TOKEN_VALUE", token),
+            ("HOME", ops.path().to_str().unwrap()),
+        ],
+        &["--config", cfg.to_str().unwrap()],
+    );
+    let addr = daemon.address(deadline);
+    let not_ready = r#"result="not_ready""#;
+    let metrics = wait_for(&addr, "/metrics", deadline, "not_ready cycles", |_, b| {
+        sample(b, "proxops_cycles_total", &[not_ready]) >= 2
+    });
+    let (ok, said) = promtool_check(&metrics);
+    assert!(
+        ok,
+        "promtool check metrics failed:\n{said}\n--- metrics ---\n{metrics}"
+    );
+    assert_eq!(sample(&metrics, "proxops_pve_requests_total", &[]), 0);
+    let (_, status) = get(&addr, "/status");
+    let doc: Value = serde_json::from_str(&status).unwrap();
+    assert_eq!(doc["last_cycle"]["aborted"], true, "{status}");
+    let reason = doc["last_cycle"]["abort_reason"].as_str().unwrap();
+    assert!(
+        reason.starts_with("edge: git sync failed and no previous good tree"),
+        "{status}"
+    );
+    assert!(
+        matches!(pve.accept(), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock),
+        "PVE was contacted"
+    );
+
+    let exit = daemon.terminate(deadline);
+    let stderr = daemon.stderr();
+    assert_eq!(exit.code(), Some(0), "{stderr}");
+    let secret = token.rsplit('=').next().unwrap();
+    for text in [&metrics, &status, &stderr, &daemon.stdout()] {
+        assert!(!text.contains(secret), "token leaked");
+    }
 }
