@@ -6,17 +6,28 @@
 //! goes through `ReadOnly`, which refuses anything but GET; a refused
 //! request aborts the run as a bug. It never edits `resources.yaml` and
 //! never overwrites a manifest an operator may have edited.
+//!
+//! With `--adopt-secrets` (spec §15.6) it also adds the live SSH public
+//! keys the cluster's SOPS file lacks to `cloud-init.ssh-keys`, before any
+//! manifest is written, so the manifests can reference them. That merge
+//! never renames or overwrites an existing entry, never imports a
+//! password, keeps the plaintext in memory (the file is re-encrypted for
+//! its own recipients and replaced through a sidecar and `rename`), and
+//! leaves the file untouched when there is nothing new or anything fails.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use proxops_core::adopt::{self, AdoptOptions};
 use proxops_core::names::{NodeName, StorageId};
+use proxops_core::wire::{SshKey, SshKeyId, SshKeys};
 use proxops_pve::reader::{self, ReadScope};
 use proxops_pve::transport::{
     Method, Request, Response, Transport, TransportError, encode_segment,
 };
+use proxops_sops::{SecretNode, SecretValue};
+use sha2::{Digest, Sha256};
 
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env};
@@ -154,12 +165,54 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         .map_err(|reason| Failure::runtime(format!("cluster {cluster}: {reason}")))?;
     let cfg = &ws.loaded.config;
     let cc = &cfg.clusters[&prepared.name];
+    if a.adopt_secrets && cc.secrets_file.is_none() {
+        return Err(Failure::input(format!(
+            "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
+        )));
+    }
     let guard = ReadOnly::new(ready.transport.as_ref());
     let scope = scope(&guard, &cc.nodes, cc.read_concurrency)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
     let snapshot = reader::read_snapshot(&guard, &scope)
         .map_err(|e| Failure::runtime(format!("adopt: pve inventory read failed: {e}")))?;
-    let sops_ssh_keys = if cc.secrets_file.is_some() {
+    if guard.refused() > 0 {
+        return Err(Failure::runtime(format!(
+            "adopt: BUG: {} write request(s) were attempted and refused; nothing was written to PVE",
+            guard.refused()
+        )));
+    }
+    let nodes = scope.allowlist.clone().unwrap_or_default();
+    let sops_ssh_keys = if a.adopt_secrets {
+        let Some(path) = creds::secrets_path(cc, ws.root.as_deref()) else {
+            return Err(Failure::input(format!(
+                "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
+            )));
+        };
+        let live = adopt::live_ssh_keys(
+            &snapshot,
+            &AdoptOptions {
+                nodes: nodes.clone(),
+                sops_ssh_keys: None,
+            },
+        );
+        let merged = merge_ssh_keys(
+            &path,
+            &live,
+            &proxops_sops::IdentitySources::from_process_env(),
+            now_rfc3339(),
+        )
+        .map_err(|e| Failure::runtime(format!("adopt: SOPS merge failed: {e}")))?;
+        for name in &merged.added {
+            println!(
+                "added cloud-init.ssh-keys.{name} to {}",
+                path.file_name().map_or_else(
+                    || path.display().to_string(),
+                    |f| f.to_string_lossy().into_owned()
+                )
+            );
+        }
+        Some(merged.keys)
+    } else if cc.secrets_file.is_some() {
         let c = creds::resolve(
             cfg,
             cc,
@@ -171,17 +224,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         None
     };
     let options = AdoptOptions {
-        nodes: scope.allowlist.clone().unwrap_or_default(),
+        nodes,
         sops_ssh_keys,
     };
     let adoption = adopt::adopt(&prepared.name, &snapshot, &options)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
-    if guard.refused() > 0 {
-        return Err(Failure::runtime(format!(
-            "adopt: BUG: {} write request(s) were attempted and refused; nothing was written to PVE",
-            guard.refused()
-        )));
-    }
     if adoption.is_empty() {
         println!("no adoptable objects found");
         return Ok(Exit::Ok);
@@ -221,4 +268,207 @@ fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
     let tmp = path.with_extension("yaml.proxops-tmp");
     std::fs::write(&tmp, bytes)?;
     std::fs::rename(&tmp, path)
+}
+
+/// What `--adopt-secrets` did to the SOPS file.
+#[derive(Debug)]
+pub struct MergedKeys {
+    /// Every `cloud-init.ssh-keys` entry after the merge (name → key line).
+    pub keys: BTreeMap<String, String>,
+    /// The names added, sorted; empty = the file was not written.
+    pub added: Vec<String>,
+}
+
+/// Why the SOPS file could not be merged. It is untouched in every case.
+#[derive(Debug)]
+pub enum MergeError {
+    Sops {
+        file: String,
+        source: proxops_sops::SopsError,
+    },
+    Shape {
+        file: String,
+        reason: String,
+    },
+    NoRecipients {
+        file: String,
+    },
+    Io {
+        file: String,
+        what: String,
+        reason: String,
+    },
+}
+
+impl std::fmt::Display for MergeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MergeError::Sops { file, source } => write!(f, "{file}: {source}"),
+            MergeError::Shape { file, reason } => write!(f, "{file}: {reason}"),
+            MergeError::NoRecipients { file } => write!(
+                f,
+                "{file}: the file's sops metadata names no age recipient to re-encrypt for"
+            ),
+            MergeError::Io { file, what, reason } => {
+                write!(f, "{file}: cannot write {what}: {reason}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for MergeError {}
+
+/// The deterministic name of an adopted key (spec §15.6):
+/// `adopted-<first 8 bytes of SHA-256("sshpki\0<type>\0<blob>") in hex>`,
+/// the comment excluded so one key under two comments gets one name.
+pub fn adopted_key_name(key: &SshKey) -> String {
+    let mut h = Sha256::new();
+    h.update(b"sshpki\0");
+    h.update(key.key_type.as_bytes());
+    h.update(b"\0");
+    h.update(key.blob.as_bytes());
+    let digest = h.finalize();
+    let hex: String = digest[..8].iter().map(|b| format!("{b:02x}")).collect();
+    format!("adopted-{hex}")
+}
+
+/// Adds every `live` key line whose key (type and blob) is not yet in the
+/// SOPS file's `cloud-init.ssh-keys` block under its `adopted-…` name,
+/// re-encrypts for the file's own recipients and rule, and replaces the
+/// file atomically through `<file>.proxops-tmp`. Existing names are never
+/// overwritten; with nothing new the file is not written at all. The
+/// plaintext stays in memory.
+pub fn merge_ssh_keys(
+    path: &Path,
+    live: &[String],
+    sources: &proxops_sops::IdentitySources,
+    lastmodified: String,
+) -> Result<MergedKeys, MergeError> {
+    let file = path.display().to_string();
+    let sops = |source| MergeError::Sops {
+        file: file.clone(),
+        source,
+    };
+    let text = std::fs::read_to_string(path).map_err(|e| MergeError::Io {
+        file: file.clone(),
+        what: "it (read)".into(),
+        reason: e.kind().to_string(),
+    })?;
+    let parsed = proxops_sops::SopsFile::parse(&text, &file).map_err(sops)?;
+    let identities = proxops_sops::Identities::load(sources).map_err(sops)?;
+    let mut doc = parsed.decrypt(&identities).map_err(sops)?;
+
+    let mut keys: BTreeMap<String, String> = BTreeMap::new();
+    for (p, value) in doc.leaves() {
+        if let Some(name) = p.strip_prefix("cloud-init.ssh-keys.") {
+            keys.insert(name.to_owned(), value.to_string());
+        }
+    }
+    let known: BTreeSet<SshKeyId> = keys
+        .values()
+        .filter_map(|line| SshKeys::from_text(line).ok())
+        .filter_map(|k| match k.keys.as_slice() {
+            [one] => Some(one.id()),
+            _ => None,
+        })
+        .collect();
+    let mut new: BTreeMap<String, String> = BTreeMap::new();
+    for line in live {
+        let Ok(key) = SshKey::parse(line) else {
+            continue;
+        };
+        if known.contains(&key.id()) {
+            continue;
+        }
+        let name = adopted_key_name(&key);
+        if keys.contains_key(&name) {
+            // Never overwrite: the guest keeps the `["*"]` sentinel.
+            continue;
+        }
+        new.entry(name).or_insert_with(|| key.to_line());
+    }
+    if new.is_empty() {
+        return Ok(MergedKeys {
+            keys,
+            added: Vec::new(),
+        });
+    }
+
+    let shape = |reason: &str| MergeError::Shape {
+        file: file.clone(),
+        reason: reason.to_owned(),
+    };
+    let entries = doc.entries_mut();
+    let ci = match entries.iter().position(|(k, _)| k == "cloud-init") {
+        Some(i) => i,
+        None => {
+            entries.push(("cloud-init".into(), SecretNode::Map(Vec::new())));
+            entries.len() - 1
+        }
+    };
+    let SecretNode::Map(ci_map) = &mut entries[ci].1 else {
+        return Err(shape("`cloud-init` is not a map"));
+    };
+    let sk = match ci_map.iter().position(|(k, _)| k == "ssh-keys") {
+        Some(i) => i,
+        None => {
+            ci_map.push(("ssh-keys".into(), SecretNode::Map(Vec::new())));
+            ci_map.len() - 1
+        }
+    };
+    let SecretNode::Map(sk_map) = &mut ci_map[sk].1 else {
+        return Err(shape("`cloud-init.ssh-keys` is not a map"));
+    };
+    for (name, line) in &new {
+        sk_map.push((
+            name.clone(),
+            SecretNode::Leaf(SecretValue::str(line.clone())),
+        ));
+    }
+
+    let recipients = parsed.recipients();
+    if recipients.is_empty() {
+        return Err(MergeError::NoRecipients { file });
+    }
+    let cipher = proxops_sops::encrypt(
+        &doc,
+        &proxops_sops::EncryptOptions {
+            recipients,
+            rule: parsed.rule().clone(),
+            mac_only_encrypted: parsed.mac_only_encrypted(),
+            lastmodified,
+        },
+    )
+    .map_err(sops)?;
+    let mut sidecar = path.as_os_str().to_owned();
+    sidecar.push(".proxops-tmp");
+    let sidecar = std::path::PathBuf::from(sidecar);
+    let written = std::fs::write(&sidecar, cipher.as_bytes())
+        .and_then(|()| copy_permissions(path, &sidecar))
+        .and_then(|()| std::fs::rename(&sidecar, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&sidecar);
+        return Err(MergeError::Io {
+            file,
+            what: sidecar.display().to_string(),
+            reason: e.kind().to_string(),
+        });
+    }
+    let added: Vec<String> = new.keys().cloned().collect();
+    keys.extend(new);
+    Ok(MergedKeys { keys, added })
+}
+
+fn copy_permissions(from: &Path, to: &Path) -> std::io::Result<()> {
+    let perms = std::fs::metadata(from)?.permissions();
+    std::fs::set_permissions(to, perms)
+}
+
+/// Now as RFC 3339 UTC whole seconds: the re-encrypted file's `lastmodified`.
+fn now_rfc3339() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    proxops_core::report::rfc3339(secs)
 }

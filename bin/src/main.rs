@@ -77,9 +77,6 @@ fn dispatch(
             Some(f) => creds::check(f),
             None => Err(Failure::input("usage: proxops secrets check FILE")),
         },
-        Command::Adopt if args.adopt_secrets => Err(Failure::input(
-            "`proxops adopt --adopt-secrets` is not available in this build yet",
-        )),
         Command::Adopt => adopt::run(global, args, &env),
     }
 }
