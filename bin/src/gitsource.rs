@@ -45,9 +45,23 @@ struct UrlMode {
     url: UrlSource,
     git: GitSource,
     cache_dir: PathBuf,
-    /// The process config as loaded at `open`, before any fetch.
-    process: config::Config,
+    /// The process config as loaded at `open`, before any fetch (`None`
+    /// with `--git-url` alone).
+    process: Option<config::Config>,
 }
+
+/// What the fetch needs, known before it.
+struct PreFetch {
+    url: String,
+    branch: String,
+    data_dir: String,
+    token: Option<proxops_core::secret::Secret>,
+    ca_file: Option<String>,
+    process: Option<config::Config>,
+}
+
+/// The built-in `data-dir` (spec §3.2).
+const DEFAULT_DATA_DIR: &str = "~/.local/share/proxops";
 
 impl DesiredSource {
     /// Decides the mode and, in URL mode, resolves the cache directory, the
@@ -68,25 +82,46 @@ impl DesiredSource {
             None => return Ok(DesiredSource { mode: Mode::Local }),
         };
         let ov = context::overrides(g, env);
-        let Some(cfg) = process_config(explicit.as_ref(), &ov) else {
+        let pre = match process_config(explicit.as_ref(), &ov) {
+            Some(cfg) => {
+                let Some(url) = cfg.git_url.clone() else {
+                    return Ok(DesiredSource { mode: Mode::Local });
+                };
+                let token = creds::git_token(&cfg, None, &IdentitySources::from_process_env())?;
+                PreFetch {
+                    url,
+                    branch: cfg.git_branch.clone(),
+                    data_dir: cfg.data_dir.clone(),
+                    token,
+                    ca_file: cfg.git_ca_file.clone(),
+                    process: Some(cfg),
+                }
+            }
+            // `--git-url` alone: the process config is the remote tree's
+            // own proxops.yaml, unknown before the fetch, so the fetch uses
+            // the flags, PROXOPS_GIT_TOKEN and the built-in data dir.
+            None if explicit.is_none() => PreFetch {
+                url: g.git_url.clone().unwrap_or_default(),
+                branch: g.git_branch.clone().unwrap_or_else(|| "main".to_owned()),
+                data_dir: DEFAULT_DATA_DIR.to_owned(),
+                token: env.git_token.clone(),
+                ca_file: None,
+                process: None,
+            },
             // Not a loadable process config on its own: local mode reports
             // every problem with it.
-            return Ok(DesiredSource { mode: Mode::Local });
-        };
-        let Some(url) = cfg.git_url.clone() else {
-            return Ok(DesiredSource { mode: Mode::Local });
+            None => return Ok(DesiredSource { mode: Mode::Local }),
         };
         let config_dir = config_path
             .as_deref()
             .and_then(Path::parent)
             .map(Path::to_path_buf)
             .unwrap_or_default();
-        let cache_dir = expand_home(&cfg.data_dir).join("git-cache");
-        let token = creds::git_token(&cfg, None, &IdentitySources::from_process_env())?
-            .and_then(|t| GitToken::new(t.expose().to_owned()));
-        let mut source = UrlSource::open(&url, &cfg.git_branch, &cache_dir, token)
+        let cache_dir = expand_home(&pre.data_dir).join("git-cache");
+        let token = pre.token.and_then(|t| GitToken::new(t.expose().to_owned()));
+        let mut source = UrlSource::open(&pre.url, &pre.branch, &cache_dir, token)
             .map_err(|e| Failure::input(format!("invalid configuration: git.url: {e}")))?;
-        if let Some(ca) = &cfg.git_ca_file {
+        if let Some(ca) = &pre.ca_file {
             let ca = expand_home(ca);
             source = source.with_ca_file(if ca.is_absolute() {
                 ca
@@ -100,7 +135,7 @@ impl DesiredSource {
                 url: source,
                 git: GitSource::new(),
                 cache_dir,
-                process: cfg,
+                process: pre.process,
             })),
         })
     }
@@ -115,11 +150,12 @@ impl DesiredSource {
     /// file alone at [`DesiredSource::open`] (clusters declared inline,
     /// `listen`, poll interval), known before any fetch, so a daemon whose
     /// first fetch fails can still serve `/status` and report every declared
-    /// cluster's cycle as aborted. `None` in local mode.
+    /// cluster's cycle as aborted. `None` in local mode and with `--git-url`
+    /// alone (the remote tree holds the process config).
     #[allow(dead_code)] // for the daemon
     pub fn url_process_config(&self) -> Option<&config::Config> {
         match &self.mode {
-            Mode::Url(u) => Some(&u.process),
+            Mode::Url(u) => u.process.as_ref(),
             Mode::Local => None,
         }
     }

@@ -532,3 +532,43 @@ fn a_sops_git_token_outranks_the_environment_and_yaml_and_two_different_ones_con
     assert!(!conflict.stderr.contains(other), "{}", conflict.stderr);
     drop(server);
 }
+
+#[test]
+fn git_url_alone_takes_the_configuration_from_the_remote_tree() {
+    let rig = Rig::new();
+    // A remote holding the whole demo, clusters' config.yaml included.
+    let full = rig.s.work_repo("full");
+    copy_demo(&workspace_root().join("fixtures/repos/demo"), &full, "");
+    for c in ["edge", "home"] {
+        std::fs::copy(
+            workspace_root().join(format!("fixtures/repos/demo/clusters/{c}/config.yaml")),
+            full.join(format!("clusters/{c}/config.yaml")),
+        )
+        .unwrap();
+    }
+    rig.s.commit_all(&full, "full demo");
+    let bare = rig.s.bare_repo("srv/full.git");
+    rig.s.push(&full, &bare, "main");
+
+    let replay = workspace_root().join("fixtures/live/demo");
+    let url = format!("file://{}", bare.display());
+    let run = rig.proxops(
+        &[
+            "--git-url",
+            &url,
+            "diff",
+            "--replay",
+            replay.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_ok(&run);
+    assert_eq!(run.stdout, local_plan());
+    // No data-dir configured: the default one under HOME holds the cache.
+    assert!(
+        rig.s
+            .home()
+            .join(".local/share/proxops/git-cache/HEAD")
+            .exists()
+    );
+}
