@@ -6,6 +6,11 @@
 //! manifests, once completed and listed, must plan nothing but the
 //! ownership claim of each guest.
 //!
+//! Property strings are written as PVE prints them: the default key first,
+//! then the other keys sorted (`discard=on,iothread=1,size=32G,ssd=1`); one
+//! NIC has a lower-case MAC and one cloud-init volume a `size=`, as seen on
+//! PVE 9.
+//!
 //! Where fakepve differs from PVE the seed says what PVE does:
 //! - storages are cluster-wide in fakepve, so `local` lists the same files
 //!   on both nodes (on PVE `local` is per node); the seed treats every
@@ -102,8 +107,8 @@ pub fn estate_seed() -> Value {
             json!({
                 "name": "web-01", "memory": "2048", "cpu": "x86-64-v2-AES", "cores": 2, "sockets": 1,
                 "ostype": "l26", "scsihw": "virtio-scsi-single", "machine": "q35",
-                "scsi0": "local-lvm:vm-101-disk-0,discard=on,iothread=1,ssd=1,size=32G",
-                "ide2": "local-lvm:vm-101-cloudinit,media=cdrom",
+                "scsi0": "local-lvm:vm-101-disk-0,discard=on,iothread=1,size=32G,ssd=1",
+                "ide2": "local-lvm:vm-101-cloudinit,media=cdrom,size=4M",
                 "ide3": "local:iso/debian-13.1.0-amd64-netinst.iso,media=cdrom,size=765952K",
                 "net0": "virtio=BC:24:11:5A:20:01,bridge=vmbr0,firewall=1,tag=20",
                 "agent": "1", "boot": "order=scsi0;ide2;net0", "onboot": 1,
@@ -124,7 +129,7 @@ pub fn estate_seed() -> Value {
                 "tpmstate0": "local-lvm:vm-102-disk-1,size=4M,version=v2.0",
                 "virtio0": "local-lvm:vm-102-disk-2,iothread=1,size=64G",
                 "virtio1": "local-zfs:vm-102-disk-0,discard=on,size=200G",
-                "sata0": "local-lvm:vm-102-disk-3,discard=on,ssd=1,size=1T",
+                "sata0": "local-lvm:vm-102-disk-3,discard=on,size=1T,ssd=1",
                 "net0": "e1000=BC:24:11:5A:21:01,bridge=vmbr0,rate=12.5",
                 "boot": "order=virtio0;net0",
                 "tags": "db",
@@ -234,7 +239,7 @@ pub fn estate_seed() -> Value {
             json!({
                 "name": "sata-only", "memory": "2048", "cpu": "host", "cores": 2, "ostype": "other",
                 "sata0": "local-lvm:vm-111-disk-0,size=10G",
-                "sata1": "local-zfs:vm-111-disk-0,ssd=1,size=50G",
+                "sata1": "local-zfs:vm-111-disk-0,size=50G,ssd=1",
                 "net0": "e1000e=BC:24:11:5A:2E:01,bridge=vmbr0,firewall=1,rate=25,tag=111",
             }),
         ),
@@ -298,7 +303,7 @@ pub fn estate_seed() -> Value {
             json!({
                 "name": "ci-runner", "memory": "4096", "cpu": "host", "cores": 4, "ostype": "l26",
                 "scsihw": "virtio-scsi-single",
-                "scsi0": "local-zfs:vm-123-disk-0,discard=on,iothread=1,ssd=1,size=64G",
+                "scsi0": "local-zfs:vm-123-disk-0,discard=on,iothread=1,size=64G,ssd=1",
                 "scsi1": "local-zfs:vm-123-disk-1,iothread=1,size=200G",
                 "ide2": "local-lvm:vm-123-cloudinit,media=cdrom",
                 "ide3": "nfs-iso:iso/ubuntu-24.04.1-live-server-amd64.iso,media=cdrom,size=2708862K",
@@ -316,7 +321,7 @@ pub fn estate_seed() -> Value {
                 "name": "virtio-blk", "memory": "1024", "cpu": "host", "cores": 1, "ostype": "l26",
                 "virtio0": "local-lvm:vm-124-disk-0,discard=on,size=12G",
                 "virtio1": "local-lvm:vm-124-disk-1,iothread=1,size=2G",
-                "net0": "virtio=BC:24:11:5A:45:01,bridge=vmbr0,rate=5",
+                "net0": "virtio=bc:24:11:5a:45:01,bridge=vmbr0,rate=5",
             }),
         ),
         vm(
@@ -339,7 +344,7 @@ pub fn estate_seed() -> Value {
             json!({
                 "hostname": "dns-01", "cores": 1, "memory": 512, "swap": 256, "ostype": "debian",
                 "rootfs": "local-lvm:vm-201-disk-0,size=8G",
-                "mp0": "local-lvm:vm-201-disk-1,mp=/var/lib/unbound,backup=1,size=4G",
+                "mp0": "local-lvm:vm-201-disk-1,backup=1,mp=/var/lib/unbound,size=4G",
                 "mp1": "/srv/dns-zones,mp=/etc/zones,ro=1",
                 "net0": "name=eth0,bridge=vmbr0,gw=10.0.20.1,hwaddr=BC:24:11:5A:30:01,ip=10.0.20.53/24,type=veth",
                 "net1": "name=eth1,bridge=vmbr0,hwaddr=BC:24:11:5A:30:02,ip=10.0.40.53/24,tag=40,type=veth",
