@@ -366,6 +366,30 @@ fn https_with_a_token_from_the_environment_plans_and_never_shows_the_token() {
     assert_eq!(stale.stdout, pushed.stdout);
     assert!(stale.stderr.contains("desired_stale"), "{}", stale.stderr);
     assert_no_token(&stale);
+    assert_no_file_holds(&rig.ops().join("data"), TOKEN.as_bytes());
+}
+
+/// No file under `dir` (the data dir: cache, marker) contains `needle`.
+fn assert_no_file_holds(dir: &Path, needle: &[u8]) {
+    let mut seen = 0;
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(d) = stack.pop() {
+        for entry in std::fs::read_dir(&d).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                stack.push(path);
+            } else {
+                seen += 1;
+                let bytes = std::fs::read(&path).unwrap();
+                assert!(
+                    !bytes.windows(needle.len()).any(|w| w == needle),
+                    "{} holds the token",
+                    path.display()
+                );
+            }
+        }
+    }
+    assert!(seen > 0, "nothing under {}", dir.display());
 }
 
 #[test]
