@@ -454,3 +454,61 @@ fn a_url_mode_daemon_whose_remote_never_answered_serves_not_ready_cycles_and_tou
         assert!(!text.contains(secret), "token leaked");
     }
 }
+
+#[test]
+fn sigterm_lets_the_action_in_flight_finish_and_starts_no_other() {
+    let deadline = Instant::now() + DEADLINE;
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let twin = std::fs::read_to_string(repo.path().join("vm/base/monitoring.yaml"))
+        .unwrap()
+        .replace("name: monitoring", "name: monitoring-b")
+        .replace("vmid: 150", "vmid: 151");
+    repo.write("vm/base/monitoring-b.yaml", &twin);
+    repo.set_resources(&[
+        "../../vm/base/monitoring.yaml",
+        "../../vm/base/monitoring-b.yaml",
+    ]);
+    let created = proxops(&pve, &repo, &["apply"]);
+    assert_eq!(created.code, 0, "{}", created.all());
+
+    // Both VMs stopped behind ProxOps' back; a start now takes 2 s.
+    pve.settings(json!({"time_scale": 0.1})).unwrap();
+    for vmid in [150, 151] {
+        pve.set_guest(vmid, json!({"status": "stopped", "start_secs": 20}))
+            .unwrap();
+    }
+    pve.forget_requests().unwrap();
+
+    let mut daemon = Daemon::start(&pve, &repo);
+    let started_log = |d: &Daemon| {
+        d.stderr()
+            .lines()
+            .any(|l| l.contains("pve.request method=POST") && l.contains("/status/start"))
+    };
+    while !started_log(&daemon) {
+        assert!(
+            Instant::now() < deadline,
+            "no start request:\n{}",
+            daemon.stderr()
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let exit = daemon.terminate(deadline);
+    let stderr = daemon.stderr();
+    assert_eq!(exit.code(), Some(0), "{stderr}");
+
+    // The start in flight was waited for and succeeded; the other never began.
+    let starts: Vec<_> = writes(&pve)
+        .into_iter()
+        .filter(|(m, p)| m == "POST" && p.ends_with("/status/start"))
+        .collect();
+    assert_eq!(starts.len(), 1, "{starts:?}\n{stderr}");
+    let done: Vec<_> = stderr
+        .lines()
+        .filter(|l| l.contains("proxops.action") && l.contains("what=start"))
+        .collect();
+    assert_eq!(done.len(), 1, "{stderr}");
+    assert!(done[0].contains("ok=true"), "{stderr}");
+    assert!(stderr.contains("proxops.run stopping"), "{stderr}");
+}
