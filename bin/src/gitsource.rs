@@ -223,6 +223,20 @@ impl UrlMode {
             },
             explicit.as_ref().map(|(n, b)| (n.as_str(), b.as_slice())),
         )?;
+        let explicit_name = explicit.as_ref().map(|(n, _)| n.as_str());
+        if let Some(cc) =
+            loaded.config.clusters.values().find(|cc| {
+                cc.secrets_file.is_some() && Some(cc.declared_in.as_str()) != explicit_name
+            })
+        {
+            // Its secrets-file is a path in the remote tree, not on this
+            // host: reading a local file of that name would be wrong.
+            return Err(Failure::input(format!(
+                "invalid configuration: cluster {:?}: in URL mode a secrets-file declared in the remote tree ({}) is not supported; declare the cluster, its secrets-file and its secrets block inline in the --config file",
+                cc.name.as_str(),
+                cc.declared_in
+            )));
+        }
         Ok(Workspace {
             root: None,
             commit: Some(commit),

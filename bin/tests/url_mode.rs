@@ -588,6 +588,31 @@ fn git_url_alone_takes_the_configuration_from_the_remote_tree() {
     );
     assert_ok(&run);
     assert_eq!(run.stdout, local_plan());
+    // A SOPS file named by the remote tree is refused, not looked up on
+    // this host.
+    let edge = full.join("clusters/edge/config.yaml");
+    let text = std::fs::read_to_string(&edge).unwrap();
+    std::fs::write(&edge, format!("{text}      secrets-file: edge.sops.yaml\n")).unwrap();
+    rig.s.commit_all(&full, "edge takes a secrets file");
+    rig.s.push(&full, &bare, "main");
+    let refused = rig.proxops(
+        &[
+            "--git-url",
+            &url,
+            "diff",
+            "--replay",
+            replay.to_str().unwrap(),
+        ],
+        &[],
+    );
+    assert_eq!(refused.code, 2, "{}", refused.stderr);
+    assert!(
+        refused
+            .stderr
+            .contains("secrets-file declared in the remote tree"),
+        "{}",
+        refused.stderr
+    );
     // No data-dir configured: the default one under HOME holds the cache.
     assert!(
         rig.s
