@@ -190,6 +190,15 @@ fn one_cycle(
         stop: Some(stop),
         on_result: Some(&log_action),
     };
+    // Invalid manifests: the clusters abort (parse_error); say why.
+    for d in &session.invalid {
+        let text = one_line(&d.to_string());
+        log::event(
+            Level::Error,
+            "proxops.invalid_input",
+            &[("diagnostic", text.as_str())],
+        );
+    }
     let cycles = cycle::apply_all(&session, &opts);
     let mut clusters = Vec::new();
     let mut requests = Vec::new();

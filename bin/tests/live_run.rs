@@ -335,6 +335,11 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
         "parse_error counted",
         |_, b| sample(b, "proxops_cycles_total", &[parse_error]) > 0,
     );
+    assert!(
+        daemon.stderr().contains("proxops.invalid_input"),
+        "{}",
+        daemon.stderr()
+    );
     let (_, aborted) = get(&addr, "/status");
     let doc: Value = serde_json::from_str(&aborted).unwrap();
     assert_eq!(doc["last_cycle"]["aborted"], true, "{aborted}");
