@@ -138,6 +138,13 @@ struct Setup {
 }
 
 fn setup() -> Setup {
+    // `main` holds the live ops key under another comment: the same key.
+    setup_with(&format!(
+        "secrets:\n  note: keep-me\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 {KEY_OPS_BLOB} ops@laptop\nother:\n  - 1\n  - two\n"
+    ))
+}
+
+fn setup_with(plain: &str) -> Setup {
     assert!(
         tool("sops").exists(),
         "sops is not installed: run tools/install-test-tools.sh"
@@ -157,11 +164,7 @@ fn setup() -> Setup {
     }
     repo.set_resources(&[]);
     let keys = tempfile::tempdir().unwrap();
-    // `main` holds the live ops key under another comment: the same key.
-    let plain = format!(
-        "secrets:\n  note: keep-me\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 {KEY_OPS_BLOB} ops@laptop\nother:\n  - 1\n  - two\n"
-    );
-    let (cipher, key) = encrypt(keys.path(), &plain);
+    let (cipher, key) = encrypt(keys.path(), plain);
     repo.write("clusters/home/secrets.sops.yaml", &cipher);
     let cfg = std::fs::read_to_string(repo.path().join("clusters/home/config.yaml")).unwrap();
     repo.write(
@@ -355,4 +358,33 @@ fn adopt_secrets_needs_a_secrets_file() {
         out.all()
     );
     assert!(writes(&pve).is_empty());
+}
+
+#[test]
+fn a_sops_file_without_a_cloud_init_block_gets_one() {
+    let s = setup_with("secrets:\n  note: keep-me\n");
+    let (code, text) = run(&s, &["adopt", "--adopt-secrets"]);
+    assert_eq!(code, 0, "{text}");
+    let ops = adopted_name("ssh-ed25519", KEY_OPS_BLOB);
+    let ci = adopted_name("ssh-ed25519", KEY_CI_BLOB);
+    let new = adopted_name("ssh-rsa", KEY_NEW_BLOB);
+    let mut names = [
+        (ops.clone(), format!("ssh-ed25519 {KEY_OPS_BLOB} ops@host")),
+        (ci, format!("ssh-ed25519 {KEY_CI_BLOB} ci@runner")),
+        (new, format!("ssh-rsa {KEY_NEW_BLOB} someone@else")),
+    ];
+    names.sort();
+    let block: String = names
+        .iter()
+        .map(|(n, l)| format!("        {n}: {l}\n"))
+        .collect();
+    assert_eq!(
+        sops_decrypt(&s.sops_file, &s.key),
+        format!("secrets:\n    note: keep-me\ncloud-init:\n    ssh-keys:\n{block}")
+    );
+    assert!(
+        manifest(&s, "known-key").contains(&format!("- cloud-init.ssh-keys.{ops}\n")),
+        "{}",
+        manifest(&s, "known-key")
+    );
 }
