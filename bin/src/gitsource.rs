@@ -141,7 +141,6 @@ impl DesiredSource {
     }
 
     /// `true` in URL mode.
-    #[allow(dead_code)] // for the daemon's status
     pub fn is_url(&self) -> bool {
         matches!(self.mode, Mode::Url(_))
     }
