@@ -10,8 +10,9 @@
 //! (so a one-shot `diff` after a good one keeps working while the remote is
 //! down).
 //!
-//! It never writes outside the cache, never prints the git token, and never
-//! lets a fetch error decide anything but staleness.
+//! It never writes outside the data dir (the cache and its
+//! `git-cache.source` marker), never prints the git token, and never lets a
+//! fetch error decide anything but staleness.
 
 use std::path::{Path, PathBuf};
 
