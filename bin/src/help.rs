@@ -103,7 +103,8 @@ Read one cluster (only GET requests) and write a manifest per live guest,
 template and storage file under <kind>/<cluster>/. Prints the resources.yaml
 lines to add, the gap report, INCOMPLETE and SKIPPED lists.
   --replay DIR       Adopt from a recording instead of the API
-  --adopt-secrets    Move live SSH keys into the cluster's SOPS file
+  --adopt-secrets    Add live SSH keys the cluster's SOPS file lacks, as
+                     adopted-<hex> names, and reference them (PVE unchanged)
 "
         }
         Command::Record => {
