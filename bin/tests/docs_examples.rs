@@ -161,6 +161,8 @@ fn run_step(dir: &Path, step: &Step) -> String {
         .env("PATH", search_path())
         // No identity or credential of the machine running the tests.
         .env("HOME", dir)
+        // Byte order for `ls` and `sort`, whatever the machine's locale.
+        .env("LC_ALL", "C")
         .env("XDG_CONFIG_HOME", dir.join(".config"))
         .env_remove("SOPS_AGE_KEY")
         .env_remove("SOPS_AGE_KEY_FILE")
