@@ -69,7 +69,8 @@ fn repo(dir: &Path, pve: &FakePve) {
 fn main() {
     let pve = FakePve::start(&seed()).expect("fakepve (run tools/install-test-tools.sh)");
     pve.settings(json!({"time_scale": 1.0})).unwrap();
-    pve.call("slow_network", json!([LATENCY]), json!({})).unwrap();
+    pve.call("slow_network", json!([LATENCY]), json!({}))
+        .unwrap();
     let dir = tempfile::tempdir().unwrap();
     repo(dir.path(), &pve);
     let mut times = Vec::new();
@@ -86,7 +87,11 @@ fn main() {
             .unwrap();
         times.push(t.elapsed());
         let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success() && stdout.contains("no drift"), "{stdout}{}", String::from_utf8_lossy(&out.stderr));
+        assert!(
+            out.status.success() && stdout.contains("no drift"),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
         requests = pve.requests().unwrap().len();
     }
     times.sort();
