@@ -82,19 +82,23 @@ fn console_blocks(path: &Path) -> Vec<Block> {
         .to_string();
     let text = std::fs::read_to_string(path).unwrap();
     let mut blocks = Vec::new();
-    let mut current: Option<Block> = None;
-    for (i, line) in text.lines().enumerate() {
-        let trimmed = line.trim_end();
+    // The open block and the indentation of its fence (a block may sit in a
+    // list item; its lines carry the same indentation).
+    let mut current: Option<(Block, usize)> = None;
+    for (i, raw) in text.lines().enumerate() {
+        let indent = raw.len() - raw.trim_start().len();
         match &mut current {
             None => {
-                if trimmed == "```console" {
-                    current = Some(Block { steps: Vec::new() });
+                if raw.trim() == "```console" {
+                    current = Some((Block { steps: Vec::new() }, indent));
                 }
             }
-            Some(block) => {
-                if trimmed == "```" {
-                    blocks.push(current.take().unwrap());
-                } else if let Some(cmd) = trimmed.strip_prefix("$ ") {
+            Some((block, fence_indent)) => {
+                let strip = indent.min(*fence_indent);
+                let line = raw[strip..].trim_end();
+                if raw.trim() == "```" {
+                    blocks.push(current.take().unwrap().0);
+                } else if let Some(cmd) = line.strip_prefix("$ ") {
                     block.steps.push(Step {
                         doc: doc.clone(),
                         line: i + 1,
@@ -102,10 +106,10 @@ fn console_blocks(path: &Path) -> Vec<Block> {
                         expected: Vec::new(),
                     });
                 } else if let Some(step) = block.steps.last_mut() {
-                    step.expected.push(trimmed.to_owned());
+                    step.expected.push(line.to_owned());
                 } else {
                     panic!(
-                        "{doc}:{}: a console block must start with a `$ ` command line, found {trimmed:?}",
+                        "{doc}:{}: a console block must start with a `$ ` command line, found {line:?}",
                         i + 1
                     );
                 }
@@ -373,12 +377,14 @@ fn the_console_parser_reads_commands_output_and_ellipsis() {
     let md = dir.path().join("x.md");
     std::fs::write(
         &md,
-        "text\n```console\n$ echo a\na\n...\n$ true\n```\n```sh\n$ not run\n```\n",
+        "text\n```console\n$ echo a\na\n...\n$ true\n```\n```sh\n$ not run\n```\n- item\n\n  ```console\n  $ echo b\n    b\n  ```\n",
     )
     .unwrap();
     let blocks = console_blocks(&md);
-    assert_eq!(blocks.len(), 1);
+    assert_eq!(blocks.len(), 2);
     assert_eq!(blocks[0].steps.len(), 2);
+    assert_eq!(blocks[1].steps[0].command, "echo b");
+    assert_eq!(blocks[1].steps[0].expected, vec!["  b"]);
     assert_eq!(blocks[0].steps[0].line, 3);
     assert_eq!(blocks[0].steps[0].expected, vec!["a", "..."]);
     assert!(lines_match(
