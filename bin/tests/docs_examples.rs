@@ -333,8 +333,25 @@ fn long_flags(text: &str) -> Vec<String> {
             i += 1;
         }
     }
+    out.extend(short_flags(text));
     out.sort();
     out.dedup();
+    out
+}
+
+/// `-n`, `-h`, `-V`: a dash and one letter, standing alone.
+fn short_flags(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let mut out = Vec::new();
+    for i in 0..chars.len().saturating_sub(1) {
+        let before_ok = i == 0 || matches!(chars[i - 1], ' ' | '[' | '|' | ',' | '\n');
+        let after_ok = chars
+            .get(i + 2)
+            .is_none_or(|c| !(c.is_ascii_alphanumeric() || *c == '-'));
+        if chars[i] == '-' && chars[i + 1].is_ascii_alphabetic() && before_ok && after_ok {
+            out.push(format!("-{}", chars[i + 1]));
+        }
+    }
     out
 }
 
@@ -395,4 +412,8 @@ fn the_console_parser_reads_commands_output_and_ellipsis() {
     assert!(lines_match(&["key: ...".into()], &["key: age1xyz"]));
     assert!(!lines_match(&["key: ...".into()], &["other"]));
     assert!(!lines_match(&["a".into()], &["a", "b"]));
+    assert_eq!(
+        long_flags("  -n, --dry-run  x [-V|--out] a-b"),
+        vec!["--dry-run", "--out", "-V", "-n"]
+    );
 }
