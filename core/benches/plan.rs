@@ -116,7 +116,7 @@ fn main() {
             secrets: &secrets,
         };
         let policy = Policy::default();
-        let runs = if n >= 10_000 { 7 } else { 15 };
+        let runs = if n >= 10_000 { 11 } else { 21 };
         let mut times = Vec::new();
         let mut actions = 0;
         for _ in 0..runs {
@@ -132,15 +132,18 @@ fn main() {
             median.as_secs_f64() * 1e3,
             times[0].as_secs_f64() * 1e3
         );
-        results.push((n, median));
+        results.push((n, median, times[0]));
     }
-    if let (Some((_, t10)), Some((_, t20))) = (
+    if let (Some((_, m10, b10)), Some((_, m20, b20))) = (
         results.iter().find(|r| r.0 == 10_000),
         results.iter().find(|r| r.0 == 20_000),
     ) {
+        // The best run is the one least disturbed by other work on the
+        // machine; both are printed.
         println!(
-            "ratio 20k/10k: {:.2}",
-            t20.as_secs_f64() / t10.as_secs_f64()
+            "ratio 20k/10k: median {:.2}, best {:.2}",
+            m20.as_secs_f64() / m10.as_secs_f64(),
+            b20.as_secs_f64() / b10.as_secs_f64()
         );
     }
 }

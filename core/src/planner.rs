@@ -115,7 +115,9 @@ pub fn plan(
             cluster: desired.name.clone(),
             aborted: false,
             abort_reason: None,
-            actions: Vec::new(),
+            // Sized once: growing a vector of thousands of actions copies
+            // it over and over, which dominated large plans.
+            actions: Vec::with_capacity(desired.objects.len() + live.guests.len()),
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
