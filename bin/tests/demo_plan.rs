@@ -101,3 +101,74 @@ fn a_missing_recording_aborts_that_cluster_only() {
     assert!(stdout.contains("=== edge ===\n=== will create"), "{stdout}");
     assert!(stdout.contains("=== home ===\naborted:"), "{stdout}");
 }
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for entry in std::fs::read_dir(from).unwrap() {
+        let entry = entry.unwrap();
+        let target = to.join(entry.file_name());
+        if entry.file_type().unwrap().is_dir() {
+            copy_dir(&entry.path(), &target);
+        } else {
+            std::fs::copy(entry.path(), &target).unwrap();
+        }
+    }
+}
+
+fn files_under(dir: &Path, prefix: &str, out: &mut Vec<(String, Vec<u8>)>) {
+    let mut entries: Vec<_> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .collect();
+    entries.sort_by_key(|e| e.file_name());
+    for e in entries {
+        let name = format!("{prefix}{}", e.file_name().to_string_lossy());
+        if e.file_type().unwrap().is_dir() {
+            files_under(&e.path(), &format!("{name}/"), out);
+        } else {
+            out.push((name, std::fs::read(e.path()).unwrap()));
+        }
+    }
+}
+
+#[test]
+fn adopt_from_the_demo_recordings_is_offline_and_byte_stable() {
+    let mut trees = Vec::new();
+    let mut outputs = Vec::new();
+    for _ in 0..2 {
+        let dir = tempfile::tempdir().unwrap();
+        copy_dir(&root().join("fixtures/repos/demo"), dir.path());
+        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .current_dir(root())
+            .env_remove("PROXOPS_PVE_TOKEN_VALUE")
+            .arg("--git-path")
+            .arg(dir.path())
+            .args([
+                "--cluster",
+                "home",
+                "adopt",
+                "--replay",
+                "fixtures/live/demo",
+            ])
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8(out.stdout).unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(stdout.contains("wrote vm/home/legacy-app.yaml"), "{stdout}");
+        assert!(
+            stdout.contains("INCOMPLETE lxc/home/old-tool.yaml"),
+            "{stdout}"
+        );
+        let mut files = Vec::new();
+        files_under(dir.path(), "", &mut files);
+        trees.push(files);
+        outputs.push(stdout);
+    }
+    assert_eq!(trees[0], trees[1]);
+    assert_eq!(outputs[0], outputs[1]);
+}
