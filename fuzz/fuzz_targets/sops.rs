@@ -1,0 +1,4 @@
+//! libFuzzer entry point; the work is `proxops_fuzz::sops`.
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| proxops_fuzz::sops(data));
