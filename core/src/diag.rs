@@ -70,8 +70,18 @@ impl fmt::Display for Diagnostic {
 
 /// Positions of every key and sequence item in a YAML text, per document,
 /// keyed by field path (`metadata.name`, `spec.disks[1].size`).
+///
+/// The text is indexed on the first question, not when the index is made:
+/// a valid repository asks none, and indexing every file up front cost as
+/// much as parsing it.
 #[derive(Debug, Default, Clone)]
 pub struct YamlIndex {
+    text: String,
+    built: std::sync::OnceLock<Positions>,
+}
+
+#[derive(Debug, Default, Clone)]
+struct Positions {
     docs: Vec<BTreeMap<String, (usize, usize)>>,
     /// Where a key appears a second time in the same mapping, per document.
     repeats: BTreeMap<(usize, String), (usize, usize)>,
@@ -83,9 +93,23 @@ enum Frame {
 }
 
 impl YamlIndex {
-    /// Builds the index; a syntax error just ends it early (the parser
-    /// reports syntax errors with their own position).
+    /// The index of `text`, built when first asked; a syntax error just
+    /// ends it early (the parser reports syntax errors with their own
+    /// position).
     pub fn build(text: &str) -> YamlIndex {
+        YamlIndex {
+            text: text.to_owned(),
+            built: std::sync::OnceLock::new(),
+        }
+    }
+
+    fn positions(&self) -> &Positions {
+        self.built.get_or_init(|| Positions::of(&self.text))
+    }
+}
+
+impl Positions {
+    fn of(text: &str) -> Positions {
         let mut docs: Vec<BTreeMap<String, (usize, usize)>> = Vec::new();
         let mut repeats: BTreeMap<(usize, String), (usize, usize)> = BTreeMap::new();
         let mut stack: Vec<Frame> = Vec::new();
@@ -176,13 +200,15 @@ impl YamlIndex {
                 _ => {}
             }
         }
-        YamlIndex { docs, repeats }
+        Positions { docs, repeats }
     }
+}
 
+impl YamlIndex {
     /// The position of `path` in document `doc`, or of its nearest ancestor
     /// that has one.
     pub fn locate(&self, doc: usize, path: &str) -> Option<(usize, usize)> {
-        let map = self.docs.get(doc)?;
+        let map = self.positions().docs.get(doc)?;
         let mut p = path.to_owned();
         loop {
             if let Some(pos) = map.get(&p) {
@@ -198,14 +224,15 @@ impl YamlIndex {
     /// Where `path` is written a second time in its mapping (the first
     /// document that repeats it).
     pub fn repeated_key(&self, path: &str) -> Option<(usize, usize)> {
-        self.repeats
+        self.positions()
+            .repeats
             .iter()
             .find(|((_, p), _)| p == path)
             .map(|(_, pos)| *pos)
     }
 
     pub fn documents(&self) -> usize {
-        self.docs.len()
+        self.positions().docs.len()
     }
 }
 
