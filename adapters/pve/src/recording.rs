@@ -81,10 +81,10 @@ impl Recording {
 
     /// Reads `proxops-recording/v1` JSON.
     pub fn from_json(bytes: &[u8]) -> Result<Recording, RecordingError> {
-        let v: Value =
+        let mut v: Value =
             serde_json::from_slice(bytes).map_err(|e| RecordingError::Json(e.to_string()))?;
         let obj = v
-            .as_object()
+            .as_object_mut()
             .ok_or_else(|| format_err("(top level)", "expected a JSON object"))?;
         match obj.get("format").and_then(Value::as_str) {
             Some(RECORDING_FORMAT) => {}
@@ -101,12 +101,15 @@ impl Recording {
             .ok_or_else(|| format_err("cluster", "expected a cluster name string"))?;
         let cluster =
             ClusterName::new(cluster).map_err(|e| format_err("cluster", e.to_string()))?;
+        // The bodies are moved out, not cloned: a large recording's answers
+        // would otherwise sit in memory twice.
         let items = obj
-            .get("responses")
-            .and_then(Value::as_array)
+            .get_mut("responses")
+            .and_then(Value::as_array_mut)
+            .map(std::mem::take)
             .ok_or_else(|| format_err("responses", "expected an array"))?;
         let mut responses = Vec::with_capacity(items.len());
-        for (i, item) in items.iter().enumerate() {
+        for (i, mut item) in items.into_iter().enumerate() {
             let field = |name: &str| format!("responses[{i}].{name}");
             let text = |name: &str| -> Result<String, RecordingError> {
                 item.get(name)
@@ -142,8 +145,8 @@ impl Recording {
                 Some(_) => return Err(format_err(field("reason"), "expected a string")),
             };
             let body = item
-                .get("body")
-                .cloned()
+                .get_mut("body")
+                .map(Value::take)
                 .ok_or_else(|| format_err(field("body"), "missing"))?;
             responses.push(RecordedResponse {
                 method,
