@@ -216,7 +216,10 @@ impl LxcBindMount {
             return Err(WireError::invalid("mpN", s, "an absolute host path"));
         }
         let (host_path, mut mp) = match head.split_once(':') {
-            Some((h, g)) if g.starts_with('/') => (h.to_owned(), Some(g.to_owned())),
+            // Whitespace before the `:` is padding, as around any token:
+            // `/a\x0c:/b` must not keep it, or the `mp=` form written back
+            // would name another host path.
+            Some((h, g)) if g.starts_with('/') => (h.trim_end().to_owned(), Some(g.to_owned())),
             _ => (head.clone(), None),
         };
         let mut b = LxcBindMount {
