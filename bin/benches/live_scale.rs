@@ -3,7 +3,7 @@
 //!
 //! On an empty cluster (only nodes, storages and one container template
 //! archive seeded), a generated repository of VMs created from scratch,
-//! one TemplateVM per node with linked clones beside it, and LXC containers
+//! one TemplateVM per node with clones of it beside it, and LXC containers
 //! is applied with `proxops apply` (time scale 0: every task has finished
 //! when its POST answers). The bench prints the first apply's requests and
 //! wall time, then checks a converged `proxops diff`: no drift, and no more
@@ -50,7 +50,7 @@ struct Estate {
 }
 
 impl Estate {
-    /// `guests` in all: one template per node, a tenth linked clones, a
+    /// `guests` in all: one template per node, a tenth clones, a
     /// tenth containers, the rest VMs built from scratch.
     fn new(guests: usize, nodes: usize) -> Estate {
         assert!(guests >= nodes, "need at least one guest per node");
@@ -155,8 +155,8 @@ fn repo(dir: &Path, pve: &FakePve, estate: &Estate) {
     }
     for i in 0..estate.clones {
         let vmid = 20000 + i;
-        // Beside its template: a linked clone of a local-lvm template stays
-        // on the template's node.
+        // On its template's node: local-lvm is not shared, so PVE would
+        // refuse a clone to another node onto it.
         let t = i % estate.templates;
         add(
             format!("vm/scale/clone-{vmid}.yaml"),
@@ -255,7 +255,7 @@ fn main() {
         .collect();
     let (n, m) = (estate.guests(), estate.nodes);
     println!(
-        "estate: {n} guests on {m} nodes ({} VMs from scratch, {} TemplateVMs, {} linked clones, {} LXC)",
+        "estate: {n} guests on {m} nodes ({} VMs from scratch, {} TemplateVMs, {} clones, {} LXC)",
         estate.vms, estate.templates, estate.clones, estate.containers
     );
 
