@@ -1,7 +1,7 @@
 //! The request bound of a converged live cycle at scale: 2,000 guests on
 //! 8 nodes seeded straight into fakepve (applying them would take minutes),
-//! one `proxops diff`, and the exact requests it sent
-//! (tools/install-test-tools.sh).
+//! one `proxops diff` with an API token and one with a password login, and
+//! the exact requests each sent (tools/install-test-tools.sh).
 
 #![allow(clippy::unwrap_used)]
 
@@ -159,9 +159,41 @@ fn a_converged_cycle_of_2000_guests_on_8_nodes_stays_within_the_request_bound() 
     assert_eq!(by_shape["GET qemu config"], GUESTS - GUESTS / 10);
     assert_eq!(by_shape["GET lxc config"], GUESTS / 10);
     assert_eq!(by_shape["GET storage content"], NODES);
+
+    // A password login adds its one ticket request, still inside the bound.
+    pve.forget_requests().unwrap();
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_proxops"))
+        .env_remove("PROXOPS_GIT_PATH")
+        .env_remove("PROXOPS_CONFIG")
+        .env_remove("PROXOPS_PVE_TOKEN")
+        .env_remove("PROXOPS_PVE_TOKEN_VALUE")
+        .env("PROXOPS_PVE_USER", proxops_pve::fakepve::LOGIN_USER)
+        .env("PROXOPS_PVE_PASSWORD", pve.password().expose())
+        .arg("--git-path")
+        .arg(repo.path())
+        .args(["--pve-auth", "ticket", "--cluster", "home", "diff"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("no drift"),
+        "{stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let ticket = pve.requests().unwrap();
+    assert_eq!(ticket.len(), GUESTS + NODES + 2);
+    assert_eq!(
+        ticket
+            .iter()
+            .filter(|(m, p, _)| m == "POST" && p.ends_with("/access/ticket"))
+            .count(),
+        1
+    );
+    assert!(ticket.len() <= bound);
     eprintln!(
-        "{} requests for {GUESTS} guests on {NODES} nodes (bound {bound}), {:.1} s with start-up",
+        "{} requests with a token, {} with a password login, for {GUESTS} guests on {NODES} nodes (bound {bound}), {:.1} s with start-up",
         requests.len(),
+        ticket.len(),
         started.elapsed().as_secs_f64()
     );
 }
