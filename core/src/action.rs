@@ -143,6 +143,9 @@ pub enum Work {
     /// in the same action and converges in one cycle).
     CloneGuest {
         source: Vmid,
+        /// The node the template is on (or is being created on): the clone
+        /// request goes there, with `target` when the clone lives elsewhere.
+        source_node: NodeName,
         name: String,
         config: Params,
         delete: Vec<String>,

@@ -7,7 +7,7 @@ use crate::action::{Action, Anomaly, AnomalyType, Change, Impact, Op, Skipped, T
 use crate::drift::{self, Context};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
 use crate::manifest::{self, PowerState, Spec};
-use crate::names::{Kind, NodeName, Ref};
+use crate::names::{Kind, NodeName, Ref, Vmid};
 use crate::plan::{Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
@@ -74,7 +74,7 @@ struct Builder<'a> {
     /// Artifacts whose download this plan schedules, per node.
     downloads: BTreeSet<(Ref, NodeName)>,
     /// Live guests by vmid (ids are unique across a PVE cluster).
-    by_vmid: BTreeMap<crate::names::Vmid, &'a LiveGuest>,
+    by_vmid: BTreeMap<Vmid, &'a LiveGuest>,
 }
 
 /// Plans one cluster. `live` must come from a read that succeeded as a
@@ -493,6 +493,21 @@ impl Builder<'_> {
         }
     }
 
+    /// Where a clone's template is: its live node when PVE has it (ids are
+    /// cluster-wide), else the node its manifest puts it on (it is created
+    /// earlier in this plan), else the clone's own node.
+    fn node_of_source(&self, obj: &DesiredObject, source: Vmid, node: &NodeName) -> NodeName {
+        if let Some(live) = self.by_vmid.get(&source) {
+            return live.node.clone();
+        }
+        obj.deps
+            .iter()
+            .filter(|d| d.kind == Kind::TemplateVM)
+            .filter_map(|d| self.desired.objects.get(d)?.spec.guest_id())
+            .find(|(_, vmid)| *vmid == source)
+            .map_or_else(|| node.clone(), |(n, _)| n.clone())
+    }
+
     fn create(&mut self, obj: &DesiredObject, node: &NodeName) {
         let kind = obj.r#ref.kind;
         let name = obj.r#ref.name.to_string();
@@ -525,6 +540,7 @@ impl Builder<'_> {
                     Op::Clone,
                     changes,
                     Work::CloneGuest {
+                        source_node: self.node_of_source(obj, source, node),
                         source,
                         name: pve_name,
                         config,

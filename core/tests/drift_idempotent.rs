@@ -88,6 +88,7 @@ fn build(c: &ClusterDesired, ctx: &Context<'_>) -> LiveSnapshot {
             let (source, name, config, delete) = clone_params(o, ctx).unwrap();
             Work::CloneGuest {
                 source,
+                source_node: node.clone(),
                 name,
                 config,
                 delete,

@@ -445,3 +445,54 @@ fn pveconform_tag_alone_is_treated_as_untagged() {
     assert!(p.actions.is_empty() && p.deferred.is_empty());
     assert!(p.skipped.iter().any(|k| k.reason.contains("pveconform")));
 }
+
+const CLONE: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\nspec:\n  node: pve1\n  vmid: 100\n  clone: tmpl\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n";
+
+fn clone_source(p: &Plan) -> Option<(Vmid, NodeName)> {
+    p.actions.iter().find_map(|a| match &a.work {
+        Work::CloneGuest {
+            source,
+            source_node,
+            ..
+        } => Some((*source, source_node.clone())),
+        _ => None,
+    })
+}
+
+#[test]
+fn a_clone_of_a_template_made_in_the_same_plan_is_sent_to_the_template_node() {
+    let c = cluster(&[TEMPLATE, CLONE]);
+    let p = run(&c, &snapshot(), 3);
+    assert_eq!(
+        clone_source(&p),
+        Some((Vmid::new(9000).unwrap(), node("pve1"))),
+        "{:#?}",
+        p.actions
+    );
+}
+
+#[test]
+fn a_clone_is_sent_to_the_node_pve_has_the_template_on() {
+    // The template was migrated to pve2 by hand: PVE answers a clone
+    // request only on the node that holds the source.
+    let c = cluster(&[TEMPLATE, CLONE]);
+    let mut s = snapshot();
+    add(
+        &mut s,
+        "pve2",
+        9000,
+        Power::Stopped,
+        true,
+        Ok(vm_config(9000, "1024", "proxops", true)),
+        "proxops",
+        "tmpl",
+    );
+    let p = run(&c, &s, 3);
+    let source = clone_source(&p);
+    assert_eq!(
+        source,
+        Some((Vmid::new(9000).unwrap(), node("pve2"))),
+        "{:#?}",
+        p
+    );
+}

@@ -133,6 +133,7 @@ fn busy_plan() -> Plan {
     );
     clone.work = Work::CloneGuest {
         source: Vmid::new(9000).unwrap(),
+        source_node: NodeName::new("pve1").unwrap(),
         name: "web-01".into(),
         config: clone_config,
         delete: Vec::new(),

@@ -194,24 +194,24 @@ fn run_work(
         }
         Work::CloneGuest {
             source,
+            source_node,
             name,
             config,
             delete,
             start_after,
         } => {
             let vmid = guest_vmid(action)?;
-            let source_node = pve.node_of(*source).unwrap_or_else(|| node.clone());
             let mut form = vec![
                 ("newid".to_owned(), vmid.to_string()),
                 ("name".to_owned(), name.clone()),
                 ("full".to_owned(), "1".to_owned()),
             ];
-            if &source_node != node {
+            if source_node != node {
                 form.push(("target".to_owned(), node.to_string()));
             }
             let clone_path = format!(
                 "{}/clone",
-                guest_path(&source_node, GuestType::Qemu, *source)
+                guest_path(source_node, GuestType::Qemu, *source)
             );
             pve.write_and_wait(Method::Post, &clone_path, form)?;
             let form = config_form(config, delete, None);
@@ -458,28 +458,6 @@ impl Pve<'_> {
                     .min(deadline.saturating_duration_since(Instant::now())),
             );
         }
-    }
-
-    /// The node a guest is on, from `/cluster/resources` (for a clone whose
-    /// template sits on another node).
-    fn node_of(&self, vmid: Vmid) -> Option<NodeName> {
-        let r = self
-            .call(
-                Method::Get,
-                "/cluster/resources",
-                vec![("type".into(), "vm".into())],
-            )
-            .ok()?;
-        r.data().as_array()?.iter().find_map(|row| {
-            let id = row.get("vmid").and_then(|v| {
-                v.as_u64()
-                    .or_else(|| v.as_str().and_then(|s| s.parse().ok()))
-            })?;
-            if id != u64::from(vmid.get()) {
-                return None;
-            }
-            NodeName::new(row.get("node")?.as_str()?).ok()
-        })
     }
 }
 

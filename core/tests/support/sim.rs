@@ -124,6 +124,7 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
         }
         Work::CloneGuest {
             source,
+            source_node,
             name,
             config,
             delete,
@@ -131,7 +132,7 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
         } => {
             let src = snapshot
                 .guests
-                .get(&(node.clone(), *source))
+                .get(&(source_node.clone(), *source))
                 .expect("unable to find configuration file for the clone source");
             let src_cfg = src.config.clone().unwrap();
             let mut cfg = LiveConfig::default();
