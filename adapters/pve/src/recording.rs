@@ -81,8 +81,13 @@ impl Recording {
 
     /// Reads `proxops-recording/v1` JSON.
     pub fn from_json(bytes: &[u8]) -> Result<Recording, RecordingError> {
-        let mut v: Value =
+        let v: Value =
             serde_json::from_slice(bytes).map_err(|e| RecordingError::Json(e.to_string()))?;
+        Recording::from_value(v)
+    }
+
+    /// Reads a `proxops-recording/v1` document already parsed.
+    pub(crate) fn from_value(mut v: Value) -> Result<Recording, RecordingError> {
         let obj = v
             .as_object_mut()
             .ok_or_else(|| format_err("(top level)", "expected a JSON object"))?;

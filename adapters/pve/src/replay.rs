@@ -8,6 +8,8 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use proxops_core::names::ClusterName;
+use serde_json::value::RawValue;
+use serde_json::{Map, Value};
 
 use crate::recording::{Recording, RecordingError, query_string};
 use crate::transport::{Method, Request, Response, Transport, TransportError};
@@ -17,29 +19,56 @@ use crate::transport::{Method, Request, Response, Transport, TransportError};
 #[derive(Debug, Clone)]
 pub struct ReplayTransport {
     cluster: ClusterName,
-    answers: BTreeMap<(Method, String, String), Response>,
+    answers: BTreeMap<(Method, String, String), Answer>,
+}
+
+#[derive(Debug, Clone)]
+struct Answer {
+    status: u16,
+    reason: String,
+    body: Body,
+}
+
+/// A body read from a file stays JSON text until it is asked for: a
+/// recording of 10,000 guests as value trees took about as much memory as
+/// everything else a diff holds, and each answer was cloned when served
+/// anyway.
+#[derive(Debug, Clone)]
+enum Body {
+    Parsed(Value),
+    Text(Box<RawValue>),
 }
 
 impl ReplayTransport {
     pub fn from_recording(recording: Recording) -> ReplayTransport {
+        let bodies = recording.responses.into_iter().map(|r| {
+            let key = (r.method, r.path, r.query);
+            let answer = Answer {
+                status: r.status,
+                reason: r.reason.unwrap_or_default(),
+                body: Body::Parsed(r.body),
+            };
+            (key, answer)
+        });
+        ReplayTransport::from_answers(recording.cluster, bodies)
+    }
+
+    fn from_answers(
+        cluster: ClusterName,
+        items: impl Iterator<Item = ((Method, String, String), Answer)>,
+    ) -> ReplayTransport {
         let mut answers = BTreeMap::new();
-        for r in recording.responses {
-            answers
-                .entry((r.method, r.path, r.query))
-                .or_insert(Response {
-                    status: r.status,
-                    reason: r.reason.unwrap_or_default(),
-                    body: r.body,
-                });
+        for (key, answer) in items {
+            answers.entry(key).or_insert(answer);
         }
-        ReplayTransport {
-            cluster: recording.cluster,
-            answers,
-        }
+        ReplayTransport { cluster, answers }
     }
 
     pub fn from_json(bytes: &[u8]) -> Result<ReplayTransport, RecordingError> {
-        Recording::from_json(bytes).map(ReplayTransport::from_recording)
+        match with_text_bodies(bytes) {
+            Some(read) => read,
+            None => Recording::from_json(bytes).map(ReplayTransport::from_recording),
+        }
     }
 
     pub fn load(path: &Path) -> Result<ReplayTransport, RecordingError> {
@@ -69,7 +98,21 @@ impl Transport for ReplayTransport {
         let query = query_string(&request.params);
         let key = (request.method, request.path.clone(), query);
         match self.answers.get(&key) {
-            Some(r) => Ok(r.clone()),
+            Some(a) => Ok(Response {
+                status: a.status,
+                reason: a.reason.clone(),
+                body: match &a.body {
+                    Body::Parsed(v) => v.clone(),
+                    // Checked as JSON when the recording was read.
+                    Body::Text(t) => {
+                        serde_json::from_str(t.get()).map_err(|e| TransportError::Io {
+                            method: request.method,
+                            path: request.path.clone(),
+                            message: format!("recorded body is not JSON: {e}"),
+                        })?
+                    }
+                },
+            }),
             None => {
                 let path = if key.2.is_empty() {
                     key.1
@@ -81,6 +124,172 @@ impl Transport for ReplayTransport {
                     path,
                 })
             }
+        }
+    }
+}
+
+/// Reads a recording keeping each body as JSON text. Everything but the
+/// bodies goes through [`Recording::from_value`], with each body replaced by
+/// `null`, so a recording is accepted or refused exactly as
+/// [`Recording::from_json`] would; `None` when the document does not have
+/// the expected shape, and the caller lets `from_json` name the problem.
+fn with_text_bodies(bytes: &[u8]) -> Option<Result<ReplayTransport, RecordingError>> {
+    let TextBodies { mut doc, items } = serde_json::from_slice(bytes).ok()?;
+    let mut bodies: Vec<Box<RawValue>> = Vec::new();
+    if let Some(items) = items {
+        bodies.reserve(items.len());
+        let mut heads = Vec::with_capacity(items.len());
+        for mut item in items {
+            let body = item.remove("body")?;
+            let mut head = Map::new();
+            for (k, v) in item {
+                head.insert(k, serde_json::from_str(v.get()).ok()?);
+            }
+            head.insert("body".into(), Value::Null);
+            heads.push(Value::Object(head));
+            bodies.push(body);
+        }
+        doc.insert("responses".into(), Value::Array(heads));
+    }
+    let recording = match Recording::from_value(Value::Object(doc)) {
+        Ok(r) => r,
+        Err(e) => return Some(Err(e)),
+    };
+    if recording.responses.len() != bodies.len() {
+        return None;
+    }
+    let items = recording
+        .responses
+        .into_iter()
+        .zip(bodies)
+        .map(|(r, body)| {
+            let key = (r.method, r.path, r.query);
+            let answer = Answer {
+                status: r.status,
+                reason: r.reason.unwrap_or_default(),
+                body: Body::Text(body),
+            };
+            (key, answer)
+        });
+    Some(Ok(ReplayTransport::from_answers(recording.cluster, items)))
+}
+
+/// A recording's top level read in one pass: `responses` as entries whose
+/// members stay JSON text, every other member as a value. A repeated member
+/// keeps its last value, as `serde_json::Value` does.
+struct TextBodies {
+    doc: Map<String, Value>,
+    items: Option<Vec<BTreeMap<String, Box<RawValue>>>>,
+}
+
+impl<'de> serde::Deserialize<'de> for TextBodies {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<TextBodies, D::Error> {
+        struct Members;
+        impl<'de> serde::de::Visitor<'de> for Members {
+            type Value = TextBodies;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("a recording object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TextBodies, A::Error> {
+                let mut out = TextBodies {
+                    doc: Map::new(),
+                    items: None,
+                };
+                while let Some(key) = map.next_key::<String>()? {
+                    if key == "responses" {
+                        out.items = Some(map.next_value()?);
+                    } else {
+                        out.doc.insert(key, map.next_value()?);
+                    }
+                }
+                Ok(out)
+            }
+        }
+        d.deserialize_map(Members)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    const RECORDING: &str = r#"{
+      "format": "proxops-recording/v1",
+      "cluster": "lab",
+      "responses": [
+        {"method": "GET", "path": "/cluster/resources", "query": "", "status": 200,
+         "reason": "OK", "body": {"data": [{"type": "node", "node": "pve1", "z": 1, "a": [1.5, null]}]}},
+        {"method": "GET", "path": "/nodes/pve1/qemu/100/config", "status": 500,
+         "reason": "got timeout", "body": {"data": null}},
+        {"method": "GET", "path": "/nodes/pve1/qemu/100/config", "status": 200, "body": {"data": {}}},
+        {"method": "GET", "path": "/version", "query": "full=1", "status": 200, "body": "plain"}
+      ]
+    }"#;
+
+    fn both(text: &str) -> (ReplayTransport, ReplayTransport) {
+        let text_bodies = ReplayTransport::from_json(text.as_bytes()).unwrap();
+        let parsed =
+            ReplayTransport::from_recording(Recording::from_json(text.as_bytes()).unwrap());
+        (text_bodies, parsed)
+    }
+
+    #[test]
+    fn bodies_kept_as_text_replay_as_the_parsed_recording_does() {
+        let (text_bodies, parsed) = both(RECORDING);
+        assert_eq!(text_bodies.len(), 3);
+        assert!(matches!(
+            text_bodies.answers.values().next().map(|a| &a.body),
+            Some(Body::Text(_))
+        ));
+        let requests = [
+            Request::get("/cluster/resources"),
+            Request::get("/nodes/pve1/qemu/100/config"),
+            Request::new(Method::Get, "/version", vec![("full".into(), "1".into())]),
+            Request::get("/version"),
+        ];
+        for r in &requests {
+            assert_eq!(text_bodies.call(r), parsed.call(r), "{}", r.path);
+        }
+        let first = text_bodies.call(&requests[0]).unwrap();
+        let keys: Vec<&String> = first.data()[0].as_object().unwrap().keys().collect();
+        assert_eq!(keys, ["type", "node", "z", "a"], "key order is kept");
+        assert_eq!(text_bodies.call(&requests[1]).unwrap().status, 500);
+    }
+
+    #[test]
+    fn a_repeated_member_keeps_its_last_value_either_way() {
+        let repeated = RECORDING.replacen(
+            "\"responses\": [",
+            "\"responses\": 1, \"cluster\": \"other\", \"cluster\": \"lab\", \"responses\": [",
+            1,
+        );
+        let (text_bodies, parsed) = both(&repeated);
+        assert_eq!(text_bodies.cluster().as_str(), "lab");
+        assert_eq!(text_bodies.len(), parsed.len());
+    }
+
+    #[test]
+    fn a_bad_recording_is_refused_with_the_same_error_either_way() {
+        for bad in [
+            RECORDING.replace("proxops-recording/v1", "v2"),
+            RECORDING.replace("\"status\": 500", "\"status\": 5000"),
+            RECORDING.replace("\"path\": \"/version\"", "\"path\": \"version\""),
+            RECORDING.replace("\"body\": \"plain\"", "\"bodx\": 1"),
+            RECORDING.replace("\"cluster\": \"lab\"", "\"cluster\": 7"),
+            RECORDING.replace("\"responses\"", "\"answers\""),
+            RECORDING.replace("\"reason\": \"OK\"", "\"reason\": 1"),
+            RECORDING.replace("{\"method\": \"GET\", \"path\": \"/version\"", "[{"),
+            "[]".to_owned(),
+            "{".to_owned(),
+        ] {
+            let want = Recording::from_json(bad.as_bytes()).unwrap_err();
+            let got = ReplayTransport::from_json(bad.as_bytes()).unwrap_err();
+            assert_eq!(got, want, "{bad}");
         }
     }
 }
