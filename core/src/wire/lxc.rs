@@ -287,7 +287,11 @@ fn split_volume(p: PropertyString) -> (Option<String>, Vec<PropToken>) {
     for (i, t) in p.into_tokens().into_iter().enumerate() {
         match t {
             PropToken::Positional(v) if i == 0 => head = Some(v),
-            PropToken::Pair { ref key, ref value } if key == "volume" && head.is_none() => {
+            // As for QEMU drives: a volume with `=` in it would not read
+            // back as the leading value, so it is not taken as the volume.
+            PropToken::Pair { ref key, ref value }
+                if key == "volume" && head.is_none() && !value.contains('=') =>
+            {
                 head = Some(value.clone())
             }
             other => rest.push(other),

@@ -190,8 +190,10 @@ fn split_head(p: PropertyString, head_keys: &[&str]) -> (Option<String>, Vec<Pro
     for (i, t) in p.into_tokens().into_iter().enumerate() {
         match t {
             PropToken::Positional(v) if i == 0 && head.is_none() => head = Some(v),
+            // A volume with `=` in it cannot be written back in front
+            // (`a=` would read as a key): not a volume, so kept as a token.
             PropToken::Pair { ref key, ref value }
-                if head.is_none() && head_keys.contains(&key.as_str()) =>
+                if head.is_none() && head_keys.contains(&key.as_str()) && !value.contains('=') =>
             {
                 head = Some(value.clone())
             }
