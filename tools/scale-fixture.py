@@ -177,7 +177,7 @@ class Guest:
         body.append("  tags: [{0}]".format(", ".join(self.tags)))
         return "\n".join(head + body) + "\n"
 
-    def live(self, drift, template_vmid):
+    def live(self, drift):
         """(resources row, config path, config) as PVE reports the guest."""
         memory, cores, tags = self.memory_mib, self.cores, tags_text(self.tags)
         if drift == "memory":
@@ -336,7 +336,7 @@ def generate(guests, nodes, drift_percent, missing, orphans, cluster):
         if i in missing_set:
             expected["create"].append("{0}/{1}".format(g.manifest_kind, g.name))
             continue
-        row, path, config = g.live(drifted.get(i), 9000 + i % nodes)
+        row, path, config = g.live(drifted.get(i))
         rows.append(row)
         responses.append(get(path, config))
         if i in drifted:
