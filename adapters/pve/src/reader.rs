@@ -37,7 +37,9 @@ pub struct ReadScope {
 }
 
 impl ReadScope {
-    pub const DEFAULT_CONCURRENCY: usize = 4;
+    /// The configuration's default (`reconcile.read-concurrency`), so a
+    /// caller without a configuration reads the way a configured one does.
+    pub const DEFAULT_CONCURRENCY: usize = proxops_core::config::DEFAULT_READ_CONCURRENCY;
 
     fn allows(&self, node: &NodeName) -> bool {
         self.allowlist.as_ref().is_none_or(|a| a.contains(node))
