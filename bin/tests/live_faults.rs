@@ -46,21 +46,9 @@ fn assert_converged(pve: &FakePve, repo: &Repo) {
 fn config_of(pve: &FakePve, repo: &Repo, vmid: u32) -> Value {
     // What the next plan would write tells whether the VM changed; the
     // description itself is read back through a recording.
-    let out = tempfile::tempdir().unwrap();
-    let rec = proxops(
-        pve,
-        repo,
-        &["record", "--out", out.path().to_str().unwrap()],
-    );
-    assert_eq!(rec.code, 0, "{}", rec.all());
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("home.json")).unwrap())
-            .unwrap();
     let path = format!("/nodes/pve1/qemu/{vmid}/config");
-    doc["responses"]
-        .as_array()
-        .unwrap()
-        .iter()
+    recorded_home(pve, repo)
+        .into_iter()
         .find(|r| r["path"] == path.as_str())
         .unwrap()["body"]["data"]
         .clone()

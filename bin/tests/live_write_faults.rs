@@ -18,25 +18,15 @@ use std::collections::BTreeSet;
 
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
-use serde_json::{Value, json};
+use serde_json::json;
 
 const API_PREFIX: &str = "/api2/json";
 
 /// Every guest as (type, vmid, node, template) and every volume in the
 /// storage listings a plan reads, from a fresh recording.
 fn estate(pve: &FakePve, repo: &Repo) -> BTreeSet<String> {
-    let out = tempfile::tempdir().unwrap();
-    let rec = proxops(
-        pve,
-        repo,
-        &["record", "--out", out.path().to_str().unwrap()],
-    );
-    assert_eq!(rec.code, 0, "{}", rec.all());
-    let doc: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("home.json")).unwrap())
-            .unwrap();
     let mut estate = BTreeSet::new();
-    for r in doc["responses"].as_array().unwrap() {
+    for r in recorded_home(pve, repo) {
         let path = r["path"].as_str().unwrap();
         let data = r["body"]["data"].as_array();
         if path == "/cluster/resources" {

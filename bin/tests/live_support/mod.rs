@@ -163,6 +163,22 @@ pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
     run
 }
 
+/// The answers of the `home` cluster's reads, from a fresh `proxops record`
+/// (the `responses` of its proxops-recording/v1 file).
+pub fn recorded_home(pve: &FakePve, repo: &Repo) -> Vec<Value> {
+    let out = tempfile::tempdir().unwrap();
+    let rec = proxops(
+        pve,
+        repo,
+        &["record", "--out", out.path().to_str().unwrap()],
+    );
+    assert_eq!(rec.code, 0, "{}", rec.all());
+    let doc: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.path().join("home.json")).unwrap())
+            .unwrap();
+    doc["responses"].as_array().unwrap().clone()
+}
+
 /// Writes (method, path) the fakepve server saw since the last `forget`.
 pub fn writes(pve: &FakePve) -> Vec<(String, String)> {
     pve.requests()
