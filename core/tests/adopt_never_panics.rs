@@ -96,6 +96,8 @@ fn value() -> impl Strategy<Value = String> {
         "/[a-z/]{1,12}(,mp=/[a-z]{1,6})?(,ro=[01])?",
         "local:iso/[a-zA-Z .-]{1,12}\\.iso,media=cdrom",
         "\\PC{0,30}",
+        // Numbers past what a byte count holds (memory and swap are MiB).
+        "[0-9]{12,20}",
     ]
 }
 
@@ -298,4 +300,21 @@ proptest! {
             prop_assert!(reported(&field), "silent anomaly {:#?}\n{}\n{:#?}", an, a.files[&ct], a.gaps);
         }
     }
+}
+
+#[test]
+fn memory_and_swap_too_large_for_a_byte_count_are_gaps_not_a_panic() {
+    let huge = (0, u64::MAX.to_string());
+    let swap = (2, "17592186044416".to_owned()); // 2^44 MiB = 2^64 bytes
+    let lxc_memory = (1, "17592186044416".to_owned());
+    let s = snapshot(&[(1, huge.1.clone())], &[huge, swap, lxc_memory], &[]);
+    let a = adopt(
+        &ClusterName::new("c").unwrap(),
+        &s,
+        &AdoptOptions::default(),
+    )
+    .unwrap();
+    let gaps = render_gaps(&a);
+    assert!(gaps.contains("memory unreadable"), "{gaps}");
+    assert!(gaps.contains("swap"), "{gaps}");
 }

@@ -35,41 +35,22 @@ fn volume(
 pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<LxcSpec> {
     let mut o = LxcOptions::default();
 
-    let hostname = match cx.take("hostname") {
-        Some(h) if h != cx.name.as_str() => Some(h.to_owned()),
-        Some(_) => None,
-        None => {
-            cx.gap(
-                "hostname",
-                None,
-                format!("no hostname on PVE: the first apply sets it to {}", cx.name),
-            );
-            None
-        }
+    let hostname = {
+        let missing = format!("no hostname on PVE: the first apply sets it to {}", cx.name);
+        cx.name_override("hostname", missing)
     };
-    let memory = match cx.cfg.memory_mib() {
-        Some(Ok(m)) if m > 0 => {
-            cx.consume("memory");
-            m
-        }
-        other => {
-            let live = cx.take("memory");
-            let note = if other.is_none() {
-                "not set on PVE (default 512 MiB)"
-            } else {
-                "unreadable"
-            };
-            cx.gap(
-                "memory",
-                live,
-                format!("memory {note}: the manifest says 512MiB and the first apply writes it"),
-            );
-            512
-        }
-    };
-    let swap = match cx.take("swap").map(|s| (s, s.trim().parse::<u64>())) {
-        Some((_, Ok(s))) => Some(Quantity::from_bytes(s * MIB)),
-        Some((s, Err(_))) => {
+    let memory = cx.memory_mib();
+    let swap = match cx.take("swap").map(|s| {
+        (
+            s,
+            s.trim()
+                .parse::<u64>()
+                .ok()
+                .and_then(|n| n.checked_mul(MIB)),
+        )
+    }) {
+        Some((_, Some(bytes))) => Some(Quantity::from_bytes(bytes)),
+        Some((s, None)) => {
             cx.gap("swap", Some(s), "unreadable: not adopted");
             None
         }

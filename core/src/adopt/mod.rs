@@ -808,6 +808,48 @@ impl<'a> GuestCx<'a> {
         }
     }
 
+    /// The guest's PVE name under `key` (`name` for a VM, `hostname` for a
+    /// container), as an override only when it differs from
+    /// `metadata.name`; `missing` is the gap's note when PVE has none.
+    pub fn name_override(&mut self, key: &str, missing: String) -> Option<String> {
+        match self.take(key) {
+            Some(n) if n != self.name.as_str() => Some(n.to_owned()),
+            Some(_) => None,
+            None => {
+                self.gap(key, None, missing);
+                None
+            }
+        }
+    }
+
+    /// Memory in MiB; unset or unreadable (including more than a byte
+    /// count can hold) is a gap and the manifest's default of 512 MiB, which
+    /// the first apply writes.
+    pub fn memory_mib(&mut self) -> u64 {
+        match self.cfg.memory_mib() {
+            Some(Ok(m)) if m > 0 && m.checked_mul(1 << 20).is_some() => {
+                self.consume("memory");
+                m
+            }
+            other => {
+                let live = self.take("memory");
+                let note = if other.is_none() {
+                    "not set on PVE (default 512 MiB)"
+                } else {
+                    "unreadable"
+                };
+                self.gap(
+                    "memory",
+                    live,
+                    format!(
+                        "memory {note}: the manifest says 512MiB and the first apply writes it"
+                    ),
+                );
+                512
+            }
+        }
+    }
+
     /// Live tags without the ownership tags; `proxops-noprune` becomes the
     /// `proxops/prune: disabled` annotation that writes it back.
     pub fn tags(&mut self) -> Vec<String> {

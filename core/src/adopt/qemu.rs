@@ -21,39 +21,12 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
     let mut opts = VmOptions::default();
 
     // name → pve-name only when it differs from metadata.name.
-    let pve_name = match cx.take("name") {
-        Some(n) if n != cx.name.as_str() => Some(n.to_owned()),
-        Some(_) => None,
-        None => {
-            cx.gap(
-                "name",
-                None,
-                format!("no name on PVE: the first apply names the VM {}", cx.name),
-            );
-            None
-        }
+    let pve_name = {
+        let missing = format!("no name on PVE: the first apply names the VM {}", cx.name);
+        cx.name_override("name", missing)
     };
 
-    let memory = match cx.cfg.memory_mib() {
-        Some(Ok(m)) if m > 0 => {
-            cx.consume("memory");
-            m
-        }
-        other => {
-            let live = cx.take("memory");
-            let note = if other.is_none() {
-                "not set on PVE (default 512 MiB)"
-            } else {
-                "unreadable"
-            };
-            cx.gap(
-                "memory",
-                live,
-                format!("memory {note}: the manifest says 512MiB and the first apply writes it"),
-            );
-            512
-        }
-    };
+    let memory = cx.memory_mib();
 
     // cpu: the model; `hidden=1` is an option; other tokens stay PVE's.
     let cpu_type = match cx.take("cpu") {
