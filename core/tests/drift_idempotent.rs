@@ -4,124 +4,23 @@
 
 mod support;
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
-
 use proxops_core::action::{Target, Work};
-use proxops_core::config::Overrides;
-use proxops_core::drift::{
-    CloudInitSecrets, Context, clone_params, create_params, download_params, guest_drift,
-};
+use proxops_core::drift::{CloudInitSecrets, Context, create_params, guest_drift};
 use proxops_core::live::{GuestType, LiveSnapshot};
-use proxops_core::repo::{self, ClusterDesired, DesiredObject, RepoInput};
 
-use support::sim;
-
-fn read_tree(root: &Path, dir: &Path, out: &mut BTreeMap<String, Vec<u8>>) {
-    for e in std::fs::read_dir(dir).unwrap() {
-        let p = e.unwrap().path();
-        if p.is_dir() {
-            read_tree(root, &p, out);
-        } else {
-            let rel = p
-                .strip_prefix(root)
-                .unwrap()
-                .to_string_lossy()
-                .replace('\\', "/");
-            out.insert(rel, std::fs::read(&p).unwrap());
-        }
-    }
-}
-
-fn demo() -> Vec<ClusterDesired> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/repos/demo");
-    let mut files = BTreeMap::new();
-    read_tree(&root, &root, &mut files);
-    let dirs: BTreeSet<String> = std::fs::read_dir(root.join("clusters"))
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    let loaded = repo::load(
-        RepoInput {
-            files: &files,
-            cluster_dirs: &dirs,
-        },
-        None,
-        &Overrides::default(),
-    )
-    .unwrap();
-    loaded.clusters.into_values().map(|c| c.unwrap()).collect()
-}
-
-fn in_order(c: &ClusterDesired) -> Vec<&DesiredObject> {
-    let mut objs: Vec<&DesiredObject> = c.objects.values().collect();
-    objs.sort_by_key(|o| (o.level, o.r#ref.clone()));
-    objs
-}
-
-/// Every object of the cluster created (downloads, creates, clones) in
-/// dependency order.
-fn build(c: &ClusterDesired, ctx: &Context<'_>) -> LiveSnapshot {
-    let mut snap = LiveSnapshot::default();
-    for o in in_order(c) {
-        if let Some(a) = o.spec.artifact() {
-            for node in a.all_nodes() {
-                let target = Target::File {
-                    storage: a.storage.clone(),
-                    filename: a.filename.clone(),
-                };
-                sim::apply(
-                    &mut snap,
-                    &node,
-                    &target,
-                    &Work::Download {
-                        storage: a.storage.clone(),
-                        params: download_params(o),
-                    },
-                );
-            }
-            continue;
-        }
-        let (node, vmid) = o.spec.guest_id().unwrap();
-        let target = Target::Guest(vmid);
-        let work = if o.spec.vm().is_some_and(|v| v.clone.is_some()) {
-            let (source, name, config, delete) = clone_params(o, ctx).unwrap();
-            Work::CloneGuest {
-                source,
-                source_node: node.clone(),
-                name,
-                config,
-                delete,
-                start_after: false,
-            }
-        } else {
-            let guest_type = if o.r#ref.kind.is_qemu() {
-                GuestType::Qemu
-            } else {
-                GuestType::Lxc
-            };
-            Work::CreateGuest {
-                guest_type,
-                params: create_params(o, ctx).unwrap(),
-                mark_template: o.r#ref.kind.is_template(),
-            }
-        };
-        sim::apply(&mut snap, node, &target, &work);
-    }
-    snap
-}
+use support::{demo, sim};
 
 #[test]
 fn every_demo_guest_reads_back_without_drift_after_create_or_clone() {
     let secrets = CloudInitSecrets::default();
     let mut checked = 0;
-    for c in demo() {
+    for c in demo::clusters() {
         let ctx = Context {
             cluster: &c,
             secrets: &secrets,
         };
-        let snap = build(&c, &ctx);
-        for o in in_order(&c) {
+        let snap = demo::created(&c, &ctx);
+        for o in demo::in_order(&c) {
             let Some((node, vmid)) = o.spec.guest_id() else {
                 continue;
             };
@@ -145,13 +44,13 @@ fn every_demo_guest_reads_back_without_drift_after_create_or_clone() {
 #[test]
 fn drift_update_converges_in_one_write() {
     let secrets = CloudInitSecrets::default();
-    for c in demo() {
+    for c in demo::clusters() {
         let ctx = Context {
             cluster: &c,
             secrets: &secrets,
         };
-        let mut snap = build(&c, &ctx);
-        for o in in_order(&c) {
+        let mut snap = demo::created(&c, &ctx);
+        for o in demo::in_order(&c) {
             let Some((node, vmid)) = o.spec.guest_id() else {
                 continue;
             };

@@ -6,8 +6,9 @@
 
 #![allow(clippy::unwrap_used)]
 
+mod support;
+
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
 use std::sync::OnceLock;
 
 use proptest::prelude::*;
@@ -24,30 +25,7 @@ fn demo() -> Tree {
 }
 
 fn read_demo() -> Tree {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/repos/demo");
-    let mut files = BTreeMap::new();
-    let mut stack = vec![root.clone()];
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p
-                    .strip_prefix(&root)
-                    .unwrap()
-                    .to_string_lossy()
-                    .replace('\\', "/");
-                files.insert(rel, std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    let dirs = files
-        .keys()
-        .filter_map(|p| p.strip_prefix("clusters/"))
-        .filter_map(|p| p.split_once('/').map(|(d, _)| d.to_owned()))
-        .collect();
-    (files, dirs)
+    support::demo::files()
 }
 
 fn yaml_files(files: &BTreeMap<String, Vec<u8>>) -> Vec<String> {
