@@ -78,7 +78,7 @@ fn dispatch(
         Command::Apply => apply::run(global, args, &env),
         Command::Status => status::run(global, args, &env),
         Command::Record => record::run(global, args, &env),
-        Command::Run => run::run(global, &env),
+        Command::Run => run::run(global, args, &env),
         Command::SecretsCheck => match &args.file {
             Some(f) => creds::check(f),
             None => Err(Failure::input("usage: proxops secrets check FILE")),

@@ -95,6 +95,19 @@ impl Repo {
         std::fs::write(self.path().join("clusters/home/resources.yaml"), text).unwrap();
     }
 
+    /// Sets the monitoring VM's (150, pve1) `pve-description`: a hot
+    /// (live) config change once the VM exists.
+    pub fn set_monitoring_description(&self, text: &str) {
+        let p = self.path().join("vm/base/monitoring.yaml");
+        let body = std::fs::read_to_string(&p).unwrap();
+        let body: String = body
+            .lines()
+            .filter(|l| !l.contains("pve-description"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(p, format!("{body}  pve-description: {text}\n")).unwrap();
+    }
+
     pub fn write(&self, rel: &str, text: &str) {
         let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -187,4 +200,12 @@ pub fn writes(pve: &FakePve) -> Vec<(String, String)> {
         .filter(|(m, _, _)| m != "GET")
         .map(|(m, p, _)| (m, p))
         .collect()
+}
+
+/// `proxops … apply <args>`: every test's apply goes through here, so a
+/// flag every apply needs is added in one place.
+pub fn apply(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    proxops(pve, repo, &all)
 }
