@@ -15,6 +15,7 @@ mod help;
 mod log;
 mod record;
 mod run;
+mod saved;
 mod status;
 mod validate;
 
