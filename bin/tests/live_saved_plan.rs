@@ -110,7 +110,7 @@ fn apply_plan_performs_the_saved_actions_and_the_same_writes_as_a_plain_apply() 
     let repo = committed_demo(&planned_pve);
     let out = tempfile::tempdir().unwrap();
     let (file, doc) = save_plan(&planned_pve, &repo, out.path());
-    assert_eq!(doc["format"], "proxops-plan");
+    assert_eq!(doc["format"], "proxops-saved-plan");
     assert_eq!(doc["version"], 1);
     assert_eq!(doc["commit"].as_str().unwrap().len(), 40);
     let expected = saved_actions(&doc);
@@ -260,7 +260,11 @@ fn a_file_that_is_not_a_saved_plan_is_invalid_input_and_reaches_no_pve() {
     let repo = committed_demo(&pve);
     let out = tempfile::tempdir().unwrap();
     let bad = out.path().join("plan.json");
-    std::fs::write(&bad, "{\"format\": \"proxops-plan\", \"version\": 7}\n").unwrap();
+    std::fs::write(
+        &bad,
+        "{\"format\": \"proxops-saved-plan\", \"version\": 7}\n",
+    )
+    .unwrap();
     pve.forget_requests().unwrap();
     let run = apply(&pve, &repo, &["--plan", bad.to_str().unwrap()]);
     assert_eq!(run.code, 2, "{}", run.all());

@@ -2,7 +2,7 @@
 //! was computed from, so that exactly the reviewed actions run, or none.
 //!
 //! Owns the versioned JSON document ([`SavedPlan`], `format`
-//! `proxops-plan`, `version` 1), what a plan observed of every object its
+//! `proxops-saved-plan`, `version` 1), what a plan observed of every object its
 //! actions touch ([`observe`]: a guest's config `digest`, a storage file's
 //! presence, or absence), the comparison of that with a fresh read
 //! ([`check`]), and the secret rule: a secret value is saved as its SOPS
@@ -27,7 +27,7 @@ use crate::plan::Plan;
 use crate::repo::ClusterDesired;
 
 /// The `format` of a saved plan document.
-pub const FORMAT: &str = "proxops-plan";
+pub const FORMAT: &str = "proxops-saved-plan";
 /// The `version` this build writes and reads.
 pub const VERSION: u32 = 1;
 
