@@ -884,8 +884,9 @@ struct ClusterDoc<'a> {
     counts: CycleCounts,
     desired_stale: bool,
     read_only: bool,
-    /// Planned actions not done, by action (every action named).
-    pending_actions: BTreeMap<&'static str, u64>,
+    /// Planned actions not done, by action (every action named); `null`
+    /// for an aborted cluster, whose pending work is unknown.
+    pending_actions: Option<BTreeMap<&'static str, u64>>,
 }
 
 /// `/status`: the JSON document of spec §17.3, pretty-printed, ending in a
@@ -955,7 +956,7 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             counts: c.counts,
             desired_stale: c.desired_stale,
             read_only: c.read_only,
-            pending_actions: pending_by_action(c),
+            pending_actions: (!c.aborted).then(|| pending_by_action(c)),
         })
         .collect();
     let doc = StatusDoc {
