@@ -9,7 +9,6 @@
 mod live_support;
 
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
@@ -17,43 +16,11 @@ use proxops_pve::live::LiveTransport;
 use proxops_pve::transport::{Method, Request, Transport};
 use serde_json::Value;
 
-/// Runs git in the repository, isolated from the host's configuration.
-fn git(repo: &Repo, args: &[&str]) {
-    let out = Command::new("git")
-        .current_dir(repo.path())
-        .env_clear()
-        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
-        .env("HOME", repo.path())
-        .env("GIT_CONFIG_NOSYSTEM", "1")
-        .env("GIT_CONFIG_GLOBAL", "/dev/null")
-        .args([
-            "-c",
-            "user.name=ProxOps Test",
-            "-c",
-            "user.email=test@example.org",
-            "-c",
-            "commit.gpgsign=false",
-        ])
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-}
-
-fn commit_all(repo: &Repo, message: &str) {
-    git(repo, &["add", "-A"]);
-    git(repo, &["commit", "-q", "-m", message]);
-}
-
 /// A demo repository under git, pointed at `pve`, its tree committed.
 fn committed_demo(pve: &FakePve) -> Repo {
     let repo = Repo::demo_for(pve);
-    git(&repo, &["init", "-q", "-b", "main"]);
-    commit_all(&repo, "demo");
+    repo.git(&["init", "-q", "-b", "main"]);
+    repo.commit_all("demo");
     repo
 }
 
@@ -158,12 +125,12 @@ fn apply_plan_performs_the_saved_actions_and_the_same_writes_as_a_plain_apply() 
 fn one_update_planned(pve: &FakePve, out: &Path) -> (Repo, PathBuf) {
     let repo = Repo::demo_for(pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
-    git(&repo, &["init", "-q", "-b", "main"]);
-    commit_all(&repo, "monitoring");
+    repo.git(&["init", "-q", "-b", "main"]);
+    repo.commit_all("monitoring");
     let created = apply(pve, &repo, &[]);
     assert_eq!(created.code, 0, "{}", created.all());
     repo.set_monitoring_description("reviewed");
-    commit_all(&repo, "describe monitoring");
+    repo.commit_all("describe monitoring");
     let (file, doc) = save_plan(pve, &repo, out);
     assert_eq!(
         saved_actions(&doc),
@@ -242,7 +209,7 @@ fn a_plan_from_another_commit_or_an_edited_work_tree_is_refused_with_no_write() 
     );
 
     // Committed: another commit.
-    commit_all(&repo, "another description");
+    repo.commit_all("another description");
     let moved = apply(&pve, &repo, &["--plan", plan]);
     assert_eq!(moved.code, 1, "{}", moved.all());
     assert!(
@@ -276,7 +243,7 @@ fn a_file_that_is_not_a_saved_plan_is_invalid_input_and_reaches_no_pve() {
 fn diff_out_without_a_commit_saves_nothing() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
-    git(&repo, &["init", "-q", "-b", "main"]);
+    repo.git(&["init", "-q", "-b", "main"]);
     let out = tempfile::tempdir().unwrap();
     let file = out.path().join("plan.json");
     let run = proxops(&pve, &repo, &["diff", "--out", file.to_str().unwrap()]);
