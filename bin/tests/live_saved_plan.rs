@@ -150,6 +150,18 @@ fn a_guest_edited_on_pve_after_the_plan_was_saved_refuses_the_plan_with_no_write
     let pve = FakePve::start(&empty_seed()).unwrap();
     let out = tempfile::tempdir().unwrap();
     let (repo, file) = one_update_planned(&pve, out.path());
+    let plan = file.to_str().unwrap();
+
+    // Checked only: it still applies, and nothing is written.
+    pve.forget_requests().unwrap();
+    let checked = apply(&pve, &repo, &["--plan", plan, "--dry-run"]);
+    assert_eq!(checked.code, 0, "{}", checked.all());
+    assert!(
+        checked.stdout.contains("nothing written (dry run)"),
+        "{}",
+        checked.all()
+    );
+    assert_eq!(writes(&pve), Vec::<(String, String)>::new());
 
     // Someone edits the guest through the API.
     let hand = LiveTransport::new(pve.live_config()).unwrap();
@@ -163,7 +175,9 @@ fn a_guest_edited_on_pve_after_the_plan_was_saved_refuses_the_plan_with_no_write
     assert!(put.is_success(), "{put:?}");
 
     pve.forget_requests().unwrap();
-    let refused = apply(&pve, &repo, &["--plan", file.to_str().unwrap()]);
+    let checked = apply(&pve, &repo, &["--plan", plan, "--dry-run"]);
+    assert_eq!(checked.code, 1, "{}", checked.all());
+    let refused = apply(&pve, &repo, &["--plan", plan]);
     assert_eq!(refused.code, 1, "{}", refused.all());
     assert!(
         refused
