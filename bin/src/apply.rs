@@ -2,6 +2,9 @@
 //! isolated), then per-cluster results. `-n/--dry-run` plans only and
 //! prints what `diff` prints; `--diff` adds each action's field changes.
 //!
+//! `--plan FILE` executes a saved plan instead of planning
+//! ([`crate::saved`]).
+//!
 //! Exit 1 when any action failed or any cluster aborted (strict one-shot
 //! semantics for runbooks and CI, spec §16.4).
 
@@ -23,6 +26,9 @@ use crate::exit::{Exit, Failure};
 use crate::log::{self, Level};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
+    if let Some(file) = &a.plan {
+        return crate::saved::apply(g, a, env, file);
+    }
     if a.dry_run && !a.diff {
         // Same pipeline and output as `diff`, executor gated off.
         return crate::diff::run(g, a, env);
@@ -56,11 +62,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         });
     }
     let session = cycle::prepare(g, env, &ws, &source)?;
-    // SIGINT/SIGTERM: the action in flight finishes, nothing new starts.
-    let stop_flag = std::sync::Arc::new(AtomicBool::new(false));
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        let _ = signal_hook::flag::register(signal, stop_flag.clone());
-    }
+    let stop_flag = stop_on_signals();
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
@@ -68,7 +70,42 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         on_result: Some(&log_action),
     };
     let cycles = cycle::apply_all(&session, &opts);
+    print_results(&cycles, output, a.diff);
 
+    let mut exit = Exit::Ok;
+    if !session.invalid.is_empty() {
+        let refs: Vec<&proxops_core::diag::Diagnostic> = session.invalid.iter().collect();
+        for line in context::render_diagnostics(&refs).lines() {
+            eprintln!("error: {line}");
+        }
+        exit = exit.worst(Exit::Input);
+    }
+    Ok(exit.worst(cycles_exit(&cycles)))
+}
+
+/// SIGINT/SIGTERM: the action in flight finishes, nothing new starts.
+pub(crate) fn stop_on_signals() -> std::sync::Arc<AtomicBool> {
+    let stop_flag = std::sync::Arc::new(AtomicBool::new(false));
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        let _ = signal_hook::flag::register(signal, stop_flag.clone());
+    }
+    stop_flag
+}
+
+/// Exit 1 when any cluster aborted or any action failed.
+pub(crate) fn cycles_exit(cycles: &[ClusterCycle]) -> Exit {
+    if cycles
+        .iter()
+        .any(|c| c.plan.aborted || c.failed_actions() > 0)
+    {
+        Exit::Runtime
+    } else {
+        Exit::Ok
+    }
+}
+
+/// Prints the plans the cycles executed and what each action did.
+pub(crate) fn print_results(cycles: &[ClusterCycle], output: Output, diff: bool) {
     let plans: Vec<Plan> = cycles.iter().map(|c| c.plan.clone()).collect();
     match output {
         Output::Json => {
@@ -81,7 +118,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
         }
         _ => {
-            let text = if a.diff {
+            let text = if diff {
                 render::text_with_changes(&plans)
             } else {
                 render::text(&plans)
@@ -90,25 +127,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             if !text.ends_with('\n') {
                 println!();
             }
-            print!("{}", results_text(&cycles));
+            print!("{}", results_text(cycles));
         }
     }
-
-    let mut exit = Exit::Ok;
-    if !session.invalid.is_empty() {
-        let refs: Vec<&proxops_core::diag::Diagnostic> = session.invalid.iter().collect();
-        for line in context::render_diagnostics(&refs).lines() {
-            eprintln!("error: {line}");
-        }
-        exit = exit.worst(Exit::Input);
-    }
-    if cycles
-        .iter()
-        .any(|c| c.plan.aborted || c.failed_actions() > 0)
-    {
-        exit = exit.worst(Exit::Runtime);
-    }
-    Ok(exit)
 }
 
 /// One `proxops.action` log event per performed action (spec §14.3).

@@ -74,6 +74,8 @@ pub struct CommandArgs {
     pub dry_run: bool,
     pub diff: bool,
     pub out: Option<PathBuf>,
+    /// `apply --plan FILE`: execute a saved plan.
+    pub plan: Option<PathBuf>,
     pub adopt_secrets: bool,
     pub file: Option<PathBuf>,
 }
@@ -159,6 +161,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         dry_run: p.contains(["-n", "--dry-run"]),
         diff: p.contains("--diff"),
         out: p.opt_value_from_str("--out").map_err(usage)?,
+        plan: p.opt_value_from_str("--plan").map_err(usage)?,
         adopt_secrets: p.contains("--adopt-secrets"),
         file: None,
     };

@@ -54,6 +54,30 @@ pub struct Workspace {
     pub desired_stale: bool,
     /// Why the desired state is stale (the fetch error; never holds a token).
     pub stale_reason: Option<String>,
+    /// [`tree_digest`] of the files the desired state was loaded from.
+    pub tree: String,
+}
+
+/// `sha256:<hex>` over the desired-state files (each path and its bytes,
+/// in path order) and the `--config` file's bytes: tells apart two trees of
+/// one commit, e.g. a work tree with uncommitted edits. Secrets stay
+/// encrypted in these bytes (SOPS files are read as they are on disk).
+pub fn tree_digest(files: &BTreeMap<String, Vec<u8>>, explicit: Option<&[u8]>) -> String {
+    use sha2::{Digest, Sha256};
+    let mut h = Sha256::new();
+    for (path, bytes) in files {
+        h.update((path.len() as u64).to_be_bytes());
+        h.update(path.as_bytes());
+        h.update((bytes.len() as u64).to_be_bytes());
+        h.update(bytes);
+    }
+    if let Some(bytes) = explicit {
+        h.update(b"--config");
+        h.update((bytes.len() as u64).to_be_bytes());
+        h.update(bytes);
+    }
+    let hex: String = h.finalize().iter().map(|b| format!("{b:02x}")).collect();
+    format!("sha256:{hex}")
 }
 
 pub fn overrides(g: &GlobalArgs, env: &Env) -> Overrides {
@@ -170,12 +194,14 @@ pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
             .as_ref()
             .map(|(n, b)| (n.as_str(), b.as_slice())),
     )?;
+    let tree = tree_digest(&files, explicit_bytes.as_ref().map(|(_, b)| b.as_slice()));
     Ok(Workspace {
         root,
         commit,
         loaded,
         desired_stale: false,
         stale_reason: None,
+        tree,
     })
 }
 

@@ -7,6 +7,10 @@
 //! credential problem ends the command with exit 2 and nothing read); then
 //! per cluster: read, plan, and for `apply` execute, read back and re-plan.
 //! It never decides what to do: planning is core's, requests the adapter's.
+//!
+//! **Architecture Invariant:** [`observe_all`] (`run --dry-run`) never
+//! reaches the runner, and reads through a transport that refuses every
+//! write: an observing process cannot write to PVE.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -29,6 +33,7 @@ use proxops_pve::tls::TlsTrust;
 use proxops_pve::transport::{Request, Response, Transport, TransportError};
 use proxops_sops::IdentitySources;
 
+use crate::adopt::ReadOnly;
 use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
 use crate::creds;
@@ -441,55 +446,94 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
         let clock = Instant::now();
         let ready = match &p.ready {
             Err(reason) => {
-                out.push(ClusterCycle {
-                    name: p.name.clone(),
-                    plan: Plan::aborted(p.name.clone(), reason.clone()),
-                    execution: None,
-                    readback: None,
-                    objects: Vec::new(),
+                out.push(ClusterCycle::planned_only(
+                    Plan::aborted(p.name.clone(), reason.clone()),
                     started_at,
-                    finished_at: now(),
-                    elapsed: clock.elapsed(),
-                });
+                    clock,
+                ));
                 continue;
             }
             Ok(r) => r,
         };
         let first = ready.read_and_plan(&p.name, ready.transport.as_ref());
         if first.plan.aborted || first.plan.actions.is_empty() {
-            out.push(ClusterCycle {
-                name: p.name.clone(),
-                plan: first.plan,
-                execution: None,
-                readback: None,
-                objects: Vec::new(),
-                started_at,
-                finished_at: now(),
-                elapsed: clock.elapsed(),
-            });
+            out.push(ClusterCycle::planned_only(first.plan, started_at, clock));
             continue;
         }
-        let run = RunOptions {
-            task_timeout: opts.task_timeout,
-            poll_interval: opts.poll_interval,
-            now: &now,
-            stop: opts.stop,
-            on_result: opts.on_result,
-        };
-        let execution = runner::execute(ready.transport.as_ref(), &first.plan, &run);
-        let again = ready.read_and_plan(&p.name, ready.transport.as_ref());
-        let readback = (!again.plan.aborted).then_some(again.plan);
-        let objects = execution.finish(&first.plan, readback.as_ref(), now());
-        out.push(ClusterCycle {
-            name: p.name.clone(),
-            plan: first.plan,
-            execution: Some(execution),
-            readback,
-            objects,
-            started_at,
-            finished_at: now(),
-            elapsed: clock.elapsed(),
-        });
+        out.push(execute_plan(ready, first.plan, opts, started_at, clock));
     }
     out
+}
+
+/// Executes `plan` (made from a read of this cluster, or saved), reads back
+/// and re-plans.
+pub fn execute_plan(
+    ready: &Ready<'_>,
+    plan: Plan,
+    opts: &ApplyOptions<'_>,
+    started_at: Timestamp,
+    clock: Instant,
+) -> ClusterCycle {
+    let now = runner::unix_now;
+    let run = RunOptions {
+        task_timeout: opts.task_timeout,
+        poll_interval: opts.poll_interval,
+        now: &now,
+        stop: opts.stop,
+        on_result: opts.on_result,
+    };
+    let execution = runner::execute(ready.transport.as_ref(), &plan, &run);
+    let again = ready.read_and_plan(&plan.cluster, ready.transport.as_ref());
+    let readback = (!again.plan.aborted).then_some(again.plan);
+    let objects = execution.finish(&plan, readback.as_ref(), now());
+    ClusterCycle {
+        name: plan.cluster.clone(),
+        plan,
+        execution: Some(execution),
+        readback,
+        objects,
+        started_at,
+        finished_at: now(),
+        elapsed: clock.elapsed(),
+    }
+}
+
+impl ClusterCycle {
+    /// A cluster whose cycle ended with its plan: nothing executed.
+    fn planned_only(plan: Plan, started_at: Timestamp, clock: Instant) -> ClusterCycle {
+        ClusterCycle {
+            name: plan.cluster.clone(),
+            plan,
+            execution: None,
+            readback: None,
+            objects: Vec::new(),
+            started_at,
+            finished_at: runner::unix_now(),
+            elapsed: clock.elapsed(),
+        }
+    }
+}
+
+/// One observing cycle per selected cluster (`run --dry-run`): read and
+/// plan, nothing else. Reads go through [`ReadOnly`], which refuses any
+/// write; the runner is never called. Returns the cycles and the number of
+/// writes refused (0 unless there is a bug).
+pub fn observe_all(session: &Session<'_>) -> (Vec<ClusterCycle>, u64) {
+    let mut out = Vec::new();
+    let mut refused = 0;
+    for p in &session.clusters {
+        let started_at = runner::unix_now();
+        let clock = Instant::now();
+        let plan = match &p.ready {
+            Err(reason) => Plan::aborted(p.name.clone(), reason.clone()),
+            Ok(ready) => {
+                let guard = ReadOnly::new(ready.transport.as_ref());
+                let planned = ready.read_and_plan(&p.name, &guard);
+                refused += guard.refused();
+                planned.plan
+            }
+        };
+        out.push(ClusterCycle::planned_only(plan, started_at, clock));
+    }
+    (out, refused)
 }

@@ -1,4 +1,5 @@
-//! `proxops diff`: plan every selected cluster and print the plan.
+//! `proxops diff`: plan every selected cluster and print the plan;
+//! `--out FILE` also saves it for `apply --plan` ([`crate::saved`]).
 
 use proxops_core::plan::Plan;
 use proxops_core::render;
@@ -47,6 +48,15 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     }
     if plans.iter().any(|p| p.aborted) {
         exit = exit.worst(Exit::Runtime);
+    }
+    if let Some(file) = &a.out {
+        // Printed first, so a refused save still shows what was planned.
+        if let Err(f) = crate::saved::write(&ws, &outcome, file) {
+            for line in f.message.lines() {
+                eprintln!("error: {line}");
+            }
+            exit = exit.worst(f.exit);
+        }
     }
     if a.exit_code && plans.iter().any(|p| !p.actions.is_empty()) {
         exit = exit.worst(Exit::Changes);

@@ -223,6 +223,10 @@ impl UrlMode {
             },
             explicit.as_ref().map(|(n, b)| (n.as_str(), b.as_slice())),
         )?;
+        let tree = context::tree_digest(
+            &desired.tree.files,
+            explicit.as_ref().map(|(_, b)| b.as_slice()),
+        );
         let explicit_name = explicit.as_ref().map(|(n, _)| n.as_str());
         if let Some(cc) =
             loaded.config.clusters.values().find(|cc| {
@@ -243,6 +247,7 @@ impl UrlMode {
             loaded,
             desired_stale: stale_reason.is_some(),
             stale_reason,
+            tree,
         })
     }
 }

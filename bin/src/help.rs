@@ -55,23 +55,30 @@ file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
         }
         Command::Diff => {
             "\
-Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--exit-code]
+Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--exit-code] [--out FILE]
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)
   --exit-code       Exit 3 when any cluster has an action to take
+  --out FILE        Also save the plan for `apply --plan FILE`: the actions, the
+                    commit and what PVE showed of every object they touch; no
+                    secret is written (docs/saved-plans.md)
 "
         }
         Command::Apply => {
             "\
-Usage: proxops [GLOBAL FLAGS] apply [-n|--dry-run] [--diff] [--output text|json]
+Usage: proxops [GLOBAL FLAGS] apply [-n|--dry-run] [--diff] [--output text|json] [--plan FILE]
 
 Run one converge cycle per selected cluster: read live, plan, execute, read back.
   -n, --dry-run     Plan only; write nothing (same content as diff)
   --diff            Also print field-level changes of every action
   --output FORMAT   text (default) or json
+  --plan FILE       Execute exactly the actions saved by `diff --out FILE`, no
+                    re-plan; refused (exit 1, nothing written) when the commit,
+                    the files or any touched object changed since. With
+                    --dry-run: only check (docs/saved-plans.md)
 Exit 1 when any action failed or any cluster aborted.
 "
         }
@@ -85,7 +92,7 @@ Run a read-only cycle and print each cluster's convergence table.
         }
         Command::Run => {
             "\
-Usage: proxops [GLOBAL FLAGS] run
+Usage: proxops [GLOBAL FLAGS] run [-n|--dry-run]
 
 Daemon: every reconcile.poll-interval (--git-poll-sec) re-read the repository
 (a git fetch in URL mode) and run one cycle per cluster; serve GET /healthz,
@@ -93,6 +100,9 @@ Daemon: every reconcile.poll-interval (--git-poll-sec) re-read the repository
 line names it). A cycle that fails (invalid tree, PVE unreachable) is
 reported and the loop goes on. --log-level debug logs every PVE request.
 SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
+  -n, --dry-run     Observe only: read and plan every cycle, log the plan and
+                    serve the pending changes; never write to PVE. The first
+                    log line and /status say \"mode\": observe or apply
 "
         }
         Command::Adopt => {

@@ -15,6 +15,7 @@ mod help;
 mod log;
 mod record;
 mod run;
+mod saved;
 mod status;
 mod validate;
 
@@ -78,7 +79,7 @@ fn dispatch(
         Command::Apply => apply::run(global, args, &env),
         Command::Status => status::run(global, args, &env),
         Command::Record => record::run(global, args, &env),
-        Command::Run => run::run(global, &env),
+        Command::Run => run::run(global, args, &env),
         Command::SecretsCheck => match &args.file {
             Some(f) => creds::check(f),
             None => Err(Failure::input("usage: proxops secrets check FILE")),

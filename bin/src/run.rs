@@ -8,6 +8,13 @@
 //! start no new action, let the action in flight finish (the runner bounds
 //! it by `task-timeout`), stop the server and exit 0.
 //!
+//! `-n/--dry-run` makes it an observer: every cycle reads git and PVE,
+//! plans, logs the plan and reports it (`dry_run` cycles, the pending
+//! actions and their field changes in `/status` and `/metrics`), and never
+//! writes: the cycle does not reach the runner and reads through a
+//! transport that refuses writes ([`cycle::observe_all`]). The mode is in
+//! the first log line and in `/status` (`"mode": "observe"`).
+//!
 //! Must never: stop looping because one cycle or one cluster failed (an
 //! invalid tree is an aborted `parse_error` cycle, a failing cluster is
 //! that cluster's result), exit non-zero after start-up, or log a request
@@ -19,13 +26,14 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
-use proxops_core::report::{ClusterReport, CycleReport, StatusStore};
+use proxops_core::plan::Plan;
+use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
 use proxops_http::{StatusServer, store_source};
 use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
 
 use crate::apply::{log_action, poll_interval};
-use crate::args::GlobalArgs;
+use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env, Workspace};
 use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
@@ -35,8 +43,23 @@ use crate::log::{self, Level};
 /// How often the pause between two cycles looks at the stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(100);
 
-pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
+pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let process_start = unix_now();
+    let mode = if a.dry_run {
+        RunMode::Observe
+    } else {
+        RunMode::Apply
+    };
+    log::event(
+        Level::Info,
+        match mode {
+            RunMode::Observe => {
+                "proxops.run observe mode: plans are logged and served, nothing is written to PVE"
+            }
+            RunMode::Apply => "proxops.run apply mode: plans are executed",
+        },
+        &[("mode", mode.as_str())],
+    );
     // Start-up: the configuration must load (it names `listen` and the
     // poll interval); later load failures are aborted cycles. In URL mode a
     // first fetch that fails is not a start-up failure: the daemon serves
@@ -69,7 +92,9 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
         Err(f) => return Err(f),
     };
 
-    let store = Arc::new(Mutex::new(StatusStore::new(process_start)));
+    let mut new_store = StatusStore::new(process_start);
+    new_store.set_mode(mode);
+    let store = Arc::new(Mutex::new(new_store));
     let server = StatusServer::start(&listen, store_source(Arc::clone(&store), poll.as_secs()))
         .map_err(|e| Failure::runtime(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
@@ -85,7 +110,11 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
     log::event(
         Level::Info,
         "proxops.run started",
-        &[("listen", &addr), ("poll_interval", &poll_text)],
+        &[
+            ("listen", &addr),
+            ("poll_interval", &poll_text),
+            ("mode", mode.as_str()),
+        ],
     );
 
     let mut transports = Transports::default();
@@ -100,7 +129,16 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
         let report = match loaded {
             Ok(ws) => {
                 known_clusters = cluster_names(g, &ws);
-                one_cycle(g, env, &ws, &stop, &store, &mut transports, &mut counted)
+                one_cycle(
+                    g,
+                    env,
+                    &ws,
+                    mode,
+                    &stop,
+                    &store,
+                    &mut transports,
+                    &mut counted,
+                )
             }
             Err(f) => unloadable(&known_clusters, &f, &stop),
         };
@@ -148,11 +186,14 @@ fn cluster_names(g: &GlobalArgs, ws: &Workspace) -> Vec<String> {
         .collect()
 }
 
-/// One converge cycle over a freshly loaded workspace.
+/// One converge cycle (or, observing, one planning cycle) over a freshly
+/// loaded workspace.
+#[allow(clippy::too_many_arguments)] // one call site, each a distinct piece of the loop
 fn one_cycle(
     g: &GlobalArgs,
     env: &Env,
     ws: &Workspace,
+    mode: RunMode,
     stop: &AtomicBool,
     store: &Mutex<StatusStore>,
     transports: &mut Transports,
@@ -199,7 +240,24 @@ fn one_cycle(
             &[("diagnostic", text.as_str())],
         );
     }
-    let cycles = cycle::apply_all(&session, &opts);
+    let cycles = match mode {
+        RunMode::Apply => cycle::apply_all(&session, &opts),
+        RunMode::Observe => {
+            let (cycles, refused) = cycle::observe_all(&session);
+            if refused > 0 {
+                let n = refused.to_string();
+                log::event(
+                    Level::Error,
+                    "proxops.run observe mode refused a write to PVE (a bug; nothing was sent)",
+                    &[("refused", n.as_str())],
+                );
+            }
+            for c in &cycles {
+                log_plan(&c.plan);
+            }
+            cycles
+        }
+    };
     let mut clusters = Vec::new();
     let mut requests = Vec::new();
     for c in cycles {
@@ -213,7 +271,7 @@ fn one_cycle(
             c.execution.as_ref(),
             c.objects,
             desired,
-            false,
+            mode == RunMode::Observe,
             c.finished_at,
         );
         report.desired_stale = ws.desired_stale;
@@ -282,6 +340,57 @@ fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
         complete: !stop.load(Ordering::SeqCst),
         git_fetched_at: None,
         clusters,
+    }
+}
+
+/// Observing: one info line per planned action and per anomaly, with the
+/// field changes (secrets shown as `<secret>`, as every rendering does).
+fn log_plan(plan: &Plan) {
+    let cluster = plan.cluster.as_str();
+    for a in &plan.actions {
+        let id = a.target.to_string();
+        let changes = a
+            .changes
+            .iter()
+            .map(|c| {
+                format!(
+                    "{}: {} -> {}",
+                    c.field,
+                    c.from.as_deref().unwrap_or("(unset)"),
+                    c.to.as_deref().unwrap_or("(unset)")
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        log::event(
+            Level::Info,
+            "proxops.planned",
+            &[
+                ("cluster", cluster),
+                ("kind", a.kind.as_str()),
+                ("name", &a.name),
+                ("id", &id),
+                ("node", a.node.as_str()),
+                ("what", a.op.as_str()),
+                ("impact", a.impact.as_str()),
+                ("reason", &a.reason),
+                ("changes", &one_line(&changes)),
+            ],
+        );
+    }
+    for an in &plan.anomalies {
+        log::event(
+            Level::Warn,
+            "proxops.anomaly",
+            &[
+                ("cluster", cluster),
+                ("type", an.anomaly_type.as_str()),
+                ("kind", &an.kind),
+                ("name", &an.name),
+                ("id", &an.id),
+                ("message", &one_line(&an.message)),
+            ],
+        );
     }
 }
 

@@ -12,23 +12,10 @@ use serde_json::{Value, json};
 
 /// The monitoring VM (150, pve1) with a description, so a later edit of
 /// the description is a hot (live) config change.
-const MONITORING: &str = "vm/base/monitoring.yaml";
-
-fn set_description(repo: &Repo, text: &str) {
-    let p = repo.path().join(MONITORING);
-    let body = std::fs::read_to_string(&p).unwrap();
-    let body: String = body
-        .lines()
-        .filter(|l| !l.contains("pve-description"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(p, format!("{body}  pve-description: {text}\n")).unwrap();
-}
-
 fn monitoring_repo(pve: &FakePve) -> Repo {
     let repo = Repo::demo_for(pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
-    set_description(&repo, "metrics");
+    repo.set_monitoring_description("metrics");
     let created = proxops(pve, &repo, &["apply"]);
     assert_eq!(created.code, 0, "{}", created.all());
     repo
@@ -58,7 +45,7 @@ fn config_of(pve: &FakePve, repo: &Repo, vmid: u32) -> Value {
 fn a_locked_guest_fails_transiently_and_converges_once_unlocked() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = monitoring_repo(&pve);
-    set_description(&repo, "metrics-v2");
+    repo.set_monitoring_description("metrics-v2");
     pve.call("snapshot_lock", json!([150, "backup"]), Value::Null)
         .unwrap();
 
@@ -83,7 +70,7 @@ fn a_locked_guest_fails_transiently_and_converges_once_unlocked() {
 fn a_config_lock_held_by_another_task_fails_transiently_and_converges_later() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = monitoring_repo(&pve);
-    set_description(&repo, "metrics-v2");
+    repo.set_monitoring_description("metrics-v2");
     pve.call("hold_config_lock", json!([150, null]), Value::Null)
         .unwrap();
 
@@ -160,7 +147,7 @@ fn a_failing_config_read_prunes_nothing_and_the_next_cycle_catches_up() {
 fn a_failing_config_read_of_a_managed_guest_writes_nothing_to_it() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = monitoring_repo(&pve);
-    set_description(&repo, "metrics-v2");
+    repo.set_monitoring_description("metrics-v2");
     pve.call(
         "fail",
         json!(["GET", "/nodes/{node}/qemu/{vmid}/config"]),

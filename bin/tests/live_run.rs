@@ -3,7 +3,9 @@
 //! the cluster every poll interval, reports an injected fault as a failed
 //! object and an error action, recovers once the fault is cleared, counts
 //! an unloadable tree as a `parse_error` cycle and keeps going, and exits 0
-//! on SIGTERM — with the token nowhere in what it serves or prints.
+//! on SIGTERM — with the token nowhere in what it serves or prints. With
+//! `--dry-run` it observes: it plans and serves the pending changes every
+//! cycle and sends PVE no write at all.
 
 #![allow(clippy::unwrap_used)]
 
@@ -41,7 +43,14 @@ impl Drop for Daemon {
 
 impl Daemon {
     fn start(pve: &FakePve, repo: &Repo) -> Daemon {
+        Daemon::start_with(pve, repo, &[])
+    }
+
+    /// As [`Daemon::start`], with `extra` flags (e.g. `--dry-run`).
+    fn start_with(pve: &FakePve, repo: &Repo, extra: &[&str]) -> Daemon {
         let git_path = repo.path().to_str().unwrap().to_owned();
+        let mut args = vec!["--git-path", &git_path, "--cluster", "home"];
+        args.extend_from_slice(extra);
         Daemon::spawn(
             repo.path(),
             &[
@@ -49,7 +58,7 @@ impl Daemon {
                 ("PROXOPS_TASK_POLL_MS", "20"),
                 ("PROXOPS_PVE_RETRY_BASE_MS", "5"),
             ],
-            &["--git-path", &git_path, "--cluster", "home"],
+            &args,
         )
     }
 
@@ -236,17 +245,6 @@ fn promtool_check(text: &str) -> (bool, String) {
     (out.status.success(), said)
 }
 
-fn set_description(repo_path: &Path, text: &str) {
-    let p = repo_path.join("vm/base/monitoring.yaml");
-    let body = std::fs::read_to_string(&p).unwrap();
-    let body: String = body
-        .lines()
-        .filter(|l| !l.contains("pve-description"))
-        .map(|l| format!("{l}\n"))
-        .collect();
-    std::fs::write(p, format!("{body}  pve-description: {text}\n")).unwrap();
-}
-
 #[test]
 fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() {
     let started = Instant::now();
@@ -254,7 +252,7 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
-    set_description(repo.path(), "metrics");
+    repo.set_monitoring_description("metrics");
 
     let mut daemon = Daemon::start(&pve, &repo);
     let addr = daemon.address(deadline);
@@ -297,7 +295,7 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
     // counted as an error, and the loop keeps going.
     pve.call("snapshot_lock", json!([150, "backup"]), Value::Null)
         .unwrap();
-    set_description(repo.path(), "metrics-v2");
+    repo.set_monitoring_description("metrics-v2");
     let failed = wait_for(&addr, "/status", deadline, "failed", |_, b| {
         monitoring_state(b).as_deref() == Some("failed")
     });
@@ -516,4 +514,128 @@ fn sigterm_lets_the_action_in_flight_finish_and_starts_no_other() {
     assert_eq!(done.len(), 1, "{stderr}");
     assert!(done[0].contains("ok=true"), "{stderr}");
     assert!(stderr.contains("proxops.run stopping"), "{stderr}");
+}
+
+/// The `/status` object record of `VM/<name>`.
+fn vm_record(status_body: &str, name: &str) -> Value {
+    let doc: Value = serde_json::from_str(status_body).unwrap();
+    doc["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["kind"] == "VM" && o["name"] == name)
+        .cloned()
+        .unwrap_or(Value::Null)
+}
+
+#[test]
+fn an_observing_daemon_serves_the_pending_changes_for_three_cycles_and_writes_nothing() {
+    let deadline = Instant::now() + DEADLINE;
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    repo.set_monitoring_description("metrics");
+    let created = apply(&pve, &repo, &[]);
+    assert_eq!(created.code, 0, "{}", created.all());
+
+    // Drift: the running VM's description changed, and a second VM is new.
+    repo.set_monitoring_description("observed");
+    let twin = std::fs::read_to_string(repo.path().join("vm/base/monitoring.yaml"))
+        .unwrap()
+        .replace("name: monitoring", "name: monitoring-b")
+        .replace("vmid: 150", "vmid: 151");
+    repo.write("vm/base/monitoring-b.yaml", &twin);
+    repo.set_resources(&[
+        "../../vm/base/monitoring.yaml",
+        "../../vm/base/monitoring-b.yaml",
+    ]);
+    pve.forget_requests().unwrap();
+
+    let mut daemon = Daemon::start_with(&pve, &repo, &["--dry-run"]);
+    let addr = daemon.address(deadline);
+    let first_line = daemon.stderr().lines().next().unwrap_or("").to_owned();
+    assert!(first_line.contains("mode=observe"), "{first_line}");
+
+    // Scraped while it runs: three dry-run cycles, each planning the same.
+    let dry = r#"result="dry_run""#;
+    let mut scrapes = Vec::new();
+    for n in 1..=3 {
+        let metrics = wait_for(&addr, "/metrics", deadline, "dry-run cycle", |_, b| {
+            sample(b, "proxops_cycles_total", &[dry]) >= n
+        });
+        let (_, status) = get(&addr, "/status");
+        scrapes.push((metrics, status));
+    }
+    for (metrics, status) in &scrapes {
+        let (ok, said) = promtool_check(metrics);
+        assert!(
+            ok,
+            "promtool check metrics failed:\n{said}\n--- metrics ---\n{metrics}"
+        );
+        let pending = |action: &str| {
+            sample(
+                metrics,
+                "proxops_pending_actions",
+                &[r#"cluster="home""#, &format!("action=\"{action}\"")],
+            )
+        };
+        assert_eq!(
+            (pending("create"), pending("update"), pending("prune")),
+            (1, 1, 0),
+            "{metrics}"
+        );
+        assert_eq!(sample(metrics, "proxops_observe_only", &[]), 1, "{metrics}");
+        assert_eq!(
+            sample(metrics, "proxops_cycles_total", &[r#"result="ok""#]),
+            0,
+            "{metrics}"
+        );
+
+        let doc: Value = serde_json::from_str(status).unwrap();
+        assert_eq!(doc["mode"], "observe", "{status}");
+        let monitoring = vm_record(status, "monitoring");
+        assert_eq!(monitoring["state"], "drift", "{status}");
+        assert_eq!(monitoring["pending"][0]["action"], "update", "{status}");
+        let change = &monitoring["pending"][0]["changes"][0];
+        assert_eq!(change["field"], "description", "{status}");
+        assert_eq!(change["from"], "metrics", "{status}");
+        assert_eq!(change["to"], "observed", "{status}");
+        let twin = vm_record(status, "monitoring-b");
+        assert_eq!(twin["state"], "drift", "{status}");
+        assert_eq!(twin["pending"][0]["action"], "create", "{status}");
+        assert_eq!(
+            doc["clusters"][0]["pending_actions"]["create"], 1,
+            "{status}"
+        );
+        assert_eq!(doc["clusters"][0]["result"], "dry_run", "{status}");
+    }
+
+    let exit = daemon.terminate(deadline);
+    let stderr = daemon.stderr();
+    assert_eq!(exit.code(), Some(0), "{stderr}");
+
+    // PVE saw reads only: no POST, PUT or DELETE (a token needs no login).
+    assert_eq!(writes(&pve), Vec::<(String, String)>::new(), "{stderr}");
+    assert!(
+        pve.requests()
+            .unwrap()
+            .iter()
+            .any(|(m, p, _)| m == "GET" && p.contains("/cluster/resources")),
+        "PVE was never read"
+    );
+    // The plan is logged, field changes included.
+    assert!(
+        stderr.lines().any(|l| l.contains("proxops.planned")
+            && l.contains("name=monitoring ")
+            && l.contains("what=update")
+            && l.contains("description: metrics -> observed")),
+        "{stderr}"
+    );
+    assert!(!stderr.contains("proxops.action"), "{stderr}");
+    assert!(
+        stderr
+            .lines()
+            .any(|l| l.contains("proxops.run started") && l.contains("mode=observe")),
+        "{stderr}"
+    );
 }

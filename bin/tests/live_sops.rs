@@ -2,7 +2,8 @@
 //! the real sops and age-keygen from tools/install-test-tools.sh), used
 //! against fakepve: the token comes from SOPS, the cloud-init password and
 //! SSH key reach PVE, and no secret value appears in any output or
-//! recording.
+//! recording, nor in a saved plan (which holds the password's reference and
+//! gets the value again from SOPS at apply time).
 
 #![allow(clippy::unwrap_used)]
 
@@ -63,26 +64,25 @@ fn encrypt(dir: &Path, plain: &str) -> (String, PathBuf) {
     (String::from_utf8(out.stdout).unwrap(), key)
 }
 
-#[test]
-fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
-    if !tool("sops").exists() {
-        panic!("sops is not installed: run tools/install-test-tools.sh");
-    }
-    let pve = FakePve::start(&empty_seed()).unwrap();
-    let repo = Repo::demo_for(&pve);
-    repo.set_resources(&[
-        "../../diskimage/base/debian-13-genericcloud.yaml",
-        "../../templatevm/home/debian-13-cloud.yaml",
-        "../../vm/home/web-01.yaml",
-    ]);
-    let token = pve.token_value();
-    let token_secret = token.expose().rsplit('=').next().unwrap().to_owned();
-    let keys = tempfile::tempdir().unwrap();
-    let plain = format!(
-        "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n"
-    );
-    let (cipher, key) = encrypt(keys.path(), &plain);
-    repo.write("clusters/home/secrets.sops.yaml", &cipher);
+/// An `apply --diff` of [`SopsRepo`] created the template, its image and
+/// web-01, showed the password as `<secret>`, and sent PVE the password
+/// itself (fakepve masks it on read, as PVE does).
+fn web_created_with_the_password(pve: &FakePve, code: Option<i32>, text: &str) {
+    assert_eq!(code, Some(0), "{text}");
+    assert!(text.contains("3 ok, 0 failed"), "{text}");
+    assert!(text.contains("cipassword: (absent) -> <secret>"), "{text}");
+    let sent = pve.requests().unwrap();
+    let config_write = sent
+        .iter()
+        .find(|(m, p, _)| m == "POST" && p.ends_with("/qemu/101/config"))
+        .unwrap();
+    assert!(config_write.2.contains("cipassword="), "{config_write:?}");
+}
+
+/// Makes `cipher` the `home` cluster's SOPS file, the PVE user, token id
+/// and token taken from it.
+fn use_sops_file(repo: &Repo, cipher: &str) {
+    repo.write("clusters/home/secrets.sops.yaml", cipher);
     let cfg = std::fs::read_to_string(repo.path().join("clusters/home/config.yaml")).unwrap();
     repo.write(
         "clusters/home/config.yaml",
@@ -90,28 +90,68 @@ fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
             "{cfg}      secrets-file: secrets.sops.yaml\n      secrets:\n        pve:\n          user: pve-user\n          token-id: pve-token-id\n          token: pve-token\n"
         ),
     );
-    let web = std::fs::read_to_string(repo.path().join("vm/home/web-01.yaml")).unwrap();
-    let web = web
-        .replace(
-            "    ssh-keys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n",
-            "    ssh-key-refs: [cloud-init.ssh-keys.main]\n    ci-password-ref: cloud-init.passwords.default\n",
-        );
-    assert!(web.contains("ci-password-ref"));
-    repo.write("vm/home/web-01.yaml", &web);
+}
 
-    let run = |args: &[&str]| {
+/// The demo's web-01 (cloned from its template) whose cloud-init password
+/// and SSH key, and the PVE token, come from the cluster's SOPS file.
+struct SopsRepo {
+    repo: Repo,
+    key: PathBuf,
+    token_secret: String,
+    _keys: tempfile::TempDir,
+}
+
+impl SopsRepo {
+    fn new(pve: &FakePve) -> SopsRepo {
+        if !tool("sops").exists() {
+            panic!("sops is not installed: run tools/install-test-tools.sh");
+        }
+        let repo = Repo::demo_for(pve);
+        repo.set_resources(&[
+            "../../diskimage/base/debian-13-genericcloud.yaml",
+            "../../templatevm/home/debian-13-cloud.yaml",
+            "../../vm/home/web-01.yaml",
+        ]);
+        let token = pve.token_value();
+        let token_secret = token.expose().rsplit('=').next().unwrap().to_owned();
+        let keys = tempfile::tempdir().unwrap();
+        let plain = format!(
+            "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n"
+        );
+        let (cipher, key) = encrypt(keys.path(), &plain);
+        use_sops_file(&repo, &cipher);
+        let web = std::fs::read_to_string(repo.path().join("vm/home/web-01.yaml")).unwrap();
+        let web = web
+            .replace(
+                "    ssh-keys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n",
+                "    ssh-key-refs: [cloud-init.ssh-keys.main]\n    ci-password-ref: cloud-init.passwords.default\n",
+            );
+        assert!(web.contains("ci-password-ref"));
+        repo.write("vm/home/web-01.yaml", &web);
+        SopsRepo {
+            repo,
+            key,
+            token_secret,
+            _keys: keys,
+        }
+    }
+
+    /// `proxops --git-path <repo> --cluster home <args>` with the age key
+    /// and no credential in the environment: (exit code, stdout and
+    /// stderr), which hold neither the password nor the token.
+    fn run(&self, args: &[&str]) -> (Option<i32>, String) {
         let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .current_dir(repo.path())
+            .current_dir(self.repo.path())
             .env_remove("PROXOPS_PVE_TOKEN_VALUE")
             .env_remove("PROXOPS_PVE_TOKEN")
             .env_remove("PROXOPS_PVE_PASSWORD")
             .env_remove("PROXOPS_GIT_PATH")
             .env_remove("PROXOPS_CONFIG")
             .env_remove("SOPS_AGE_KEY")
-            .env("SOPS_AGE_KEY_FILE", &key)
+            .env("SOPS_AGE_KEY_FILE", &self.key)
             .env("PROXOPS_TASK_POLL_MS", "20")
             .arg("--git-path")
-            .arg(repo.path())
+            .arg(self.repo.path())
             .args(["--cluster", "home"])
             .args(args)
             .output()
@@ -125,21 +165,20 @@ fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
             !text.contains(PASSWORD),
             "cloud-init password leaked:\n{text}"
         );
-        assert!(!text.contains(&token_secret), "token leaked:\n{text}");
+        assert!(!text.contains(&self.token_secret), "token leaked:\n{text}");
         (out.status.code(), text)
-    };
+    }
+}
+
+#[test]
+fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let sops = SopsRepo::new(&pve);
+    let token_secret = sops.token_secret.clone();
+    let run = |args: &[&str]| sops.run(args);
 
     let (code, text) = run(&["apply", "--diff"]);
-    assert_eq!(code, Some(0), "{text}");
-    assert!(text.contains("3 ok, 0 failed"), "{text}");
-    assert!(text.contains("cipassword: (absent) -> <secret>"), "{text}");
-    // PVE got the password itself (fakepve masks it on read, as PVE does).
-    let sent = pve.requests().unwrap();
-    let config_write = sent
-        .iter()
-        .find(|(m, p, _)| m == "POST" && p.ends_with("/qemu/101/config"))
-        .unwrap();
-    assert!(config_write.2.contains("cipassword="), "{config_write:?}");
+    web_created_with_the_password(&pve, code, &text);
 
     pve.forget_requests().unwrap();
     let (code, text) = run(&["apply"]);
@@ -173,14 +212,7 @@ fn the_wrong_age_key_exits_2_before_any_pve_request() {
         "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\n"
     );
     let (cipher, _right_key) = encrypt(keys.path(), &plain);
-    repo.write("clusters/home/secrets.sops.yaml", &cipher);
-    let cfg = std::fs::read_to_string(repo.path().join("clusters/home/config.yaml")).unwrap();
-    repo.write(
-        "clusters/home/config.yaml",
-        &format!(
-            "{cfg}      secrets-file: secrets.sops.yaml\n      secrets:\n        pve:\n          user: pve-user\n          token-id: pve-token-id\n          token: pve-token\n"
-        ),
-    );
+    use_sops_file(&repo, &cipher);
     let other = keys.path().join("other.txt");
     let made = Command::new(tool("age-keygen"))
         .arg("-o")
@@ -217,4 +249,32 @@ fn the_wrong_age_key_exits_2_before_any_pve_request() {
         Vec::new(),
         "a PVE request was sent"
     );
+}
+
+#[test]
+fn a_saved_plan_holds_the_password_reference_and_apply_plan_sends_the_value() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let sops = SopsRepo::new(&pve);
+    sops.repo.git(&["init", "-q", "-b", "main"]);
+    sops.repo.commit_all("web-01 with SOPS secrets");
+    let out = tempfile::tempdir().unwrap();
+    let file = out.path().join("plan.json");
+    let plan = file.to_str().unwrap();
+
+    let (code, text) = sops.run(&["diff", "--out", plan]);
+    assert_eq!(code, Some(0), "{text}");
+    let saved = std::fs::read_to_string(&file).unwrap();
+    assert!(!saved.contains(PASSWORD), "password in the saved plan");
+    assert!(
+        !saved.contains(&sops.token_secret),
+        "token in the saved plan"
+    );
+    assert!(
+        saved.contains(r#""secret": "cloud-init.passwords.default""#),
+        "{saved}"
+    );
+
+    // The value itself reached PVE, resolved from SOPS at apply time.
+    let (code, text) = sops.run(&["apply", "--diff", "--plan", plan]);
+    web_created_with_the_password(&pve, code, &text);
 }

@@ -5,17 +5,23 @@
 //! the adapters' runner turns `Work` into requests. Secret parameter values
 //! (a cloud-init password resolved from SOPS) are carried as `Secret` and
 //! never rendered.
+//!
+//! Actions serialise and deserialise (serde) for saved plans
+//! ([`crate::saved`]). A secret value never does: serialising one is an
+//! error; only a [`ParamValue::SecretRef`], the name of the secret in the
+//! cluster's SOPS file, is written, and it must be resolved again before
+//! the action may run.
 
 use std::fmt;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::live::GuestType;
 use crate::names::{Kind, NodeName, Ref, StorageId, Vmid};
 use crate::secret::Secret;
 
 /// What applying an action does to the running guest.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Impact {
     /// Applied at once, no restart (or the guest is not running).
@@ -48,7 +54,7 @@ impl fmt::Display for Impact {
 /// One PVE key an action changes. `to: None` removes the key (`delete=`);
 /// `from: None` means the key is absent on PVE. Secret values are shown as
 /// `<secret>`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Change {
     pub field: String,
     pub from: Option<String>,
@@ -63,6 +69,11 @@ pub const SECRET_PLACEHOLDER: &str = "<secret>";
 pub enum ParamValue {
     Plain(String),
     Secret(Secret),
+    /// A secret not held: its reference (`cloud-init.passwords.<name>`) as
+    /// a saved plan keeps it. It must be resolved to a [`ParamValue::Secret`]
+    /// before the action runs ([`crate::saved::resolve_secrets`]); until then
+    /// it goes on the wire as nothing.
+    SecretRef(String),
 }
 
 impl ParamValue {
@@ -71,6 +82,7 @@ impl ParamValue {
         match self {
             ParamValue::Plain(s) => s,
             ParamValue::Secret(s) => s.expose(),
+            ParamValue::SecretRef(_) => "",
         }
     }
 
@@ -78,7 +90,45 @@ impl ParamValue {
     pub fn shown(&self) -> &str {
         match self {
             ParamValue::Plain(s) => s,
-            ParamValue::Secret(_) => SECRET_PLACEHOLDER,
+            ParamValue::Secret(_) | ParamValue::SecretRef(_) => SECRET_PLACEHOLDER,
+        }
+    }
+}
+
+/// The saved form of a secret value: `{"secret": "<reference>"}`.
+#[derive(Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SecretRefDoc {
+    secret: String,
+}
+
+impl Serialize for ParamValue {
+    /// A plain value is a string; a reference is `{"secret": "<ref>"}`; a
+    /// secret value refuses to be serialised.
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        match self {
+            ParamValue::Plain(v) => s.serialize_str(v),
+            ParamValue::SecretRef(r) => SecretRefDoc { secret: r.clone() }.serialize(s),
+            ParamValue::Secret(_) => Err(serde::ser::Error::custom(
+                "a secret value is never serialised; save its reference instead",
+            )),
+        }
+    }
+}
+
+impl<'de> Deserialize<'de> for ParamValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        #[derive(Deserialize)]
+        #[serde(untagged)]
+        enum Doc {
+            Plain(String),
+            Ref(SecretRefDoc),
+        }
+        match Doc::deserialize(d).map_err(|_| {
+            serde::de::Error::custom("expected a string or {\"secret\": \"<reference>\"}")
+        })? {
+            Doc::Plain(v) => Ok(ParamValue::Plain(v)),
+            Doc::Ref(r) => Ok(ParamValue::SecretRef(r.secret)),
         }
     }
 }
@@ -89,8 +139,10 @@ impl fmt::Debug for ParamValue {
     }
 }
 
-/// An ordered list of PVE form values.
-#[derive(Debug, Clone, PartialEq, Eq, Default)]
+/// An ordered list of PVE form values; saved as a list of `[key, value]`
+/// pairs.
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[serde(transparent)]
 pub struct Params(pub Vec<(String, ParamValue)>);
 
 impl Params {
@@ -118,6 +170,14 @@ impl Params {
         self.0.is_empty()
     }
 
+    /// The first secret still held only as a reference: `(key, reference)`.
+    pub fn unresolved_secret(&self) -> Option<(&str, &str)> {
+        self.0.iter().find_map(|(k, v)| match v {
+            ParamValue::SecretRef(r) => Some((k.as_str(), r.as_str())),
+            _ => None,
+        })
+    }
+
     /// `(key, value)` pairs for the wire, secrets exposed.
     pub fn to_wire(&self) -> Vec<(String, String)> {
         self.0
@@ -129,7 +189,8 @@ impl Params {
 
 /// The PVE work an action stands for; the runner maps it to endpoints
 /// (spec §14.1).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Work {
     /// `POST /nodes/{n}/qemu` (or `/lxc`), then for templates mark it.
     CreateGuest {
@@ -188,7 +249,7 @@ pub enum Work {
 }
 
 /// The kind of an action, as renderings and metrics name it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Op {
     Create,
@@ -237,7 +298,8 @@ impl fmt::Display for Op {
 }
 
 /// Where an action lands: a guest id or a storage file.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Target {
     Guest(Vmid),
     File {
@@ -256,7 +318,8 @@ impl fmt::Display for Target {
 }
 
 /// One step of a plan.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct Action {
     pub op: Op,
     pub kind: Kind,

@@ -26,6 +26,7 @@ pub mod planner;
 pub mod render;
 pub mod repo;
 pub mod report;
+pub mod saved;
 pub mod secret;
 pub mod units;
 pub mod wire;

@@ -26,7 +26,7 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::action::{AnomalyType, Op};
+use crate::action::{Action, AnomalyType, Change, Impact, Op};
 use crate::exec::{ActionState, Execution, ObjectReport, ObjectState, Outcome, Timestamp};
 use crate::names::Kind;
 use crate::plan::Plan;
@@ -112,6 +112,56 @@ impl CycleResult {
     }
 }
 
+/// What a daemon does with its plans: execute them, or only observe
+/// (`run --dry-run`: read, plan and report; no write ever reaches PVE).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RunMode {
+    #[default]
+    Apply,
+    Observe,
+}
+
+impl RunMode {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunMode::Apply => "apply",
+            RunMode::Observe => "observe",
+        }
+    }
+}
+
+/// An action planned but not done this cycle: every planned action of a
+/// dry-run cycle, or one that did not succeed in an executed cycle. Its
+/// field changes show secrets as `<secret>`, as every rendering does.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PendingAction {
+    pub kind: String,
+    pub name: String,
+    pub node: String,
+    pub id: String,
+    /// An [`Op::as_str`] name.
+    pub action: &'static str,
+    pub impact: Impact,
+    pub reason: String,
+    pub changes: Vec<Change>,
+}
+
+impl PendingAction {
+    pub fn of(a: &Action) -> PendingAction {
+        PendingAction {
+            kind: a.kind.to_string(),
+            name: a.name.clone(),
+            node: a.node.to_string(),
+            id: a.target.to_string(),
+            action: a.op.as_str(),
+            impact: a.impact,
+            reason: a.reason.clone(),
+            changes: a.changes.clone(),
+        }
+    }
+}
+
 /// The `result` label of `proxops_actions_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -194,6 +244,8 @@ pub struct ClusterReport {
     pub read_only: bool,
     /// When the live inventory was last read successfully in this cycle.
     pub pve_read_at: Option<Timestamp>,
+    /// Actions planned and not done this cycle, in plan order.
+    pub pending: Vec<PendingAction>,
 }
 
 impl ClusterReport {
@@ -214,6 +266,7 @@ impl ClusterReport {
             desired_stale: false,
             read_only: false,
             pve_read_at: None,
+            pending: Vec::new(),
         }
     }
 
@@ -232,6 +285,8 @@ impl ClusterReport {
     /// ([`merge_records`]). Result: the abort
     /// reason's class if the plan was aborted, else `dry_run` or `ok`.
     /// `pve_read_at` is set to `finished_at` unless the plan was aborted.
+    /// `pending`: without an execution every planned action, else those
+    /// that did not succeed.
     pub fn from_cycle(
         plan: &Plan,
         execution: Option<&Execution>,
@@ -381,6 +436,24 @@ impl ClusterReport {
                 *actions.entry(key).or_default() += 1;
             }
         }
+        let pending = match execution {
+            None => plan.actions.iter().map(PendingAction::of).collect(),
+            Some(ex) => ex
+                .actions()
+                .iter()
+                .zip(ex.states())
+                .filter(|(_, s)| {
+                    !matches!(
+                        s,
+                        ActionState::Done {
+                            outcome: Outcome::Succeeded,
+                            ..
+                        }
+                    )
+                })
+                .map(|(a, _)| PendingAction::of(a))
+                .collect(),
+        };
         let mut anomalies: BTreeMap<AnomalyType, u64> = BTreeMap::new();
         for an in &plan.anomalies {
             *anomalies.entry(an.anomaly_type).or_default() += 1;
@@ -406,6 +479,7 @@ impl ClusterReport {
             desired_stale: false,
             read_only: false,
             pve_read_at: Some(finished_at),
+            pending,
         }
     }
 }
@@ -524,6 +598,9 @@ pub struct StoredObject {
     pub report: ObjectReport,
     /// When this record was last written.
     pub updated_at: Timestamp,
+    /// The object's actions planned and not done in its cluster's last
+    /// cycle that was not aborted.
+    pub pending: Vec<PendingAction>,
 }
 
 /// Upper bounds (seconds) of the `proxops_cycle_duration_seconds` buckets;
@@ -536,6 +613,7 @@ pub const CYCLE_DURATION_BUCKETS: [u64; 9] = [1, 5, 10, 30, 60, 120, 300, 600, 1
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StatusStore {
     process_start: Timestamp,
+    mode: RunMode,
     last_cycle: Option<CycleReport>,
     last_full_cycle_finished_at: Option<Timestamp>,
     /// Keyed `cluster|kind|name`.
@@ -557,6 +635,7 @@ impl StatusStore {
     pub fn new(process_start: Timestamp) -> StatusStore {
         StatusStore {
             process_start,
+            mode: RunMode::Apply,
             last_cycle: None,
             last_full_cycle_finished_at: None,
             objects: BTreeMap::new(),
@@ -623,12 +702,19 @@ impl StatusStore {
                     Some(done) => merge_records(done.report, report),
                     None => report,
                 };
+                let pending = c
+                    .pending
+                    .iter()
+                    .filter(|p| p.kind == o.kind && p.name == o.name)
+                    .cloned()
+                    .collect();
                 self.objects.insert(
                     key,
                     StoredObject {
                         cluster: c.name.clone(),
                         report,
                         updated_at: cycle.finished_at,
+                        pending,
                     },
                 );
             }
@@ -664,6 +750,16 @@ impl StatusStore {
 
     pub fn process_start(&self) -> Timestamp {
         self.process_start
+    }
+
+    /// Says whether the process executes its plans or only observes;
+    /// `/status` and `/metrics` show it.
+    pub fn set_mode(&mut self, mode: RunMode) {
+        self.mode = mode;
+    }
+
+    pub fn mode(&self) -> RunMode {
+        self.mode
     }
 
     pub fn last_cycle(&self) -> Option<&CycleReport> {
@@ -734,6 +830,8 @@ pub fn healthz(store: &StatusStore, now: Timestamp, poll_interval_secs: u64) -> 
 
 #[derive(Serialize)]
 struct StatusDoc<'a> {
+    /// `apply`, or `observe` for `run --dry-run`.
+    mode: &'static str,
     process_start: String,
     last_cycle: Option<LastCycleDoc<'a>>,
     objects: Vec<ObjectDoc<'a>>,
@@ -772,6 +870,8 @@ struct ObjectDoc<'a> {
     last_converged_at: Option<String>,
     prune_reason: &'a str,
     updated_at: String,
+    /// Actions planned and not done: what it would take to converge.
+    pending: &'a [PendingAction],
 }
 
 #[derive(Serialize)]
@@ -784,6 +884,9 @@ struct ClusterDoc<'a> {
     counts: CycleCounts,
     desired_stale: bool,
     read_only: bool,
+    /// Planned actions not done, by action (every action named); `null`
+    /// for an aborted cluster, whose pending work is unknown.
+    pending_actions: Option<BTreeMap<&'static str, u64>>,
 }
 
 /// `/status`: the JSON document of spec §17.3, pretty-printed, ending in a
@@ -794,7 +897,9 @@ struct ClusterDoc<'a> {
 /// artifacts. `last_cycle` is `null` before the first cycle; its counters
 /// sum the clusters, `aborted` is true if any cluster aborted and
 /// `abort_reason` joins `<cluster>: <reason>` with `; `. A top-level
-/// `clusters` array (additive) repeats the last cycle per cluster.
+/// `clusters` array (additive) repeats the last cycle per cluster with its
+/// `pending_actions` counts. Additive too: `mode` (`apply` or `observe`)
+/// first, and each object's `pending` actions with their field changes.
 pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
     let last_cycle = store.last_cycle.as_ref().map(|c| {
         let n = c.counts();
@@ -835,6 +940,7 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
                 last_converged_at: r.last_converged_at.map(rfc3339),
                 prune_reason: r.prune_reason.as_deref().unwrap_or(""),
                 updated_at: rfc3339(o.updated_at),
+                pending: &o.pending,
             }
         })
         .collect();
@@ -850,9 +956,11 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             counts: c.counts,
             desired_stale: c.desired_stale,
             read_only: c.read_only,
+            pending_actions: (!c.aborted).then(|| pending_by_action(c)),
         })
         .collect();
     let doc = StatusDoc {
+        mode: store.mode.as_str(),
         process_start: rfc3339(store.process_start),
         last_cycle,
         objects,
@@ -875,6 +983,27 @@ const ANOMALY_TYPES: [AnomalyType; 4] = [
     AnomalyType::NeedsPerson,
 ];
 
+/// Every action, for zero samples.
+const OPS: [Op; 8] = [
+    Op::Create,
+    Op::Clone,
+    Op::Download,
+    Op::MarkTemplate,
+    Op::Update,
+    Op::Start,
+    Op::Stop,
+    Op::Prune,
+];
+
+/// A cluster's pending actions by action name, every action present.
+fn pending_by_action(c: &ClusterReport) -> BTreeMap<&'static str, u64> {
+    let mut out: BTreeMap<&'static str, u64> = OPS.iter().map(|o| (o.as_str(), 0)).collect();
+    for p in &c.pending {
+        *out.entry(p.action).or_default() += 1;
+    }
+    out
+}
+
 /// Every object state, for zero samples.
 const OBJECT_STATES: [ObjectState; 8] = [
     ObjectState::Desired,
@@ -890,7 +1019,17 @@ const OBJECT_STATES: [ObjectState; 8] = [
 /// A new variant must be added to the lists above: this match stops the
 /// build until it is.
 #[allow(dead_code)]
-fn lists_are_exhaustive(t: AnomalyType, s: ObjectState) {
+fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
+    match o {
+        Op::Create
+        | Op::Clone
+        | Op::Download
+        | Op::MarkTemplate
+        | Op::Update
+        | Op::Start
+        | Op::Stop
+        | Op::Prune => {}
+    }
     match t {
         AnomalyType::EmptyDesired
         | AnomalyType::LiveOnlySlot
@@ -923,8 +1062,11 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// (every type), `proxops_read_only`, `proxops_desired_stale`,
 /// `proxops_objects{kind,state}` (every kind × §17.3 state, counted over the
 /// store), `proxops_pve_requests_total{method,result}` (series seen so far),
-/// `proxops_process_start_time_seconds`. Ages count from process start when
-/// the event never happened.
+/// `proxops_process_start_time_seconds`, `proxops_observe_only` (1 under
+/// `run --dry-run`), and from the last cycle, for each cluster that was not
+/// aborted, `proxops_pending_actions{cluster,action}` (every action) and
+/// `proxops_plan_anomalies{cluster,type}` (every type). Ages count from
+/// process start when the event never happened.
 pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
     let mut m = Metrics::default();
 
@@ -1102,6 +1244,51 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
             &[("method", method), ("result", result)],
             *n,
         );
+    }
+
+    m.family(
+        "proxops_observe_only",
+        "gauge",
+        "1 when the process only observes (run --dry-run): it plans and reports but never writes to PVE.",
+    );
+    m.sample(
+        "proxops_observe_only",
+        &[],
+        u64::from(store.mode == RunMode::Observe),
+    );
+
+    let planned: Vec<&ClusterReport> = last
+        .iter()
+        .flat_map(|c| &c.clusters)
+        .filter(|c| !c.aborted)
+        .collect();
+    m.family(
+        "proxops_pending_actions",
+        "gauge",
+        "Actions the last cycle planned and did not do, by cluster and action.",
+    );
+    for c in &planned {
+        for (action, n) in pending_by_action(c) {
+            m.sample(
+                "proxops_pending_actions",
+                &[("cluster", &c.name), ("action", action)],
+                n,
+            );
+        }
+    }
+    m.family(
+        "proxops_plan_anomalies",
+        "gauge",
+        "Anomalies in the last cycle's plan, by cluster and type.",
+    );
+    for c in &planned {
+        for t in ANOMALY_TYPES {
+            m.sample(
+                "proxops_plan_anomalies",
+                &[("cluster", &c.name), ("type", t.as_str())],
+                c.anomalies.get(&t).copied().unwrap_or(0),
+            );
+        }
     }
 
     m.family(

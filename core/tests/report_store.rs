@@ -7,11 +7,11 @@
 
 use std::collections::BTreeMap;
 
-use proxops_core::action::AnomalyType;
+use proxops_core::action::{AnomalyType, Change, Impact};
 use proxops_core::exec::{ObjectReport, ObjectState};
 use proxops_core::report::{
-    ActionKey, ActionResult, ClusterReport, CycleCounts, CycleReport, CycleResult, StatusStore,
-    escape_label_value, render_metrics, render_status_json,
+    ActionKey, ActionResult, ClusterReport, CycleCounts, CycleReport, CycleResult, PendingAction,
+    RunMode, StatusStore, escape_label_value, render_metrics, render_status_json,
 };
 
 const START: u64 = 1_798_675_200; // 2026-12-31T00:00:00Z
@@ -84,6 +84,7 @@ fn first_cycle() -> CycleReport {
         desired_stale: false,
         read_only: false,
         pve_read_at: Some(START + 10),
+        pending: Vec::new(),
     };
     let lab = ClusterReport::aborted("lab", "pve inventory read failed: connection refused");
     CycleReport {
@@ -129,11 +130,26 @@ fn second_cycle() -> CycleReport {
         desired_stale: true,
         read_only: false,
         pve_read_at: Some(START + 95),
+        pending: Vec::new(),
     };
     let mut lab = ClusterReport::aborted("lab", "");
     lab.result = CycleResult::DryRun;
     lab.aborted = false;
     lab.objects = vec![obj("VM", "scratch", "lab1", "900", ObjectState::Drift)];
+    lab.pending = vec![PendingAction {
+        kind: "VM".into(),
+        name: "scratch".into(),
+        node: "lab1".into(),
+        id: "900".into(),
+        action: "update",
+        impact: Impact::Reboot,
+        reason: "VM/scratch: config differs".into(),
+        changes: vec![Change {
+            field: "memory".into(),
+            from: Some("1024".into()),
+            to: Some("2048".into()),
+        }],
+    }];
     lab.counts.objects = 1;
     lab.pve_read_at = Some(START + 92);
     CycleReport {
@@ -183,7 +199,7 @@ fn status_json_has_exactly_the_documented_fields_in_order() {
     let keys = |o: &serde_json::Value| o.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(
         keys(&v),
-        ["process_start", "last_cycle", "objects", "clusters"]
+        ["mode", "process_start", "last_cycle", "objects", "clusters"]
     );
     assert_eq!(
         keys(&v["last_cycle"]),
@@ -218,7 +234,8 @@ fn status_json_has_exactly_the_documented_fields_in_order() {
                 "last_error",
                 "last_converged_at",
                 "prune_reason",
-                "updated_at"
+                "updated_at",
+                "pending"
             ]
         );
     }
@@ -405,4 +422,74 @@ fn label_values_are_escaped() {
     assert_eq!(escape_label_value("two\nlines"), "two\\nlines");
     assert_eq!(escape_label_value("plain VM"), "plain VM");
     assert_eq!(escape_label_value("line\n"), "line\\n");
+}
+
+/// The store after the second cycle, whose `lab` cluster was a dry run with
+/// one pending update.
+fn store_after_second() -> StatusStore {
+    let mut s = StatusStore::new(START - 60);
+    s.record_cycle(first_cycle());
+    s.record_cycle(second_cycle());
+    s
+}
+
+#[test]
+fn a_dry_run_cluster_shows_its_pending_actions_in_status_and_metrics() {
+    let s = store_after_second();
+    let v: serde_json::Value = serde_json::from_str(&render_status_json(&s, START + 110)).unwrap();
+    assert_eq!(v["mode"], "apply");
+    let scratch = v["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "scratch")
+        .unwrap();
+    assert_eq!(scratch["pending"][0]["action"], "update");
+    assert_eq!(scratch["pending"][0]["impact"], "reboot");
+    assert_eq!(scratch["pending"][0]["changes"][0]["field"], "memory");
+    assert_eq!(scratch["pending"][0]["changes"][0]["to"], "2048");
+    let web = v["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "web")
+        .unwrap();
+    assert_eq!(web["pending"], serde_json::json!([]));
+    assert_eq!(v["clusters"][0]["name"], "lab");
+    assert_eq!(v["clusters"][0]["pending_actions"]["update"], 1);
+    assert_eq!(v["clusters"][0]["pending_actions"]["create"], 0);
+
+    let m = render_metrics(&s, START + 110);
+    assert!(
+        m.contains("proxops_pending_actions{cluster=\"lab\",action=\"update\"} 1\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains("proxops_pending_actions{cluster=\"prod\",action=\"update\"} 0\n"),
+        "{m}"
+    );
+    assert!(
+        m.contains("proxops_plan_anomalies{cluster=\"prod\",type=\"data_loss\"} 1\n"),
+        "{m}"
+    );
+    assert!(m.contains("proxops_observe_only 0\n"), "{m}");
+}
+
+#[test]
+fn an_observing_store_says_so_in_status_and_metrics() {
+    let mut s = store_after_second();
+    s.set_mode(RunMode::Observe);
+    let v: serde_json::Value = serde_json::from_str(&render_status_json(&s, START + 110)).unwrap();
+    assert_eq!(v["mode"], "observe");
+    assert!(render_metrics(&s, START + 110).contains("proxops_observe_only 1\n"));
+}
+
+#[test]
+fn an_aborted_cluster_has_no_pending_series() {
+    let m = render_metrics(&store_after_first(), START + 50);
+    assert!(
+        !m.contains("proxops_pending_actions{cluster=\"lab\""),
+        "{m}"
+    );
+    assert!(m.contains("proxops_pending_actions{cluster=\"prod\",action=\"create\"} 0\n"));
 }

@@ -95,6 +95,52 @@ impl Repo {
         std::fs::write(self.path().join("clusters/home/resources.yaml"), text).unwrap();
     }
 
+    /// Sets the monitoring VM's (150, pve1) `pve-description`: a hot
+    /// (live) config change once the VM exists.
+    pub fn set_monitoring_description(&self, text: &str) {
+        let p = self.path().join("vm/base/monitoring.yaml");
+        let body = std::fs::read_to_string(&p).unwrap();
+        let body: String = body
+            .lines()
+            .filter(|l| !l.contains("pve-description"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        std::fs::write(p, format!("{body}  pve-description: {text}\n")).unwrap();
+    }
+
+    /// Runs git in the repository, isolated from the host's configuration.
+    pub fn git(&self, args: &[&str]) {
+        let out = Command::new("git")
+            .current_dir(self.path())
+            .env_clear()
+            .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+            .env("HOME", self.path())
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("GIT_CONFIG_GLOBAL", "/dev/null")
+            .args([
+                "-c",
+                "user.name=ProxOps Test",
+                "-c",
+                "user.email=test@example.org",
+                "-c",
+                "commit.gpgsign=false",
+            ])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "git {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+
+    /// Commits everything in the work tree.
+    pub fn commit_all(&self, message: &str) {
+        self.git(&["add", "-A"]);
+        self.git(&["commit", "-q", "-m", message]);
+    }
+
     pub fn write(&self, rel: &str, text: &str) {
         let p = self.path().join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
@@ -187,4 +233,12 @@ pub fn writes(pve: &FakePve) -> Vec<(String, String)> {
         .filter(|(m, _, _)| m != "GET")
         .map(|(m, p, _)| (m, p))
         .collect()
+}
+
+/// `proxops … apply <args>`: every test's apply goes through here, so a
+/// flag every apply needs is added in one place.
+pub fn apply(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    proxops(pve, repo, &all)
 }

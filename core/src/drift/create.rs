@@ -190,6 +190,7 @@ fn qemu_config(
         match v {
             ParamValue::Plain(s) => p.push(k, s),
             ParamValue::Secret(s) => p.push_secret(k, s),
+            r @ ParamValue::SecretRef(_) => p.0.push((k, r)),
         }
     }
     if let Some(d) = &vm.pve_description {

@@ -119,6 +119,7 @@ pub fn cycle(started_at: u64) -> CycleReport {
         desired_stale: false,
         read_only: false,
         pve_read_at: Some(started_at + 3),
+        pending: Vec::new(),
     };
     CycleReport {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),

@@ -1,0 +1,199 @@
+//! Saved plans on disk: `diff --out FILE` writes the plan with what it was
+//! computed from; `apply --plan FILE` executes exactly those actions, or
+//! refuses and writes nothing (docs/saved-plans.md). The document and the
+//! comparison are core's ([`proxops_core::saved`]); this module reads and
+//! writes the file, reads PVE and runs the actions.
+//!
+//! Order of `apply --plan`, each step before any write: read and check the
+//! file; load the repository and compare its commit and files; resolve
+//! credentials; read every planned cluster through a transport that
+//! refuses writes and compare each touched object with what the plan saw;
+//! resolve secret references from SOPS. Only when every cluster passes
+//! does anything run, and then only the saved actions, in their order.
+//!
+//! Must never: re-plan, run an action the file does not hold, write a
+//! secret into the file, or write to PVE after any check failed.
+
+use std::path::Path;
+use std::time::Instant;
+
+use proxops_core::plan::Plan;
+use proxops_core::saved::{self, SavedCluster, SavedPlan};
+use proxops_pve::reader;
+use proxops_pve::runner::unix_now;
+
+use crate::adopt::ReadOnly;
+use crate::apply::{self, log_action, poll_interval};
+use crate::args::{CommandArgs, GlobalArgs, Output};
+use crate::context::{self, Env, Workspace};
+use crate::cycle::{self, ApplyOptions, PlanAll, Source};
+use crate::exit::{Exit, Failure};
+
+/// `diff --out FILE`: saves the plans of `outcome`. Refuses (and writes
+/// nothing) when the repository has no commit, any cluster is invalid or
+/// aborted, or a secret has no SOPS reference.
+pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failure> {
+    let Some(commit) = &ws.commit else {
+        return Err(Failure::input(
+            "diff --out: the repository has no commit; a saved plan names the commit it was computed from (commit first)",
+        ));
+    };
+    if !outcome.invalid.is_empty() {
+        return Err(Failure::input(
+            "diff --out: plan not saved: the repository has invalid input",
+        ));
+    }
+    let mut clusters = Vec::new();
+    for p in &outcome.plans {
+        let name = &p.plan.cluster;
+        let (Some(snapshot), false) = (&p.snapshot, p.plan.aborted) else {
+            return Err(Failure::runtime(format!(
+                "diff --out: plan not saved: cluster {name} aborted: {}",
+                p.plan
+                    .abort_reason
+                    .as_deref()
+                    .unwrap_or("no reason recorded")
+            )));
+        };
+        let Some(Ok(desired)) = ws.loaded.clusters.get(name) else {
+            return Err(Failure::input(format!(
+                "diff --out: plan not saved: cluster {name} has no valid desired state"
+            )));
+        };
+        clusters.push(
+            SavedCluster::new(&p.plan, desired, snapshot)
+                .map_err(|e| Failure::input(format!("diff --out: plan not saved: {e}")))?,
+        );
+    }
+    let doc = SavedPlan::new(commit.clone(), ws.tree.clone(), clusters);
+    let text = doc
+        .to_json()
+        .map_err(|e| Failure::runtime(format!("diff --out: {e}")))?;
+    write_atomically(file, text.as_bytes())
+        .map_err(|e| Failure::runtime(format!("diff --out {}: {e}", file.display())))?;
+    let actions: usize = doc.clusters.iter().map(|c| c.actions.len()).sum();
+    crate::log::event(
+        crate::log::Level::Info,
+        "plan saved",
+        &[
+            ("file", &file.display().to_string()),
+            ("commit", commit),
+            ("actions", &actions.to_string()),
+        ],
+    );
+    Ok(())
+}
+
+/// Writes `bytes` to a sibling temporary file and renames it over `file`,
+/// so a reader never sees half a plan.
+fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
+    let mut tmp = file.as_os_str().to_owned();
+    tmp.push(".proxops-tmp");
+    let tmp = std::path::PathBuf::from(tmp);
+    std::fs::write(&tmp, bytes)?;
+    std::fs::rename(&tmp, file).inspect_err(|_| {
+        let _ = std::fs::remove_file(&tmp);
+    })
+}
+
+/// `apply --plan FILE`: checks, then executes exactly the saved actions.
+/// A file that is not a valid saved plan is exit 2; a plan that no longer
+/// matches the repository or PVE is refused with exit 1; in both cases
+/// nothing is written. With `--dry-run`, only the checks run.
+pub fn apply(g: &GlobalArgs, a: &CommandArgs, env: &Env, file: &Path) -> Result<Exit, Failure> {
+    if a.replay.is_some() {
+        return Err(Failure::input(
+            "apply --plan reads PVE itself: --replay does not apply",
+        ));
+    }
+    let output = a.output.unwrap_or(Output::Text);
+    if output == Output::Markdown {
+        return Err(Failure::input("apply --output: use text or json"));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::input(format!("cannot read --plan {}: {e}", file.display())))?;
+    let doc = SavedPlan::from_json(&text)
+        .map_err(|e| Failure::input(format!("--plan {}: {e}", file.display())))?;
+
+    let ws = context::load_workspace(g, env)?;
+    let refused = |why: String| {
+        Failure::runtime(format!(
+            "apply --plan refused, nothing was written: {why}; make a new plan with `proxops diff --out` and review it"
+        ))
+    };
+    let commit = ws.commit.as_deref().unwrap_or("(none)");
+    if commit != doc.commit {
+        return Err(refused(format!(
+            "the plan was computed from commit {}, the repository is at {commit}",
+            doc.commit
+        )));
+    }
+    if ws.tree != doc.tree {
+        return Err(refused(format!(
+            "the desired-state files differ from those the plan was computed from (commit {commit}; uncommitted edits?)"
+        )));
+    }
+    for c in &doc.clusters {
+        if !context::selected(g, c.cluster.as_str()) {
+            return Err(Failure::input(format!(
+                "apply --plan: the plan holds cluster {} and --cluster leaves it out; a saved plan runs whole",
+                c.cluster
+            )));
+        }
+    }
+
+    let session = cycle::prepare(g, env, &ws, &Source::Live)?;
+    let mut runs = Vec::new();
+    for c in &doc.clusters {
+        let ready = session
+            .clusters
+            .iter()
+            .find(|p| p.name == c.cluster)
+            .ok_or_else(|| {
+                refused(format!(
+                    "cluster {} is not configured in the repository",
+                    c.cluster
+                ))
+            })?
+            .ready
+            .as_ref()
+            .map_err(|reason| refused(format!("cluster {}: {reason}", c.cluster)))?;
+        let guard = ReadOnly::new(ready.transport.as_ref());
+        let live = reader::read_snapshot(&guard, &ready.scope).map_err(|e| {
+            refused(format!(
+                "cluster {}: pve inventory read failed: {e}",
+                c.cluster
+            ))
+        })?;
+        let moved = saved::check(&c.cluster, &c.observed, &live);
+        if !moved.is_empty() {
+            let lines: Vec<String> = moved.iter().map(ToString::to_string).collect();
+            return Err(refused(lines.join("\n")));
+        }
+        let mut plan: Plan = c.plan();
+        saved::resolve_secrets(&c.cluster, &mut plan.actions, &ready.secrets)
+            .map_err(|e| Failure::input(format!("apply --plan: {e}; nothing was written")))?;
+        runs.push((ready, plan));
+    }
+
+    if a.dry_run {
+        let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
+        print!("{}", proxops_core::render::text_with_changes(&plans));
+        println!("the plan still matches commit {commit} and PVE; nothing written (dry run)");
+        return Ok(Exit::Ok);
+    }
+
+    let stop_flag = apply::stop_on_signals();
+    let opts = ApplyOptions {
+        task_timeout: ws.loaded.config.task_timeout.as_std(),
+        poll_interval: poll_interval(),
+        stop: Some(&stop_flag),
+        on_result: Some(&log_action),
+    };
+    let cycles: Vec<_> = runs
+        .into_iter()
+        .map(|(ready, plan)| cycle::execute_plan(ready, plan, &opts, unix_now(), Instant::now()))
+        .collect();
+    apply::print_results(&cycles, output, a.diff);
+    Ok(apply::cycles_exit(&cycles))
+}
