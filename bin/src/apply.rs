@@ -20,6 +20,7 @@ use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
 use crate::cycle::{self, ApplyOptions, ClusterCycle, Source};
 use crate::exit::{Exit, Failure};
+use crate::lock::Locking;
 use crate::log::{self, Level};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
@@ -61,11 +62,13 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         let _ = signal_hook::flag::register(signal, stop_flag.clone());
     }
+    let locking = Locking::new(&ws.loaded.config, "proxops apply");
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(&stop_flag),
         on_result: Some(&log_action),
+        lock: Some(&locking),
     };
     let cycles = cycle::apply_all(&session, &opts);
 

@@ -33,6 +33,7 @@ use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
 use crate::creds;
 use crate::exit::Failure;
+use crate::lock::Locking;
 
 /// Where live state comes from.
 #[derive(Debug, Clone)]
@@ -74,6 +75,8 @@ pub struct Prepared<'w> {
 
 pub struct Ready<'w> {
     pub desired: &'w ClusterDesired,
+    /// The cluster's PVE endpoint (what its lock is named by).
+    pub base_url: String,
     pub policy: Policy,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
@@ -270,6 +273,7 @@ pub fn prepare_reusing<'w>(
                         name: name.clone(),
                         ready: Ok(Ready {
                             desired,
+                            base_url: cc.base_url.clone(),
                             policy,
                             scope,
                             transport: Box::new(SharedLive(Arc::clone(shared))),
@@ -311,6 +315,7 @@ pub fn prepare_reusing<'w>(
             name: name.clone(),
             ready: Ok(Ready {
                 desired,
+                base_url: cc.base_url.clone(),
                 policy,
                 scope,
                 transport,
@@ -428,6 +433,9 @@ pub struct ApplyOptions<'a> {
     pub poll_interval: Duration,
     pub stop: Option<&'a AtomicBool>,
     pub on_result: Option<&'a runner::ActionObserver<'a>>,
+    /// Take each cluster's lock before reading it (live writes); `None`
+    /// for replays.
+    pub lock: Option<&'a Locking>,
 }
 
 /// One converge cycle per selected cluster: read, plan, execute, read back,
@@ -439,34 +447,36 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
     for p in &session.clusters {
         let started_at = now();
         let clock = Instant::now();
+        let nothing_done = |plan: Plan| ClusterCycle {
+            name: p.name.clone(),
+            plan,
+            execution: None,
+            readback: None,
+            objects: Vec::new(),
+            started_at,
+            finished_at: now(),
+            elapsed: clock.elapsed(),
+        };
         let ready = match &p.ready {
             Err(reason) => {
-                out.push(ClusterCycle {
-                    name: p.name.clone(),
-                    plan: Plan::aborted(p.name.clone(), reason.clone()),
-                    execution: None,
-                    readback: None,
-                    objects: Vec::new(),
-                    started_at,
-                    finished_at: now(),
-                    elapsed: clock.elapsed(),
-                });
+                out.push(nothing_done(Plan::aborted(p.name.clone(), reason.clone())));
                 continue;
             }
             Ok(r) => r,
         };
+        // Held from before the read to after the read-back: whoever has
+        // the cluster next plans from what this cycle left.
+        let _lock = match opts.lock.map(|l| l.acquire(&p.name, &ready.base_url)) {
+            Some(Err(e)) => {
+                out.push(nothing_done(Plan::aborted(p.name.clone(), e.to_string())));
+                continue;
+            }
+            Some(Ok(lock)) => Some(lock),
+            None => None,
+        };
         let first = ready.read_and_plan(&p.name, ready.transport.as_ref());
         if first.plan.aborted || first.plan.actions.is_empty() {
-            out.push(ClusterCycle {
-                name: p.name.clone(),
-                plan: first.plan,
-                execution: None,
-                readback: None,
-                objects: Vec::new(),
-                started_at,
-                finished_at: now(),
-                elapsed: clock.elapsed(),
-            });
+            out.push(nothing_done(first.plan));
             continue;
         }
         let run = RunOptions {

@@ -34,6 +34,7 @@ use crate::context::{self, Env, Workspace};
 use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
 use crate::gitsource::DesiredSource;
+use crate::lock::Locking;
 use crate::log::{self, Level};
 
 /// How often the pause between two cycles looks at the stop flag.
@@ -252,11 +253,16 @@ fn one_cycle(
             };
         }
     };
+    // Per cycle, not for the process: a cron `apply` can take a cluster
+    // between two cycles, and a cycle that finds one held skips it
+    // (`locked`) and tries again next time.
+    let locking = Locking::new(&ws.loaded.config, "proxops run");
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(stop),
         on_result: Some(&log_action),
+        lock: Some(&locking),
     };
     // Invalid manifests: the clusters abort (parse_error); say why.
     for d in &session.invalid {
