@@ -4,12 +4,14 @@
 //! nothing; or it waits, then reads what the first left and prunes within
 //! its own budget. Either way no two runs plan from the same live state,
 //! so the prune budget of 3 holds per run: six tagged orphans are never
-//! deleted by two overlapping runs.
+//! deleted by two overlapping runs. The daemon, finding the cluster held,
+//! skips its cycle as `locked` and reconciles it once it is free.
 
 #![allow(clippy::unwrap_used)]
 
 mod live_support;
 
+use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -158,4 +160,80 @@ fn a_second_apply_waits_then_prunes_from_what_the_first_left_within_its_own_budg
         first.all(),
         second.all()
     );
+}
+
+/// A child process killed when the test ends, however it ends.
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn the_daemon_skips_a_held_cluster_as_locked_and_reconciles_it_once_freed() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = repo_for(&pve, "0s");
+    repo.set_resources(&[]);
+    // This test holds the cluster, as a long `apply` would, and says so in
+    // the lock file as proxops does.
+    let locks = repo.data_dir().join("locks");
+    std::fs::create_dir_all(&locks).unwrap();
+    let name = pve.url().trim_start_matches("https://").replace(':', "_") + ".lock";
+    let mut held = std::fs::File::create(locks.join(name)).unwrap();
+    held.lock().unwrap();
+    let me = std::process::id();
+    writeln!(
+        held,
+        r#"{{"pid":{me},"command":"proxops apply","cluster":"home","since":"2026-12-01T15:00:00Z"}}"#
+    )
+    .unwrap();
+
+    let logs = tempfile::tempdir().unwrap();
+    let stderr_path = logs.path().join("stderr");
+    let mut daemon = KillOnDrop(
+        command(
+            &pve,
+            &repo,
+            &["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"],
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&stderr_path).unwrap())
+        .spawn()
+        .unwrap(),
+    );
+    let mut wait_for = |text: &str| {
+        let deadline = Instant::now() + DEADLINE;
+        loop {
+            let log = std::fs::read_to_string(&stderr_path).unwrap_or_default();
+            if let Some(line) = log.lines().find(|l| l.contains(text)) {
+                return line.to_owned();
+            }
+            assert!(
+                daemon.0.try_wait().unwrap().is_none(),
+                "proxops run exited:\n{log}"
+            );
+            assert!(Instant::now() < deadline, "no {text:?}:\n{log}");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    };
+    let skipped = wait_for("result=locked");
+    assert!(skipped.starts_with("warn "), "{skipped}");
+    assert!(
+        skipped.contains(&format!(
+            "pid {me}, proxops apply, since 2026-12-01T15:00:00Z"
+        )),
+        "{skipped}"
+    );
+    assert!(
+        pve.requests().unwrap().is_empty(),
+        "a locked cycle read PVE"
+    );
+
+    // Freed: a later cycle reconciles the cluster.
+    drop(held);
+    wait_for("cluster=home result=ok");
 }
