@@ -11,7 +11,6 @@
 
 mod live_support;
 
-use std::io::Write as _;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -49,14 +48,7 @@ fn slow_orphans() -> FakePve {
 fn repo_for(pve: &FakePve, lock_wait: &str) -> Repo {
     let repo = Repo::demo_for(pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
-    let path = repo.path().join("proxops.yaml");
-    let text = std::fs::read_to_string(&path).unwrap();
-    assert!(text.contains("  prune-budget: 3\n"), "{text}");
-    let text = text.replace(
-        "  prune-budget: 3\n",
-        &format!("  prune-budget: 3\n  lock-wait: {lock_wait}\n"),
-    );
-    std::fs::write(path, text).unwrap();
+    repo.set_lock_wait(lock_wait);
     repo
 }
 
@@ -177,19 +169,9 @@ fn the_daemon_skips_a_held_cluster_as_locked_and_reconciles_it_once_freed() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = repo_for(&pve, "0s");
     repo.set_resources(&[]);
-    // This test holds the cluster, as a long `apply` would, and says so in
-    // the lock file as proxops does.
-    let locks = repo.data_dir().join("locks");
-    std::fs::create_dir_all(&locks).unwrap();
-    let name = pve.url().trim_start_matches("https://").replace(':', "_") + ".lock";
-    let mut held = std::fs::File::create(locks.join(name)).unwrap();
-    held.lock().unwrap();
+    // This test holds the cluster, as a long `apply` would.
+    let held = repo.hold_cluster_lock(&pve);
     let me = std::process::id();
-    writeln!(
-        held,
-        r#"{{"pid":{me},"command":"proxops apply","cluster":"home","since":"2026-12-01T15:00:00Z"}}"#
-    )
-    .unwrap();
 
     let logs = tempfile::tempdir().unwrap();
     let stderr_path = logs.path().join("stderr");

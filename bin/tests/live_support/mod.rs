@@ -62,6 +62,38 @@ impl Repo {
         self.path().join(".proxops-data")
     }
 
+    /// Sets `reconcile.lock-wait` (the demo's `proxops.yaml` has a
+    /// `reconcile:` section).
+    pub fn set_lock_wait(&self, wait: &str) {
+        let path = self.path().join("proxops.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\nreconcile:\n"), "{text}");
+        let text = text.replace(
+            "\nreconcile:\n",
+            &format!("\nreconcile:\n  lock-wait: {wait}\n"),
+        );
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Takes the lock of the cluster at `pve` in this repository's
+    /// data-dir, as a long `apply` by this test process would, and writes
+    /// the holder line proxops writes. Held until the file is dropped.
+    pub fn hold_cluster_lock(&self, pve: &FakePve) -> std::fs::File {
+        use std::io::Write as _;
+        let locks = self.data_dir().join("locks");
+        std::fs::create_dir_all(&locks).unwrap();
+        let name = pve.url().trim_start_matches("https://").replace(':', "_") + ".lock";
+        let mut held = std::fs::File::create(locks.join(name)).unwrap();
+        held.lock().unwrap();
+        writeln!(
+            held,
+            r#"{{"pid":{},"command":"proxops apply","cluster":"home","since":"2026-12-01T15:00:00Z"}}"#,
+            std::process::id()
+        )
+        .unwrap();
+        held
+    }
+
     /// PVE lets only `root@pam` itself (a ticket login, not an API token)
     /// set a bind mount ("Only root can pass arbitrary filesystem paths",
     /// which fakepve reproduces); the token-driven tests leave dns-01's bind
