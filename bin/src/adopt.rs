@@ -34,6 +34,7 @@ use crate::context::{self, Env};
 use crate::creds;
 use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
+use crate::lock::Locking;
 
 /// Passes GETs through and refuses (and counts) everything else.
 pub struct ReadOnly<'t> {
@@ -170,6 +171,18 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
         )));
     }
+    // `--adopt-secrets` rewrites the SOPS file a daemon reads; it takes the
+    // cluster like a cycle does, before its read.
+    let _lock = if a.adopt_secrets {
+        let locking = Locking::new(cfg, "proxops adopt --adopt-secrets");
+        Some(
+            locking
+                .acquire(&prepared.name, &cc.base_url)
+                .map_err(|e| Failure::runtime(format!("adopt: {e}")))?,
+        )
+    } else {
+        None
+    };
     let guard = ReadOnly::new(ready.transport.as_ref());
     let scope = scope(&guard, &cc.nodes, cc.read_concurrency)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;

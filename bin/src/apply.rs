@@ -23,6 +23,7 @@ use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
 use crate::cycle::{self, ApplyOptions, ClusterCycle, Source};
 use crate::exit::{Exit, Failure};
+use crate::lock::Locking;
 use crate::log::{self, Level};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
@@ -63,11 +64,13 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     }
     let session = cycle::prepare(g, env, &ws, &source)?;
     let stop_flag = stop_on_signals();
+    let locking = Locking::new(&ws.loaded.config, "proxops apply");
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(&stop_flag),
         on_result: Some(&log_action),
+        lock: Some(&locking),
     };
     let cycles = cycle::apply_all(&session, &opts);
     print_results(&cycles, output, a.diff);

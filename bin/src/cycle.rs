@@ -38,6 +38,7 @@ use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
 use crate::creds;
 use crate::exit::Failure;
+use crate::lock::Locking;
 
 /// Where live state comes from.
 #[derive(Debug, Clone)]
@@ -79,6 +80,8 @@ pub struct Prepared<'w> {
 
 pub struct Ready<'w> {
     pub desired: &'w ClusterDesired,
+    /// The cluster's PVE endpoint (what its lock is named by).
+    pub base_url: String,
     pub policy: Policy,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
@@ -275,6 +278,7 @@ pub fn prepare_reusing<'w>(
                         name: name.clone(),
                         ready: Ok(Ready {
                             desired,
+                            base_url: cc.base_url.clone(),
                             policy,
                             scope,
                             transport: Box::new(SharedLive(Arc::clone(shared))),
@@ -316,6 +320,7 @@ pub fn prepare_reusing<'w>(
             name: name.clone(),
             ready: Ok(Ready {
                 desired,
+                base_url: cc.base_url.clone(),
                 policy,
                 scope,
                 transport,
@@ -433,6 +438,9 @@ pub struct ApplyOptions<'a> {
     pub poll_interval: Duration,
     pub stop: Option<&'a AtomicBool>,
     pub on_result: Option<&'a runner::ActionObserver<'a>>,
+    /// Take each cluster's lock before reading it (live writes); `None`
+    /// for replays.
+    pub lock: Option<&'a Locking>,
 }
 
 /// One converge cycle per selected cluster: read, plan, execute, read back,
@@ -454,6 +462,20 @@ pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterC
                 continue;
             }
             Ok(r) => r,
+        };
+        // Held from before the read to after the read-back: whoever has
+        // the cluster next plans from what this cycle left.
+        let _lock = match opts.lock.map(|l| l.acquire(&p.name, &ready.base_url)) {
+            Some(Err(e)) => {
+                out.push(ClusterCycle::planned_only(
+                    Plan::aborted(p.name.clone(), e.to_string()),
+                    started_at,
+                    clock,
+                ));
+                continue;
+            }
+            Some(Ok(lock)) => Some(lock),
+            None => None,
         };
         let first = ready.read_and_plan(&p.name, ready.transport.as_ref());
         if first.plan.aborted || first.plan.actions.is_empty() {

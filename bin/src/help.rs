@@ -79,6 +79,9 @@ Run one converge cycle per selected cluster: read live, plan, execute, read back
                     re-plan; refused (exit 1, nothing written) when the commit,
                     the files or any touched object changed since. With
                     --dry-run: only check (docs/saved-plans.md)
+Each cluster is locked from its read to its read-back (<data-dir>/locks/);
+one held by another proxops process is waited for up to reconcile.lock-wait
+(default 5s), then aborted as `locked`, naming the holder.
 Exit 1 when any action failed or any cluster aborted.
 "
         }
@@ -98,11 +101,14 @@ Daemon: every reconcile.poll-interval (--git-poll-sec) re-read the repository
 (a git fetch in URL mode) and run one cycle per cluster; serve GET /healthz,
 /metrics and /status on --listen (port 0 picks a free one; the start-up log
 line names it). A cycle that fails (invalid tree, PVE unreachable) is
-reported and the loop goes on. --log-level debug logs every PVE request.
+reported and the loop goes on; a cluster another proxops process holds
+(its lock) is skipped that cycle as `locked`. --log-level debug logs every
+PVE request.
 SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
   -n, --dry-run     Observe only: read and plan every cycle, log the plan and
                     serve the pending changes; never write to PVE. The first
                     log line and /status say \"mode\": observe or apply
+If the status server stops serving: the same, then exit 1.
 "
         }
         Command::Adopt => {
@@ -114,7 +120,8 @@ template and storage file under <kind>/<cluster>/. Prints the resources.yaml
 lines to add, the gap report, INCOMPLETE and SKIPPED lists.
   --replay DIR       Adopt from a recording instead of the API
   --adopt-secrets    Add live SSH keys the cluster's SOPS file lacks, as
-                     adopted-<hex> names, and reference them (PVE unchanged)
+                     adopted-<hex> names, and reference them (PVE unchanged);
+                     takes the cluster's lock, as apply does
 "
         }
         Command::Record => {

@@ -12,6 +12,7 @@ mod diff;
 mod exit;
 mod gitsource;
 mod help;
+mod lock;
 mod log;
 mod record;
 mod run;

@@ -17,8 +17,10 @@
 //!
 //! Must never: stop looping because one cycle or one cluster failed (an
 //! invalid tree is an aborted `parse_error` cycle, a failing cluster is
-//! that cluster's result), exit non-zero after start-up, or log a request
-//! body, a header or a credential.
+//! that cluster's result), go on reconciling once the status server has
+//! stopped serving (that ends the process with exit 1, for the service
+//! manager to restart it), or log a request body, a header or a
+//! credential.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -28,7 +30,9 @@ use std::time::{Duration, Instant};
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
 use proxops_core::plan::Plan;
 use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
-use proxops_http::{StatusServer, store_source};
+use proxops_http::{
+    Observer, ServerEvent, ServerLimits, ServerOptions, StatusServer, store_source,
+};
 use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
 
@@ -38,6 +42,7 @@ use crate::context::{self, Env, Workspace};
 use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
 use crate::gitsource::DesiredSource;
+use crate::lock::Locking;
 use crate::log::{self, Level};
 
 /// How often the pause between two cycles looks at the stop flag.
@@ -95,9 +100,16 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let mut new_store = StatusStore::new(process_start);
     new_store.set_mode(mode);
     let store = Arc::new(Mutex::new(new_store));
-    let server = StatusServer::start(&listen, store_source(Arc::clone(&store), poll.as_secs()))
-        .map_err(|e| Failure::runtime(e.to_string()))?;
     let stop = Arc::new(AtomicBool::new(false));
+    let server = StatusServer::start_with(
+        &listen,
+        store_source(Arc::clone(&store), poll.as_secs()),
+        ServerOptions {
+            limits: ServerLimits::default(),
+            observer: Some(server_observer(Arc::clone(&stop))),
+        },
+    )
+    .map_err(|e| Failure::runtime(e.to_string()))?;
     for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
         // A second signal while the first is being honoured ends the
         // process at once (exit 1); the first only sets the flag.
@@ -116,6 +128,13 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             ("mode", mode.as_str()),
         ],
     );
+    if !server.local_addr().ip().is_loopback() {
+        log::event(
+            Level::Warn,
+            "the status server listens beyond loopback: /status and /metrics describe the clusters to anyone who can reach the port; firewall it to the scraper",
+            &[("listen", &addr)],
+        );
+    }
 
     let mut transports = Transports::default();
     let mut counted = Counted::default();
@@ -152,9 +171,59 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         }
         pause(&stop, poll.saturating_sub(tick.elapsed()));
     }
+    if let Some(reason) = server.failure() {
+        // Nothing answers /healthz any more: reconciling on unwatched would
+        // hide it from every probe, so end and let systemd restart us.
+        server.shutdown();
+        return Err(Failure::runtime(format!(
+            "status server stopped ({reason}); exiting so the service manager restarts proxops"
+        )));
+    }
     log::event(Level::Info, "proxops.run stopping", &[("listen", &addr)]);
     server.shutdown();
     Ok(Exit::Ok)
+}
+
+/// Logs what the status server reports and, when its serving thread ends,
+/// stops the loop as SIGTERM would: the action in flight finishes, then
+/// the process exits 1 (see [`run`]).
+fn server_observer(stop: Arc<AtomicBool>) -> Observer {
+    Arc::new(move |event: &ServerEvent| match event {
+        ServerEvent::AcceptFailing {
+            error,
+            out_of_resources,
+            retry_in,
+        } => {
+            let retry = format!("{}ms", retry_in.as_millis());
+            let message = if *out_of_resources {
+                "status server: accept failed, out of file descriptors or memory; backing off and accepting again (raise LimitNOFILE if this repeats)"
+            } else {
+                "status server: accept failed; backing off and accepting again"
+            };
+            log::event(
+                Level::Warn,
+                message,
+                &[("error", error.as_str()), ("retry_in", &retry)],
+            );
+        }
+        ServerEvent::AcceptRecovered { failures } => {
+            let n = failures.to_string();
+            log::event(
+                Level::Info,
+                "status server: accepting again",
+                &[("failed_accepts", &n)],
+            );
+        }
+        ServerEvent::Ended { reason } => {
+            log::event(
+                Level::Error,
+                "status server: serving thread ended; stopping after the action in flight",
+                &[("reason", reason.as_str())],
+            );
+            stop.store(true, Ordering::SeqCst);
+        }
+        _ => {}
+    })
 }
 
 /// The process configuration on its own (the `--config` file and the
@@ -225,11 +294,16 @@ fn one_cycle(
             };
         }
     };
+    // Per cycle, not for the process: a cron `apply` can take a cluster
+    // between two cycles, and a cycle that finds one held skips it
+    // (`locked`) and tries again next time.
+    let locking = Locking::new(&ws.loaded.config, "proxops run");
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(stop),
         on_result: Some(&log_action),
+        lock: Some(&locking),
     };
     // Invalid manifests: the clusters abort (parse_error); say why.
     for d in &session.invalid {

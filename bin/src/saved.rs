@@ -27,6 +27,7 @@ use crate::apply::{self, log_action, poll_interval};
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env, Workspace};
 use crate::cycle::{self, ApplyOptions, PlanAll, Source};
+use crate::lock::Locking;
 use crate::exit::{Exit, Failure};
 
 /// `diff --out FILE`: saves the plans of `outcome`. Refuses (and writes
@@ -143,6 +144,10 @@ pub fn apply(g: &GlobalArgs, a: &CommandArgs, env: &Env, file: &Path) -> Result<
     }
 
     let session = cycle::prepare(g, env, &ws, &Source::Live)?;
+    // Held from the check read to the read-back, as `apply` holds it: no
+    // other proxops process can move a touched object in between.
+    let locking = Locking::new(&ws.loaded.config, "proxops apply --plan");
+    let mut locks = Vec::new();
     let mut runs = Vec::new();
     for c in &doc.clusters {
         let ready = session
@@ -158,6 +163,13 @@ pub fn apply(g: &GlobalArgs, a: &CommandArgs, env: &Env, file: &Path) -> Result<
             .ready
             .as_ref()
             .map_err(|reason| refused(format!("cluster {}: {reason}", c.cluster)))?;
+        if !a.dry_run {
+            locks.push(
+                locking
+                    .acquire(&c.cluster, &ready.base_url)
+                    .map_err(|e| refused(format!("cluster {}: {e}", c.cluster)))?,
+            );
+        }
         let guard = ReadOnly::new(ready.transport.as_ref());
         let live = reader::read_snapshot(&guard, &ready.scope).map_err(|e| {
             refused(format!(
@@ -189,11 +201,14 @@ pub fn apply(g: &GlobalArgs, a: &CommandArgs, env: &Env, file: &Path) -> Result<
         poll_interval: poll_interval(),
         stop: Some(&stop_flag),
         on_result: Some(&log_action),
+        // Taken above, before the check read.
+        lock: None,
     };
     let cycles: Vec<_> = runs
         .into_iter()
         .map(|(ready, plan)| cycle::execute_plan(ready, plan, &opts, unix_now(), Instant::now()))
         .collect();
+    drop(locks);
     apply::print_results(&cycles, output, a.diff);
     Ok(apply::cycles_exit(&cycles))
 }

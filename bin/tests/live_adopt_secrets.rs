@@ -388,3 +388,30 @@ fn a_sops_file_without_a_cloud_init_block_gets_one() {
         manifest(&s, "known-key")
     );
 }
+
+#[test]
+fn adopt_secrets_gives_up_on_a_held_cluster_and_leaves_the_sops_file_alone() {
+    let s = setup();
+    s.repo.set_lock_wait("0s");
+    let before = std::fs::read(&s.sops_file).unwrap();
+    let held = s.repo.hold_cluster_lock(&s.pve);
+    s.pve.forget_requests().unwrap();
+
+    let (code, text) = run(&s, &["adopt", "--adopt-secrets"]);
+    assert_eq!(code, 1, "{text}");
+    assert!(
+        text.contains(&format!(
+            "error: adopt: locked: cluster home is held by another proxops process (pid {}, proxops apply, since ",
+            std::process::id()
+        )),
+        "{text}"
+    );
+    assert_eq!(std::fs::read(&s.sops_file).unwrap(), before);
+    assert!(!s.repo.path().join("vm/home").exists(), "{text}");
+    assert!(s.pve.requests().unwrap().is_empty(), "read while locked");
+
+    drop(held);
+    let (code, text) = run(&s, &["adopt", "--adopt-secrets"]);
+    assert_eq!(code, 0, "{text}");
+    assert_ne!(std::fs::read(&s.sops_file).unwrap(), before);
+}

@@ -27,6 +27,12 @@ pub const DEFAULT_PRUNE_BUDGET: u32 = 3;
 /// only queue on that production node beside its web UI and other clients.
 pub const DEFAULT_READ_CONCURRENCY: usize = 4;
 
+/// Default `reconcile.lock-wait`: long enough for a cron `apply` to wait
+/// out a daemon cycle that is only reading (a converged cycle of a few
+/// hundred guests), short enough that a run started by hand says at once
+/// who holds the cluster instead of seeming to hang.
+pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+
 // ------------------------------------------------------------ file shapes
 
 #[derive(Debug, Default, Deserialize)]
@@ -157,6 +163,8 @@ pub struct ReconcileSection {
     pub prune_budget: Option<i64>,
     #[serde(default)]
     pub read_concurrency: Option<i64>,
+    #[serde(default)]
+    pub lock_wait: Option<String>,
 }
 
 // ------------------------------------------------------------ resolved
@@ -199,6 +207,9 @@ pub struct Config {
     /// 0 = unlimited.
     pub prune_budget: u32,
     pub read_concurrency: usize,
+    /// How long `apply`, `run` and `adopt --adopt-secrets` wait for a
+    /// cluster another ProxOps process holds before giving up on it.
+    pub lock_wait: Duration,
     pub listen: String,
     pub data_dir: String,
 }
@@ -528,6 +539,13 @@ fn resolve(
             "task-timeout must be greater than 0".to_owned(),
         ));
     }
+    let lock_wait = match rec.lock_wait {
+        Some(t) => Duration::parse(&t).unwrap_or_else(|e| {
+            diags.push(err("reconcile.lock-wait", e.0));
+            DEFAULT_LOCK_WAIT
+        }),
+        None => DEFAULT_LOCK_WAIT,
+    };
     let budget_raw = ov
         .prune_budget
         .filter(|b| *b >= 0)
@@ -696,7 +714,52 @@ fn resolve(
         task_timeout,
         prune_budget,
         read_concurrency,
+        lock_wait,
         listen,
         data_dir,
+    }
+}
+
+#[cfg(test)]
+#[allow(clippy::unwrap_used)]
+mod tests {
+    use super::*;
+
+    fn load_process(text: &str) -> Result<Config, Vec<Diagnostic>> {
+        let text = format!(
+            "{text}pve:\n  clusters:\n    home:\n      base-url: https://pve1.example.org:8006\n"
+        );
+        let sources = ConfigSources {
+            process: Some(ConfigSource {
+                name: "proxops.yaml".into(),
+                bytes: text.as_bytes(),
+            }),
+            cluster_local: Vec::new(),
+            process_is_explicit: false,
+        };
+        load(&sources, &Overrides::default())
+    }
+
+    #[test]
+    fn lock_wait_defaults_to_five_seconds_and_takes_a_duration() {
+        assert_eq!(load_process("").unwrap().lock_wait, Duration::from_secs(5));
+        let cfg = load_process("reconcile:\n  lock-wait: 1m30s\n").unwrap();
+        assert_eq!(cfg.lock_wait, Duration::from_secs(90));
+        let cfg = load_process("reconcile:\n  lock-wait: 0s\n").unwrap();
+        assert_eq!(cfg.lock_wait, Duration::from_secs(0));
+    }
+
+    #[test]
+    fn a_lock_wait_that_is_not_a_duration_names_its_field_and_line() {
+        let diags = load_process("log:\n  level: info\nreconcile:\n  lock-wait: soon\n")
+            .err()
+            .unwrap();
+        assert_eq!(diags.len(), 1, "{diags:?}");
+        assert_eq!(diags[0].field.as_deref(), Some("reconcile.lock-wait"));
+        assert_eq!(diags[0].line, Some(4), "{diags:?}");
+        assert!(
+            diags[0].message.contains("invalid duration \"soon\""),
+            "{diags:?}"
+        );
     }
 }

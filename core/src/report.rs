@@ -58,13 +58,16 @@ pub enum CycleResult {
     PveReadError,
     /// The planner refused.
     PlanError,
+    /// Another ProxOps process on this host held the cluster (its lock in
+    /// the data directory): nothing read or written; tried again next cycle.
+    Locked,
     /// Any other abort (configuration, credentials, shutdown).
     Aborted,
 }
 
 impl CycleResult {
     /// Every result, in the order metrics list them.
-    pub const ALL: [CycleResult; 8] = [
+    pub const ALL: [CycleResult; 9] = [
         CycleResult::Ok,
         CycleResult::DryRun,
         CycleResult::NotReady,
@@ -72,6 +75,7 @@ impl CycleResult {
         CycleResult::UnknownNode,
         CycleResult::PveReadError,
         CycleResult::PlanError,
+        CycleResult::Locked,
         CycleResult::Aborted,
     ];
 
@@ -84,6 +88,7 @@ impl CycleResult {
             CycleResult::UnknownNode => "unknown_node",
             CycleResult::PveReadError => "pve_read_error",
             CycleResult::PlanError => "plan_error",
+            CycleResult::Locked => "locked",
             CycleResult::Aborted => "aborted",
         }
     }
@@ -92,10 +97,10 @@ impl CycleResult {
     /// `git sync failed` → `not_ready`; `manifest parse error`,
     /// `cloud-init secret resolution`, `invalid input` → `parse_error`;
     /// `unknown node` → `unknown_node`; `pve inventory read failed` →
-    /// `pve_read_error`; `plan error` → `plan_error`; anything else →
-    /// `aborted`.
+    /// `pve_read_error`; `plan error` → `plan_error`; `locked` →
+    /// `locked`; anything else → `aborted`.
     pub fn from_abort_reason(reason: &str) -> CycleResult {
-        const PREFIXES: [(&str, CycleResult); 7] = [
+        const PREFIXES: [(&str, CycleResult); 8] = [
             ("git sync failed", CycleResult::NotReady),
             ("manifest parse error", CycleResult::ParseError),
             ("cloud-init secret resolution", CycleResult::ParseError),
@@ -103,6 +108,7 @@ impl CycleResult {
             ("unknown node", CycleResult::UnknownNode),
             ("pve inventory read failed", CycleResult::PveReadError),
             ("plan error", CycleResult::PlanError),
+            ("locked", CycleResult::Locked),
         ];
         PREFIXES
             .iter()

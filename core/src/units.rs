@@ -160,7 +160,7 @@ impl Duration {
         Duration(ms)
     }
 
-    pub fn from_secs(s: u64) -> Duration {
+    pub const fn from_secs(s: u64) -> Duration {
         Duration(s.saturating_mul(1000))
     }
 

@@ -247,6 +247,10 @@ fn an_aborted_plan_reports_the_class_of_its_reason() {
             CycleResult::UnknownNode,
         ),
         ("plan error: cycle", CycleResult::PlanError),
+        (
+            "locked: cluster lab is held by another proxops process (pid 42, proxops apply, since 2026-12-01T15:00:00Z)",
+            CycleResult::Locked,
+        ),
         ("cannot load recording /x.json: gone", CycleResult::Aborted),
     ];
     for (reason, want) in cases {

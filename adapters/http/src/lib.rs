@@ -1,5 +1,5 @@
 //! The status server: serves `/healthz`, `/metrics` and `/status` over
-//! plain HTTP, on its own thread.
+//! plain HTTP/1.1, on its own threads.
 //!
 //! It only serves what it is handed: every answer comes from a [`Source`]
 //! (usually [`store_source`], which asks core's renderings), so the server
@@ -7,13 +7,26 @@
 //! HTTP requires to behave like `GET` without a body) on the three paths;
 //! any other method is `405`, any other path `404`.
 //!
+//! A small std::net server of its own, not a framework: it must survive
+//! what a listener on a network meets — a full file-descriptor table
+//! (back off, keep accepting), many idle connections (a cap,
+//! [`ServerLimits::max_connections`]), huge or endless request heads (a
+//! size and a time limit, `431`/`408`) — and say so when its serving
+//! thread ends anyway ([`StatusServer::failure`], [`ServerEvent::Ended`])
+//! so the process can exit and be restarted rather than reconcile on with
+//! nobody watching.
+//!
 //! **Architecture Invariant:** it binds exactly the address it is told
 //! (the default, [`DEFAULT_LISTEN`], is loopback only), holds no secret and
 //! renders nothing itself. It reads the clock once per request, to hand
-//! `now` to the source.
+//! `now` to the source. It never logs: what happens is handed to the
+//! caller's observer as a [`ServerEvent`].
 
-use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+mod accept;
+mod conn;
+
+use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -26,11 +39,7 @@ use proxops_core::report::{
 /// Where the server listens unless configured otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:9494";
 
-/// How long the serving thread waits for a request before it looks at the
-/// stop flag again (bounds how long [`StatusServer::shutdown`] takes).
-const POLL: Duration = Duration::from_millis(200);
-
-/// How long shutdown waits for the listening socket to close.
+/// How long shutdown tries to wake the serving thread out of `accept`.
 const CLOSE_WAIT: Duration = Duration::from_secs(2);
 
 /// The paths the server answers.
@@ -112,41 +121,117 @@ pub enum HttpError {
     Bind { listen: String, reason: String },
 }
 
+/// The bounds that keep the server alive under load or abuse.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerLimits {
+    /// Connections served at once; more wait in the kernel's queue until
+    /// one ends. A scraper and a probe need two; 64 leaves room for
+    /// several of each while keeping the server's descriptors far below
+    /// the unit's `LimitNOFILE`.
+    pub max_connections: usize,
+    /// Request line plus header fields, in bytes; a longer head is
+    /// answered `431` after reading at most one byte more. Scrapers send
+    /// a few hundred bytes; 8 KiB is what common servers allow.
+    pub max_header_bytes: usize,
+    /// From accept to the end of the request head; a slower client is
+    /// answered `408` and closed (slow-loris connections cannot hold a
+    /// slot longer than this).
+    pub header_timeout: Duration,
+    /// Writing the answer to a client that does not read.
+    pub write_timeout: Duration,
+}
+
+impl Default for ServerLimits {
+    fn default() -> ServerLimits {
+        ServerLimits {
+            max_connections: 64,
+            max_header_bytes: 8 * 1024,
+            header_timeout: Duration::from_secs(10),
+            write_timeout: Duration::from_secs(10),
+        }
+    }
+}
+
+/// What the server tells its observer. It calls the observer on its own
+/// threads; the observer must not block for long.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ServerEvent {
+    /// `accept` failed; the server waits `retry_in` and tries again
+    /// (doubling the wait up to a second while it keeps failing). Told
+    /// once per run of failures. `out_of_resources`: file descriptors or
+    /// memory ran out (`EMFILE` and kin).
+    AcceptFailing {
+        error: String,
+        out_of_resources: bool,
+        retry_in: Duration,
+    },
+    /// `accept` works again after `failures` failures in a row.
+    AcceptRecovered { failures: u64 },
+    /// The serving thread ended without being asked to: nothing answers
+    /// on the port any more. The process should exit non-zero.
+    Ended { reason: String },
+}
+
+/// Receives [`ServerEvent`]s (to log them; to stop the process on `Ended`).
+pub type Observer = Arc<dyn Fn(&ServerEvent) + Send + Sync>;
+
+/// How [`StatusServer::start_with`] runs the server.
+#[derive(Clone, Default)]
+pub struct ServerOptions {
+    pub limits: ServerLimits,
+    pub observer: Option<Observer>,
+}
+
 /// A running status server. Dropping it stops it, as [`shutdown`](Self::shutdown) does.
 pub struct StatusServer {
     addr: SocketAddr,
-    server: Option<Arc<tiny_http::Server>>,
-    stop: Arc<AtomicBool>,
+    shared: Arc<accept::Shared>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl StatusServer {
     /// Binds `listen` (`host:port`; port 0 picks a free one) and serves
-    /// `source` on a new thread.
+    /// `source` with the default limits and no observer.
     pub fn start(listen: &str, source: Source) -> Result<StatusServer, HttpError> {
+        StatusServer::start_with(listen, source, ServerOptions::default())
+    }
+
+    /// Binds `listen` and serves `source` on a new thread, with `options`.
+    pub fn start_with(
+        listen: &str,
+        source: Source,
+        options: ServerOptions,
+    ) -> Result<StatusServer, HttpError> {
         let bind_error = |reason: String| HttpError::Bind {
             listen: listen.to_owned(),
             reason,
         };
-        let server = tiny_http::Server::http(listen).map_err(|e| bind_error(e.to_string()))?;
-        let addr = server
-            .server_addr()
-            .to_ip()
-            .ok_or_else(|| bind_error("not an IP address".into()))?;
-        let server = Arc::new(server);
-        let stop = Arc::new(AtomicBool::new(false));
+        let listener = TcpListener::bind(listen).map_err(|e| bind_error(e.to_string()))?;
+        let addr = listener
+            .local_addr()
+            .map_err(|e| bind_error(e.to_string()))?;
+        StatusServer::serve(Box::new(listener), addr, source, options)
+            .map_err(|e| bind_error(format!("cannot start the serving thread: {e}")))
+    }
+
+    /// Serves connections from `incoming` (bound to `addr`) on a new thread.
+    fn serve(
+        incoming: Box<dyn accept::Incoming>,
+        addr: SocketAddr,
+        source: Source,
+        options: ServerOptions,
+    ) -> std::io::Result<StatusServer> {
+        let shared = Arc::new(accept::Shared::new(source, options));
         let thread = {
-            let server = Arc::clone(&server);
-            let stop = Arc::clone(&stop);
+            let shared = Arc::clone(&shared);
             std::thread::Builder::new()
                 .name("proxops-http".into())
-                .spawn(move || serve(&server, &stop, &source))
-                .map_err(|e| bind_error(format!("cannot start the serving thread: {e}")))?
+                .spawn(move || accept::run(incoming, shared))?
         };
         Ok(StatusServer {
             addr,
-            server: Some(server),
-            stop,
+            shared,
             thread: Some(thread),
         })
     }
@@ -156,31 +241,39 @@ impl StatusServer {
         self.addr
     }
 
-    /// Stops serving and returns once the port is closed: the request being
-    /// answered, if any, completes first.
+    /// Why the serving thread ended without being asked to (the listener
+    /// failed, or the thread panicked); `None` while it serves.
+    pub fn failure(&self) -> Option<String> {
+        self.shared.failure()
+    }
+
+    /// Stops accepting and returns once the port is closed. Answers in
+    /// progress finish on their own threads (each bounded by the limits).
     pub fn shutdown(mut self) {
         self.stop_and_join();
     }
 
     fn stop_and_join(&mut self) {
-        self.stop.store(true, Ordering::SeqCst);
-        let Some(server) = self.server.take() else {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        let Some(thread) = self.thread.take() else {
             return;
         };
-        server.unblock();
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
+        // The thread may be blocked in `accept`: a connection wakes it.
+        // If none can be made (no descriptor left), it is left to end on
+        // its own rather than waited for forever.
+        let deadline = Instant::now() + CLOSE_WAIT;
+        while !thread.is_finished() && Instant::now() < deadline {
+            let _ = TcpStream::connect_timeout(&loopback(self.addr), Duration::from_millis(100));
+            std::thread::sleep(Duration::from_millis(5));
         }
-        // The last reference: dropping it tells tiny_http's accept thread to
-        // close the listener, which it does on its own time; wait for that
-        // so a restart can bind the same port again.
-        drop(server);
-        wait_closed(self.addr);
+        if thread.is_finished() {
+            let _ = thread.join();
+        }
     }
 }
 
-/// Waits (at most [`CLOSE_WAIT`]) until nothing accepts on `addr`.
-fn wait_closed(addr: SocketAddr) {
+/// The address to reach `addr` on this host (loopback for a wildcard).
+fn loopback(addr: SocketAddr) -> SocketAddr {
     let mut probe = addr;
     if probe.ip().is_unspecified() {
         probe.set_ip(match addr {
@@ -188,61 +281,13 @@ fn wait_closed(addr: SocketAddr) {
             SocketAddr::V6(_) => Ipv6Addr::LOCALHOST.into(),
         });
     }
-    let deadline = Instant::now() + CLOSE_WAIT;
-    while Instant::now() < deadline {
-        if TcpStream::connect_timeout(&probe, Duration::from_millis(100)).is_err() {
-            return;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
+    probe
 }
 
 impl Drop for StatusServer {
     fn drop(&mut self) {
         self.stop_and_join();
     }
-}
-
-fn serve(server: &tiny_http::Server, stop: &AtomicBool, source: &Source) {
-    while !stop.load(Ordering::SeqCst) {
-        // `Ok(None)`: no request yet; `Err`: one connection failed. Either
-        // way, keep serving.
-        if let Ok(Some(request)) = server.recv_timeout(POLL) {
-            answer(request, source);
-        }
-    }
-}
-
-fn answer(request: tiny_http::Request, source: &Source) {
-    let reply = match request.method() {
-        tiny_http::Method::Get | tiny_http::Method::Head => match Route::from_target(request.url())
-        {
-            Some(route) => source(route, unix_now()),
-            None => Reply::new(
-                404,
-                TEXT_CONTENT_TYPE,
-                "not found: try /healthz, /metrics or /status\n",
-            ),
-        },
-        _ => Reply::new(
-            405,
-            TEXT_CONTENT_TYPE,
-            "method not allowed: only GET and HEAD\n",
-        ),
-    };
-    let mut response = tiny_http::Response::from_string(reply.body).with_status_code(reply.status);
-    if let Ok(h) =
-        tiny_http::Header::from_bytes(&b"Content-Type"[..], reply.content_type.as_bytes())
-    {
-        response.add_header(h);
-    }
-    if reply.status == 405
-        && let Ok(h) = tiny_http::Header::from_bytes(&b"Allow"[..], &b"GET, HEAD"[..])
-    {
-        response.add_header(h);
-    }
-    // A client that went away is not our problem.
-    let _ = request.respond(response);
 }
 
 fn unix_now() -> Timestamp {

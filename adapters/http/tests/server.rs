@@ -1,15 +1,21 @@
 //! The status server over a real loopback socket: routes, content types,
-//! methods, unknown paths, the store-backed source, and shutdown.
+//! methods, unknown paths, the store-backed source, shutdown, and the
+//! limits that keep it alive (connection cap, head size and time).
 
 #![allow(clippy::unwrap_used)]
 
 mod support;
 
+use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use proxops_core::report::StatusStore;
-use proxops_http::{DEFAULT_LISTEN, HttpError, Reply, Route, StatusServer, store_source};
+use proxops_http::{
+    DEFAULT_LISTEN, HttpError, Reply, Route, ServerLimits, ServerOptions, StatusServer,
+    store_source,
+};
 use support::{START, get, request};
 
 fn fixed_source() -> proxops_http::Source {
@@ -143,4 +149,102 @@ fn the_default_listen_address_is_loopback() {
     let addr: std::net::SocketAddr = DEFAULT_LISTEN.parse().unwrap();
     assert!(addr.ip().is_loopback());
     assert_eq!(addr.port(), 9494);
+}
+
+fn with_limits(limits: ServerLimits) -> StatusServer {
+    let options = ServerOptions {
+        limits,
+        observer: None,
+    };
+    StatusServer::start_with("127.0.0.1:0", fixed_source(), options).unwrap()
+}
+
+/// Whatever the server sends until it closes (or 10 s pass).
+fn read_all(s: &mut TcpStream) -> String {
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    let mut raw = Vec::new();
+    let _ = s.read_to_end(&mut raw);
+    String::from_utf8_lossy(&raw).into_owned()
+}
+
+#[test]
+fn a_head_over_the_limit_is_answered_431() {
+    let server = with_limits(ServerLimits {
+        max_header_bytes: 1024,
+        ..ServerLimits::default()
+    });
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    let mut head = b"GET /metrics HTTP/1.1\r\nX-Filler: ".to_vec();
+    head.extend(std::iter::repeat_n(b'a', 64 * 1024));
+    head.extend_from_slice(b"\r\n\r\n");
+    s.write_all(&head).unwrap();
+    let answer = read_all(&mut s);
+    assert!(
+        answer.starts_with("HTTP/1.1 431 Request Header Fields Too Large\r\n"),
+        "{answer}"
+    );
+    // A head within the limit is served as before.
+    assert_eq!(get(server.local_addr(), "/metrics").status, 200);
+}
+
+#[test]
+fn a_head_that_never_ends_is_answered_408_after_the_header_timeout() {
+    let server = with_limits(ServerLimits {
+        header_timeout: Duration::from_millis(300),
+        ..ServerLimits::default()
+    });
+    let mut s = TcpStream::connect(server.local_addr()).unwrap();
+    s.write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n")
+        .unwrap();
+    let started = Instant::now();
+    let answer = read_all(&mut s);
+    assert!(
+        answer.starts_with("HTTP/1.1 408 Request Timeout\r\n"),
+        "{answer}"
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(5),
+        "closed only after {:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn connections_over_the_cap_wait_for_a_free_slot() {
+    let server = with_limits(ServerLimits {
+        max_connections: 2,
+        ..ServerLimits::default()
+    });
+    let addr = server.local_addr();
+    let idle_a = TcpStream::connect(addr).unwrap();
+    let _idle_b = TcpStream::connect(addr).unwrap();
+    // Both slots are taken by connections that send nothing: a third is
+    // not served...
+    let mut third = TcpStream::connect(addr).unwrap();
+    third
+        .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
+        .unwrap();
+    third
+        .set_read_timeout(Some(Duration::from_millis(500)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    let early = third.read(&mut byte);
+    assert!(early.is_err(), "served over the cap: {early:?}");
+    // ...until one of them goes away.
+    drop(idle_a);
+    let answer = read_all(&mut third);
+    assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+}
+
+#[test]
+fn shutdown_returns_while_every_slot_is_held() {
+    let server = with_limits(ServerLimits {
+        max_connections: 1,
+        ..ServerLimits::default()
+    });
+    let addr = server.local_addr();
+    let _idle = TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(100));
+    server.shutdown();
+    assert!(TcpStream::connect(addr).is_err(), "the listener is gone");
 }

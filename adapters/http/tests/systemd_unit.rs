@@ -107,6 +107,7 @@ fn the_unit_keeps_its_required_settings() {
         "WorkingDirectory=/srv/gitops",
         SHIPPED_EXEC_START,
         "Restart=on-failure",
+        "LimitNOFILE=4096",
         "After=network-online.target",
         "Wants=network-online.target",
         "EnvironmentFile=-/etc/proxops/proxops.env",

@@ -43,7 +43,55 @@ impl Repo {
         let repo = Repo { dir };
         repo.point_home_at(pve);
         repo.drop_bind_mounts();
+        repo.keep_data_inside();
         repo
+    }
+
+    /// Points `data-dir` (cluster locks, caches) into the copy, under a
+    /// name the repository reader never looks at, instead of the real
+    /// HOME.
+    pub fn keep_data_inside(&self) {
+        let p = self.path().join("proxops.yaml");
+        let mut text = std::fs::read_to_string(&p).unwrap();
+        text.push_str(&format!("data-dir: {}\n", self.data_dir().display()));
+        std::fs::write(p, text).unwrap();
+    }
+
+    /// The `data-dir` [`Repo::keep_data_inside`] sets.
+    pub fn data_dir(&self) -> PathBuf {
+        self.path().join(".proxops-data")
+    }
+
+    /// Sets `reconcile.lock-wait` (the demo's `proxops.yaml` has a
+    /// `reconcile:` section).
+    pub fn set_lock_wait(&self, wait: &str) {
+        let path = self.path().join("proxops.yaml");
+        let text = std::fs::read_to_string(&path).unwrap();
+        assert!(text.contains("\nreconcile:\n"), "{text}");
+        let text = text.replace(
+            "\nreconcile:\n",
+            &format!("\nreconcile:\n  lock-wait: {wait}\n"),
+        );
+        std::fs::write(path, text).unwrap();
+    }
+
+    /// Takes the lock of the cluster at `pve` in this repository's
+    /// data-dir, as a long `apply` by this test process would, and writes
+    /// the holder line proxops writes. Held until the file is dropped.
+    pub fn hold_cluster_lock(&self, pve: &FakePve) -> std::fs::File {
+        use std::io::Write as _;
+        let locks = self.data_dir().join("locks");
+        std::fs::create_dir_all(&locks).unwrap();
+        let name = pve.url().trim_start_matches("https://").replace(':', "_") + ".lock";
+        let mut held = std::fs::File::create(locks.join(name)).unwrap();
+        held.lock().unwrap();
+        writeln!(
+            held,
+            r#"{{"pid":{},"command":"proxops apply","cluster":"home","since":"2026-12-01T15:00:00Z"}}"#,
+            std::process::id()
+        )
+        .unwrap();
+        held
     }
 
     /// PVE lets only `root@pam` itself (a ticket login, not an API token)
@@ -178,8 +226,14 @@ impl Run {
 /// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
 /// token in the environment.
 pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .current_dir(repo.path())
+    let out = command(pve, repo, args).output().unwrap();
+    finished(pve, out)
+}
+
+/// The command [`proxops`] runs, to spawn it instead.
+pub fn command(pve: &FakePve, repo: &Repo, args: &[&str]) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
+    cmd.current_dir(repo.path())
         .env_remove("PROXOPS_GIT_PATH")
         .env_remove("PROXOPS_CONFIG")
         .env_remove("PROXOPS_PVE_TOKEN")
@@ -191,9 +245,12 @@ pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
         .arg("--git-path")
         .arg(repo.path())
         .args(["--cluster", "home"])
-        .args(args)
-        .output()
-        .unwrap();
+        .args(args);
+    cmd
+}
+
+/// What a finished [`command`] did; fails the test if it printed the token.
+pub fn finished(pve: &FakePve, out: std::process::Output) -> Run {
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
