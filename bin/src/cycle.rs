@@ -207,6 +207,7 @@ pub fn prepare_reusing<'w>(
         let policy = Policy {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
+            allow_empty_prune: cc.allow_empty_prune,
         };
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
