@@ -153,6 +153,11 @@ fn an_emptied_composition_prunes_nothing_until_the_cluster_allows_it() {
     assert_eq!(first.code, 0, "{}", first.all());
     assert_eq!(deletes(&pve), vec!["/api2/json/nodes/pve1/qemu/302"]);
     assert!(!first.stdout.contains("empty_desired"), "{}", first.all());
+    assert!(
+        first.stderr.contains("the empty-desired guard is OFF"),
+        "a weakened rail is said every cycle: {}",
+        first.all()
+    );
 
     pve.forget_requests().unwrap();
     let second = apply(&pve, &repo, &[]);
