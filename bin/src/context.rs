@@ -108,6 +108,14 @@ pub fn render_diagnostics(diags: &[&Diagnostic]) -> String {
         .join("\n")
 }
 
+/// Prints the repository's warnings on stderr, one `warning: ` line each
+/// (they refuse nothing, so they never change the exit code).
+pub fn print_warnings(loaded: &Loaded) {
+    for w in &loaded.warnings {
+        eprintln!("warning: {w}");
+    }
+}
+
 /// Finds the work tree: `--git-path`, else `PROXOPS_GIT_PATH` (each names
 /// the root itself), else the nearest `.git` at or above the working
 /// directory.

@@ -215,7 +215,15 @@ pub fn prepare_reusing<'w>(
         let policy = Policy {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
+            allow_empty_prune: cc.allow_empty_prune,
         };
+        if cc.allow_empty_prune {
+            crate::log::event(
+                crate::log::Level::Warn,
+                "the empty-desired guard is OFF (allow-empty-prune: true): a guest kind with no manifest left is pruned within the budget; remove the key once the intended removal is done",
+                &[("cluster", name.as_str())],
+            );
+        }
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
             storages: desired.storage_pairs(),

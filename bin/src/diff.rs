@@ -12,6 +12,7 @@ use crate::log::{self, Level};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let ws = context::load_workspace(g, env)?;
+    context::print_warnings(&ws.loaded);
     let source = match &a.replay {
         Some(dir) => Source::Replay(dir.clone()),
         None => Source::Live,
@@ -33,7 +34,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     }
     let text = match a.output.unwrap_or(Output::Text) {
         Output::Text => render::text(&plans),
-        Output::Json => render::json(&plans),
+        Output::Json => render::json_with_warnings(&plans, &ws.loaded.warnings),
         Output::Markdown => render::markdown(&plans),
     };
     print!("{text}");

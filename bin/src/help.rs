@@ -51,6 +51,8 @@ Usage: proxops [GLOBAL FLAGS] validate
 Parse and validate configuration, composition and every manifest of every
 cluster. Prints `ok: N clusters, M objects`, or one diagnostic per line naming
 file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
+A manifest file under a kind directory that no resources.yaml lists is a
+`warning:` line on stderr; warnings never change the exit code.
 "
         }
         Command::Diff => {
@@ -58,6 +60,7 @@ file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
 Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--exit-code] [--out FILE]
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
+Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)

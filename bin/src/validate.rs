@@ -6,6 +6,7 @@ use crate::exit::{Exit, Failure};
 
 pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
     let ws = context::load_workspace(g, env)?;
+    context::print_warnings(&ws.loaded);
     let mut diags = Vec::new();
     let mut clusters = 0;
     let mut objects = 0;

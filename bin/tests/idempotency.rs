@@ -69,6 +69,7 @@ fn executing_the_demo_plan_converges() {
         let policy = Policy {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
+            allow_empty_prune: cc.allow_empty_prune,
         };
         let transport =
             ReplayTransport::load(&root().join(format!("fixtures/live/demo/{}.json", d.name)))
@@ -127,6 +128,7 @@ fn executing_the_demo_plan_on_an_empty_pve_converges() {
         let policy = Policy {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
+            allow_empty_prune: cc.allow_empty_prune,
         };
         let mut live = LiveSnapshot::default();
         for n in &cc.nodes {

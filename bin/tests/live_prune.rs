@@ -1,7 +1,7 @@
 //! Prune safety against a live (fakepve) cluster: only proxops-tagged
 //! guests absent from git are deleted, at most the budget per cycle, the
-//! rest on later cycles; with no VM manifest at all and more tagged VMs
-//! than the budget, nothing is pruned and the cycle reports an anomaly.
+//! rest on later cycles; with no VM manifest at all, nothing is pruned and
+//! the cycle reports an anomaly.
 
 #![allow(clippy::unwrap_used)]
 
@@ -11,41 +11,20 @@ use live_support::*;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
-fn vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Value {
-    let mut config = json!({
-        "memory": 512, "cores": 1, "scsihw": "virtio-scsi-pci",
-        "net0": format!("virtio=BC:24:11:00:{:02X}:{:02X},bridge=vmbr0", vmid / 256, vmid % 256),
-        "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=1G"),
-    });
-    if let Some(t) = tags {
-        config["tags"] = json!(t);
-    }
-    json!({"vmid": vmid, "name": name, "node": "pve1",
-           "status": if running { "running" } else { "stopped" }, "config": config})
-}
-
 /// Untagged 300, pveconform-tagged 301, and five proxops-tagged orphans
 /// 302–306 (302 running).
 fn orphan_seed() -> Value {
     let mut seed = empty_seed();
     seed["guests"] = json!([
-        vm(300, "hand-made", None, true),
-        vm(301, "legacy", Some("pveconform"), false),
-        vm(302, "orphan-a", Some("proxops"), true),
-        vm(303, "orphan-b", Some("proxops;web"), false),
-        vm(304, "orphan-c", Some("proxops"), false),
-        vm(305, "orphan-d", Some("proxops"), false),
-        vm(306, "orphan-e", Some("proxops"), false),
+        seed_vm(300, "hand-made", None, true),
+        seed_vm(301, "legacy", Some("pveconform"), false),
+        seed_vm(302, "orphan-a", Some("proxops"), true),
+        seed_vm(303, "orphan-b", Some("proxops;web"), false),
+        seed_vm(304, "orphan-c", Some("proxops"), false),
+        seed_vm(305, "orphan-d", Some("proxops"), false),
+        seed_vm(306, "orphan-e", Some("proxops"), false),
     ]);
     seed
-}
-
-fn deletes(pve: &FakePve) -> Vec<String> {
-    writes(pve)
-        .into_iter()
-        .filter(|(m, _)| m == "DELETE")
-        .map(|(_, p)| p)
-        .collect()
 }
 
 #[test]
@@ -55,7 +34,7 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
 
     pve.forget_requests().unwrap();
-    let first = proxops(&pve, &repo, &["apply"]);
+    let first = apply(&pve, &repo, &[]);
     assert_eq!(first.code, 0, "{}", first.all());
     assert_eq!(
         deletes(&pve),
@@ -90,7 +69,7 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     );
 
     pve.forget_requests().unwrap();
-    let second = proxops(&pve, &repo, &["apply"]);
+    let second = apply(&pve, &repo, &[]);
     assert_eq!(second.code, 0, "{}", second.all());
     assert_eq!(
         deletes(&pve),
@@ -101,7 +80,7 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     );
 
     pve.forget_requests().unwrap();
-    let third = proxops(&pve, &repo, &["apply"]);
+    let third = apply(&pve, &repo, &[]);
     assert_eq!(third.code, 0, "{}", third.all());
     assert!(writes(&pve).is_empty(), "{}", third.all());
     // Untagged and pveconform-tagged guests are still there, never touched.
@@ -119,14 +98,14 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
 }
 
 #[test]
-fn no_vm_manifest_and_more_tagged_vms_than_the_budget_prunes_nothing() {
+fn no_vm_manifest_prunes_no_tagged_vm() {
     let pve = FakePve::start(&orphan_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
     // Only an ISO: zero VM manifests (a probable bad push).
     repo.set_resources(&["../../iso/base/debian-13-netinst.yaml"]);
 
     pve.forget_requests().unwrap();
-    let run = proxops(&pve, &repo, &["apply"]);
+    let run = apply(&pve, &repo, &[]);
     assert!(deletes(&pve).is_empty(), "{}", run.all());
     assert!(
         writes(&pve)
@@ -135,6 +114,10 @@ fn no_vm_manifest_and_more_tagged_vms_than_the_budget_prunes_nothing() {
         "{:?}",
         writes(&pve)
     );
-    assert!(run.stdout.contains("probable bad push"), "{}", run.all());
+    assert!(
+        run.stdout.contains("looks like a bad push"),
+        "{}",
+        run.all()
+    );
     assert_eq!(run.code, 0, "{}", run.all());
 }

@@ -61,6 +61,10 @@ const NO_FIELD: &[(&str, &str)] = &[
         "65-manifest-bad-document-among-good",
         "the whole document is the wrong shape (a list); the line is given",
     ),
+    (
+        "74-manifest-empty-listed-file",
+        "the file holds no document, so no field",
+    ),
 ];
 const NO_LINE: &[(&str, &str)] = &[
     (
@@ -73,6 +77,10 @@ const NO_LINE: &[(&str, &str)] = &[
     ),
     ("21-comp-dir-not-configured", "a directory has no lines"),
     ("28-comp-legacy-flat-layout", "the whole file is misplaced"),
+    (
+        "74-manifest-empty-listed-file",
+        "the fault is that the file has nothing on any line",
+    ),
 ];
 
 fn excepted(list: &[(&str, &str)], case: &str) -> bool {
@@ -163,7 +171,24 @@ fn every_invalid_repository_is_refused_with_file_field_and_line() {
         );
         assert!(!stderr.trim().is_empty(), "{name}: stderr must say why");
 
+        assert!(
+            stderr.lines().any(|l| l.starts_with("error: ")),
+            "{name}: at least one error line: {stderr}"
+        );
         for text in stderr.lines() {
+            // A case whose broken listing leaves a manifest unlisted also
+            // warns about that file; it must exist too.
+            if let Some(file) = text
+                .strip_prefix("warning: ")
+                .and_then(|w| w.split_once(": "))
+                .map(|(f, _)| f)
+            {
+                assert!(
+                    case.join(file).is_file(),
+                    "{name}: a warning names a file of the repository: {text:?}"
+                );
+                continue;
+            }
             let line = parse_line(text)
                 .unwrap_or_else(|| panic!("{name}: not an `error: <file>: …` line: {text:?}"));
             assert!(

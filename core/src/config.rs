@@ -103,6 +103,11 @@ pub struct ClusterEntry {
     /// Config reads in flight for this cluster.
     #[serde(default)]
     pub read_concurrency: Option<usize>,
+    /// Explicit opt-out of the empty-desired guard: a guest kind with no
+    /// manifest left may then have its tagged guests pruned (within the
+    /// prune budget).
+    #[serde(default)]
+    pub allow_empty_prune: Option<bool>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -227,6 +232,9 @@ pub struct ClusterConfig {
     pub fingerprint: Option<String>,
     pub insecure: bool,
     pub read_concurrency: usize,
+    /// `allow-empty-prune: true`: the empty-desired guard is off for this
+    /// cluster (a weakened safety rail, named so a reviewer sees it).
+    pub allow_empty_prune: bool,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -689,6 +697,7 @@ fn resolve(
                     fingerprint: entry.fingerprint.clone(),
                     insecure: entry.insecure.unwrap_or(false),
                     read_concurrency: rc,
+                    allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
                     declared_in,
                 },
             );

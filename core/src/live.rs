@@ -198,6 +198,33 @@ pub struct LiveGuest {
     pub config: Result<LiveConfig, ReadFailure>,
 }
 
+impl LiveGuest {
+    /// Carries the ownership tag `proxops` (as PVE compares tags, ignoring
+    /// case). Only such a guest may be updated, stopped or pruned.
+    pub fn is_owned(&self) -> bool {
+        self.tags.has(crate::manifest::OWNERSHIP_TAG)
+    }
+
+    /// Carries `proxops-noprune` (ignoring case): never pruned.
+    pub fn is_prune_protected(&self) -> bool {
+        self.tags.has(crate::manifest::NO_PRUNE_TAG)
+    }
+
+    /// Carries the old `pveconform` tag (which confers no ownership).
+    pub fn has_legacy_tag(&self) -> bool {
+        self.tags.has(crate::manifest::LEGACY_TAG)
+    }
+
+    /// The PVE name, or `vmid-<id>` for a guest without one.
+    pub fn display_name(&self) -> String {
+        if self.name.is_empty() {
+            format!("vmid-{}", self.vmid)
+        } else {
+            self.name.clone()
+        }
+    }
+}
+
 /// One entry of a bare `GET /nodes/{n}/storage/{s}/content` listing.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ContentEntry {

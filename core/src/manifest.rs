@@ -27,6 +27,11 @@ pub const NO_PRUNE_TAG: &str = "proxops-noprune";
 pub const ANNOTATION_DEPENDS_ON: &str = "proxops/depends-on";
 /// `proxops/prune: disabled` keeps an object from ever being pruned.
 pub const ANNOTATION_PRUNE: &str = "proxops/prune";
+/// `proxops/adopted-vmid: "<vmid>"`, written by `adopt`: this manifest
+/// claims the guest it was adopted from even though that guest does not
+/// carry the ownership tag yet (the first apply adds it). Without it a
+/// manifest never acts on a guest ProxOps does not own.
+pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
 
 /// A field-level problem found by `validate`: the path below the document
 /// root and a message that says what would be valid.
@@ -61,6 +66,12 @@ impl Metadata {
         self.annotations
             .get(ANNOTATION_PRUNE)
             .is_some_and(|v| v.trim() == "disabled")
+    }
+
+    /// The vmid named by `proxops/adopted-vmid`, when it is one.
+    pub fn adopted_vmid(&self) -> Option<Vmid> {
+        let v = self.annotations.get(ANNOTATION_ADOPTED_VMID)?;
+        Vmid::new(v.trim().parse().ok()?).ok()
     }
 }
 
@@ -787,6 +798,22 @@ pub fn validate(metadata: &Metadata, spec: &Spec) -> Vec<FieldError> {
             validate_artifact(spec.kind(), s, &mut errs)
         }
     }
+    if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_VMID) {
+        let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_VMID}");
+        match spec.guest_id() {
+            None => errs.push(FieldError::new(
+                path,
+                format!("{ANNOTATION_ADOPTED_VMID} only applies to VM, TemplateVM, LXC and TemplateCT manifests"),
+            )),
+            // A copied adopted manifest whose vmid was changed must not claim
+            // the guest at its new vmid.
+            Some((_, vmid)) if metadata.adopted_vmid() != Some(vmid) => errs.push(FieldError::new(
+                path,
+                format!("{v:?} is not this manifest's spec.vmid {vmid}: the annotation claims the guest adopt read at that vmid; remove it from a manifest that was copied or renumbered"),
+            )),
+            Some(_) => {}
+        }
+    }
     errs
 }
 
@@ -804,11 +831,11 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                     format!("invalid value {v:?}: use \"disabled\" (never prune) or \"enabled\""),
                 ));
             }
-        } else if k.starts_with("proxops/") {
+        } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?} and {ANNOTATION_PRUNE:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?} and {ANNOTATION_ADOPTED_VMID:?}"
                 ),
             ));
         }

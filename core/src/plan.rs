@@ -8,8 +8,15 @@
 //!   annotated `proxops/prune: disabled` never are;
 //! - at most `prune_budget` prunes per cluster per cycle (0 = unlimited),
 //!   the rest deferred;
-//! - the empty-desired guard: when a guest family has no manifest left but
-//!   more tagged guests than the budget, no prune of that family happens;
+//! - the empty-desired guard: when a guest kind (VM, TemplateVM, LXC,
+//!   TemplateCT) has no manifest left but PVE holds proxops-tagged guests of
+//!   that kind that would be pruned, none of them is, whatever the budget,
+//!   and an `empty_desired` anomaly says why — unless the cluster sets
+//!   `allow-empty-prune: true`;
+//! - a manifest acts only on a guest that carries the `proxops` tag (or that
+//!   its adopted manifest claims): a vmid held by a guest ProxOps does not
+//!   own is an anomaly, never a write, stop, update or create;
+//! - tags are matched as PVE matches them, ignoring case;
 //! - a failed PVE read is never absence: nothing is created or pruned from it;
 //! - a change PVE would implement by re-creating a volume is an anomaly,
 //!   never a write.
@@ -27,6 +34,10 @@ pub struct Policy {
     /// The cluster's node allowlist; empty = every node. Nothing outside it
     /// is planned for, even if a snapshot holds it.
     pub nodes: std::collections::BTreeSet<crate::names::NodeName>,
+    /// The cluster's `allow-empty-prune`: a kind with no manifest left may
+    /// be pruned (within the budget) instead of being held by the
+    /// empty-desired guard.
+    pub allow_empty_prune: bool,
 }
 
 impl Default for Policy {
@@ -34,6 +45,7 @@ impl Default for Policy {
         Policy {
             prune_budget: crate::config::DEFAULT_PRUNE_BUDGET,
             nodes: Default::default(),
+            allow_empty_prune: false,
         }
     }
 }

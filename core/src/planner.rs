@@ -11,7 +11,8 @@ use crate::names::{Kind, NodeName, Ref, Vmid};
 use crate::plan::{Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
-/// The guest family a kind belongs to, for the empty-desired guard.
+/// The guest family a kind belongs to: PVE names are claimed per family (a
+/// TemplateVM's guest is a plain VM until it is marked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Family {
     Qemu,
@@ -23,20 +24,6 @@ impl Family {
         match t {
             GuestType::Qemu => Family::Qemu,
             GuestType::Lxc => Family::Lxc,
-        }
-    }
-
-    fn label(self) -> &'static str {
-        match self {
-            Family::Qemu => "VM",
-            Family::Lxc => "LXC",
-        }
-    }
-
-    fn kinds(self) -> [Kind; 2] {
-        match self {
-            Family::Qemu => [Kind::VM, Kind::TemplateVM],
-            Family::Lxc => [Kind::LXC, Kind::TemplateCT],
         }
     }
 }
@@ -56,6 +43,13 @@ fn live_kind(g: &LiveGuest) -> Kind {
         (GuestType::Lxc, false) => Kind::LXC,
         (GuestType::Lxc, true) => Kind::TemplateCT,
     }
+}
+
+/// Whether a manifest may act on the live guest at its vmid: the guest
+/// carries the ownership tag, or the manifest is the one `adopt` wrote for
+/// this very vmid (its first update adds the tag: the claim).
+fn may_act_on(obj: &DesiredObject, live: &LiveGuest) -> bool {
+    live.is_owned() || obj.metadata.adopted_vmid() == Some(live.vmid)
 }
 
 fn desired_power(spec: &Spec) -> Option<PowerState> {
@@ -201,6 +195,29 @@ impl Builder<'_> {
         });
     }
 
+    /// A manifest's vmid is held by a guest ProxOps does not own: nothing
+    /// is written, stopped, updated or created for it.
+    fn not_owned(&mut self, obj: &DesiredObject, node: &NodeName, live: &LiveGuest) {
+        let tagged = if live.has_legacy_tag() {
+            "carries no proxops tag (only the old pveconform tag)"
+        } else {
+            "carries no proxops tag"
+        };
+        self.anomaly(
+            AnomalyType::NeedsPerson,
+            (obj.r#ref.kind, obj.r#ref.name.as_str(), node, live.vmid.to_string()),
+            None,
+            format!(
+                "vmid {} is held by {} \"{}\" on node {}, which {tagged}: ProxOps never takes over a guest it does not own (no stop, update or create); give {} a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
+                live.vmid,
+                live_kind(live),
+                live.display_name(),
+                live.node,
+                obj.r#ref,
+            ),
+        );
+    }
+
     fn artifact(&mut self, obj: &DesiredObject) {
         let Some(spec) = obj.spec.artifact() else {
             return;
@@ -316,6 +333,10 @@ impl Builder<'_> {
         }
         let Some(live) = self.live.guest(&node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
+                if !may_act_on(obj, elsewhere) {
+                    self.not_owned(obj, &node, elsewhere);
+                    return;
+                }
                 self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
                     None,
                     format!(
@@ -328,6 +349,10 @@ impl Builder<'_> {
             self.create(obj, &node);
             return;
         };
+        if !may_act_on(obj, live) {
+            self.not_owned(obj, &node, live);
+            return;
+        }
         let config = match &live.config {
             Ok(c) => c,
             Err(f) => {
@@ -619,11 +644,11 @@ impl Builder<'_> {
     }
 
     fn prunes(&mut self, policy: &Policy) {
-        // What desired state claims: every (node, vmid) and, cluster-wide,
-        // every vmid (ids are unique across a PVE cluster, so a migrated
-        // guest is still ours) and every PVE name of its family.
+        // What desired state claims: every vmid cluster-wide (ids are
+        // unique across a PVE cluster, so a migrated guest is still ours)
+        // and every PVE name of its family, with the object that claims it.
         let mut claimed_ids = BTreeSet::new();
-        let mut claimed_names: BTreeSet<(Family, String)> = BTreeSet::new();
+        let mut claimed_names: BTreeMap<(Family, String), (&Ref, Vmid)> = BTreeMap::new();
         for o in self.desired.objects.values() {
             if let Some((_, vmid)) = o.spec.guest_id() {
                 claimed_ids.insert(vmid);
@@ -644,10 +669,12 @@ impl Builder<'_> {
                         .unwrap_or_else(|| o.r#ref.name.to_string()),
                     _ => continue,
                 };
-                claimed_names.insert((fam, pve_name));
+                claimed_names
+                    .entry((fam, pve_name))
+                    .or_insert((&o.r#ref, vmid));
             }
         }
-        let mut candidates: BTreeMap<Family, Vec<&LiveGuest>> = BTreeMap::new();
+        let mut candidates: BTreeMap<Kind, Vec<&LiveGuest>> = BTreeMap::new();
         for g in self.live.guests.values() {
             if !policy.allows(&g.node)
                 || self.live.node_state(&g.node) != NodeState::Online
@@ -656,21 +683,13 @@ impl Builder<'_> {
                 // Never prune what we could not read.
                 continue;
             }
-            let fam = Family::of_type(g.guest_type);
-            if claimed_ids.contains(&g.vmid)
-                || (!g.name.is_empty() && claimed_names.contains(&(fam, g.name.clone())))
-            {
+            if claimed_ids.contains(&g.vmid) {
                 continue;
             }
             let kind = live_kind(g);
-            let display = if g.name.is_empty() {
-                format!("vmid-{}", g.vmid)
-            } else {
-                g.name.clone()
-            };
-            if !g.tags.iter().any(|t| t.as_str() == manifest::OWNERSHIP_TAG) {
-                let legacy = g.tags.iter().any(|t| t.as_str() == manifest::LEGACY_TAG);
-                let reason = if legacy {
+            let display = g.display_name();
+            if !g.is_owned() {
+                let reason = if g.has_legacy_tag() {
                     "live object without proxops tag (only the old pveconform tag, treated as untagged); never touched".to_owned()
                 } else {
                     "live object without proxops tag; never touched".to_owned()
@@ -678,7 +697,25 @@ impl Builder<'_> {
                 self.skip(kind, &display, &g.node, g.vmid.to_string(), reason);
                 continue;
             }
-            if g.tags.iter().any(|t| t.as_str() == manifest::NO_PRUNE_TAG) {
+            let fam = Family::of_type(g.guest_type);
+            if let Some((r, vmid)) = (!g.name.is_empty())
+                .then(|| claimed_names.get(&(fam, g.name.clone())))
+                .flatten()
+            {
+                // Kept, as a guest whose manifest only changed its vmid may
+                // still be the one that serves; but never silently.
+                self.anomaly(
+                    AnomalyType::NeedsPerson,
+                    (kind, &display, &g.node, g.vmid.to_string()),
+                    None,
+                    format!(
+                        "proxops-tagged guest \"{display}\" (vmid {} on node {}) has the PVE name of {r}, whose manifest now says vmid {vmid}: a renumbered manifest leaves the old guest behind; ProxOps neither updates nor prunes it: delete it by hand once vmid {vmid} serves, or set {r}'s spec.vmid back to {}",
+                        g.vmid, g.node, g.vmid
+                    ),
+                );
+                continue;
+            }
+            if g.is_prune_protected() {
                 self.skip(
                     kind,
                     &display,
@@ -691,42 +728,43 @@ impl Builder<'_> {
                 );
                 continue;
             }
-            candidates.entry(fam).or_default().push(g);
+            candidates.entry(kind).or_default().push(g);
         }
 
+        // The empty-desired guard, per kind: a kind with no manifest left
+        // while PVE holds tagged guests of it looks like a bad push (an
+        // emptied composition or file), so none of them is pruned, whatever
+        // the budget, unless the cluster explicitly allows it.
         let budget = policy.prune_budget as usize;
         let mut kept: Vec<&LiveGuest> = Vec::new();
-        let mut guard_messages = Vec::new();
-        for (fam, list) in candidates {
-            let desired_count: usize = fam.kinds().iter().map(|k| self.desired.count(*k)).sum();
-            let limit = if budget == 0 { 0 } else { budget };
-            if desired_count == 0 && list.len() > limit {
-                guard_messages.push(format!(
-                    "0 desired {} but {} proxops-tagged live objects (more than the per-cycle prune budget of {}): probable bad push; suppresses prunes for {} this cycle",
-                    fam.label(),
-                    list.len(),
-                    if budget == 0 { "unlimited".to_owned() } else { budget.to_string() },
-                    fam.label()
-                ));
-                for g in list {
-                    let a = self
-                        .prune_action(g, "prune deferred: empty-desired guard (probable bad push)");
-                    self.plan.deferred.push(a);
-                }
+        for (kind, list) in candidates {
+            if self.desired.count(kind) > 0 || policy.allow_empty_prune {
+                kept.extend(list);
                 continue;
             }
-            kept.extend(list);
-        }
-        for m in guard_messages {
             self.plan.anomalies.push(Anomaly {
                 anomaly_type: AnomalyType::EmptyDesired,
-                kind: String::new(),
+                kind: kind.to_string(),
                 name: String::new(),
                 node: String::new(),
                 id: String::new(),
                 field: None,
-                message: m,
+                message: format!(
+                    "0 desired {kind} but {} proxops-tagged {kind} on PVE: a composition without any {kind} looks like a bad push, so none is pruned, whatever the prune budget; if removing every {kind} is intended, set allow-empty-prune: true for cluster {} (clusters/{}/config.yaml)",
+                    list.len(),
+                    self.desired.name,
+                    self.desired.name
+                ),
             });
+            for g in list {
+                let a = self.prune_action(
+                    g,
+                    &format!(
+                        "prune deferred: empty-desired guard (no {kind} manifest left in git)"
+                    ),
+                );
+                self.plan.deferred.push(a);
+            }
         }
         kept.sort_by_key(|g| (g.node.clone(), g.vmid));
         for (i, g) in kept.into_iter().enumerate() {
@@ -744,16 +782,10 @@ impl Builder<'_> {
     }
 
     fn prune_action(&self, g: &LiveGuest, reason: &str) -> Action {
-        let kind = live_kind(g);
-        let display = if g.name.is_empty() {
-            format!("vmid-{}", g.vmid)
-        } else {
-            g.name.clone()
-        };
         Action {
             op: Op::Prune,
-            kind,
-            name: display,
+            kind: live_kind(g),
+            name: g.display_name(),
             node: g.node.clone(),
             target: Target::Guest(g.vmid),
             impact: Impact::Live,

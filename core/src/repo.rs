@@ -63,6 +63,9 @@ impl ClusterDesired {
 pub struct Loaded {
     pub config: Config,
     pub clusters: BTreeMap<ClusterName, Result<ClusterDesired, Vec<Diagnostic>>>,
+    /// Problems that refuse nothing but must not pass silently: a manifest
+    /// file under a kind directory that no cluster lists. Sorted.
+    pub warnings: Vec<Diagnostic>,
 }
 
 impl Loaded {
@@ -166,11 +169,49 @@ pub fn load(
     }
 
     let mut clusters = BTreeMap::new();
+    let mut listed = Some(BTreeSet::new());
     for name in config.clusters.keys() {
         let allow = &config.clusters[name].nodes;
-        clusters.insert(name.clone(), compose_cluster(input, name, allow));
+        clusters.insert(
+            name.clone(),
+            compose_cluster(input, name, allow, &mut listed),
+        );
     }
-    Ok(Loaded { config, clusters })
+    let warnings = listed.map_or_else(Vec::new, |l| unlisted_manifests(input, &l));
+    Ok(Loaded {
+        config,
+        clusters,
+        warnings,
+    })
+}
+
+/// Every `.yaml`/`.yml` file under a kind directory that no composition
+/// lists, as a warning naming it: a manifest someone wrote (or a composition
+/// someone emptied) must not be ignored without a word. Its contents are not
+/// read: an unlisted file is not reconciled, broken or not.
+fn unlisted_manifests(input: RepoInput<'_>, listed: &BTreeSet<String>) -> Vec<Diagnostic> {
+    input
+        .files
+        .keys()
+        .filter(|p| {
+            let mut parts = p.split('/');
+            let top = parts.next().unwrap_or("");
+            // Directly under a kind root is the legacy-layout error instead.
+            Kind::from_dir(top).is_some()
+                && parts.count() >= 2
+                && is_yaml(p)
+                && !listed.contains(p.as_str())
+        })
+        .map(|p| {
+            let top = p.split('/').next().unwrap_or("");
+            Diagnostic::file(
+                p.clone(),
+                format!(
+                    "not listed in any clusters/<cluster>/resources.yaml, so ProxOps neither reads nor reconciles it: list it, or move it out of {top}/"
+                ),
+            )
+        })
+        .collect()
 }
 
 /// Repository-shape rules that hold for every cluster (§2.1).
@@ -241,14 +282,19 @@ fn clean_join(base: &str, rel: &str) -> Option<String> {
     Some(parts.join("/"))
 }
 
+/// Composes one cluster. The files its composition lists are added to
+/// `listed`, which becomes `None` when the composition cannot be read (then
+/// nobody can say which files are unlisted).
 fn compose_cluster(
     input: RepoInput<'_>,
     name: &ClusterName,
     allow: &BTreeSet<NodeName>,
+    listed_anywhere: &mut Option<BTreeSet<String>>,
 ) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let comp_path = format!("clusters/{name}/resources.yaml");
     let Some(bytes) = input.files.get(&comp_path) else {
+        *listed_anywhere = None;
         return Err(vec![Diagnostic::file(
             comp_path,
             format!(
@@ -259,6 +305,7 @@ fn compose_cluster(
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(_) => {
+            *listed_anywhere = None;
             return Err(vec![Diagnostic::file(
                 comp_path,
                 "the file is not UTF-8 text",
@@ -285,6 +332,7 @@ fn compose_cluster(
                     e.path
                 };
                 let pos = index.locate(0, &field).or(pos);
+                *listed_anywhere = None;
                 return Err(vec![
                     Diagnostic::file(&comp_path, message)
                         .with_field(field)
@@ -352,6 +400,10 @@ fn compose_cluster(
         }
     }
 
+    if let Some(all) = listed_anywhere {
+        all.extend(listed.keys().cloned());
+    }
+
     // Parse every listed file, in lexicographic path order.
     let mut objects: BTreeMap<Ref, DesiredObject> = BTreeMap::new();
     let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
@@ -415,6 +467,15 @@ fn parse_file(
             return;
         }
     };
+    if docs.iter().all(serde_yaml::Value::is_null) {
+        // An emptied file would drop its objects without a word, and prune
+        // their guests: refuse it instead.
+        diags.push(Diagnostic::file(
+            file,
+            "the file holds no manifest (it is empty, only comments or only `---`): a listed file must hold at least one document; restore its manifests, or remove it from the resources.yaml that lists it",
+        ));
+        return;
+    }
     let dir_kind = file.split('/').next().and_then(Kind::from_dir);
     for (doc, value) in docs.iter().enumerate() {
         if value.is_null() {

@@ -232,6 +232,7 @@ fn plan_listed(
         &proxops_core::plan::Policy {
             prune_budget: 0,
             nodes: Default::default(),
+            allow_empty_prune: false,
         },
     ))
 }

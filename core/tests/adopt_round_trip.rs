@@ -657,6 +657,7 @@ fn plan_of(c: &ClusterDesired, s: &LiveSnapshot) -> Plan {
         &Policy {
             prune_budget: 3,
             nodes: [node("pve1"), node("pve2")].into(),
+            allow_empty_prune: false,
         },
     )
 }

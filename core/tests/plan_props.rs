@@ -70,7 +70,14 @@ fn live_guest() -> impl Strategy<Value = LiveSpec> {
         prop::bool::weighted(0.2),
         any::<bool>(),
         prop::sample::subsequence(
-            vec!["proxops", "pveconform", "proxops-noprune", "web"],
+            vec![
+                "proxops",
+                "Proxops",
+                "pveconform",
+                "proxops-noprune",
+                "Proxops-NoPrune",
+                "web",
+            ],
             0..=3,
         ),
         prop::bool::weighted(0.85),
@@ -236,6 +243,15 @@ fn snapshot(live: &[LiveSpec], n2_online: bool, storage_ok: bool) -> LiveSnapsho
 }
 
 fn make_plan(desired: &ClusterDesired, live: &LiveSnapshot, budget: u32) -> Plan {
+    make_plan_with(desired, live, budget, false)
+}
+
+fn make_plan_with(
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    budget: u32,
+    allow_empty_prune: bool,
+) -> Plan {
     let secrets = CloudInitSecrets::default();
     let ctx = Context {
         cluster: desired,
@@ -247,6 +263,7 @@ fn make_plan(desired: &ClusterDesired, live: &LiveSnapshot, budget: u32) -> Plan
             .iter()
             .map(|n| NodeName::new(n).unwrap())
             .collect(),
+        allow_empty_prune,
     };
     plan(desired, live, &ctx, &policy)
 }
@@ -259,6 +276,54 @@ fn scenario() -> impl Strategy<Value = (Vec<DesiredGuest>, Vec<LiveSpec>, bool, 
         prop::bool::weighted(0.8),
         0u32..5,
     )
+}
+
+/// The emptied kind, the desired guests (none of that kind), the generated
+/// live guests, the extra tagged guests of that kind (vmid, running), the
+/// budget and `allow-empty-prune`.
+type EmptiedKind = (
+    Kind,
+    Vec<DesiredGuest>,
+    Vec<LiveSpec>,
+    Vec<(u32, bool)>,
+    u32,
+    bool,
+);
+
+/// A guest kind left without any manifest, while PVE holds at least one
+/// proxops-tagged guest of it (vmid 140-149 on n1, readable, unclaimed) on
+/// top of the generated live set.
+fn emptied_kind_scenario() -> impl Strategy<Value = EmptiedKind> {
+    (
+        prop_oneof![
+            Just(Kind::VM),
+            Just(Kind::LXC),
+            Just(Kind::TemplateVM),
+            Just(Kind::TemplateCT)
+        ],
+        prop::collection::vec(desired_guest(), 0..6),
+        prop::collection::vec(live_guest(), 0..14),
+        prop::collection::vec((140u32..150, any::<bool>()), 1..4),
+        0u32..5,
+        any::<bool>(),
+    )
+        .prop_map(|(kind, desired, live, tagged, budget, allow)| {
+            let desired = desired.into_iter().filter(|g| g.kind != kind).collect();
+            (kind, desired, live, tagged, budget, allow)
+        })
+}
+
+fn tagged_of_kind(kind: Kind, vmid: u32, running: bool) -> LiveSpec {
+    LiveSpec {
+        vmid,
+        node: "n1",
+        lxc: kind.is_lxc(),
+        template: kind.is_template(),
+        running: running && !kind.is_template(),
+        tags: vec!["proxops"],
+        config_ok: true,
+        pool: "local-lvm",
+    }
 }
 
 fn prunes(p: &Plan) -> Vec<&proxops_core::action::Action> {
@@ -283,7 +348,7 @@ proptest! {
         let p = make_plan(&desired, &live, budget);
         for a in prunes(&p) {
             let g = guest_of(&live, a);
-            prop_assert!(g.tags.contains("proxops"), "pruned untagged {a:?}");
+            prop_assert!(g.tags.has("proxops"), "pruned untagged {a:?}");
         }
     }
 
@@ -296,7 +361,7 @@ proptest! {
         for a in prunes(&p).into_iter().chain(p.deferred.iter()) {
             prop_assert!(a.kind.is_guest());
             let g = guest_of(&live, a);
-            prop_assert!(!g.tags.contains("proxops-noprune"), "pruned a prune-disabled guest {a:?}");
+            prop_assert!(!g.tags.has("proxops-noprune"), "pruned a prune-disabled guest {a:?}");
             prop_assert!(g.config.is_ok(), "pruned a guest whose config was unreadable");
             prop_assert_eq!(live.node_state(&g.node), NodeState::Online);
             prop_assert!(!claimed.contains(&g.vmid.get()), "pruned a guest a manifest claims");
@@ -329,18 +394,83 @@ proptest! {
     }
 
     #[test]
-    fn empty_desired_guard_holds((d, l, n2, st, budget) in scenario()) {
+    fn a_kind_without_manifests_is_never_pruned_unless_allowed(
+        (kind, d, l, tagged, budget, allow) in emptied_kind_scenario(),
+    ) {
+        let desired = load_desired(&d);
+        prop_assert_eq!(desired.count(kind), 0);
+        // The extra tagged guests replace any generated guest at their vmid.
+        let mut live_specs: Vec<LiveSpec> = tagged
+            .iter()
+            .map(|(vmid, running)| tagged_of_kind(kind, *vmid, *running))
+            .collect();
+        // Every config readable: an unreadable one aborts the whole plan,
+        // which is a different rail.
+        live_specs.extend(
+            l.into_iter()
+                .filter(|g| g.vmid < 140 || g.vmid >= 150)
+                .map(|g| LiveSpec { config_ok: true, ..g }),
+        );
+        let live = snapshot(&live_specs, true, true);
+        let p = make_plan_with(&desired, &live, budget, allow);
+        let of_kind = |a: &&proxops_core::action::Action| a.kind == kind;
+        let pruned = prunes(&p).into_iter().filter(of_kind).count();
+        let held = p.deferred.iter().filter(of_kind).count();
+        let guard = p
+            .anomalies
+            .iter()
+            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == kind.as_str());
+        if allow {
+            prop_assert!(!guard, "the guard spoke though allow-empty-prune is set");
+            prop_assert!(pruned + held >= 1, "the tagged {} guest vanished from the plan", kind);
+            if budget > 0 {
+                prop_assert!(prunes(&p).len() <= budget as usize);
+                prop_assert!(
+                    pruned >= 1 || prunes(&p).len() == budget as usize,
+                    "with the key set, prunes proceed until the budget is spent"
+                );
+            } else {
+                prop_assert_eq!(held, 0, "an unlimited budget holds nothing back");
+            }
+        } else {
+            prop_assert_eq!(pruned, 0, "pruned a {} though none is desired", kind);
+            prop_assert!(held >= 1);
+            prop_assert!(guard, "no empty_desired anomaly for {}", kind);
+            for a in p.deferred.iter().filter(of_kind) {
+                prop_assert!(a.reason.contains("empty-desired guard"), "{}", a.reason);
+            }
+        }
+    }
+
+    #[test]
+    fn no_write_stop_update_or_create_over_a_guest_proxops_does_not_own(
+        (d, l, n2, st, budget) in scenario(),
+    ) {
         let desired = load_desired(&d);
         let live = snapshot(&l, n2, st);
         let p = make_plan(&desired, &live, budget);
-        for (lxc, kinds) in [(false, [Kind::VM, Kind::TemplateVM]), (true, [Kind::LXC, Kind::TemplateCT])] {
-            let desired_count: usize = kinds.iter().map(|k| desired.count(*k)).sum();
-            let family_prunes = prunes(&p).iter().filter(|a| a.kind.is_lxc() == lxc).count();
-            let family_candidates = family_prunes + p.deferred.iter().filter(|a| a.kind.is_lxc() == lxc).count();
-            if desired_count == 0 && (budget == 0 && family_candidates > 0 || budget > 0 && family_candidates > budget as usize) {
-                prop_assert_eq!(family_prunes, 0, "guard did not hold");
-                prop_assert!(p.anomalies.iter().any(|a| a.anomaly_type == AnomalyType::EmptyDesired));
+        for a in p.actions.iter().filter(|a| a.op != Op::Prune) {
+            if let Target::Guest(v) = a.target
+                && let Some(g) = live.guest_by_vmid(v)
+            {
+                prop_assert!(g.tags.has("proxops"), "{:?} on vmid {} held by untagged {:?}", a.op, v, g.tags);
             }
+        }
+        // And each such manifest is reported, naming the live guest (an
+        // aborted plan reports only why it aborted).
+        for o in desired.objects.values().filter(|_| !p.aborted) {
+            let Some((node, vmid)) = o.spec.guest_id() else { continue };
+            let Some(g) = live.guest_by_vmid(vmid) else { continue };
+            if g.tags.has("proxops") || live.node_state(node) != NodeState::Online {
+                continue;
+            }
+            prop_assert!(
+                p.anomalies.iter().any(|a| a.anomaly_type == AnomalyType::NeedsPerson
+                    && a.name == o.r#ref.name.as_str()
+                    && a.message.contains(&format!("vmid {vmid} is held by"))
+                    && a.message.contains(&g.name)),
+                "no anomaly for {} over untagged vmid {}: {:?}", o.r#ref, vmid, p.anomalies
+            );
         }
     }
 

@@ -79,7 +79,25 @@ fn add(
     );
 }
 
+/// A running, readable VM on pve1 carrying `tags` in its listing and config.
+fn add_running(s: &mut LiveSnapshot, vmid: u32, tags: &str, name: &str) {
+    add(
+        s,
+        "pve1",
+        vmid,
+        Power::Running,
+        false,
+        Ok(vm_config(vmid, "1024", tags, false)),
+        tags,
+        name,
+    );
+}
+
 fn run(c: &ClusterDesired, s: &LiveSnapshot, budget: u32) -> Plan {
+    run_with(c, s, budget, false)
+}
+
+fn run_with(c: &ClusterDesired, s: &LiveSnapshot, budget: u32, allow_empty_prune: bool) -> Plan {
     let secrets = CloudInitSecrets::default();
     plan(
         c,
@@ -91,6 +109,7 @@ fn run(c: &ClusterDesired, s: &LiveSnapshot, budget: u32) -> Plan {
         &Policy {
             prune_budget: budget,
             nodes: Default::default(),
+            allow_empty_prune,
         },
     )
 }
@@ -402,45 +421,219 @@ fn empty_desired_guard_with_unlimited_budget_trips_on_any_orphan() {
     );
 }
 
+/// Two running proxops-tagged VMs, 300 and 301, and nothing else.
+fn two_tagged_vms() -> LiveSnapshot {
+    let mut s = snapshot();
+    for (vmid, name) in [(300, "old-a"), (301, "old-b")] {
+        add_running(&mut s, vmid, "proxops", name);
+    }
+    s
+}
+
 #[test]
-fn orphans_within_budget_are_pruned_even_when_their_kind_is_empty() {
+fn an_emptied_composition_prunes_nothing_whatever_the_budget() {
+    let c = cluster(&[]);
+    for budget in [0, 1, 2, 3, 100] {
+        let p = run(&c, &two_tagged_vms(), budget);
+        assert!(
+            p.actions.iter().all(|a| a.op != Op::Prune),
+            "budget {budget}: {:?}",
+            p.actions
+        );
+        assert_eq!(p.deferred.len(), 2, "budget {budget}");
+        assert!(
+            p.deferred
+                .iter()
+                .all(|a| a.reason.contains("empty-desired guard"))
+        );
+        let guard: Vec<_> = p
+            .anomalies
+            .iter()
+            .filter(|a| a.anomaly_type == AnomalyType::EmptyDesired)
+            .collect();
+        assert_eq!(guard.len(), 1, "budget {budget}: {:?}", p.anomalies);
+        assert_eq!(guard[0].kind, "VM");
+        assert!(guard[0].message.contains("0 desired VM but 2"));
+        assert!(guard[0].message.contains("allow-empty-prune: true"));
+    }
+}
+
+#[test]
+fn a_kind_with_no_manifest_is_held_even_when_other_kinds_remain() {
+    // Only a container is left: the tagged VM of the emptied kind stays,
+    // though one prune is well within the budget.
     let c = cluster(&[CT]);
     let mut s = snapshot();
-    add(
-        &mut s,
-        "pve1",
-        300,
-        Power::Running,
-        false,
-        Ok(vm_config(300, "1024", "proxops", false)),
-        "proxops",
-        "old",
-    );
+    add_running(&mut s, 300, "proxops", "old");
     let p = run(&c, &s, 3);
-    let prune = p.actions.iter().find(|a| a.op == Op::Prune).unwrap();
+    assert!(p.actions.iter().all(|a| a.op != Op::Prune));
+    assert_eq!(p.deferred.len(), 1);
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == "VM")
+    );
+}
+
+#[test]
+fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
+    let c = cluster(&[]);
+    let p = run_with(&c, &two_tagged_vms(), 1, true);
+    let prunes: Vec<_> = p.actions.iter().filter(|a| a.op == Op::Prune).collect();
+    assert_eq!(prunes.len(), 1, "{:?}", p.actions);
+    assert_eq!(prunes[0].target.to_string(), "300");
     assert_eq!(
-        prune.work,
+        prunes[0].work,
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true
         }
     );
+    assert_eq!(p.deferred.len(), 1);
+    assert!(p.deferred[0].reason.contains("prune budget of 1"));
+    assert!(
+        p.anomalies
+            .iter()
+            .all(|a| a.anomaly_type != AnomalyType::EmptyDesired)
+    );
+    let all = run_with(&c, &two_tagged_vms(), 0, true);
+    assert_eq!(all.actions.iter().filter(|a| a.op == Op::Prune).count(), 2);
+}
+
+#[test]
+fn a_mixed_case_noprune_tag_protects_as_pve_matches_tags() {
+    let c = cluster(&[]);
+    let mut s = snapshot();
+    add_running(&mut s, 300, "Proxops;Proxops-NoPrune", "keep");
+    let p = run_with(&c, &s, 0, true);
+    assert!(p.actions.is_empty() && p.deferred.is_empty(), "{p:?}");
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.id == "300" && k.reason.contains("never pruned"))
+    );
+}
+
+#[test]
+fn a_mixed_case_ownership_tag_is_the_ownership_tag() {
+    let c = cluster(&[]);
+    let mut s = snapshot();
+    add_running(&mut s, 300, "PROXOPS", "old");
+    let p = run_with(&c, &s, 0, true);
+    assert_eq!(
+        p.actions.iter().filter(|a| a.op == Op::Prune).count(),
+        1,
+        "{p:?}"
+    );
+}
+
+#[test]
+fn a_manifest_never_takes_over_an_untagged_guest_at_its_vmid() {
+    let c = cluster(&[VM]);
+    for tags in ["", "pveconform", "prod;web"] {
+        let mut s = snapshot();
+        add(
+            &mut s,
+            "pve1",
+            100,
+            Power::Running,
+            false,
+            Ok(vm_config(100, "4096", tags, false)),
+            tags,
+            "hand-made",
+        );
+        let p = run(&c, &s, 3);
+        assert!(p.actions.is_empty(), "{tags}: {:?}", p.actions);
+        assert!(p.deferred.is_empty());
+        let a = p
+            .anomalies
+            .iter()
+            .find(|a| a.message.contains("does not own"))
+            .unwrap_or_else(|| panic!("{tags}: {:?}", p.anomalies));
+        assert_eq!(a.anomaly_type, AnomalyType::NeedsPerson);
+        assert_eq!((a.kind.as_str(), a.name.as_str()), ("VM", "web"));
+        for part in ["vmid 100", "\"hand-made\"", "node pve1", "proxops adopt"] {
+            assert!(a.message.contains(part), "{part}: {}", a.message);
+        }
+    }
+}
+
+#[test]
+fn a_manifest_never_creates_over_an_untagged_guest_on_another_node() {
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    add(
+        &mut s,
+        "pve2",
+        100,
+        Power::Stopped,
+        false,
+        Ok(vm_config(100, "1024", "", false)),
+        "",
+        "hand-made",
+    );
+    let p = run(&c, &s, 3);
+    assert!(p.actions.is_empty(), "{:?}", p.actions);
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.message.contains("node pve2") && a.message.contains("does not own"))
+    );
+}
+
+const VM_ADOPTED: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\n  annotations:\n    proxops/adopted-vmid: \"100\"\nspec:\n  node: pve1\n  vmid: 100\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
+
+#[test]
+fn an_adopted_manifest_claims_its_untagged_guest_by_adding_the_tag() {
+    let c = cluster(&[VM_ADOPTED]);
+    let mut s = snapshot();
+    add_running(&mut s, 100, "web", "web");
+    let p = run(&c, &s, 3);
+    assert!(p.anomalies.is_empty(), "{:?}", p.anomalies);
+    let update = p.actions.iter().find(|a| a.op == Op::Update).unwrap();
+    assert!(
+        update
+            .changes
+            .iter()
+            .any(|ch| ch.field == "tags" && ch.to.as_deref() == Some("proxops"))
+    );
+}
+
+#[test]
+fn a_renumbered_manifest_reports_the_old_guest_and_never_prunes_it() {
+    // VM/web moved from vmid 100 to 105: the tagged guest at 100 still
+    // carries its name.
+    let renumbered = VM.replace("vmid: 100", "vmid: 105");
+    let c = cluster(&[renumbered.as_str()]);
+    let mut s = snapshot();
+    add_running(&mut s, 100, "proxops", "web");
+    for budget in [0, 3] {
+        let p = run_with(&c, &s, budget, true);
+        assert!(
+            p.actions.iter().all(|a| a.target.to_string() != "100"),
+            "{:?}",
+            p.actions
+        );
+        assert!(p.deferred.is_empty());
+        let a = p
+            .anomalies
+            .iter()
+            .find(|a| a.id == "100")
+            .unwrap_or_else(|| panic!("{:?}", p.anomalies));
+        assert_eq!(a.anomaly_type, AnomalyType::NeedsPerson);
+        assert!(
+            a.message
+                .contains("renumbered manifest leaves the old guest")
+        );
+        assert!(a.message.contains("VM/web") && a.message.contains("vmid 105"));
+    }
 }
 
 #[test]
 fn pveconform_tag_alone_is_treated_as_untagged() {
     let c = cluster(&[]);
     let mut s = snapshot();
-    add(
-        &mut s,
-        "pve1",
-        300,
-        Power::Running,
-        false,
-        Ok(vm_config(300, "1024", "pveconform", false)),
-        "pveconform",
-        "legacy",
-    );
+    add_running(&mut s, 300, "pveconform", "legacy");
     let p = run(&c, &s, 0);
     assert!(p.actions.is_empty() && p.deferred.is_empty());
     assert!(p.skipped.iter().any(|k| k.reason.contains("pveconform")));

@@ -474,9 +474,32 @@ fn keys(v: &serde_json::Value) -> Vec<&str> {
 }
 
 #[test]
+fn json_warnings_name_each_file_once_in_sorted_order() {
+    use proxops_core::diag::Diagnostic;
+    let warnings = [
+        Diagnostic::file("vm/lab/zz.yaml", "not listed"),
+        Diagnostic::file("lxc/base/a.yml", "not listed"),
+        Diagnostic::file("vm/lab/zz.yaml", "not listed"),
+    ];
+    let text = render::json_with_warnings(&plans(), &warnings);
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        doc["warnings"],
+        serde_json::json!([
+            {"file": "lxc/base/a.yml", "message": "not listed"},
+            {"file": "vm/lab/zz.yaml", "message": "not listed"}
+        ])
+    );
+    let mut reversed = warnings.clone();
+    reversed.reverse();
+    assert_eq!(text, render::json_with_warnings(&plans(), &reversed));
+}
+
+#[test]
 fn json_parses_back_with_exactly_the_documented_keys() {
     let doc: serde_json::Value = serde_json::from_str(&render::json(&plans())).unwrap();
-    assert_eq!(keys(&doc), ["format", "clusters"]);
+    assert_eq!(keys(&doc), ["format", "clusters", "warnings"]);
+    assert_eq!(doc["warnings"], serde_json::json!([]));
     assert_eq!(doc["format"], render::JSON_FORMAT);
     assert_eq!(render::JSON_FORMAT, "proxops-plan/v1");
 

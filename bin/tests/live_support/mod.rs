@@ -29,6 +29,20 @@ pub fn empty_seed() -> Value {
     })
 }
 
+/// A seed guest: a small qemu VM `vmid` on pve1, with `tags` when given.
+pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Value {
+    let mut config = json!({
+        "memory": 512, "cores": 1, "scsihw": "virtio-scsi-pci",
+        "net0": format!("virtio=BC:24:11:00:{:02X}:{:02X},bridge=vmbr0", vmid / 256, vmid % 256),
+        "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=1G"),
+    });
+    if let Some(t) = tags {
+        config["tags"] = json!(t);
+    }
+    json!({"vmid": vmid, "name": name, "node": "pve1",
+           "status": if running { "running" } else { "stopped" }, "config": config})
+}
+
 /// A copy of a fixture repository whose cluster `home` talks to `pve`.
 pub struct Repo {
     pub dir: tempfile::TempDir,
@@ -266,6 +280,14 @@ pub fn finished(pve: &FakePve, out: std::process::Output) -> Run {
     run
 }
 
+/// `proxops … apply <args>`: every live test's apply goes through here, so
+/// a flag every apply needs is added in one place.
+pub fn apply(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
+    let mut all = vec!["apply"];
+    all.extend_from_slice(args);
+    proxops(pve, repo, &all)
+}
+
 /// The answers of the `home` cluster's reads, from a fresh `proxops record`
 /// (the `responses` of its proxops-recording/v1 file).
 pub fn recorded_home(pve: &FakePve, repo: &Repo) -> Vec<Value> {
@@ -292,10 +314,11 @@ pub fn writes(pve: &FakePve) -> Vec<(String, String)> {
         .collect()
 }
 
-/// `proxops … apply <args>`: every test's apply goes through here, so a
-/// flag every apply needs is added in one place.
-pub fn apply(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
-    let mut all = vec!["apply"];
-    all.extend_from_slice(args);
-    proxops(pve, repo, &all)
+/// The paths of the DELETE requests fakepve saw since the last `forget`.
+pub fn deletes(pve: &FakePve) -> Vec<String> {
+    writes(pve)
+        .into_iter()
+        .filter(|(m, _)| m == "DELETE")
+        .map(|(_, p)| p)
+        .collect()
 }

@@ -290,6 +290,12 @@ pub fn adopt(
         };
         let path = format!("{}/{cluster}/{name}.yaml", kind.dir());
         let mut cx = GuestCx::new(&ctx, g, cfg, &r);
+        if !g.is_owned() {
+            // The claim: a manifest never acts on a guest without the
+            // ownership tag unless it names that guest's vmid here.
+            cx.annotations
+                .insert(manifest::ANNOTATION_ADOPTED_VMID.into(), g.vmid.to_string());
+        }
         let state = if template { None } else { power_state(g.power) };
         let text = if kind.is_qemu() {
             let spec = qemu::adopt(&mut cx, state);
@@ -321,7 +327,7 @@ pub fn adopt(
         if cx.cipassword {
             out.cipassword_guests.push(r.to_string());
         }
-        if g.tags.contains(manifest::OWNERSHIP_TAG) && !cx.incomplete.is_empty() {
+        if g.is_owned() && !cx.incomplete.is_empty() {
             cx.incomplete.push("it carries the proxops tag: a plan of a composition without it would prune it, so list it as soon as it is complete".into());
         }
         for why in &cx.incomplete {
@@ -864,7 +870,7 @@ impl<'a> GuestCx<'a> {
                     if t.eq_ignore_ascii_case(manifest::OWNERSHIP_TAG) {
                         continue;
                     }
-                    if t == manifest::NO_PRUNE_TAG {
+                    if t.eq_ignore_ascii_case(manifest::NO_PRUNE_TAG) {
                         self.annotations
                             .insert(manifest::ANNOTATION_PRUNE.into(), "disabled".into());
                         continue;

@@ -9,6 +9,7 @@
 use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Change, Skipped, Target};
+use crate::diag::Diagnostic;
 use crate::names::Kind;
 use crate::plan::Plan;
 
@@ -16,13 +17,29 @@ use crate::plan::Plan;
 pub const JSON_FORMAT: &str = "proxops-plan/v1";
 
 /// The plans as one pretty-printed `proxops-plan/v1` document, clusters
-/// sorted by name, ending in a newline.
+/// sorted by name, ending in a newline, with an empty `warnings` list.
 pub fn json(plans: &[Plan]) -> String {
+    json_with_warnings(plans, &[])
+}
+
+/// [`json`] with the repository's warnings (e.g. manifest files no
+/// composition lists), sorted, in the document's `warnings` list.
+pub fn json_with_warnings(plans: &[Plan], warnings: &[Diagnostic]) -> String {
     let mut sorted: Vec<&Plan> = plans.iter().collect();
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+    let mut warned: Vec<&Diagnostic> = warnings.iter().collect();
+    warned.sort();
+    warned.dedup();
     let doc = Document {
         format: JSON_FORMAT,
         clusters: sorted.into_iter().map(cluster).collect(),
+        warnings: warned
+            .into_iter()
+            .map(|d| WarningDoc {
+                file: &d.file,
+                message: &d.message,
+            })
+            .collect(),
     };
     // Serialising these structs cannot fail: every key is a string and no
     // value is a map with non-string keys or a failing Serialize impl.
@@ -35,6 +52,15 @@ pub fn json(plans: &[Plan]) -> String {
 struct Document<'a> {
     format: &'static str,
     clusters: Vec<ClusterDoc<'a>>,
+    warnings: Vec<WarningDoc<'a>>,
+}
+
+/// Something about the repository a person should know that refuses
+/// nothing.
+#[derive(Serialize)]
+struct WarningDoc<'a> {
+    file: &'a str,
+    message: &'a str,
 }
 
 #[derive(Serialize)]

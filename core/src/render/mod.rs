@@ -16,7 +16,7 @@ mod json;
 mod markdown;
 mod text;
 
-pub use json::{JSON_FORMAT, json};
+pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
 pub use text::{text, text_with_changes};
 

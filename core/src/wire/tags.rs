@@ -53,6 +53,14 @@ impl TagSet {
         self.0.iter().any(|t| t.as_str() == tag)
     }
 
+    /// Whether the set holds `tag` as PVE compares tags: ASCII
+    /// case-insensitively (PVE's default `tag-style`), so `Proxops` is the
+    /// ownership tag and `Proxops-NoPrune` protects. Every safety decision
+    /// about a guest's tags goes through here.
+    pub fn has(&self, tag: &str) -> bool {
+        self.0.iter().any(|t| t.as_str().eq_ignore_ascii_case(tag))
+    }
+
     pub fn insert(&mut self, tag: Tag) -> bool {
         self.0.insert(tag)
     }
@@ -96,6 +104,14 @@ mod tests {
             assert!(Tag::new(bad).is_err(), "{bad}");
         }
         assert!(TagSet::parse("ok;bad/tag").is_err());
+    }
+
+    #[test]
+    fn has_matches_as_pve_does_ignoring_ascii_case() {
+        let t = TagSet::parse("Proxops;PROXOPS-NoPrune;web").unwrap();
+        assert!(t.has("proxops") && t.has("proxops-noprune") && t.has("WEB"));
+        assert!(!t.contains("proxops"));
+        assert!(!t.has("proxop") && !t.has("pveconform"));
     }
 
     #[test]
