@@ -9,6 +9,8 @@ use std::process::Command;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
+pub mod sops;
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -27,6 +29,28 @@ pub fn empty_seed() -> Value {
         },
         "guests": []
     })
+}
+
+/// The folders that hold manifests, one per kind.
+pub const KIND_DIRS: [&str; 7] = [
+    "vm",
+    "lxc",
+    "templatevm",
+    "templatect",
+    "iso",
+    "ctt",
+    "diskimage",
+];
+
+/// A copy of the demo pointed at `pve` with no manifests and an empty
+/// composition: what an operator starts adoption from.
+pub fn empty_repo(pve: &FakePve) -> Repo {
+    let repo = Repo::demo_for(pve);
+    for d in KIND_DIRS {
+        let _ = std::fs::remove_dir_all(repo.path().join(d));
+    }
+    repo.set_resources(&[]);
+    repo
 }
 
 /// A copy of a fixture repository whose cluster `home` talks to `pve`.
@@ -132,6 +156,12 @@ impl Run {
 /// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
 /// token in the environment.
 pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
+    proxops_selecting(pve, repo, &["--cluster", "home"], args)
+}
+
+/// As [`proxops`], with `selection` (e.g. `[]` for every cluster) instead
+/// of `--cluster home`.
+pub fn proxops_selecting(pve: &FakePve, repo: &Repo, selection: &[&str], args: &[&str]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
         .current_dir(repo.path())
         .env_remove("PROXOPS_GIT_PATH")
@@ -144,7 +174,7 @@ pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
         .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
         .arg("--git-path")
         .arg(repo.path())
-        .args(["--cluster", "home"])
+        .args(selection)
         .args(args)
         .output()
         .unwrap();
