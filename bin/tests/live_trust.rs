@@ -388,6 +388,21 @@ fn plain_http_is_refused_without_consent_and_warned_about_every_cycle() {
         "clusters/home/config.yaml",
         &format!("{}      allow-insecure-http: true\n", home_config(&repo)),
     );
+    let text = run_until(&pve, &repo, &["--cluster", "home"], "plain http to PVE", 3);
+    // Start-up, then one per cycle: three means at least two cycles.
+    assert!(text.matches("plain http to PVE").count() >= 3, "{text}");
+    assert!(
+        text.lines()
+            .filter(|l| l.contains("plain http to PVE"))
+            .all(|l| l.starts_with("warn") && l.contains("cluster=home")),
+        "{text}"
+    );
+}
+
+/// Runs `proxops run` (a cycle a second, with `pve`'s token) until its log
+/// holds `needle` `times` times or a minute passed; stops it and returns
+/// the log.
+fn run_until(pve: &FakePve, repo: &Repo, selection: &[&str], needle: &str, times: usize) -> String {
     let logs = tempfile::tempdir().unwrap();
     let stderr_file = logs.path().join("stderr");
     let mut daemon = Command::new(env!("CARGO_BIN_EXE_proxops"))
@@ -398,30 +413,45 @@ fn plain_http_is_refused_without_consent_and_warned_about_every_cycle() {
         .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
         .arg("--git-path")
         .arg(repo.path())
-        .args(["--cluster", "home", "--git-poll-sec", "1"])
-        .args(["--listen", "127.0.0.1:0", "run"])
+        .args(selection)
+        .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(std::fs::File::create(&stderr_file).unwrap())
         .spawn()
         .unwrap();
-    let warnings = |text: &str| text.matches("plain http to PVE").count();
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut text = String::new();
-    // Start-up, then one per cycle: three means at least two cycles.
-    while Instant::now() < deadline && warnings(&text) < 3 {
+    while Instant::now() < deadline && text.matches(needle).count() < times {
         std::thread::sleep(Duration::from_millis(100));
         text = std::fs::read_to_string(&stderr_file).unwrap_or_default();
     }
     let _ = daemon.kill();
     let _ = daemon.wait();
-    assert!(warnings(&text) >= 3, "{text}");
+    text
+}
+
+#[test]
+fn the_daemon_asks_every_cycle_and_refuses_one_pve_behind_two_addresses() {
+    let pve = FakePve::start_on_two_addresses(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    point_edge_at(&repo, pve.also_url().unwrap(), &pve);
+    pve.forget_requests().unwrap();
+    // Each cycle logs one refusal per cluster: four are two cycles.
+    let text = run_until(&pve, &repo, ALL, "the same PVE as cluster", 4);
+    let refusals: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("the same PVE as cluster"))
+        .collect();
+    assert!(refusals.len() >= 4, "{text}");
     assert!(
-        text.lines()
-            .filter(|l| l.contains("plain http to PVE"))
-            .all(|l| l.starts_with("warn") && l.contains("cluster=home")),
+        refusals
+            .iter()
+            .all(|l| l.starts_with("warn") && l.contains("proxops.cycle")),
         "{text}"
     );
+    // Start-up and every cycle read each cluster's identity, nothing else.
+    assert!(only_identity_reads(&pve) >= 6);
 }
 
 /// fakepve with one VM to adopt.
