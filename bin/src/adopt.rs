@@ -196,7 +196,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     }
     let nodes = scope.allowlist.clone().unwrap_or_default();
     let sops_ssh_keys = if a.adopt_secrets {
-        let Some(path) = creds::secrets_path(cc, ws.root.as_deref()) else {
+        let Some(path) = creds::secrets_path(cc, ws.root.as_deref())? else {
             return Err(Failure::input(format!(
                 "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
             )));
@@ -246,6 +246,12 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         println!("no adoptable objects found");
         return Ok(Exit::Ok);
     }
+    // Every path is checked before the first write, so a symlink leading
+    // out of the work tree stops adoption with nothing written.
+    for rel in adoption.files.keys() {
+        crate::confined::check_inside(&root, Path::new(rel))
+            .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
+    }
     let mut kept = Vec::new();
     for (rel, text) in &adoption.files {
         let path = root.join(rel);
@@ -257,7 +263,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             }
             Err(_) => {}
         }
-        write_atomic(&path, text.as_bytes())
+        crate::confined::write_inside(&root, Path::new(rel), text.as_bytes())
             .map_err(|e| Failure::runtime(format!("adopt: cannot write {rel}: {e}")))?;
         println!("wrote {rel}");
     }
@@ -272,15 +278,6 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         }
     }
     Ok(Exit::Ok)
-}
-
-fn write_atomic(path: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    let tmp = path.with_extension("yaml.proxops-tmp");
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, path)
 }
 
 /// What `--adopt-secrets` did to the SOPS file.
@@ -453,28 +450,25 @@ pub fn merge_ssh_keys(
         },
     )
     .map_err(sops)?;
-    let mut sidecar = path.as_os_str().to_owned();
-    sidecar.push(".proxops-tmp");
-    let sidecar = std::path::PathBuf::from(sidecar);
-    let written = std::fs::write(&sidecar, cipher.as_bytes())
-        .and_then(|()| copy_permissions(path, &sidecar))
-        .and_then(|()| std::fs::rename(&sidecar, path));
+    let permissions = std::fs::metadata(path).map(|m| m.permissions());
+    let written = permissions
+        .map_err(|e| crate::confined::WriteRefused::Io {
+            path: path.to_path_buf(),
+            error: e,
+        })
+        .and_then(|perms| {
+            crate::confined::replace_with_permissions(path, cipher.as_bytes(), perms)
+        });
     if let Err(e) = written {
-        let _ = std::fs::remove_file(&sidecar);
         return Err(MergeError::Io {
             file,
-            what: sidecar.display().to_string(),
-            reason: e.kind().to_string(),
+            what: format!("{}.proxops-tmp", path.display()),
+            reason: e.to_string(),
         });
     }
     let added: Vec<String> = new.keys().cloned().collect();
     keys.extend(new);
     Ok(MergedKeys { keys, added })
-}
-
-fn copy_permissions(from: &Path, to: &Path) -> std::io::Result<()> {
-    let perms = std::fs::metadata(from)?.permissions();
-    std::fs::set_permissions(to, perms)
 }
 
 /// Now as RFC 3339 UTC whole seconds: the re-encrypted file's `lastmodified`.

@@ -23,6 +23,9 @@ pub struct ClusterCredentials {
     pub token_value: Option<Secret>,
     pub password: Option<Secret>,
     pub cloud_init: CloudInitSecrets,
+    /// Where `user` came from when it is a SOPS value ("the value of SOPS
+    /// key … in …"): messages name it so, never by its value.
+    pub user_origin: Option<String>,
 }
 
 impl ClusterCredentials {
@@ -34,6 +37,16 @@ impl ClusterCredentials {
         match (&self.user, &self.token_id, &self.token) {
             (Some(u), Some(id), Some(t)) => Some(Secret::new(format!("{u}!{id}={}", t.expose()))),
             _ => None,
+        }
+    }
+
+    /// The PVE user as a message may name it: its SOPS origin, or the
+    /// value when it came from configuration or the environment.
+    pub fn user_shown(&self) -> String {
+        match (&self.user_origin, &self.user) {
+            (Some(origin), _) => origin.clone(),
+            (None, Some(user)) => format!("{user:?}"),
+            (None, None) => "not set".to_owned(),
         }
     }
 
@@ -62,12 +75,28 @@ impl ClusterCredentials {
     }
 }
 
-/// Where a cluster's `secrets-file` is, on disk.
-pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Option<PathBuf> {
-    let file = cc.secrets_file.as_ref()?;
+/// Where a cluster's `secrets-file` is, on disk: relative to the file that
+/// declared the cluster, and inside the repository (the work tree root, or
+/// for a `--config` file outside any work tree, that file's directory).
+/// The path is resolved through every symlink before it is checked, so
+/// neither `..` nor a link can lead a repository to make this host decrypt
+/// a SOPS file of its choosing and send the credentials in it to an
+/// endpoint of its choosing. Refusals are exit 2 and name the declaring
+/// file and the key.
+pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Result<Option<PathBuf>, Failure> {
+    let Some(file) = cc.secrets_file.as_ref() else {
+        return Ok(None);
+    };
+    let refuse = |why: String| {
+        Failure::input(format!(
+            "invalid configuration: {}: pve.clusters.{}.secrets-file: {file:?} {why}: the repository may name only files inside it",
+            cc.declared_in,
+            cc.name.as_str()
+        ))
+    };
     let p = Path::new(file);
     if p.is_absolute() {
-        return Some(p.to_path_buf());
+        return Err(refuse("is an absolute path".to_owned()));
     }
     let declared = Path::new(&cc.declared_in);
     let dir = declared.parent().unwrap_or(Path::new(""));
@@ -77,7 +106,29 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Option<PathBuf> 
         root.map(|r| r.join(dir))
             .unwrap_or_else(|| dir.to_path_buf())
     };
-    Some(base.join(p))
+    let path = base.join(p);
+    let fence = root.map(Path::to_path_buf).unwrap_or(base);
+    let fence = if fence.as_os_str().is_empty() {
+        PathBuf::from(".")
+    } else {
+        fence
+    };
+    // A file that does not exist cannot lead anywhere: reading it fails
+    // with its own message.
+    let Ok(real) = path.canonicalize() else {
+        return Ok(Some(path));
+    };
+    let fence = fence
+        .canonicalize()
+        .map_err(|e| refuse(format!("cannot be checked ({}: {e})", fence.display())))?;
+    if !real.starts_with(&fence) {
+        return Err(refuse(format!(
+            "resolves to {}, outside {}",
+            real.display(),
+            fence.display()
+        )));
+    }
+    Ok(Some(real))
 }
 
 fn sops_key(reference: &str) -> String {
@@ -115,6 +166,13 @@ pub fn resolve(
         }
     };
     let s_user = lookup("user", &refs.user)?;
+    let user_origin = match (&refs.user, &doc, &s_user) {
+        (Some(r), Some((_, label)), Some(_)) => Some(format!(
+            "the value of SOPS key {:?} in {label} (secrets.pve.user)",
+            sops_key(r)
+        )),
+        _ => None,
+    };
     let s_token_id = lookup("token-id", &refs.token_id)?;
     let s_token = lookup("token", &refs.token)?;
     let s_password = lookup("password", &refs.password)?;
@@ -155,6 +213,7 @@ pub fn resolve(
         },
         password: s_password.or_else(|| cfg.password.clone()),
         cloud_init,
+        user_origin,
     })
 }
 
@@ -165,7 +224,7 @@ fn decrypt(
     root: Option<&Path>,
     sources: &IdentitySources,
 ) -> Result<Option<(SecretDocument, String)>, Failure> {
-    let Some(path) = secrets_path(cc, root) else {
+    let Some(path) = secrets_path(cc, root)? else {
         return Ok(None);
     };
     let label = short(&path);

@@ -17,6 +17,7 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
+use proxops_core::config::{AuthMethod, Config};
 use proxops_core::diag::Diagnostic;
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::exec::{Execution, ObjectReport, Timestamp};
@@ -24,7 +25,8 @@ use proxops_core::live::LiveSnapshot;
 use proxops_core::names::ClusterName;
 use proxops_core::plan::{self, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
-use proxops_pve::auth::Credentials;
+use proxops_pve::auth::{CredentialError, Credentials};
+use proxops_pve::identity::{self, PveIdentity};
 use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
 use proxops_pve::reader::{self, ReadScope};
 use proxops_pve::replay::ReplayTransport;
@@ -259,7 +261,27 @@ pub fn prepare_reusing<'w>(
                     c.token_value.as_ref(),
                     c.password.as_ref(),
                 )
-                .map_err(|e| Failure::input(format!("credentials: cluster {name:?}: {e}")))?;
+                .map_err(|e| {
+                    // A composed token value carries its own user.
+                    let composed = c.auth == AuthMethod::Token && c.token_value.is_some();
+                    let about_user = !composed
+                        && matches!(
+                            e,
+                            CredentialError::NoRealm
+                                | CredentialError::MissingUser
+                                | CredentialError::InvalidCharacter("PVE user")
+                        );
+                    let user = if about_user {
+                        format!(" (the PVE user is {})", c.user_shown())
+                    } else {
+                        String::new()
+                    };
+                    Failure::input(format!("credentials: cluster {name:?}: {e}{user}"))
+                })?;
+                let credentials = match &c.user_origin {
+                    Some(origin) => credentials.with_user_shown_as(origin.clone()),
+                    None => credentials,
+                };
                 let ca_file = cc
                     .ca_file
                     .as_deref()
@@ -273,6 +295,13 @@ pub fn prepare_reusing<'w>(
                 .map_err(|e| {
                     Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}"))
                 })?;
+                if cc.base_url.starts_with("http://") {
+                    crate::log::event(
+                        crate::log::Level::Warn,
+                        "plain http to PVE (allow-insecure-http: true): the API token or password crosses the network in clear text; use https",
+                        &[("cluster", name.as_str())],
+                    );
+                }
                 let key = transport_key(
                     name.as_str(),
                     &cc.base_url,
@@ -337,7 +366,72 @@ pub fn prepare_reusing<'w>(
             }),
         });
     }
+    if matches!(source, Source::Live) {
+        confirm_distinct_pves(&mut clusters, cfg);
+    }
     Ok(Session { clusters, invalid })
+}
+
+/// Two clusters whose `base-url`s lead to one PVE in a way no comparison of
+/// URLs sees (two DNS names, a name and an address, a proxy) would each
+/// prune the other's guests. So PVE is asked which it is
+/// (`GET /cluster/status`, one read per cluster per cycle, since names can
+/// move) and every cluster that shares its PVE with another is refused,
+/// before its first inventory read and any write. A cluster whose answer
+/// does not say is refused too (fail closed); the others go on. With one
+/// cluster there is nothing to tell apart and nothing is read.
+fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
+    let ready: Vec<usize> = (0..clusters.len())
+        .filter(|&i| clusters[i].ready.is_ok())
+        .collect();
+    if ready.len() < 2 {
+        return;
+    }
+    let mut identities: Vec<(usize, PveIdentity)> = Vec::new();
+    for i in ready {
+        let Ok(r) = &clusters[i].ready else { continue };
+        match identity::read_identity(r.transport.as_ref()) {
+            Ok(id) => identities.push((i, id)),
+            Err(e) => {
+                clusters[i].ready = Err(format!(
+                    "cannot tell which PVE base-url leads to, so it may be another cluster's: {e}; no inventory read, no write"
+                ))
+            }
+        }
+    }
+    let describe = |i: usize| {
+        let name = &clusters[i].name;
+        match cfg.clusters.get(name) {
+            Some(cc) => format!(
+                "{:?} (base-url {:?} in {})",
+                name.as_str(),
+                cc.base_url,
+                cc.declared_in
+            ),
+            None => format!("{:?}", name.as_str()),
+        }
+    };
+    let mut refused = Vec::new();
+    for (a, id) in &identities {
+        let others: Vec<String> = identities
+            .iter()
+            .filter(|(b, other)| b != a && id.same_pve(other))
+            .map(|(b, _)| describe(*b))
+            .collect();
+        if !others.is_empty() {
+            refused.push((
+                *a,
+                format!(
+                    "cluster {} leads to {id}, the same PVE as cluster {}: two cluster configs must never manage one PVE (each would prune the other's guests); no inventory read, no write",
+                    describe(*a),
+                    others.join(", ")
+                ),
+            ));
+        }
+    }
+    for (i, reason) in refused {
+        clusters[i].ready = Err(reason);
+    }
 }
 
 /// `PROXOPS_PVE_RETRY_BASE_MS`: the first retry wait in milliseconds

@@ -120,7 +120,8 @@ Usage: proxops [GLOBAL FLAGS] adopt --cluster NAME [--replay DIR] [--adopt-secre
 
 Read one cluster (only GET requests) and write a manifest per live guest,
 template and storage file under <kind>/<cluster>/. Prints the resources.yaml
-lines to add, the gap report, INCOMPLETE and SKIPPED lists.
+lines to add, the gap report, INCOMPLETE and SKIPPED lists. Never writes
+through a symlink that leads out of the work tree (refused, nothing written).
   --replay DIR       Adopt from a recording instead of the API
   --adopt-secrets    Add live SSH keys the cluster's SOPS file lacks, as
                      adopted-<hex> names, and reference them (PVE unchanged);
@@ -132,7 +133,8 @@ lines to add, the gap report, INCOMPLETE and SKIPPED lists.
 Usage: proxops [GLOBAL FLAGS] record --out DIR
 
 Read every selected cluster as diff would and save the responses to
-DIR/<cluster>.json (proxops-recording/v1). Never records a credential.
+DIR/<cluster>.json (proxops-recording/v1). Never records a credential, and
+never writes through a symlink that leads out of DIR.
 "
         }
         Command::SecretsCheck => {

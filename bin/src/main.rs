@@ -5,6 +5,7 @@
 mod adopt;
 mod apply;
 mod args;
+mod confined;
 mod context;
 mod creds;
 mod cycle;

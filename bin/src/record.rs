@@ -56,8 +56,12 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         for response in &mut recording.responses {
             mask_passwords(&mut response.body);
         }
-        std::fs::write(&path, recording.to_json())
-            .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
+        crate::confined::write_inside(
+            out,
+            std::path::Path::new(&format!("{}.json", p.name)),
+            recording.to_json().as_bytes(),
+        )
+        .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
         println!("recorded {} -> {}", p.name, path.display());
     }
     if !session.invalid.is_empty() {

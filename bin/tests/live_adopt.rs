@@ -12,27 +12,6 @@ use std::path::Path;
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
 
-const KIND_DIRS: [&str; 7] = [
-    "vm",
-    "lxc",
-    "templatevm",
-    "templatect",
-    "iso",
-    "ctt",
-    "diskimage",
-];
-
-/// A copy of the demo pointed at `pve` with no manifests and an empty
-/// composition: what an operator starts adoption from.
-fn empty_repo(pve: &FakePve) -> Repo {
-    let repo = Repo::demo_for(pve);
-    for d in KIND_DIRS {
-        let _ = std::fs::remove_dir_all(repo.path().join(d));
-    }
-    repo.set_resources(&[]);
-    repo
-}
-
 fn tree(root: &Path) -> BTreeMap<String, String> {
     let mut out = BTreeMap::new();
     for d in KIND_DIRS {

@@ -30,16 +30,6 @@ use live_support::*;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
-const KIND_DIRS: [&str; 7] = [
-    "vm",
-    "lxc",
-    "templatevm",
-    "templatect",
-    "iso",
-    "ctt",
-    "diskimage",
-];
-
 const KEY_OPS: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F7zRdhBlKjk7aywMT ops@host";
 const KEY_CI: &str =
@@ -468,17 +458,6 @@ pub fn estate_seed() -> Value {
         ],
         "guests": guests,
     })
-}
-
-/// A copy of the demo pointed at `pve` with no manifests and an empty
-/// composition: what an operator starts adoption from.
-fn empty_repo(pve: &FakePve) -> Repo {
-    let repo = Repo::demo_for(pve);
-    for d in KIND_DIRS {
-        let _ = std::fs::remove_dir_all(repo.path().join(d));
-    }
-    repo.set_resources(&[]);
-    repo
 }
 
 fn tree(root: &Path) -> BTreeMap<String, String> {

@@ -12,6 +12,7 @@ mod live_support;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
+use live_support::sops::{encrypt, tool};
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
@@ -22,10 +23,6 @@ const KEY_OPS_BLOB: &str = "AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F
 const KEY_CI_BLOB: &str = "AAAAC3NzaC1lZDI1NTE5AAAAIHq0cnVzdGVkLWNpLWtleS1mb3ItdGVzdHMtb25seQ";
 const KEY_NEW_BLOB: &str = "AAAAB3NzaC1yc2EAAAADAQABAAABAQDstrangerkeyblobforthetest";
 
-fn tool(name: &str) -> PathBuf {
-    workspace_root().join(".tools/bin").join(name)
-}
-
 fn sops_cmd(dir: &Path) -> Command {
     let mut c = Command::new(tool("sops"));
     c.current_dir(dir)
@@ -34,39 +31,6 @@ fn sops_cmd(dir: &Path) -> Command {
         .env("SOPS_DISABLE_VERSION_CHECK", "1")
         .arg("--disable-version-check");
     c
-}
-
-/// Encrypts `plain` for a fresh age key with the real sops; returns
-/// (ciphertext, key file).
-fn encrypt(dir: &Path, plain: &str) -> (String, PathBuf) {
-    let key = dir.join("age.txt");
-    let out = Command::new(tool("age-keygen"))
-        .arg("-o")
-        .arg(&key)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let out = Command::new(tool("age-keygen"))
-        .arg("-y")
-        .arg(&key)
-        .output()
-        .unwrap();
-    let recipient = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let input = dir.join("plain.yaml");
-    std::fs::write(&input, plain).unwrap();
-    let out = sops_cmd(dir)
-        .env("SOPS_AGE_RECIPIENTS", &recipient)
-        .args(["encrypt", "--input-type", "yaml", "--output-type", "yaml"])
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::remove_file(&input).unwrap();
-    (String::from_utf8(out.stdout).unwrap(), key)
 }
 
 /// The real `sops decrypt` of `file`.
@@ -150,19 +114,7 @@ fn setup_with(plain: &str) -> Setup {
         "sops is not installed: run tools/install-test-tools.sh"
     );
     let pve = FakePve::start(&seed()).unwrap();
-    let repo = Repo::demo_for(&pve);
-    for d in [
-        "vm",
-        "lxc",
-        "templatevm",
-        "templatect",
-        "iso",
-        "ctt",
-        "diskimage",
-    ] {
-        let _ = std::fs::remove_dir_all(repo.path().join(d));
-    }
-    repo.set_resources(&[]);
+    let repo = empty_repo(&pve);
     let keys = tempfile::tempdir().unwrap();
     let (cipher, key) = encrypt(keys.path(), plain);
     repo.write("clusters/home/secrets.sops.yaml", &cipher);

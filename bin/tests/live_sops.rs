@@ -9,60 +9,14 @@
 
 mod live_support;
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
+use live_support::sops::{encrypt, tool};
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
 
 const PASSWORD: &str = "Ci-Passw0rd-7f3a9c";
-
-fn tool(name: &str) -> PathBuf {
-    workspace_root().join(".tools/bin").join(name)
-}
-
-/// Encrypts `plain` for a fresh age key; returns (ciphertext, key file).
-fn encrypt(dir: &Path, plain: &str) -> (String, PathBuf) {
-    let key = dir.join("age.txt");
-    let out = Command::new(tool("age-keygen"))
-        .arg("-o")
-        .arg(&key)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{out:?}");
-    let out = Command::new(tool("age-keygen"))
-        .arg("-y")
-        .arg(&key)
-        .output()
-        .unwrap();
-    let recipient = String::from_utf8(out.stdout).unwrap().trim().to_owned();
-    let input = dir.join("plain.yaml");
-    std::fs::write(&input, plain).unwrap();
-    let out = Command::new(tool("sops"))
-        .current_dir(dir)
-        .env_clear()
-        .env("HOME", dir)
-        .env("SOPS_DISABLE_VERSION_CHECK", "1")
-        .env("SOPS_AGE_RECIPIENTS", &recipient)
-        .args([
-            "--disable-version-check",
-            "encrypt",
-            "--input-type",
-            "yaml",
-            "--output-type",
-            "yaml",
-        ])
-        .arg(&input)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    std::fs::remove_file(&input).unwrap();
-    (String::from_utf8(out.stdout).unwrap(), key)
-}
 
 /// An `apply --diff` of [`SopsRepo`] created the template, its image and
 /// web-01, showed the password as `<secret>`, and sent PVE the password

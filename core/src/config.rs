@@ -100,6 +100,10 @@ pub struct ClusterEntry {
     /// Explicit opt-out of TLS verification: logged as a warning every cycle.
     #[serde(default)]
     pub insecure: Option<bool>,
+    /// Explicit consent to a plain `http://` base-url (credentials cross the
+    /// network in clear text): logged as a warning every cycle.
+    #[serde(default)]
+    pub allow_insecure_http: Option<bool>,
     /// Config reads in flight for this cluster.
     #[serde(default)]
     pub read_concurrency: Option<usize>,
@@ -404,6 +408,9 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
         }
     }
 
+    let explicit_file = sources.process_is_explicit.then_some(process_name.as_str());
+    check_trust(&clusters, explicit_file, &indexes, &mut diags);
+
     // A rejected cluster-local file has its own diagnostic; "no cluster is
     // configured" on top of it would only mislead.
     let any_cluster_local = !sources.cluster_local.is_empty();
@@ -603,7 +610,6 @@ fn resolve(
         ));
     }
     let mut resolved = BTreeMap::new();
-    let mut base_urls: BTreeMap<String, String> = BTreeMap::new();
     for (name, (entry, declared_in)) in clusters {
         let cerr = |field: &str, msg: String| {
             let path = format!(
@@ -633,11 +639,6 @@ fn resolve(
             ));
         } else if let Err(e) = crate::manifest::check_url(&base_url) {
             diags.push(cerr("base-url", e));
-        } else if let Some(other) = base_urls.insert(base_url.clone(), name.clone()) {
-            diags.push(cerr(
-                "base-url",
-                format!("base-url {base_url:?} is also used by cluster {other:?}: two clusters must never share an endpoint (one could prune the other's guests)"),
-            ));
         }
         let mut nodes = BTreeSet::new();
         for (i, n) in entry.nodes.iter().enumerate() {
@@ -729,9 +730,333 @@ fn resolve(
     }
 }
 
+// ------------------------------------------------------------ trust rules
+
+/// Where a `base-url` connects: the host, lower-case, without a trailing
+/// dot (an IP address in its canonical form, an IPv4-mapped IPv6 address
+/// as IPv4) and the port, as written or the scheme's default (443 for
+/// https, 80 for http — what the client dials). Scheme, user info and path
+/// do not count: `http://h:8006` and `https://H.:8006/api2/json` reach the
+/// same listener.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Endpoint {
+    pub host: String,
+    pub port: u16,
+}
+
+impl Endpoint {
+    /// `None` when `url` is not an `http(s)://host[:port]…` URL.
+    pub fn parse(url: &str) -> Option<Endpoint> {
+        let url = url.trim();
+        let scheme_end = url.find("://")?;
+        let default_port = match url[..scheme_end].to_ascii_lowercase().as_str() {
+            "https" => 443,
+            "http" => 80,
+            _ => return None,
+        };
+        let rest = &url[scheme_end + 3..];
+        let authority = rest.split(['/', '?', '#']).next().unwrap_or("");
+        let authority = authority.rsplit_once('@').map_or(authority, |(_, a)| a);
+        let (host, port) = match authority.strip_prefix('[') {
+            Some(inner) => {
+                let (ip, after) = inner.split_once(']')?;
+                let ip: std::net::Ipv6Addr = ip.parse().ok()?;
+                let host = match ip.to_ipv4_mapped() {
+                    Some(v4) => v4.to_string(),
+                    None => format!("[{ip}]"),
+                };
+                (host, after.strip_prefix(':'))
+            }
+            None => {
+                let (host, port) = match authority.split_once(':') {
+                    Some((h, p)) => (h, Some(p)),
+                    None => (authority, None),
+                };
+                let host = host.trim_end_matches('.').to_ascii_lowercase();
+                let host = match host.parse::<std::net::Ipv4Addr>() {
+                    Ok(ip) => ip.to_string(),
+                    Err(_) => host,
+                };
+                (host, port)
+            }
+        };
+        if host.is_empty() {
+            return None;
+        }
+        let port = match port {
+            None | Some("") => default_port,
+            Some(p) => p.parse().ok()?,
+        };
+        Some(Endpoint { host, port })
+    }
+}
+
+impl std::fmt::Display for Endpoint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}:{}", self.host, self.port)
+    }
+}
+
+/// The rules that keep a repository from pointing ProxOps at more than it
+/// should: one endpoint per cluster (compared as [`Endpoint`]s, not as
+/// strings), no plain `http://` without `allow-insecure-http: true`, and a
+/// `secrets-file` that names a file inside the repository (never an
+/// absolute path, never `..` above the root). `explicit_file` is the
+/// `--config` file, which is the operator's and not the repository's: its
+/// `secrets-file` paths are only refused when absolute (the caller checks
+/// where they lead on disk).
+fn check_trust(
+    clusters: &BTreeMap<String, (ClusterEntry, String)>,
+    explicit_file: Option<&str>,
+    indexes: &BTreeMap<String, YamlIndex>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut endpoints: BTreeMap<Endpoint, (&str, &str, &str)> = BTreeMap::new();
+    for (name, (entry, declared_in)) in clusters {
+        let err = |field: &str, msg: String| {
+            let path = format!("pve.clusters.{name}.{field}");
+            let pos = indexes.get(declared_in).and_then(|i| i.locate(0, &path));
+            Diagnostic::file(
+                declared_in,
+                format!("invalid configuration: cluster {name:?}: {msg}"),
+            )
+            .with_field(path)
+            .at(pos)
+        };
+        let url = entry.base_url.as_deref().unwrap_or("").trim();
+        if crate::manifest::check_url(url).is_ok()
+            && let Some(endpoint) = Endpoint::parse(url)
+        {
+            if let Some((other, other_url, other_file)) = endpoints.get(&endpoint) {
+                diags.push(err(
+                    "base-url",
+                    format!(
+                        "base-url {url:?} reaches the endpoint {endpoint} that cluster {other:?} also uses (base-url {other_url:?} in {other_file}): two clusters must never share an endpoint (one could prune the other's guests)"
+                    ),
+                ));
+            } else {
+                endpoints.insert(endpoint, (name, url, declared_in));
+            }
+            if url.starts_with("http://") && entry.allow_insecure_http != Some(true) {
+                diags.push(err(
+                    "base-url",
+                    format!(
+                        "base-url {url:?} is plain http: the API token or password would cross the network in clear text; use https, or set allow-insecure-http: true for this cluster to accept that risk"
+                    ),
+                ));
+            }
+        }
+        let Some(file) = entry.secrets_file.as_deref() else {
+            continue;
+        };
+        if file.starts_with('/') {
+            diags.push(err(
+                "secrets-file",
+                format!(
+                    "secrets-file {file:?} is an absolute path: name a file inside the repository, relative to this file's directory"
+                ),
+            ));
+        } else if Some(declared_in.as_str()) != explicit_file {
+            let dir = declared_in.rsplit_once('/').map_or("", |(d, _)| d);
+            if !stays_inside(dir, file) {
+                diags.push(err(
+                    "secrets-file",
+                    format!(
+                        "secrets-file {file:?} leads out of the repository: name a file inside it, relative to this file's directory"
+                    ),
+                ));
+            }
+        }
+    }
+}
+
+/// Whether the relative path `rel`, taken from the repository directory
+/// `dir`, stays inside the repository (no `..` above its root).
+fn stays_inside(dir: &str, rel: &str) -> bool {
+    let mut depth = dir
+        .split('/')
+        .filter(|c| !c.is_empty() && *c != ".")
+        .count();
+    for part in rel.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => match depth.checked_sub(1) {
+                Some(d) => depth = d,
+                None => return false,
+            },
+            _ => depth += 1,
+        }
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn endpoint(url: &str) -> String {
+        Endpoint::parse(url).unwrap().to_string()
+    }
+
+    #[test]
+    fn spellings_of_one_endpoint_compare_equal() {
+        for url in [
+            "https://pve.example.org:8006",
+            "https://pve.example.org:8006/",
+            "https://pve.example.org:8006/api2/json",
+            "https://PVE.Example.ORG:8006",
+            "https://pve.example.org.:8006",
+            "http://pve.example.org:8006",
+            "https://root@pve.example.org:8006",
+        ] {
+            assert_eq!(endpoint(url), "pve.example.org:8006", "{url}");
+        }
+    }
+
+    #[test]
+    fn the_port_defaults_to_what_the_scheme_dials() {
+        assert_eq!(endpoint("https://pve"), "pve:443");
+        assert_eq!(endpoint("https://pve:"), "pve:443");
+        assert_eq!(endpoint("http://pve/"), "pve:80");
+        assert_ne!(endpoint("https://pve"), endpoint("https://pve:8006"));
+    }
+
+    #[test]
+    fn ip_addresses_compare_in_canonical_form() {
+        assert_eq!(endpoint("https://[0:0:0:0:0:0:0:1]:8006"), "[::1]:8006");
+        assert_eq!(
+            endpoint("https://[::ffff:127.1.2.3]:8006"),
+            "127.1.2.3:8006"
+        );
+        assert_eq!(endpoint("https://127.1.2.3:8006"), "127.1.2.3:8006");
+    }
+
+    #[test]
+    fn not_an_endpoint() {
+        for url in [
+            "ftp://pve:8006",
+            "https://:8006",
+            "https://pve:99999",
+            "pve:8006",
+        ] {
+            assert!(Endpoint::parse(url).is_none(), "{url}");
+        }
+    }
+
+    #[test]
+    fn secrets_paths_stay_inside_the_repository() {
+        assert!(stays_inside("clusters/home", "secrets.sops.yaml"));
+        assert!(stays_inside("clusters/home", "../../secrets.sops.yaml"));
+        assert!(stays_inside("clusters/home", "./a/../b.yaml"));
+        assert!(!stays_inside("clusters/home", "../../../secrets.sops.yaml"));
+        assert!(!stays_inside("", "../x.yaml"));
+        assert!(!stays_inside("clusters/home", "a/../../../../x.yaml"));
+    }
+
+    fn load_clusters(files: &[(&str, &str)]) -> Result<Config, Vec<Diagnostic>> {
+        let cluster_local = files
+            .iter()
+            .map(|(dir, text)| {
+                (
+                    (*dir).to_owned(),
+                    ConfigSource {
+                        name: format!("clusters/{dir}/config.yaml"),
+                        bytes: text.as_bytes(),
+                    },
+                )
+            })
+            .collect();
+        let ov = Overrides {
+            env_token_value: Some(Secret::new("root@pam!ci=x")),
+            ..Overrides::default()
+        };
+        load(
+            &ConfigSources {
+                process: None,
+                cluster_local,
+                process_is_explicit: false,
+            },
+            &ov,
+        )
+    }
+
+    fn messages(r: Result<Config, Vec<Diagnostic>>) -> String {
+        r.err()
+            .unwrap()
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("\n")
+    }
+
+    #[test]
+    fn two_clusters_on_one_endpoint_are_refused_naming_both() {
+        let text = messages(load_clusters(&[
+            (
+                "a",
+                "pve:\n  clusters:\n    a:\n      base-url: https://pve1.example.org:8006/\n",
+            ),
+            (
+                "b",
+                "pve:\n  clusters:\n    b:\n      base-url: https://PVE1.example.org.:8006/api2/json\n",
+            ),
+        ]));
+        assert!(text.contains("clusters/b/config.yaml:4:7"), "{text}");
+        assert!(text.contains("cluster \"b\""), "{text}");
+        assert!(text.contains("cluster \"a\""), "{text}");
+        assert!(text.contains("clusters/a/config.yaml"), "{text}");
+        assert!(text.contains("pve1.example.org:8006"), "{text}");
+    }
+
+    #[test]
+    fn plain_http_needs_explicit_consent() {
+        let refused = messages(load_clusters(&[(
+            "a",
+            "pve:\n  clusters:\n    a:\n      base-url: http://pve1.example.org:8006\n",
+        )]));
+        assert!(refused.contains("allow-insecure-http: true"), "{refused}");
+        assert!(refused.contains("clear text"), "{refused}");
+        assert!(
+            load_clusters(&[(
+                "a",
+                "pve:\n  clusters:\n    a:\n      base-url: http://pve1.example.org:8006\n      allow-insecure-http: true\n",
+            )])
+            .is_ok()
+        );
+    }
+
+    #[test]
+    fn a_secrets_file_outside_the_repository_is_refused() {
+        for (file, why) in [
+            ("/etc/proxops/secrets.sops.yaml", "absolute path"),
+            ("../../../secrets.sops.yaml", "leads out of the repository"),
+        ] {
+            let text = messages(load_clusters(&[(
+                "a",
+                &format!(
+                    "pve:\n  clusters:\n    a:\n      base-url: https://pve1.example.org:8006\n      secrets-file: {file}\n"
+                ),
+            )]));
+            assert!(text.contains(why), "{text}");
+            assert!(
+                text.contains("clusters/a/config.yaml:5:7: pve.clusters.a.secrets-file"),
+                "{text}"
+            );
+        }
+        assert!(
+            load_clusters(&[(
+                "a",
+                "pve:\n  clusters:\n    a:\n      base-url: https://pve1.example.org:8006\n      secrets-file: ../../shared.sops.yaml\n",
+            )])
+            .is_ok()
+        );
+    }
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
-mod tests {
+mod lock_wait_tests {
     use super::*;
 
     fn load_process(text: &str) -> Result<Config, Vec<Diagnostic>> {

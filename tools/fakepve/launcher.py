@@ -10,13 +10,19 @@ Usage (the Rust harness proxops_pve::fakepve runs this):
 
   launcher.py SEED.json --host 127.3.4.5 --state-dir DIR [--port 8006]
       [--control-port 8007] [--time-scale 0] [--user root@pam] [--exit-with-stdin]
+      [--also-host 127.3.4.6]
+
+--also-host serves the same fake PVE on a second loopback address (same port,
+same certificate, which names both): one PVE behind two names, as two DNS names
+or a name and an address are in real life.
 
 The login password is read from $PROXOPS_FAKEPVE_PASSWORD (default "secret"),
 never from the command line, so it does not show in the process list.
 
 When both ports listen, one line of JSON goes to stdout:
   {"url": "https://127.3.4.5:8006", "control": "http://127.3.4.5:8007",
-   "cafile": "DIR/fakepve.crt", "fingerprint": "AB:CD:..."}
+   "cafile": "DIR/fakepve.crt", "fingerprint": "AB:CD:...",
+   "also_url": "https://127.3.4.6:8006" (with --also-host only)}
 Errors go to stderr; exit status 3 means an address was already in use.
 
 Seed file keys (all optional):
@@ -226,14 +232,18 @@ def exit_when_stdin_closes(loop, stop):
     threading.Thread(target=watch, daemon=True).start()
 
 
-async def serve(args):
+def is_loopback(host):
     try:
-        loopback = ipaddress.ip_address(args.host).is_loopback
+        return ipaddress.ip_address(host).is_loopback
     except ValueError:
-        loopback = False
-    if not loopback:
-        raise SystemExit('launcher: refusing to listen on {0!r}: only loopback addresses (127.0.0.0/8, ::1)'.format(
-            args.host))
+        return False
+
+
+async def serve(args):
+    for host in [args.host] + ([args.also_host] if args.also_host else []):
+        if not is_loopback(host):
+            raise SystemExit('launcher: refusing to listen on {0!r}: only loopback addresses (127.0.0.0/8, ::1)'.format(
+                host))
     with open(args.seed) as fh:
         spec = json.load(fh)
     password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
@@ -245,7 +255,8 @@ async def serve(args):
         raise SystemExit('launcher: bad seed file {0}: {1}'.format(args.seed, exc))
 
     os.makedirs(args.state_dir, exist_ok=True)
-    certfile, keyfile, der = make_cert(args.state_dir, hosts=(args.host,))
+    hosts = (args.host, args.also_host) if args.also_host else (args.host,)
+    certfile, keyfile, der = make_cert(args.state_dir, hosts=hosts)
     fingerprint = ':'.join('{0:02X}'.format(b) for b in hashlib.sha256(der).digest())
     with open(os.path.join(args.state_dir, 'fingerprint'), 'w') as fh:
         fh.write(fingerprint + '\n')
@@ -253,6 +264,11 @@ async def serve(args):
     control = web.AppRunner(control_app(pve), access_log=None)
     try:
         await pve.start(certfile, keyfile)
+        if args.also_host:
+            import ssl
+            ctx = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+            ctx.load_cert_chain(certfile, keyfile)
+            await web.TCPSite(pve.runner, args.also_host, pve.port, ssl_context=ctx).start()
         await control.setup()
         await web.TCPSite(control, args.host, args.control_port).start()
     except OSError as exc:
@@ -262,8 +278,11 @@ async def serve(args):
     stop = asyncio.Event()
     if args.exit_with_stdin:
         exit_when_stdin_closes(asyncio.get_running_loop(), stop)
-    print(json.dumps({'url': pve.url, 'control': 'http://{0}:{1}'.format(args.host, args.control_port),
-                      'cafile': certfile, 'fingerprint': fingerprint}), flush=True)
+    ready = {'url': pve.url, 'control': 'http://{0}:{1}'.format(args.host, args.control_port),
+             'cafile': certfile, 'fingerprint': fingerprint}
+    if args.also_host:
+        ready['also_url'] = 'https://{0}:{1}'.format(args.also_host, pve.port)
+    print(json.dumps(ready), flush=True)
     await stop.wait()
     await control.cleanup()
     await pve.stop()
@@ -280,6 +299,7 @@ def main():
                     help='real seconds per PVE second; 0 (default) finishes every task before its POST returns')
     ap.add_argument('--user', default='root@pam', help='the password login user')
     ap.add_argument('--exit-with-stdin', action='store_true', help='exit when stdin reaches end of file')
+    ap.add_argument('--also-host', help='a second loopback address serving the same fake PVE')
     try:
         asyncio.run(serve(ap.parse_args()))
     except KeyboardInterrupt:

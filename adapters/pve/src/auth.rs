@@ -25,8 +25,10 @@ pub use proxops_core::secret::Secret;
 pub enum CredentialError {
     #[error("the PVE user is empty")]
     MissingUser,
-    #[error("the PVE user {0:?} has no realm (expected user@realm, e.g. root@pam)")]
-    NoRealm(String),
+    /// The user is not echoed: it may have come from a SOPS file, and a
+    /// mistaken reference there makes it a secret.
+    #[error("the PVE user has no realm (expected user@realm, e.g. root@pam)")]
+    NoRealm,
     #[error("the API token id is empty")]
     MissingTokenId,
     #[error("the API token secret is empty")]
@@ -59,7 +61,7 @@ impl ApiToken {
             return Err(CredentialError::InvalidCharacter("PVE user"));
         }
         if !user.contains('@') {
-            return Err(CredentialError::NoRealm(user.to_owned()));
+            return Err(CredentialError::NoRealm);
         }
         if token_id.is_empty() {
             return Err(CredentialError::MissingTokenId);
@@ -132,6 +134,8 @@ impl fmt::Debug for ApiToken {
 pub struct TicketLogin {
     user: String,
     password: Secret,
+    /// How messages name the user, when not by its value.
+    shown: Option<String>,
 }
 
 impl TicketLogin {
@@ -150,11 +154,24 @@ impl TicketLogin {
         Ok(TicketLogin {
             user: user.to_owned(),
             password,
+            shown: None,
         })
+    }
+
+    /// Names the user as `label` in every message (e.g. "the value of SOPS
+    /// key … in …") instead of by its value.
+    pub fn shown_as(mut self, label: impl Into<String>) -> TicketLogin {
+        self.shown = Some(label.into());
+        self
     }
 
     pub fn user(&self) -> &str {
         &self.user
+    }
+
+    /// The user as messages name it: its label, else its value.
+    pub fn shown(&self) -> &str {
+        self.shown.as_deref().unwrap_or(&self.user)
     }
 
     /// The login form (`username`, `password`). Secret: never log it.
@@ -169,7 +186,7 @@ impl TicketLogin {
 impl fmt::Debug for TicketLogin {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("TicketLogin")
-            .field("user", &self.user)
+            .field("user", &self.shown())
             .field("password", &self.password)
             .finish()
     }
@@ -212,7 +229,16 @@ impl Credentials {
         }
     }
 
-    /// The PVE user these credentials act as (for messages).
+    /// Names a ticket login's user as `label` in messages (see
+    /// [`TicketLogin::shown_as`]); a token's user is never put in a message.
+    pub fn with_user_shown_as(self, label: impl Into<String>) -> Credentials {
+        match self {
+            Credentials::Ticket(login) => Credentials::Ticket(login.shown_as(label)),
+            token => token,
+        }
+    }
+
+    /// The PVE user these credentials act as.
     pub fn user(&self) -> &str {
         match self {
             Credentials::Token(token) => token.user(),
@@ -303,8 +329,9 @@ mod tests {
     #[test]
     fn token_user_without_realm_is_refused_with_a_hint() {
         let err = ApiToken::new("root", "proxops", Secret::new(SECRET)).unwrap_err();
-        assert_eq!(err, CredentialError::NoRealm("root".into()));
+        assert_eq!(err, CredentialError::NoRealm);
         assert!(err.to_string().contains("root@pam"));
+        assert!(!err.to_string().contains("\"root\""), "{err}");
     }
 
     #[test]

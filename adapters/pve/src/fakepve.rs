@@ -60,6 +60,8 @@ pub struct FakePve {
     _stdin: Option<ChildStdin>,
     host: Ipv4Addr,
     url: String,
+    /// The same server on a second loopback address (`start_on_two_addresses`).
+    also_url: Option<String>,
     control: String,
     ca_file: PathBuf,
     fingerprint: String,
@@ -86,16 +88,22 @@ impl FakePve {
     /// finish before their POST returns (time scale 0) unless the seed's
     /// settings say otherwise.
     pub fn start(seed: &Value) -> Result<FakePve, FakePveError> {
-        let tools = std::env::var_os("PROXOPS_TOOLS_DIR")
-            .filter(|v| !v.is_empty())
-            .map(PathBuf::from)
-            .unwrap_or_else(|| workspace_root().join(".tools"));
-        FakePve::start_with_tools(&tools, seed)
+        FakePve::start_with_tools(&default_tools(), seed)
+    }
+
+    /// As `start`, serving the one fake PVE on two loopback addresses (see
+    /// `also_url`): one PVE behind two names no URL comparison can match.
+    pub fn start_on_two_addresses(seed: &Value) -> Result<FakePve, FakePveError> {
+        FakePve::launch_with(&default_tools(), seed, true)
     }
 
     /// As `start`, with the test tools in `tools` (what
     /// `$PROXOPS_TOOLS_DIR` names) instead of the default.
     pub fn start_with_tools(tools: &Path, seed: &Value) -> Result<FakePve, FakePveError> {
+        FakePve::launch_with(tools, seed, false)
+    }
+
+    fn launch_with(tools: &Path, seed: &Value, two: bool) -> Result<FakePve, FakePveError> {
         let root = workspace_root();
         let python = tools.join("venv/bin/python");
         if !python.exists() {
@@ -114,18 +122,21 @@ impl FakePve {
         let password = Secret::new(random_uuid());
         let seed_file = state.path().join("seed.json");
         let seed = with_token(seed, token_secret.expose())?;
+        let seed = with_cluster_name(seed, &random_uuid()[..8]);
         std::fs::write(&seed_file, seed.to_string())
             .map_err(|e| FakePveError::Start(format!("{}: {e}", seed_file.display())))?;
 
         let mut last_error = String::new();
         for _ in 0..ADDRESS_ATTEMPTS {
             let host = next_loopback_address();
+            let also = two.then(next_loopback_address);
             match launch(
                 &python,
                 &launcher,
                 &seed_file,
                 state.path(),
                 host,
+                also,
                 &password,
             )? {
                 Launched::Ready {
@@ -152,6 +163,7 @@ impl FakePve {
                         _stdin: Some(stdin),
                         host,
                         url: field("url"),
+                        also_url: two.then(|| field("also_url")),
                         control: field("control"),
                         ca_file: PathBuf::from(field("cafile")),
                         fingerprint: field("fingerprint"),
@@ -173,6 +185,12 @@ impl FakePve {
     /// `https://127.x.y.z:8006`.
     pub fn url(&self) -> &str {
         &self.url
+    }
+
+    /// `https://127.x.y.z:8006` on the second address, when started with
+    /// `start_on_two_addresses`.
+    pub fn also_url(&self) -> Option<&str> {
+        self.also_url.as_deref()
     }
 
     /// The loopback address it listens on.
@@ -358,11 +376,20 @@ fn launch(
     seed_file: &Path,
     state: &Path,
     host: Ipv4Addr,
+    also: Option<Ipv4Addr>,
     password: &Secret,
 ) -> Result<Launched, FakePveError> {
     let start_error = |what: String| FakePveError::Start(what);
-    let mut child = Command::new(python)
-        .arg(launcher)
+    let mut command = Command::new(python);
+    if let Some(also) = also {
+        command
+            .arg(launcher)
+            .arg("--also-host")
+            .arg(also.to_string());
+    } else {
+        command.arg(launcher);
+    }
+    let mut child = command
         .arg(seed_file)
         .arg("--host")
         .arg(host.to_string())
@@ -476,6 +503,29 @@ fn with_token(seed: &Value, secret: &str) -> Result<Value, FakePveError> {
         Value::String(secret.to_owned()),
     );
     Ok(seed)
+}
+
+/// The seed with a cluster name of its own (unless it names one): two
+/// fakes are two PVE clusters, which ProxOps tells apart by what
+/// `GET /cluster/status` says (fakepve's default name is the same for all).
+fn with_cluster_name(mut seed: Value, name: &str) -> Value {
+    if let Some(map) = seed.as_object_mut() {
+        let settings = map.entry("settings").or_insert_with(|| json!({}));
+        if let Some(settings) = settings.as_object_mut() {
+            settings
+                .entry("cluster_name")
+                .or_insert_with(|| Value::String(format!("fake-{name}")));
+        }
+    }
+    seed
+}
+
+/// `$PROXOPS_TOOLS_DIR`, else the workspace's `.tools`.
+fn default_tools() -> PathBuf {
+    std::env::var_os("PROXOPS_TOOLS_DIR")
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools"))
 }
 
 /// The workspace root, from this crate's manifest directory (adapters/pve).

@@ -10,6 +10,7 @@ pub mod breaker;
 mod connector;
 #[cfg(feature = "fakepve")]
 pub mod fakepve;
+pub mod identity;
 pub mod live;
 pub mod reader;
 pub mod recording;

@@ -359,7 +359,7 @@ impl LiveTransport {
         if !response.is_success() {
             return Err(TransportError::Auth(format!(
                 "PVE refused the login of {}: HTTP {} {}",
-                login.user(),
+                login.shown(),
                 response.status,
                 pve_message(&response)
             )));
@@ -367,7 +367,7 @@ impl LiveTransport {
         TicketSession::from_login(&response.body, (self.clock)()).ok_or_else(|| {
             TransportError::Auth(format!(
                 "the login answer for {} holds no usable ticket",
-                login.user()
+                login.shown()
             ))
         })
     }

@@ -9,6 +9,8 @@ use std::process::Command;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
+pub mod sops;
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
@@ -41,6 +43,28 @@ pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Valu
     }
     json!({"vmid": vmid, "name": name, "node": "pve1",
            "status": if running { "running" } else { "stopped" }, "config": config})
+}
+
+/// The folders that hold manifests, one per kind.
+pub const KIND_DIRS: [&str; 7] = [
+    "vm",
+    "lxc",
+    "templatevm",
+    "templatect",
+    "iso",
+    "ctt",
+    "diskimage",
+];
+
+/// A copy of the demo pointed at `pve` with no manifests and an empty
+/// composition: what an operator starts adoption from.
+pub fn empty_repo(pve: &FakePve) -> Repo {
+    let repo = Repo::demo_for(pve);
+    for d in KIND_DIRS {
+        let _ = std::fs::remove_dir_all(repo.path().join(d));
+    }
+    repo.set_resources(&[]);
+    repo
 }
 
 /// A copy of a fixture repository whose cluster `home` talks to `pve`.
@@ -240,12 +264,24 @@ impl Run {
 /// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
 /// token in the environment.
 pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
-    let out = command(pve, repo, args).output().unwrap();
+    proxops_selecting(pve, repo, &["--cluster", "home"], args)
+}
+
+/// As [`proxops`], with `selection` (e.g. `[]` for every cluster) instead
+/// of `--cluster home`.
+pub fn proxops_selecting(pve: &FakePve, repo: &Repo, selection: &[&str], args: &[&str]) -> Run {
+    let out = command_selecting(pve, repo, selection, args)
+        .output()
+        .unwrap();
     finished(pve, out)
 }
 
 /// The command [`proxops`] runs, to spawn it instead.
 pub fn command(pve: &FakePve, repo: &Repo, args: &[&str]) -> Command {
+    command_selecting(pve, repo, &["--cluster", "home"], args)
+}
+
+fn command_selecting(pve: &FakePve, repo: &Repo, selection: &[&str], args: &[&str]) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
     cmd.current_dir(repo.path())
         .env_remove("PROXOPS_GIT_PATH")
@@ -258,7 +294,7 @@ pub fn command(pve: &FakePve, repo: &Repo, args: &[&str]) -> Command {
         .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
         .arg("--git-path")
         .arg(repo.path())
-        .args(["--cluster", "home"])
+        .args(selection)
         .args(args);
     cmd
 }

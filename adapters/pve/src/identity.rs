@@ -1,0 +1,178 @@
+//! Which PVE an endpoint leads to, as PVE itself says: the cluster name and
+//! the member nodes (name and address) of `GET /cluster/status`.
+//!
+//! Two `base-url`s can name one PVE in ways no comparison of URLs sees (two
+//! DNS names, a name and an address, a reverse proxy); two cluster configs
+//! on one PVE would each prune the other's guests. The caller reads every
+//! cluster's identity before any write and refuses the ones that coincide.
+//!
+//! A clustered PVE reports one `type: cluster` row (its `name`) and one
+//! `type: node` row per member; a standalone node reports only its own node
+//! row (pve-wire.md §8). Two identities are the same PVE when their cluster
+//! names agree (or both are standalone) and they share a member node: the
+//! same name at the same address. Must never decide anything from a failed
+//! read: that is an error for the caller to fail closed on.
+
+use std::collections::BTreeSet;
+use std::fmt;
+
+use proxops_core::live::ReadFailure;
+use proxops_core::wire::json_to_text;
+
+use crate::transport::{Request, Transport};
+
+const STATUS_PATH: &str = "/cluster/status";
+
+/// What `GET /cluster/status` says this PVE is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PveIdentity {
+    /// The corosync cluster name; `None` for a standalone node.
+    pub cluster: Option<String>,
+    /// Member nodes as (name, address); the address is empty when PVE
+    /// lists none.
+    pub nodes: BTreeSet<(String, String)>,
+}
+
+impl PveIdentity {
+    /// From the `data` array of `GET /cluster/status`.
+    pub fn from_json(data: &serde_json::Value) -> Result<PveIdentity, String> {
+        let rows = data
+            .as_array()
+            .ok_or_else(|| "expected a JSON array in data".to_owned())?;
+        let mut cluster = None;
+        let mut nodes = BTreeSet::new();
+        for row in rows {
+            let text = |k: &str| row.get(k).and_then(json_to_text);
+            match text("type").as_deref() {
+                Some("cluster") => cluster = text("name").filter(|n| !n.is_empty()),
+                Some("node") => {
+                    if let Some(name) = text("name").filter(|n| !n.is_empty()) {
+                        nodes.insert((name, text("ip").unwrap_or_default()));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if nodes.is_empty() {
+            return Err("PVE listed no node, so which PVE this is cannot be told".to_owned());
+        }
+        Ok(PveIdentity { cluster, nodes })
+    }
+
+    /// Whether `other` is the same PVE: the same cluster name (or both
+    /// standalone) and at least one member in common.
+    pub fn same_pve(&self, other: &PveIdentity) -> bool {
+        self.cluster == other.cluster && !self.nodes.is_disjoint(&other.nodes)
+    }
+}
+
+/// `cluster "prod" (nodes pve1 192.0.2.11, pve2 192.0.2.12)`, or
+/// `standalone node pve1 192.0.2.11`.
+impl fmt::Display for PveIdentity {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let nodes: Vec<String> = self
+            .nodes
+            .iter()
+            .map(|(n, ip)| {
+                if ip.is_empty() {
+                    n.clone()
+                } else {
+                    format!("{n} {ip}")
+                }
+            })
+            .collect();
+        match &self.cluster {
+            Some(name) => write!(f, "PVE cluster {name:?} (nodes {})", nodes.join(", ")),
+            None => write!(f, "standalone PVE node {}", nodes.join(", ")),
+        }
+    }
+}
+
+/// Reads `GET /cluster/status` through `transport`.
+pub fn read_identity(transport: &dyn Transport) -> Result<PveIdentity, ReadFailure> {
+    let request = Request::get(STATUS_PATH);
+    let fail = |message: String| ReadFailure {
+        what: format!("GET {STATUS_PATH}"),
+        message,
+    };
+    let response = transport.call(&request).map_err(|e| fail(e.to_string()))?;
+    if !response.is_success() {
+        let reason = response.reason.trim();
+        return Err(fail(format!("HTTP {} {reason}", response.status)));
+    }
+    PveIdentity::from_json(response.data()).map_err(fail)
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use serde_json::json;
+
+    fn identity(data: serde_json::Value) -> PveIdentity {
+        PveIdentity::from_json(&data).unwrap()
+    }
+
+    /// The shape of a real four-node cluster (fixtures/pve-real
+    /// cluster-status, trimmed).
+    fn four_nodes() -> serde_json::Value {
+        json!([
+            {"type": "cluster", "version": 4, "quorate": 1, "name": "clustername", "id": "cluster", "nodes": 4},
+            {"name": "node2", "nodeid": 2, "id": "node/node2", "online": 1, "type": "node", "ip": "192.168.1.2", "local": 0, "level": ""},
+            {"name": "node3", "nodeid": 3, "type": "node", "ip": "192.168.1.3", "local": 0, "id": "node/node3", "online": 1, "level": ""},
+            {"name": "node1", "nodeid": 1, "online": 1, "id": "node/node1", "local": 1, "ip": "192.168.1.1", "type": "node", "level": ""},
+            {"nodeid": 4, "name": "node4", "level": "", "local": 0, "type": "node", "ip": "192.168.1.4", "online": 1, "id": "node/node4"}
+        ])
+    }
+
+    #[test]
+    fn a_cluster_is_its_name_and_members() {
+        let id = identity(four_nodes());
+        assert_eq!(id.cluster.as_deref(), Some("clustername"));
+        assert_eq!(id.nodes.len(), 4);
+        assert!(id.nodes.contains(&("node1".into(), "192.168.1.1".into())));
+        assert_eq!(
+            id.to_string(),
+            "PVE cluster \"clustername\" (nodes node1 192.168.1.1, node2 192.168.1.2, node3 192.168.1.3, node4 192.168.1.4)"
+        );
+    }
+
+    #[test]
+    fn the_same_cluster_seen_from_another_member_is_the_same_pve() {
+        let a = identity(four_nodes());
+        // Another node answers: its own row says local 1, the rest is equal.
+        let mut rows = four_nodes();
+        rows[1]["local"] = json!(1);
+        rows[3]["local"] = json!(0);
+        rows[2]["online"] = json!(0);
+        assert!(a.same_pve(&identity(rows)));
+    }
+
+    #[test]
+    fn clusters_with_other_names_or_no_common_member_differ() {
+        let a = identity(four_nodes());
+        let mut renamed = four_nodes();
+        renamed[0]["name"] = json!("other");
+        assert!(!a.same_pve(&identity(renamed)));
+        let standalone = identity(json!([
+            {"type": "node", "name": "node1", "ip": "192.168.1.1", "nodeid": 0, "local": 1, "online": 1}
+        ]));
+        assert!(!a.same_pve(&standalone));
+        let moved = identity(json!([
+            {"type": "node", "name": "node1", "ip": "10.0.0.1", "nodeid": 0, "local": 1, "online": 1}
+        ]));
+        assert!(!standalone.same_pve(&moved));
+        assert!(standalone.same_pve(&standalone.clone()));
+        assert_eq!(
+            standalone.to_string(),
+            "standalone PVE node node1 192.168.1.1"
+        );
+    }
+
+    #[test]
+    fn an_answer_without_nodes_tells_nothing() {
+        assert!(PveIdentity::from_json(&json!([])).is_err());
+        assert!(PveIdentity::from_json(&json!({"data": 1})).is_err());
+        assert!(PveIdentity::from_json(&json!([{"type": "cluster", "name": "c"}])).is_err());
+    }
+}
