@@ -97,6 +97,10 @@ pub struct ClusterEntry {
     /// Config reads in flight for this cluster.
     #[serde(default)]
     pub read_concurrency: Option<usize>,
+    /// `spec.extra` keys this cluster lets through although they are
+    /// host-level or never read back (exact keys: `dev0`, not `dev*`).
+    #[serde(default)]
+    pub allow_extra_keys: Vec<String>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -216,6 +220,9 @@ pub struct ClusterConfig {
     pub fingerprint: Option<String>,
     pub insecure: bool,
     pub read_concurrency: usize,
+    /// `allow-extra-keys`: `spec.extra` keys let through although they are
+    /// host-level or never read back (see `crate::extra`).
+    pub allow_extra_keys: BTreeSet<String>,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -272,6 +279,11 @@ pub struct ConfigSources<'a> {
 }
 
 fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<ConfigFile> {
+    if let Err(d) = crate::bounds::check_file(&src.name, crate::bounds::FileRole::Config, src.bytes)
+    {
+        diags.push(d);
+        return None;
+    }
     let text = match std::str::from_utf8(src.bytes) {
         Ok(t) => t,
         Err(_) => {
@@ -658,6 +670,23 @@ fn resolve(
                 "a secrets: block needs secrets-file: naming the SOPS file".to_owned(),
             ));
         }
+        let mut allow_extra_keys = BTreeSet::new();
+        for (i, k) in entry.allow_extra_keys.iter().enumerate() {
+            let well_formed = !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !well_formed {
+                diags.push(cerr(
+                    &format!("allow-extra-keys[{i}]"),
+                    format!("{k:?} is not a PVE key: list exact keys of letters, digits, '-', '_' and '.' (dev0, not dev*)"),
+                ));
+            } else if !allow_extra_keys.insert(k.clone()) {
+                diags.push(cerr(
+                    &format!("allow-extra-keys[{i}]"),
+                    format!("key {k:?} is listed twice"),
+                ));
+            }
+        }
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -671,6 +700,7 @@ fn resolve(
                     fingerprint: entry.fingerprint.clone(),
                     insecure: entry.insecure.unwrap_or(false),
                     read_concurrency: rc,
+                    allow_extra_keys,
                     declared_in,
                 },
             );
