@@ -61,6 +61,10 @@ const NO_FIELD: &[(&str, &str)] = &[
         "65-manifest-bad-document-among-good",
         "the whole document is the wrong shape (a list); the line is given",
     ),
+    (
+        "87-manifest-nesting-too-deep",
+        "the file is refused before it is parsed, so it has no fields yet; the line is given",
+    ),
 ];
 const NO_LINE: &[(&str, &str)] = &[
     (
