@@ -364,7 +364,7 @@ pub fn message(key: &str, refusal: Refusal, allow: &AllowList<'_>) -> Option<Str
         Refusal::HostBindMount => Some(format!(
             "key {key:?} is a host bind mount: declare it under spec.bind-mounts, which refuses system directories{even_listed}"
         )),
-        Refusal::NeverEchoed(_) | Refusal::HostLevel(_) if listed => None,
+        _ if listed && refusal.allowable() => None,
         Refusal::NeverEchoed(why) => Some(format!(
             "key {key:?} never reads back as written ({why}), so every cycle would see drift and write it again; refused unless {}",
             allow.where_to_list()
