@@ -157,7 +157,7 @@ pub fn config_path(g: &GlobalArgs, env: &Env) -> Option<PathBuf> {
 
 /// The `--config` file's name (as given) and bytes.
 pub fn read_config(path: &Path) -> Result<(String, Vec<u8>), Failure> {
-    let bytes = std::fs::read(path)
+    let bytes = proxops_git::read_bounded(path)
         .map_err(|e| Failure::input(format!("cannot read --config {}: {e}", path.display())))?;
     Ok((path.display().to_string(), bytes))
 }

@@ -53,6 +53,10 @@ cluster. Prints `ok: N clusters, M objects`, or one diagnostic per line naming
 file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
 A manifest file under a kind directory that no resources.yaml lists is a
 `warning:` line on stderr; warnings never change the exit code.
+A file over its size cap (1 MiB for a manifest or resources.yaml, 256 KiB for
+a configuration file) or nested deeper than 32 levels is refused before it is
+parsed. spec.extra keys are checked per cluster against the cluster's
+allow-extra-keys (docs/configuration.md).
 "
         }
         Command::Diff => {

@@ -65,6 +65,10 @@ const NO_FIELD: &[(&str, &str)] = &[
         "74-manifest-empty-listed-file",
         "the file holds no document, so no field",
     ),
+    (
+        "87-manifest-nesting-too-deep",
+        "the file is refused before it is parsed, so it has no fields yet; the line is given",
+    ),
 ];
 const NO_LINE: &[(&str, &str)] = &[
     (

@@ -112,6 +112,10 @@ pub struct ClusterEntry {
     /// prune budget).
     #[serde(default)]
     pub allow_empty_prune: Option<bool>,
+    /// `spec.extra` keys this cluster lets through although they are
+    /// host-level or never read back (exact keys: `dev0`, not `dev*`).
+    #[serde(default)]
+    pub allow_extra_keys: Vec<String>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -239,6 +243,9 @@ pub struct ClusterConfig {
     /// `allow-empty-prune: true`: the empty-desired guard is off for this
     /// cluster (a weakened safety rail, named so a reviewer sees it).
     pub allow_empty_prune: bool,
+    /// `allow-extra-keys`: `spec.extra` keys let through although they are
+    /// host-level or never read back (see `crate::extra`).
+    pub allow_extra_keys: BTreeSet<String>,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -295,6 +302,11 @@ pub struct ConfigSources<'a> {
 }
 
 fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<ConfigFile> {
+    if let Err(d) = crate::bounds::check_file(&src.name, crate::bounds::FileRole::Config, src.bytes)
+    {
+        diags.push(d);
+        return None;
+    }
     let text = match std::str::from_utf8(src.bytes) {
         Ok(t) => t,
         Err(_) => {
@@ -685,6 +697,23 @@ fn resolve(
                 "a secrets: block needs secrets-file: naming the SOPS file".to_owned(),
             ));
         }
+        let mut allow_extra_keys = BTreeSet::new();
+        for (i, k) in entry.allow_extra_keys.iter().enumerate() {
+            let well_formed = !k.is_empty()
+                && k.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !well_formed {
+                diags.push(cerr(
+                    &format!("allow-extra-keys[{i}]"),
+                    format!("{k:?} is not a PVE key: list exact keys of letters, digits, '-', '_' and '.' (dev0, not dev*)"),
+                ));
+            } else if !allow_extra_keys.insert(k.clone()) {
+                diags.push(cerr(
+                    &format!("allow-extra-keys[{i}]"),
+                    format!("key {k:?} is listed twice"),
+                ));
+            }
+        }
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -699,6 +728,7 @@ fn resolve(
                     insecure: entry.insecure.unwrap_or(false),
                     read_concurrency: rc,
                     allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
+                    allow_extra_keys,
                     declared_in,
                 },
             );

@@ -13,10 +13,12 @@
 
 pub mod action;
 pub mod adopt;
+pub mod bounds;
 pub mod config;
 pub mod diag;
 pub mod drift;
 pub mod exec;
+pub mod extra;
 pub mod graph;
 pub mod live;
 pub mod manifest;

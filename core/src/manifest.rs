@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::extra::{self, AllowList, GuestType};
 use crate::names::{Kind, NodeName, ResourceName, StorageId, Vmid};
 use crate::units::Quantity;
 
@@ -708,76 +709,6 @@ pub struct Checksum {
 
 // ---------------------------------------------------------------- validation
 
-/// Keys `spec.extra` may not set on a VM: everything ProxOps writes from a
-/// structured field (a collision would make two fields fight over one key).
-const VM_RESERVED_EXTRA: &[&str] = &[
-    "vmid",
-    "name",
-    "memory",
-    "cpu",
-    "cores",
-    "sockets",
-    "numa",
-    "machine",
-    "bios",
-    "vga",
-    "cdrom",
-    "efidisk0",
-    "tpmstate0",
-    "serial0",
-    "onboot",
-    "startup",
-    "protection",
-    "agent",
-    "acpi",
-    "tablet",
-    "hotplug",
-    "boot",
-    "tags",
-    "description",
-    "scsihw",
-    "ciuser",
-    "sshkeys",
-    "cipassword",
-    "nameserver",
-    "searchdomain",
-    "start",
-    "template",
-];
-const VM_RESERVED_EXTRA_PREFIXES: &[&str] = &[
-    "scsi", "virtio", "sata", "ide", "net", "hostpci", "ipconfig",
-];
-
-const LXC_RESERVED_EXTRA: &[&str] = &[
-    "vmid",
-    "ctid",
-    "name",
-    "memory",
-    "swap",
-    "cores",
-    "rootfs",
-    "ostemplate",
-    "ostype",
-    "arch",
-    "hostname",
-    "nameserver",
-    "searchdomain",
-    "unprivileged",
-    "onboot",
-    "protection",
-    "nesting",
-    "keyctl",
-    "fuse",
-    "start",
-    "tags",
-    "description",
-    "features",
-    "console",
-    "startup",
-    "template",
-];
-const LXC_RESERVED_EXTRA_PREFIXES: &[&str] = &["net", "mp"];
-
 /// Bind-mount host paths that are never allowed (exact match after trimming
 /// a trailing `/`): mounting a system root into a container is a takeover.
 const REFUSED_BIND_ROOTS: &[&str] = &[
@@ -785,10 +716,26 @@ const REFUSED_BIND_ROOTS: &[&str] = &[
     "/run", "/sbin", "/srv", "/sys", "/usr", "/var",
 ];
 
-/// Rules of one document that need no other document.
+/// Rules of one document that need no other document, outside any
+/// cluster: no `spec.extra` key is allow-listed.
 pub fn validate(metadata: &Metadata, spec: &Spec) -> Vec<FieldError> {
+    validate_in(metadata, spec, &AllowList::none())
+}
+
+/// Rules of one document as composed into one cluster, whose
+/// `allow-extra-keys` may let through `spec.extra` keys otherwise refused.
+pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> Vec<FieldError> {
     let mut errs = Vec::new();
     validate_metadata(metadata, &mut errs);
+    match spec {
+        Spec::Vm(s) | Spec::TemplateVm(s) => {
+            check_extra(&s.extra, GuestType::Qemu, allow, &mut errs)
+        }
+        Spec::Lxc(s) | Spec::TemplateCt(s) => {
+            check_extra(&s.extra, GuestType::Lxc, allow, &mut errs)
+        }
+        _ => {}
+    }
     match spec {
         Spec::Vm(s) => validate_vm(s, false, &mut errs),
         Spec::TemplateVm(s) => validate_vm(s, true, &mut errs),
@@ -885,23 +832,22 @@ fn check_tags(tags: &[String], errs: &mut Vec<FieldError>) {
 
 fn check_extra(
     extra: &BTreeMap<String, String>,
-    reserved: &[&str],
-    prefixes: &[&str],
+    guest: GuestType,
+    allow: &AllowList<'_>,
     errs: &mut Vec<FieldError>,
 ) {
-    for k in extra.keys() {
-        let clash = reserved.contains(&k.as_str()) || prefixes.iter().any(|p| k.starts_with(p));
+    for (k, v) in extra {
+        let path = format!("spec.extra.{k}");
+        if let Some(m) = extra::refusal(guest, k, v).and_then(|r| extra::message(k, r, allow)) {
+            errs.push(FieldError::new(path, m));
+            continue;
+        }
         let well_formed = !k.is_empty()
             && k.bytes()
                 .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-        if clash {
+        if !well_formed {
             errs.push(FieldError::new(
-                format!("spec.extra.{k}"),
-                format!("key {k:?} is written by a structured field; set that field instead of spec.extra"),
-            ));
-        } else if !well_formed {
-            errs.push(FieldError::new(
-                format!("spec.extra.{k}"),
+                path,
                 format!("invalid PVE key {k:?}: use letters, digits, '-', '_' and '.'"),
             ));
         }
@@ -1085,12 +1031,6 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         ));
     }
     check_tags(&s.tags, errs);
-    check_extra(
-        &s.extra,
-        VM_RESERVED_EXTRA,
-        VM_RESERVED_EXTRA_PREFIXES,
-        errs,
-    );
 
     if s.clone.is_some() {
         if !s.disks.is_empty() {
@@ -1541,12 +1481,6 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
         ));
     }
     check_tags(&s.tags, errs);
-    check_extra(
-        &s.extra,
-        LXC_RESERVED_EXTRA,
-        LXC_RESERVED_EXTRA_PREFIXES,
-        errs,
-    );
     if s.networks.is_empty() {
         errs.push(FieldError::new(
             "spec.networks",

@@ -10,8 +10,10 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Deserialize;
 
+use crate::bounds::{self, FileRole};
 use crate::config::{self, Config, ConfigSource, ConfigSources, Overrides};
 use crate::diag::{Diagnostic, YamlIndex};
+use crate::extra::AllowList;
 use crate::graph;
 use crate::manifest::{self, ArtifactSpec, Document, LxcSpec, Metadata, Spec, VmSpec};
 use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
@@ -170,11 +172,15 @@ pub fn load(
 
     let mut clusters = BTreeMap::new();
     let mut listed = Some(BTreeSet::new());
-    for name in config.clusters.keys() {
-        let allow = &config.clusters[name].nodes;
+    for (name, cc) in &config.clusters {
+        let extra = AllowList {
+            keys: &cc.allow_extra_keys,
+            cluster: name.as_str(),
+            declared_in: &cc.declared_in,
+        };
         clusters.insert(
             name.clone(),
-            compose_cluster(input, name, allow, &mut listed),
+            compose_cluster(input, name, &cc.nodes, &extra, &mut listed),
         );
     }
     let warnings = listed.map_or_else(Vec::new, |l| unlisted_manifests(input, &l));
@@ -289,6 +295,7 @@ fn compose_cluster(
     input: RepoInput<'_>,
     name: &ClusterName,
     allow: &BTreeSet<NodeName>,
+    extra: &AllowList<'_>,
     listed_anywhere: &mut Option<BTreeSet<String>>,
 ) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let mut diags = Vec::new();
@@ -302,6 +309,9 @@ fn compose_cluster(
             ),
         )]);
     };
+    if let Err(d) = bounds::check_file(&comp_path, FileRole::Composition, bytes) {
+        return Err(vec![d]);
+    }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
         Err(_) => {
@@ -411,7 +421,7 @@ fn compose_cluster(
         let Some(bytes) = input.files.get(file) else {
             continue;
         };
-        parse_file(file, bytes, &mut objects, &mut indexes, &mut diags);
+        parse_file(file, bytes, extra, &mut objects, &mut indexes, &mut diags);
     }
 
     cross_checks(&objects, &indexes, allow, &mut diags);
@@ -445,10 +455,15 @@ struct Head {
 fn parse_file(
     file: &str,
     bytes: &[u8],
+    extra: &AllowList<'_>,
     objects: &mut BTreeMap<Ref, DesiredObject>,
     indexes: &mut BTreeMap<String, YamlIndex>,
     diags: &mut Vec<Diagnostic>,
 ) {
+    if let Err(d) = bounds::check_file(file, FileRole::Manifest, bytes) {
+        diags.push(d);
+        return;
+    }
     let Ok(text) = std::str::from_utf8(bytes) else {
         diags.push(Diagnostic::file(file, "the file is not UTF-8 text"));
         return;
@@ -588,7 +603,7 @@ fn parse_file(
                 continue;
             }
         };
-        for fe in manifest::validate(&metadata, &spec) {
+        for fe in manifest::validate_in(&metadata, &spec, extra) {
             diags.push(
                 Diagnostic::file(file, fe.message)
                     .with_field(fe.path.clone())

@@ -7,6 +7,8 @@ use gix::ObjectId;
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryMode;
 
+use proxops_core::bounds::READ_LIMIT;
+
 use crate::GitError;
 use crate::error::detail;
 use crate::scope::{PROCESS_CONFIG, RepoTree, is_scoped_top_dir, note_cluster_dir};
@@ -66,13 +68,23 @@ impl CommitReader<'_> {
                 continue;
             };
             if name == PROCESS_CONFIG && r.mode.is_blob() {
-                out.files
-                    .insert(name, self.repo.find_blob(r.oid)?.data.clone());
+                out.files.insert(name, self.blob(r.oid)?);
             } else if is_scoped_top_dir(&name) && r.mode.is_tree() {
                 self.walk_dir(&r, &name, out, &mut stack)?;
             }
         }
         Ok(())
+    }
+
+    /// A blob's bytes. A blob longer than [`READ_LIMIT`] is longer than any
+    /// cap core applies: it is not inflated at all, and `READ_LIMIT` zero
+    /// bytes stand for it, which core refuses by their length before
+    /// looking at any of them.
+    fn blob(&self, oid: ObjectId) -> Result<Vec<u8>, BoxError> {
+        if self.repo.find_header(oid)?.size() > READ_LIMIT as u64 {
+            return Ok(vec![0; READ_LIMIT]);
+        }
+        Ok(self.repo.find_blob(oid)?.data.clone())
     }
 
     /// Walks the tree `dir`, storing its files under `rel`. Relative symlink
@@ -96,8 +108,7 @@ impl CommitReader<'_> {
             match self.resolve(&format!("{}/{name}", dir.real), mode, oid)? {
                 Some(r) if r.mode.is_tree() => self.walk_dir(&r, &path, out, stack)?,
                 Some(r) if r.mode.is_blob() => {
-                    out.files
-                        .insert(path, self.repo.find_blob(r.oid)?.data.clone());
+                    out.files.insert(path, self.blob(r.oid)?);
                 }
                 _ => {}
             }

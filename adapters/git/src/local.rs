@@ -3,8 +3,10 @@
 //! id; it never writes, resets or checks out anything.
 
 use std::fs;
-use std::io;
+use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+
+use proxops_core::bounds::READ_LIMIT;
 
 use crate::error::detail;
 use crate::scope::{CLUSTERS, KIND_ROOTS, PROCESS_CONFIG, RepoTree, note_cluster_dir};
@@ -70,6 +72,17 @@ pub fn read_tree(root: &RepoRoot) -> Result<RepoTree, GitError> {
     Ok(tree)
 }
 
+/// Reads at most [`READ_LIMIT`] bytes of a file: a longer file is longer
+/// than any cap core applies and is refused there by its size, so it is
+/// never held in memory whole.
+pub fn read_bounded(path: &Path) -> io::Result<Vec<u8>> {
+    let mut bytes = Vec::new();
+    fs::File::open(path)?
+        .take(READ_LIMIT as u64)
+        .read_to_end(&mut bytes)?;
+    Ok(bytes)
+}
+
 struct Walker<'a> {
     root: &'a Path,
     git_dir: PathBuf,
@@ -105,7 +118,7 @@ impl Walker<'_> {
             Entry::Skip => Ok(()),
             Entry::File(_) if expect == Expect::Dir => Ok(()),
             Entry::File(real) => {
-                match fs::read(&real) {
+                match read_bounded(&real) {
                     Ok(bytes) => {
                         tree.files.insert(rel.to_string(), bytes);
                     }

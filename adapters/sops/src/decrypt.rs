@@ -34,13 +34,33 @@ impl std::fmt::Debug for SopsFile {
     }
 }
 
+/// Largest credentials file read: encrypted values are about three times
+/// their plaintext, and credentials are short.
+pub const MAX_FILE_BYTES: usize = 1024 * 1024;
+
 /// Reads, parses and decrypts `path` with the identities sops would find.
 pub fn decrypt_file(path: &Path, sources: &IdentitySources) -> Result<SecretDocument, SopsError> {
     let label = path.display().to_string();
-    let bytes = std::fs::read(path).map_err(|e| SopsError::Io {
+    let io = |e: std::io::Error| SopsError::Io {
         file: label.clone(),
         reason: e.kind().to_string(),
-    })?;
+    };
+    // Bounded read: a file over the cap is refused without holding it whole.
+    let mut bytes = Vec::new();
+    std::fs::File::open(path)
+        .map_err(io)?
+        .take(MAX_FILE_BYTES as u64 + 1)
+        .read_to_end(&mut bytes)
+        .map_err(io)?;
+    if bytes.len() > MAX_FILE_BYTES {
+        return Err(SopsError::Malformed {
+            file: label,
+            line: None,
+            message: format!(
+                "the file is larger than the 1 MiB size cap for a SOPS credentials file ({MAX_FILE_BYTES} bytes)"
+            ),
+        });
+    }
     let text = String::from_utf8(bytes).map_err(|_| SopsError::Malformed {
         file: label.clone(),
         line: None,

@@ -22,7 +22,7 @@ mod resolve;
 mod tree;
 mod yaml;
 
-pub use decrypt::{SopsFile, decrypt_file, decrypt_str};
+pub use decrypt::{MAX_FILE_BYTES, SopsFile, decrypt_file, decrypt_str};
 pub use encrypt::{EncryptOptions, encrypt};
 pub use error::{MacFailure, SopsError};
 pub use identity::{ConfigDirRule, Identities, IdentitySources};

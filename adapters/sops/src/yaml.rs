@@ -47,14 +47,37 @@ impl YamlProblem {
     }
 }
 
+/// Deepest nesting of collections a credentials file may have (the same
+/// limit the repository loader applies to manifests).
+const MAX_NESTING: usize = 32;
+
 /// Parses a single-document YAML stream. `Ok(None)` for an empty stream.
 pub(crate) fn parse_document(text: &str) -> Result<Option<RawNode>, YamlProblem> {
     let mut parser = Parser::new_from_str(text);
     let mut events = Vec::new();
+    let mut depth = 0usize;
     loop {
         let (event, mark) = parser
             .next_token()
             .map_err(|e| YamlProblem::malformed(*e.marker(), e.info().to_string()))?;
+        // Stop at the first collection past the limit: reading on would
+        // cost time with the square of the depth, and building the tree
+        // recurses once per level.
+        match event {
+            Event::SequenceStart(..) | Event::MappingStart(..) => {
+                depth += 1;
+                if depth > MAX_NESTING {
+                    return Err(YamlProblem::malformed(
+                        mark,
+                        format!(
+                            "the YAML nests deeper than {MAX_NESTING} levels; a SOPS credentials file needs a handful"
+                        ),
+                    ));
+                }
+            }
+            Event::SequenceEnd | Event::MappingEnd => depth = depth.saturating_sub(1),
+            _ => {}
+        }
         let end = matches!(event, Event::StreamEnd);
         events.push((event, mark));
         if end {

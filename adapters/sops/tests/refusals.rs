@@ -111,3 +111,50 @@ fn an_identity_line_that_is_not_a_key_is_refused_without_echoing_it() {
         "{msg}"
     );
 }
+
+#[test]
+fn nesting_past_the_limit_is_malformed_before_the_tree_is_built() {
+    // Building the tree recurses once per level; yaml-rust2 bounds only
+    // flow nesting (at 255), not block nesting.
+    let flow = format!("a: {}1{}\n{META}", "[".repeat(40), "]".repeat(40));
+    let mut block = String::new();
+    for d in 0..500 {
+        block.push_str(&format!("{}k{d}:\n", " ".repeat(d)));
+    }
+    block.push_str(META);
+    for deep in [flow, block] {
+        let (class, msg) = parse_class(&deep);
+        assert_eq!(class, "malformed");
+        assert!(msg.contains("deeper than 32 levels"), "{msg}");
+    }
+    let at_limit = format!("a: {}1{}\n{META}", "[".repeat(30), "]".repeat(30));
+    let at_limit = SopsFile::parse(&at_limit, "secrets.sops.yaml").err();
+    assert!(
+        at_limit
+            .as_ref()
+            .is_none_or(|e| !e.to_string().contains("deeper")),
+        "{:?}",
+        at_limit.map(|e| e.to_string())
+    );
+}
+
+#[test]
+fn a_file_over_the_size_cap_is_refused_naming_the_cap() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("secrets.sops.yaml");
+    let mut text = format!("a: b\n{META}");
+    while text.len() <= proxops_sops::MAX_FILE_BYTES {
+        text.push_str("# padding padding padding padding padding padding\n");
+    }
+    std::fs::write(&path, text).unwrap();
+    let err = proxops_sops::decrypt_file(&path, &proxops_sops::IdentitySources::default())
+        .err()
+        .unwrap();
+    assert_eq!(err.class(), "malformed");
+    assert!(
+        err.to_string().ends_with(
+            "the file is larger than the 1 MiB size cap for a SOPS credentials file (1048576 bytes)"
+        ),
+        "{err}"
+    );
+}

@@ -1,0 +1,410 @@
+//! Input bounds: how large a repository file may be and how deeply its YAML
+//! may nest, checked on the bytes before any YAML parser sees them.
+//!
+//! The YAML parsers' time grows with the square of the nesting depth: a
+//! 320 KB file of nested `[[[…]]]` took a minute to parse, long enough to
+//! stall the daemon past its health window. The nesting scan here is one
+//! linear pass that counts flow brackets outside quoted scalars and
+//! comments, and block indentation levels; a file deeper than
+//! [`MAX_NESTING`] is refused before it is parsed. The scan errs towards
+//! counting less on text it cannot classify, never more: a real manifest
+//! nests 5–8 levels, far below the limit.
+//!
+//! This module reads no file: adapters hand it bytes (and, where reading a
+//! file costs memory, read at most [`READ_LIMIT`] bytes of it so an
+//! oversized file is still seen as oversized here).
+
+use crate::diag::Diagnostic;
+
+/// Largest manifest (`vm/…`, `lxc/…`, …): a manifest is a few KiB; 1 MiB
+/// leaves room for a long description or many SSH keys.
+pub const MANIFEST_MAX_BYTES: usize = 1024 * 1024;
+/// Largest composition (`clusters/<c>/resources.yaml`): one path per
+/// manifest, 1 MiB lists well over 10,000 of them.
+pub const COMPOSITION_MAX_BYTES: usize = 1024 * 1024;
+/// Largest configuration file (`proxops.yaml`, `clusters/<c>/config.yaml`,
+/// `--config`): a cluster entry is a dozen lines.
+pub const CONFIG_MAX_BYTES: usize = 256 * 1024;
+/// The most an adapter needs to read of any repository file: one byte over
+/// the largest cap, so a longer file still measures as too large.
+pub const READ_LIMIT: usize = MANIFEST_MAX_BYTES + 1;
+
+/// Deepest nesting of collections (block indentation levels plus open flow
+/// brackets) a file may have. A manifest's deepest field
+/// (`spec.cloud-init-data.ipconfigs[0].ip`) sits at 5.
+pub const MAX_NESTING: usize = 32;
+
+/// What a file is to ProxOps, which decides its size cap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileRole {
+    Manifest,
+    Composition,
+    Config,
+}
+
+impl FileRole {
+    /// The size cap for this kind of file, in bytes.
+    pub fn max_bytes(self) -> usize {
+        match self {
+            FileRole::Manifest => MANIFEST_MAX_BYTES,
+            FileRole::Composition => COMPOSITION_MAX_BYTES,
+            FileRole::Config => CONFIG_MAX_BYTES,
+        }
+    }
+
+    fn noun(self) -> &'static str {
+        match self {
+            FileRole::Manifest => "a manifest",
+            FileRole::Composition => "a composition (resources.yaml)",
+            FileRole::Config => "a configuration file",
+        }
+    }
+}
+
+/// Why a file was refused before parsing.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum OutOfBounds {
+    /// Longer than its role's cap (`len` may be the length read, which
+    /// adapters stop at [`READ_LIMIT`]).
+    TooLarge { role: FileRole, len: usize },
+    /// Nested deeper than [`MAX_NESTING`] at this 1-based line and column.
+    TooDeep { line: usize, column: usize },
+}
+
+impl OutOfBounds {
+    /// The operator's message: what was exceeded and the cap or depth.
+    pub fn message(&self) -> String {
+        match self {
+            OutOfBounds::TooLarge { role, .. } => {
+                let cap = role.max_bytes();
+                format!(
+                    "the file is larger than the {} size cap for {} ({cap} bytes): split it, or move what is not desired state out of the repository",
+                    human_size(cap),
+                    role.noun()
+                )
+            }
+            OutOfBounds::TooDeep { .. } => format!(
+                "the YAML nests deeper than {MAX_NESTING} levels (nested lists, mappings or flow brackets): no ProxOps file needs more; the file is refused before parsing"
+            ),
+        }
+    }
+
+    /// A diagnostic naming `file` (and, for depth, where the limit was crossed).
+    pub fn diagnostic(&self, file: &str) -> Diagnostic {
+        let d = Diagnostic::file(file, self.message());
+        match self {
+            OutOfBounds::TooLarge { .. } => d,
+            OutOfBounds::TooDeep { line, column } => d.at(Some((*line, *column))),
+        }
+    }
+}
+
+/// Checks a file's size against its role's cap, then its nesting depth.
+pub fn check(role: FileRole, bytes: &[u8]) -> Result<(), OutOfBounds> {
+    if bytes.len() > role.max_bytes() {
+        return Err(OutOfBounds::TooLarge {
+            role,
+            len: bytes.len(),
+        });
+    }
+    match deepest_point(bytes, MAX_NESTING) {
+        Some((line, column)) => Err(OutOfBounds::TooDeep { line, column }),
+        None => Ok(()),
+    }
+}
+
+/// `check` as a diagnostic naming `file`.
+pub fn check_file(file: &str, role: FileRole, bytes: &[u8]) -> Result<(), Diagnostic> {
+    check(role, bytes).map_err(|e| e.diagnostic(file))
+}
+
+fn human_size(bytes: usize) -> String {
+    if bytes.is_multiple_of(1024 * 1024) {
+        format!("{} MiB", bytes / (1024 * 1024))
+    } else {
+        format!("{} KiB", bytes / 1024)
+    }
+}
+
+/// The first position (1-based line, column) where nesting exceeds `limit`,
+/// or `None`. One pass over the bytes, no allocation beyond the indentation
+/// stack (bounded by `limit`).
+fn deepest_point(bytes: &[u8], limit: usize) -> Option<(usize, usize)> {
+    let mut scan = Scan {
+        flow: 0,
+        quote: None,
+        indents: Vec::new(),
+        block_scalar: None,
+    };
+    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+        if let Some(col) = scan.line(line, limit) {
+            return Some((i + 1, col + 1));
+        }
+    }
+    None
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Quote {
+    Single,
+    Double,
+}
+
+struct Scan {
+    /// Open flow brackets (`[`, `{`).
+    flow: usize,
+    /// Inside a quoted scalar that continues past the end of a line.
+    quote: Option<Quote>,
+    /// Indentation columns of the open block collections, increasing.
+    indents: Vec<usize>,
+    /// Inside a block scalar (`|`, `>`) introduced at this indentation: its
+    /// lines are text, not structure.
+    block_scalar: Option<usize>,
+}
+
+impl Scan {
+    /// Scans one line; the 0-based column where the limit is crossed.
+    fn line(&mut self, line: &[u8], limit: usize) -> Option<usize> {
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let indent = line.iter().take_while(|b| **b == b' ').count();
+        let blank = line[indent..].is_empty() || line[indent..].starts_with(b"#");
+        if let Some(owner) = self.block_scalar {
+            if blank || indent > owner {
+                return None;
+            }
+            self.block_scalar = None;
+        }
+        let mut i = 0;
+        if self.quote.is_none() && self.flow == 0 {
+            if blank {
+                return None;
+            }
+            let marker = (line.starts_with(b"---") || line.starts_with(b"..."))
+                && matches!(line.get(3), None | Some(b' ') | Some(b'\t'));
+            if marker {
+                self.indents.clear();
+            }
+            while self.indents.last().is_some_and(|top| *top > indent) {
+                self.indents.pop();
+            }
+            if self.indents.last().is_none_or(|top| *top < indent) {
+                self.indents.push(indent);
+            }
+            // A document may start on its marker's line (`--- [a]`).
+            i = if marker { 3 } else { indent };
+            // Compact nested block entries (`- - x`, `? - x`, `: - x`) open a level each.
+            while i + 1 < line.len()
+                && matches!(line[i], b'-' | b'?' | b':')
+                && matches!(line[i + 1], b' ' | b'\t')
+            {
+                i += 2;
+                while i < line.len() && line[i] == b' ' {
+                    i += 1;
+                }
+                if i < line.len() && line[i] != b'#' {
+                    self.indents.push(i);
+                }
+            }
+            if self.indents.len() > limit {
+                return Some(i.min(line.len()));
+            }
+        }
+        let owner = self.indents.last().copied().unwrap_or(0);
+        self.scan_tokens(line, i, limit, owner)
+    }
+
+    /// Walks a line's characters from `start`, tracking quotes, comments
+    /// and flow brackets.
+    fn scan_tokens(
+        &mut self,
+        line: &[u8],
+        start: usize,
+        limit: usize,
+        owner: usize,
+    ) -> Option<usize> {
+        let depth = |s: &Scan| s.indents.len() + s.flow;
+        // Whether the next character starts a scalar (where a quote or, in
+        // block context, a bracket opens something rather than being text).
+        let mut at_start = self.quote.is_none();
+        let mut i = start;
+        while i < line.len() {
+            let b = line[i];
+            match self.quote {
+                Some(Quote::Single) => {
+                    if b == b'\'' {
+                        if line.get(i + 1) == Some(&b'\'') {
+                            i += 1;
+                        } else {
+                            self.quote = None;
+                            at_start = false;
+                        }
+                    }
+                }
+                Some(Quote::Double) => {
+                    if b == b'\\' {
+                        i += 1;
+                    } else if b == b'"' {
+                        self.quote = None;
+                        at_start = false;
+                    }
+                }
+                None => match b {
+                    b' ' | b'\t' => {}
+                    b'#' if i == 0 || matches!(line[i - 1], b' ' | b'\t') => return None,
+                    b'\'' | b'"' if at_start => {
+                        self.quote = Some(if b == b'\'' {
+                            Quote::Single
+                        } else {
+                            Quote::Double
+                        });
+                    }
+                    b'[' | b'{' if at_start || self.flow > 0 => {
+                        self.flow += 1;
+                        if depth(self) > limit {
+                            return Some(i);
+                        }
+                        at_start = true;
+                        i += 1;
+                        continue;
+                    }
+                    b']' | b'}' if self.flow > 0 => {
+                        self.flow -= 1;
+                        at_start = false;
+                    }
+                    b',' if self.flow > 0 => at_start = true,
+                    b':' if self.flow > 0
+                        || matches!(line.get(i + 1), None | Some(b' ') | Some(b'\t')) =>
+                    {
+                        at_start = true;
+                    }
+                    // A tag or an anchor comes before the value it names:
+                    // what follows it still starts that value.
+                    b'!' | b'&' if at_start => {
+                        while i < line.len() && !matches!(line[i], b' ' | b'\t') {
+                            i += 1;
+                        }
+                        continue;
+                    }
+                    b'|' | b'>' if at_start && self.flow == 0 => {
+                        // A block scalar header: the lines below, indented
+                        // deeper than the entry that owns it, are text.
+                        let rest = &line[i + 1..];
+                        let header_ok = rest
+                            .iter()
+                            .take_while(|c| **c != b'#')
+                            .all(|c| matches!(c, b'+' | b'-' | b'0'..=b'9' | b' ' | b'\t'));
+                        if header_ok {
+                            self.block_scalar = Some(owner);
+                            return None;
+                        }
+                        at_start = false;
+                    }
+                    _ => at_start = false,
+                },
+            }
+            i += 1;
+        }
+        None
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn depth_ok(text: &str) -> bool {
+        deepest_point(text.as_bytes(), MAX_NESTING).is_none()
+    }
+
+    #[test]
+    fn a_real_manifest_passes() {
+        let text = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\n  annotations:\n    proxops/depends-on: \"ISO:a\"\nspec:\n  node: pve1\n  vmid: 100\n  memory: 4GiB\n  cpu: {type: host, cores: 2, flags: [\"+aes\"]}\n  disks:\n    - storage: local-lvm\n      size: 32GiB\n  cloud-init-data:\n    ssh-keys:\n      - ssh-ed25519 AAAA ops@laptop # [not a bracket\n    ipconfigs:\n      - nic: 0\n        ip: 10.0.0.5/24\n  pve-description: |\n    text with [[[[ brackets {{{{ and 'quotes\n      and \"more\n  tags: [web, 'it''s', \"a]b\"]\n";
+        assert!(depth_ok(text));
+        assert!(check(FileRole::Manifest, text.as_bytes()).is_ok());
+    }
+
+    #[test]
+    fn brackets_and_quotes_inside_plain_scalars_are_text() {
+        let line = "a: it's [one\nb: x{y\nc: [ok]\n";
+        let text: String = std::iter::repeat_n(line, 200).collect();
+        assert!(depth_ok(&text));
+    }
+
+    #[test]
+    fn deep_flow_nesting_is_refused_at_the_bracket_that_crosses_the_limit() {
+        let text = format!("a: {}1{}\n", "[".repeat(40), "]".repeat(40));
+        // Root mapping (1) + 31 brackets = 32; the 32nd bracket crosses.
+        assert_eq!(deepest_point(text.as_bytes(), MAX_NESTING), Some((1, 35)));
+        let ok = format!("a: {}1{}\n", "[".repeat(31), "]".repeat(31));
+        assert!(depth_ok(&ok));
+    }
+
+    #[test]
+    fn flow_nesting_across_lines_counts() {
+        let text = format!("a:\n{}\n", "  [\n".repeat(40));
+        assert!(!depth_ok(&text));
+    }
+
+    #[test]
+    fn deep_block_nesting_is_refused() {
+        let mut text = String::new();
+        for d in 0..40 {
+            text.push_str(&" ".repeat(d));
+            text.push_str(&format!("k{d}:\n"));
+        }
+        let at = deepest_point(text.as_bytes(), MAX_NESTING);
+        assert_eq!(at.map(|(l, _)| l), Some(33));
+        let compact = format!("a:\n  {}x\n", "- ".repeat(40));
+        assert!(!depth_ok(&compact));
+    }
+
+    #[test]
+    fn quoted_scalars_hide_brackets_even_across_lines() {
+        let text = format!(
+            "a: \"{}\n  {}\"\nb: '{}'\n",
+            "[".repeat(50),
+            "{".repeat(50),
+            "[".repeat(50)
+        );
+        assert!(depth_ok(&text));
+    }
+
+    #[test]
+    fn a_fake_quote_inside_a_plain_scalar_does_not_hide_nesting() {
+        let text = format!("a: x'\nb: {}\n", "[".repeat(40));
+        assert!(!depth_ok(&text));
+    }
+
+    #[test]
+    fn tags_anchors_and_document_markers_do_not_hide_nesting() {
+        let deep = "[".repeat(40);
+        for text in [
+            format!("a: &x {deep}\n"),
+            format!("a: !!seq {deep}\n"),
+            format!("--- {deep}\n"),
+            format!("? {deep}\n"),
+            format!("- - {deep}\n"),
+        ] {
+            assert!(!depth_ok(&text), "{text}");
+        }
+    }
+
+    #[test]
+    fn documents_start_from_the_root_again() {
+        let doc = "a:\n  b:\n    c:\n      d: 1\n";
+        let text = std::iter::repeat_n(doc, 50)
+            .collect::<Vec<_>>()
+            .join("---\n");
+        assert!(depth_ok(&text));
+    }
+
+    #[test]
+    fn the_size_cap_is_named() {
+        let big = vec![b'#'; CONFIG_MAX_BYTES + 1];
+        let e = check(FileRole::Config, &big).err();
+        let message = e.as_ref().map(OutOfBounds::message).unwrap_or_default();
+        assert!(message.contains("256 KiB"), "{message}");
+        assert!(message.contains("262144 bytes"), "{message}");
+        assert!(check(FileRole::Config, &big[..CONFIG_MAX_BYTES]).is_ok());
+    }
+}

@@ -1,0 +1,155 @@
+//! Input bounds: a file over its size cap or nested deeper than the limit
+//! is refused by name before any YAML parser reads it, so no file can
+//! stall a cycle (a 320 KB nest of `[[[…]]]` once took a minute to parse).
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::{Duration, Instant};
+
+use proxops_core::bounds::{CONFIG_MAX_BYTES, MANIFEST_MAX_BYTES, MAX_NESTING};
+use proxops_core::config::Overrides;
+use proxops_core::diag::Diagnostic;
+use proxops_core::repo::{self, RepoInput};
+
+const CONFIG: &str = "pve:\n  clusters:\n    home:\n      base-url: https://pve.example.org:8006\n      nodes: [pve1]\n";
+const HEAD: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: NAME\nspec:\n  node: pve1\n  vmid: VMID\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n";
+
+/// A VM manifest whose `spec.tags` is `depth` nested flow lists, padded
+/// to about `bytes`.
+fn flow_nest(name: &str, vmid: u32, bytes: usize) -> String {
+    let head = HEAD
+        .replace("NAME", name)
+        .replace("VMID", &vmid.to_string());
+    let depth = (bytes - head.len()) / 2;
+    format!("{head}  tags: {}{}\n", "[".repeat(depth), "]".repeat(depth))
+}
+
+/// A VM manifest with `depth` levels of nested block mappings under
+/// `spec.hardware`.
+fn block_nest(name: &str, vmid: u32, depth: usize) -> String {
+    let mut text = HEAD
+        .replace("NAME", name)
+        .replace("VMID", &vmid.to_string());
+    text.push_str("  hardware:\n");
+    for d in 0..depth {
+        text.push_str(&" ".repeat(4 + 2 * d));
+        text.push_str(&format!("k{d}:\n"));
+    }
+    text
+}
+
+/// Loads cluster `home` with these manifests (path → text) and returns its
+/// diagnostics, or the repository-wide ones.
+fn diagnostics(config: &str, manifests: &[(&str, String)]) -> Vec<Diagnostic> {
+    let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
+    files.insert(
+        "clusters/home/config.yaml".into(),
+        config.as_bytes().to_vec(),
+    );
+    let mut listed = String::from("resources:\n");
+    for (path, text) in manifests {
+        listed.push_str(&format!("  - ../../{path}\n"));
+        files.insert((*path).to_owned(), text.as_bytes().to_vec());
+    }
+    files.insert("clusters/home/resources.yaml".into(), listed.into_bytes());
+    let dirs: BTreeSet<String> = ["home".to_owned()].into();
+    match repo::load(
+        RepoInput {
+            files: &files,
+            cluster_dirs: &dirs,
+        },
+        None,
+        &Overrides::default(),
+    ) {
+        Err(d) => d,
+        Ok(l) => l.diagnostics().into_iter().cloned().collect(),
+    }
+}
+
+#[test]
+fn a_320_kb_nest_and_a_deep_block_nest_are_refused_in_under_a_second() {
+    let flow = flow_nest("flow", 100, 320 * 1024);
+    assert!(flow.len() >= 320 * 1024);
+    let block = block_nest("block", 101, 400);
+    let started = Instant::now();
+    let diags = diagnostics(
+        CONFIG,
+        &[("vm/home/flow.yaml", flow), ("vm/home/block.yaml", block)],
+    );
+    let elapsed = started.elapsed();
+    // Before the bound this parse took about a minute; the scan takes
+    // milliseconds, so a second is generous on a loaded machine.
+    assert!(elapsed < Duration::from_secs(1), "took {elapsed:?}");
+    let files: Vec<&str> = diags.iter().map(|d| d.file.as_str()).collect();
+    assert_eq!(
+        files,
+        ["vm/home/block.yaml", "vm/home/flow.yaml"],
+        "{diags:#?}"
+    );
+    for d in &diags {
+        assert!(
+            d.message
+                .contains(&format!("deeper than {MAX_NESTING} levels")),
+            "{d}"
+        );
+    }
+    // Root mapping, spec, tags' 30 brackets: the 31st bracket crosses 32.
+    let flow = &diags[1];
+    assert_eq!((flow.line, flow.column), (Some(12), Some(39)), "{flow}");
+    // Root, spec and hardware's mapping hold k0 at level 3: k30, on line
+    // 13 + 30, is the 33rd level.
+    assert_eq!(diags[0].line, Some(13 + 30), "{}", diags[0]);
+}
+
+#[test]
+fn nesting_at_the_limit_still_loads() {
+    // k0 sits at level 3, so k29 at 32: allowed, and refused only for the
+    // unknown field.
+    let diags = diagnostics(CONFIG, &[("vm/home/ok.yaml", block_nest("ok", 100, 30))]);
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    assert!(diags[0].message.contains("unknown field"), "{}", diags[0]);
+}
+
+#[test]
+fn a_manifest_over_the_size_cap_is_refused_naming_the_cap() {
+    let mut text = HEAD.replace("NAME", "big").replace("VMID", "100");
+    text.push_str(
+        "  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n",
+    );
+    let line = "# padding padding padding padding padding padding padding\n";
+    while text.len() <= MANIFEST_MAX_BYTES {
+        text.push_str(line);
+    }
+    let diags = diagnostics(CONFIG, &[("vm/home/big.yaml", text.clone())]);
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    assert_eq!(diags[0].file, "vm/home/big.yaml");
+    assert!(
+        diags[0]
+            .message
+            .contains("1 MiB size cap for a manifest (1048576 bytes)"),
+        "{}",
+        diags[0]
+    );
+
+    // One byte under the cap is only a comment-padded manifest.
+    text.truncate(MANIFEST_MAX_BYTES);
+    let cut = text.rfind('\n').unwrap() + 1;
+    text.truncate(cut);
+    let diags = diagnostics(CONFIG, &[("vm/home/big.yaml", text)]);
+    assert!(diags.is_empty(), "{diags:#?}");
+}
+
+#[test]
+fn a_configuration_over_its_cap_refuses_the_tree_naming_the_cap() {
+    let mut config = CONFIG.to_owned();
+    while config.len() <= CONFIG_MAX_BYTES {
+        config.push_str("# padding padding padding padding padding padding\n");
+    }
+    let diags = diagnostics(&config, &[]);
+    assert!(
+        diags.iter().any(|d| d.file == "clusters/home/config.yaml"
+            && d.message
+                .contains("256 KiB size cap for a configuration file")),
+        "{diags:#?}"
+    );
+}
