@@ -14,8 +14,8 @@
 //! no I/O, no clock; the same snapshot gives the same bytes.
 
 mod emit;
-mod lxc;
-mod qemu;
+pub(crate) mod lxc;
+pub(crate) mod qemu;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +24,7 @@ use crate::manifest::{
     self, API_VERSION, ArtifactSpec, Document, LxcSpec, Metadata, PowerState, Spec, VmSpec,
 };
 use crate::names::{ClusterName, Kind, NodeName, Ref, ResourceName, StorageId, Vmid};
-use crate::wire::{SshKeys, Volid};
+use crate::wire::{DnsList, SshKeys, Volid};
 
 /// `spec.template` of an adopted LXC or TemplateCT: PVE does not persist
 /// `ostemplate`, so no real value can be known. The name is valid (the
@@ -819,6 +819,64 @@ impl<'a> GuestCx<'a> {
                 self.gap(key, None, missing);
                 None
             }
+        }
+    }
+
+    /// `cores`; unset or unreadable is a gap and 1, which the first apply
+    /// writes (`missing` says what PVE does without it).
+    pub fn cores(&mut self, missing: &str, advice: &str) -> u32 {
+        match self.take("cores").map(|c| c.trim().parse::<u32>()) {
+            Some(Ok(c)) if c > 0 => c,
+            other => {
+                let live = self.cfg.get("cores");
+                let note = if other.is_none() {
+                    missing
+                } else {
+                    "unreadable"
+                };
+                self.gap(
+                    "cores",
+                    live,
+                    format!(
+                        "cores {note}: the manifest says 1 and the first apply writes it{advice}"
+                    ),
+                );
+                1
+            }
+        }
+    }
+
+    /// `nameserver` as a list of IP addresses; anything else is a gap.
+    pub fn nameservers(&mut self) -> Option<Vec<String>> {
+        let ns = self.take("nameserver")?;
+        match DnsList::parse(ns) {
+            Ok(l)
+                if !l.entries.is_empty()
+                    && l.entries
+                        .iter()
+                        .all(|e| e.parse::<core::net::IpAddr>().is_ok()) =>
+            {
+                Some(l.entries)
+            }
+            _ => {
+                self.gap(
+                    "nameserver",
+                    Some(ns),
+                    "not a list of IP addresses: left to PVE",
+                );
+                None
+            }
+        }
+    }
+
+    /// `startup` as PVE holds it; blank is a gap.
+    pub fn startup(&mut self) -> Option<String> {
+        let s = self.take("startup")?;
+        if s.trim().is_empty() {
+            self.gap("startup", Some(s), "empty: not adopted");
+            None
+        } else {
+            Some(s.to_owned())
         }
     }
 

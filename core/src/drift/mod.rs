@@ -18,8 +18,15 @@
 //! `Secret` and shown as `<secret>`; no error text ever holds one. This
 //! module does no I/O and reads no clock.
 
+mod cloudinit;
 mod create;
+mod drives;
+mod efi;
 mod lxc;
+mod mounts;
+mod nic;
+mod owned;
+mod pci;
 mod qemu;
 mod resolve;
 
@@ -32,7 +39,33 @@ use crate::repo::{ClusterDesired, DesiredObject};
 use crate::secret::Secret;
 
 pub use create::{clone_params, create_params, download_params};
+pub use owned::OwnedKey;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
+
+/// The keys and slot families a VM or TemplateVM owns, in create-form
+/// order: the table create, drift and adoption fold over.
+pub fn qemu_owned_keys() -> Vec<OwnedKey> {
+    owned::listing(qemu::KEYS)
+}
+
+/// The keys and slot families an LXC or TemplateCT owns, in create-form
+/// order.
+pub fn lxc_owned_keys() -> Vec<OwnedKey> {
+    owned::listing(lxc::KEYS)
+}
+
+/// Adoption of a VM: every row of the qemu table, backwards.
+pub(crate) fn adopt_vm(cx: &mut crate::adopt::GuestCx<'_>, vm: &mut crate::manifest::VmSpec) {
+    owned::adopt(qemu::KEYS, cx, vm);
+}
+
+/// Adoption of a container; `false` when it cannot be declared.
+pub(crate) fn adopt_ct(
+    cx: &mut crate::adopt::GuestCx<'_>,
+    ct: &mut crate::manifest::LxcSpec,
+) -> bool {
+    owned::adopt(lxc::KEYS, cx, ct)
+}
 
 /// Cloud-init material read from the cluster's SOPS file (spec §4.5).
 /// `Debug` shows names only.
@@ -324,4 +357,14 @@ pub(crate) fn rate_text(r: f64) -> String {
 pub(crate) fn same_rate(live: Option<&str>, desired: f64) -> bool {
     live.and_then(|l| l.parse::<f64>().ok())
         .is_some_and(|l| (l - desired).abs() < 1e-9)
+}
+
+/// `spec.extra`: raw keys written as given; ProxOps cannot know whether PVE
+/// hot-applies them, so a change counts as a reboot.
+pub(crate) fn extra_drift(extra: &BTreeMap<String, String>, cfg: &LiveConfig, acc: &mut Acc) {
+    for (k, v) in extra {
+        if cfg.get(k).map(str::trim) != Some(v.trim()) {
+            acc.set_plain(k, cfg.get(k), v.clone(), Impact::Reboot);
+        }
+    }
 }
