@@ -26,12 +26,11 @@ use crate::repo::DesiredObject;
 use crate::wire::{LxcFeatures, write_bool};
 
 use super::owned::{
-    self, Family, Form, Input, Key, OnChange, Row, either, flag, plain, same_description,
-    same_dns_set, same_exact, same_flag_off_by_default, same_memory, same_tags, same_trimmed,
-    same_u32, text, write_desired,
+    self, Family, Form, Input, Key, Row, either, flag, plain, same_dns_set, same_exact,
+    same_flag_off_by_default, same_memory, same_trimmed, same_u32, text,
 };
 use super::resolve::artifact_volid;
-use super::{Acc, Context, DriftError, desired_tags, mounts, nic};
+use super::{Acc, Context, DriftError, mounts, nic};
 
 pub(crate) const STOP: Impact = Impact::StopStart;
 const REBOOT: Impact = Impact::Reboot;
@@ -40,161 +39,120 @@ const LIVE: Impact = Impact::Live;
 /// Every key a container owns, in create-form order (`vmid` and
 /// `ostemplate` come first, `start` and `spec.extra` last).
 pub(crate) static KEYS: &[Row<LxcSpec>] = &[
-    Row::Key(Key {
-        key: "hostname",
-        field: "spec.dns.hostname",
-        impact: REBOOT,
-        desired: |i| Ok(plain(hostname(i.obj, i.spec))),
-        same: same_exact,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::hostname,
-    }),
-    Row::Key(Key {
-        key: "memory",
-        field: "spec.memory",
-        impact: LIVE,
-        desired: |i| Ok(plain(mib(i, i.spec.memory, "spec.memory")?.to_string())),
-        same: same_memory,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::memory,
-    }),
-    Row::Key(Key {
-        key: "swap",
-        field: "spec.swap",
-        impact: LIVE,
-        desired: |i| match i.spec.swap {
+    Row::Key(Key::new(
+        "hostname",
+        "spec.dns.hostname",
+        REBOOT,
+        |i| Ok(plain(hostname(i.obj, i.spec))),
+        same_exact,
+        inverse::hostname,
+    )),
+    Row::Key(Key::new(
+        "memory",
+        "spec.memory",
+        LIVE,
+        |i| Ok(plain(mib(i, i.spec.memory, "spec.memory")?.to_string())),
+        same_memory,
+        inverse::memory,
+    )),
+    Row::Key(Key::new(
+        "swap",
+        "spec.swap",
+        LIVE,
+        |i| match i.spec.swap {
             Some(s) => Ok(plain(mib(i, s, "spec.swap")?.to_string())),
             None => Ok(None),
         },
-        same: |live, want| {
-            live.and_then(|v| v.trim().parse::<u64>().ok()) == want.parse::<u64>().ok()
-        },
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::swap,
-    }),
-    Row::Key(Key {
-        key: "cores",
-        field: "spec.cpu.cores",
-        impact: LIVE,
-        desired: |i| Ok(plain(i.spec.cpu.cores.to_string())),
-        same: same_u32,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::cores,
-    }),
+        |live, want| live.and_then(|v| v.trim().parse::<u64>().ok()) == want.parse::<u64>().ok(),
+        inverse::swap,
+    )),
+    Row::Key(Key::new(
+        "cores",
+        "spec.cpu.cores",
+        LIVE,
+        |i| Ok(plain(i.spec.cpu.cores.to_string())),
+        same_u32,
+        inverse::cores,
+    )),
     Row::Family(mounts::ROOTFS),
     Row::Family(mounts::MOUNT_POINTS),
     Row::Family(nic::LXC_NETS),
-    Row::Key(Key {
-        key: "nameserver",
-        field: "spec.dns.nameservers",
-        impact: REBOOT,
-        desired: |i| {
+    Row::Key(Key::new(
+        "nameserver",
+        "spec.dns.nameservers",
+        REBOOT,
+        |i| {
             let ns = i.spec.dns.as_ref().map(|d| &d.nameservers);
             Ok(ns
                 .filter(|n| !n.is_empty())
                 .and_then(|n| plain(n.join(" "))))
         },
-        same: same_dns_set,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::nameserver,
-    }),
-    Row::Key(Key {
-        key: "searchdomain",
-        field: "spec.dns.domain",
-        impact: REBOOT,
-        desired: |i| Ok(i.spec.dns.as_ref().and_then(|d| text(d.domain.as_ref()))),
-        same: same_trimmed,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::searchdomain,
-    }),
-    Row::Key(Key {
-        key: "arch",
-        field: "spec.arch",
-        impact: STOP,
-        desired: |i| Ok(i.spec.arch.clone().and_then(plain)),
-        same: |live, want| live.unwrap_or("amd64") == want,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::arch,
-    }),
-    Row::Key(Key {
-        key: "unprivileged",
-        field: "spec.options.unprivileged",
-        impact: STOP,
-        desired: |i| Ok(either(opts(i.spec).unprivileged)),
-        // Absent means unprivileged: PVE 9's default; only an explicit 0 is privileged.
-        same: |live, want| Ok(flag(live, true)) == crate::wire::parse_bool(want),
-        write: write_desired,
-        on_change: OnChange::Refuse(unprivileged_refused),
-        adopt: |cx, ct| inverse::flag(cx, "unprivileged", &mut opts_mut(ct).unprivileged),
-    }),
-    Row::Key(Key {
-        key: "protection",
-        field: "spec.options.protection",
-        impact: LIVE,
-        desired: |i| Ok(either(opts(i.spec).protection)),
-        same: same_flag_off_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, ct| inverse::flag(cx, "protection", &mut opts_mut(ct).protection),
-    }),
-    Row::Key(Key {
-        key: "onboot",
-        field: "spec.options.onboot",
-        impact: LIVE,
-        desired: |i| Ok(either(opts(i.spec).onboot)),
-        same: same_flag_off_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, ct| inverse::flag(cx, "onboot", &mut opts_mut(ct).onboot),
-    }),
-    Row::Key(Key {
-        key: "console",
-        field: "spec.options.console",
-        impact: REBOOT,
-        desired: |i| Ok(either(opts(i.spec).console)),
-        same: same_flag_off_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, ct| inverse::flag(cx, "console", &mut opts_mut(ct).console),
-    }),
+        same_dns_set,
+        inverse::nameserver,
+    )),
+    Row::Key(Key::new(
+        "searchdomain",
+        "spec.dns.domain",
+        REBOOT,
+        |i| Ok(i.spec.dns.as_ref().and_then(|d| text(d.domain.as_ref()))),
+        same_trimmed,
+        inverse::searchdomain,
+    )),
+    Row::Key(Key::new(
+        "arch",
+        "spec.arch",
+        STOP,
+        |i| Ok(i.spec.arch.clone().and_then(plain)),
+        |live, want| live.unwrap_or("amd64") == want,
+        inverse::arch,
+    )),
+    // Absent means unprivileged: PVE 9's default; only an explicit 0 is privileged.
+    Row::Key(
+        Key::new(
+            "unprivileged",
+            "spec.options.unprivileged",
+            STOP,
+            |i| Ok(either(opts(i.spec).unprivileged)),
+            |live, want| Ok(flag(live, true)) == crate::wire::parse_bool(want),
+            |cx, ct| inverse::flag(cx, "unprivileged", &mut opts_mut(ct).unprivileged),
+        )
+        .refusing(unprivileged_refused),
+    ),
+    Row::Key(Key::new(
+        "protection",
+        "spec.options.protection",
+        LIVE,
+        |i| Ok(either(opts(i.spec).protection)),
+        same_flag_off_by_default,
+        |cx, ct| inverse::flag(cx, "protection", &mut opts_mut(ct).protection),
+    )),
+    Row::Key(Key::new(
+        "onboot",
+        "spec.options.onboot",
+        LIVE,
+        |i| Ok(either(opts(i.spec).onboot)),
+        same_flag_off_by_default,
+        |cx, ct| inverse::flag(cx, "onboot", &mut opts_mut(ct).onboot),
+    )),
+    Row::Key(Key::new(
+        "console",
+        "spec.options.console",
+        REBOOT,
+        |i| Ok(either(opts(i.spec).console)),
+        same_flag_off_by_default,
+        |cx, ct| inverse::flag(cx, "console", &mut opts_mut(ct).console),
+    )),
     Row::Family(FEATURES),
-    Row::Key(Key {
-        key: "startup",
-        field: "spec.options.startup",
-        impact: LIVE,
-        desired: |i| Ok(text(opts(i.spec).startup.as_ref())),
-        same: same_trimmed,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, ct| opts_mut(ct).startup = cx.startup(),
-    }),
-    Row::Key(Key {
-        key: "description",
-        field: "spec.pve-description",
-        impact: LIVE,
-        desired: |i| Ok(i.spec.pve_description.clone().and_then(plain)),
-        same: same_description,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, ct| ct.pve_description = cx.take("description").map(str::to_owned),
-    }),
-    Row::Key(Key {
-        key: "tags",
-        field: "spec.tags",
-        impact: LIVE,
-        desired: |i| Ok(plain(desired_tags(i.obj, &i.spec.tags)?.to_wire())),
-        same: same_tags,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, ct| ct.tags = cx.tags(),
-    }),
+    Row::Key(Key::new(
+        "startup",
+        "spec.options.startup",
+        LIVE,
+        |i| Ok(text(opts(i.spec).startup.as_ref())),
+        same_trimmed,
+        |cx, ct| opts_mut(ct).startup = cx.startup(),
+    )),
+    owned::description(LIVE),
+    owned::tags(LIVE),
 ];
 
 /// `features`: nesting is owned; keyctl and fuse cannot be set through

@@ -82,6 +82,103 @@ pub(crate) struct Key<S: 'static> {
     pub adopt: fn(&mut GuestCx<'_>, &mut S),
 }
 
+impl<S> Key<S> {
+    /// A key whose desired value is written as is when PVE's differs. The
+    /// arguments in table order: PVE key, manifest field, impact, desired
+    /// value, equivalence, adoption inverse.
+    pub(crate) const fn new(
+        key: &'static str,
+        field: &'static str,
+        impact: Impact,
+        desired: fn(&Input<'_, S>) -> Result<Option<ParamValue>, DriftError>,
+        same: fn(Option<&str>, &str) -> bool,
+        adopt: fn(&mut GuestCx<'_>, &mut S),
+    ) -> Key<S> {
+        Key {
+            key,
+            field,
+            impact,
+            desired,
+            same,
+            write: write_desired,
+            on_change: OnChange::Write,
+            adopt,
+        }
+    }
+
+    /// Writes `write(live, desired)` instead (a live form keeping tokens
+    /// ProxOps does not own).
+    pub(crate) const fn writing(self, write: fn(Option<&str>, ParamValue) -> ParamValue) -> Key<S> {
+        Key { write, ..self }
+    }
+
+    /// A create-only key: a difference is an anomaly with this text.
+    pub(crate) const fn refusing(self, message: fn(Option<&str>, &str) -> String) -> Key<S> {
+        Key {
+            on_change: OnChange::Refuse(message),
+            ..self
+        }
+    }
+}
+
+/// What every guest spec has besides its own keys.
+pub(crate) trait GuestSpec {
+    fn pve_description(&self) -> Option<&String>;
+    fn pve_description_mut(&mut self) -> &mut Option<String>;
+    fn user_tags(&self) -> &[String];
+    fn user_tags_mut(&mut self) -> &mut Vec<String>;
+}
+
+/// VMs and containers spell both fields the same way.
+macro_rules! guest_spec {
+    ($($t:ty),*) => {$(
+        impl GuestSpec for $t {
+            fn pve_description(&self) -> Option<&String> {
+                self.pve_description.as_ref()
+            }
+            fn pve_description_mut(&mut self) -> &mut Option<String> {
+                &mut self.pve_description
+            }
+            fn user_tags(&self) -> &[String] {
+                &self.tags
+            }
+            fn user_tags_mut(&mut self) -> &mut Vec<String> {
+                &mut self.tags
+            }
+        }
+    )*};
+}
+
+guest_spec!(crate::manifest::VmSpec, crate::manifest::LxcSpec);
+
+/// `description`: user text, byte for byte.
+pub(crate) const fn description<S: GuestSpec>(impact: Impact) -> Row<S> {
+    Row::Key(Key::new(
+        "description",
+        "spec.pve-description",
+        impact,
+        |i| Ok(i.spec.pve_description().cloned().and_then(plain)),
+        same_description,
+        |cx, s| *s.pve_description_mut() = cx.take("description").map(str::to_owned),
+    ))
+}
+
+/// `tags`: the user's tags plus the ownership tag (and `proxops-noprune`).
+pub(crate) const fn tags<S: GuestSpec>(impact: Impact) -> Row<S> {
+    Row::Key(Key::new(
+        "tags",
+        "spec.tags",
+        impact,
+        |i| {
+            Ok(plain(
+                super::desired_tags(i.obj, i.spec.user_tags())?.to_wire(),
+            ))
+        },
+        same_tags,
+        |cx, s| *s.user_tags_mut() = cx.tags(),
+    ))
+}
+
 /// A slot family or an irregular piece of logic behind the same interface.
 pub(crate) struct Family<S: 'static> {
     /// The PVE keys it covers, as docs spell them (`netN`, `efidisk0`).

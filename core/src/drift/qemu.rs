@@ -24,12 +24,11 @@ use crate::repo::DesiredObject;
 use crate::wire::{Agent, Boot, PropToken, PropertyString, SshKeys};
 
 use super::owned::{
-    self, Form, Input, Key, OnChange, Row, either, only_on, plain, same_description, same_dns_set,
-    same_exact, same_flag_off_by_default, same_flag_on_by_default, same_memory, same_tags,
-    same_trimmed, same_u32, text, write_desired,
+    self, Form, Input, Key, Row, either, only_on, plain, same_dns_set, same_exact,
+    same_flag_off_by_default, same_flag_on_by_default, same_memory, same_trimmed, same_u32, text,
 };
 use super::resolve::{password, ssh_keys};
-use super::{Acc, Context, DriftError, desired_tags};
+use super::{Acc, Context, DriftError};
 use super::{cloudinit, drives, efi, nic, pci};
 
 pub(crate) const STOP: Impact = Impact::StopStart;
@@ -38,296 +37,244 @@ pub(crate) const LIVE: Impact = Impact::Live;
 
 /// Every key a VM owns, in create-form order.
 pub(crate) static KEYS: &[Row<VmSpec>] = &[
-    Row::Key(Key {
-        key: "name",
-        field: "spec.pve-name",
-        impact: LIVE,
-        desired: |i| Ok(plain(name(i.obj, i.spec))),
-        same: same_exact,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::name,
-    }),
-    Row::Key(Key {
-        key: "memory",
-        field: "spec.memory",
-        impact: STOP,
-        desired: |i| Ok(plain(memory_mib(i.obj, i.spec)?.to_string())),
-        same: same_memory,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::memory,
-    }),
-    Row::Key(Key {
-        key: "cpu",
-        field: "spec.cpu.type",
-        impact: STOP,
-        desired: |i| Ok(plain(cpu(i.obj, i.spec)?)),
-        same: same_cpu,
-        write: write_cpu,
-        on_change: OnChange::Write,
-        adopt: inverse::cpu,
-    }),
-    Row::Key(Key {
-        key: "cores",
-        field: "spec.cpu.cores",
-        impact: STOP,
-        desired: |i| Ok(plain(i.spec.cpu.cores.to_string())),
-        same: same_u32,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::cores,
-    }),
-    Row::Key(Key {
-        key: "sockets",
-        field: "spec.hardware.sockets",
-        impact: STOP,
-        desired: |i| Ok(hardware(i.spec).sockets.and_then(|s| plain(s.to_string()))),
-        same: |live, want| same_u32(Some(live.unwrap_or("1")), want),
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::sockets,
-    }),
-    Row::Key(Key {
-        key: "numa",
-        field: "spec.hardware.numa",
-        impact: STOP,
-        desired: |i| Ok(either(hardware(i.spec).numa)),
-        same: same_flag_off_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::numa,
-    }),
-    Row::Key(Key {
-        key: "machine",
-        field: "spec.hardware.machine",
-        impact: STOP,
-        desired: |i| {
-            Ok(hardware(i.spec)
-                .machine
-                .as_deref()
-                .and_then(|m| plain(machine(m))))
-        },
-        same: same_machine,
-        write: |live, want| ParamValue::Plain(with_head(live, want.expose(), "type")),
-        on_change: OnChange::Write,
-        adopt: inverse::machine,
-    }),
-    Row::Key(Key {
-        key: "bios",
-        field: "spec.hardware.bios",
-        impact: STOP,
-        desired: |i| Ok(hardware(i.spec).bios.and_then(|b| plain(b.as_str()))),
-        same: |live, want| live.unwrap_or("seabios") == want,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::bios,
-    }),
-    Row::Key(Key {
-        key: "vga",
-        field: "spec.hardware.display",
-        impact: REBOOT,
-        desired: |i| Ok(text(hardware(i.spec).display.as_ref())),
-        same: |live, want| live.and_then(|v| head_of(v, "type")).as_deref() == Some(want),
-        write: |live, want| ParamValue::Plain(with_head(live, want.expose(), "type")),
-        on_change: OnChange::Write,
-        adopt: inverse::vga,
-    }),
+    Row::Key(Key::new(
+        "name",
+        "spec.pve-name",
+        LIVE,
+        |i| Ok(plain(name(i.obj, i.spec))),
+        same_exact,
+        inverse::name,
+    )),
+    Row::Key(Key::new(
+        "memory",
+        "spec.memory",
+        STOP,
+        |i| Ok(plain(memory_mib(i.obj, i.spec)?.to_string())),
+        same_memory,
+        inverse::memory,
+    )),
+    Row::Key(
+        Key::new(
+            "cpu",
+            "spec.cpu.type",
+            STOP,
+            |i| Ok(plain(cpu(i.obj, i.spec)?)),
+            same_cpu,
+            inverse::cpu,
+        )
+        .writing(write_cpu),
+    ),
+    Row::Key(Key::new(
+        "cores",
+        "spec.cpu.cores",
+        STOP,
+        |i| Ok(plain(i.spec.cpu.cores.to_string())),
+        same_u32,
+        inverse::cores,
+    )),
+    Row::Key(Key::new(
+        "sockets",
+        "spec.hardware.sockets",
+        STOP,
+        |i| Ok(hardware(i.spec).sockets.and_then(|s| plain(s.to_string()))),
+        |live, want| same_u32(Some(live.unwrap_or("1")), want),
+        inverse::sockets,
+    )),
+    Row::Key(Key::new(
+        "numa",
+        "spec.hardware.numa",
+        STOP,
+        |i| Ok(either(hardware(i.spec).numa)),
+        same_flag_off_by_default,
+        inverse::numa,
+    )),
+    Row::Key(
+        Key::new(
+            "machine",
+            "spec.hardware.machine",
+            STOP,
+            |i| {
+                Ok(hardware(i.spec)
+                    .machine
+                    .as_deref()
+                    .and_then(|m| plain(machine(m))))
+            },
+            same_machine,
+            inverse::machine,
+        )
+        .writing(|live, want| ParamValue::Plain(with_head(live, want.expose(), "type"))),
+    ),
+    Row::Key(Key::new(
+        "bios",
+        "spec.hardware.bios",
+        STOP,
+        |i| Ok(hardware(i.spec).bios.and_then(|b| plain(b.as_str()))),
+        |live, want| live.unwrap_or("seabios") == want,
+        inverse::bios,
+    )),
+    Row::Key(
+        Key::new(
+            "vga",
+            "spec.hardware.display",
+            REBOOT,
+            |i| Ok(text(hardware(i.spec).display.as_ref())),
+            |live, want| live.and_then(|v| head_of(v, "type")).as_deref() == Some(want),
+            inverse::vga,
+        )
+        .writing(|live, want| ParamValue::Plain(with_head(live, want.expose(), "type"))),
+    ),
     Row::Family(drives::DISKS),
     Row::Family(efi::EFIDISK),
     Row::Family(efi::TPMSTATE),
-    Row::Key(Key {
-        key: "serial0",
-        field: "spec.hardware.serial0",
-        impact: STOP,
-        desired: |i| Ok(text(hardware(i.spec).serial0.as_ref())),
-        same: same_trimmed,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::serial0,
-    }),
+    Row::Key(Key::new(
+        "serial0",
+        "spec.hardware.serial0",
+        STOP,
+        |i| Ok(text(hardware(i.spec).serial0.as_ref())),
+        same_trimmed,
+        inverse::serial0,
+    )),
     Row::Family(drives::CLOUD_INIT_DRIVE),
     Row::Family(drives::CDROM),
     Row::Family(pci::HOSTPCI),
     Row::Family(nic::QEMU_NETS),
-    Row::Key(Key {
-        key: "onboot",
-        field: "spec.options.onboot",
-        impact: LIVE,
-        desired: |i| Ok(only_on(options(i.spec).onboot)),
-        same: same_flag_off_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| inverse::flag_when_on(cx, "onboot", &mut options_mut(vm).onboot),
-    }),
-    Row::Key(Key {
-        key: "startup",
-        field: "spec.options.startup",
-        impact: LIVE,
-        desired: |i| Ok(text(options(i.spec).startup.as_ref())),
-        same: same_trimmed,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| options_mut(vm).startup = cx.startup(),
-    }),
-    Row::Key(Key {
-        key: "protection",
-        field: "spec.options.protection",
-        impact: LIVE,
-        desired: |i| Ok(only_on(options(i.spec).protection)),
-        same: same_flag_off_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| inverse::flag_when_on(cx, "protection", &mut options_mut(vm).protection),
-    }),
-    Row::Key(Key {
-        key: "agent",
-        field: "spec.options.agent",
-        impact: REBOOT,
-        desired: |i| Ok(only_on(options(i.spec).agent)),
-        same: |live, _| {
-            live.and_then(|l| Agent::parse(l).ok())
-                .is_some_and(|a| a.enabled)
-        },
-        write: write_agent,
-        on_change: OnChange::Write,
-        adopt: inverse::agent,
-    }),
-    Row::Key(Key {
-        key: "acpi",
-        field: "spec.options.acpi",
-        impact: REBOOT,
-        desired: |i| Ok(only_on(options(i.spec).acpi)),
-        same: same_flag_on_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| inverse::flag_owned_on(cx, "acpi", &mut options_mut(vm).acpi),
-    }),
-    Row::Key(Key {
-        key: "tablet",
-        field: "spec.options.tablet",
-        impact: REBOOT,
-        desired: |i| Ok(only_on(options(i.spec).tablet)),
-        same: same_flag_on_by_default,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| inverse::flag_owned_on(cx, "tablet", &mut options_mut(vm).tablet),
-    }),
-    Row::Key(Key {
-        key: "hotplug",
-        field: "spec.options.hotplug",
-        impact: REBOOT,
-        desired: |i| {
+    Row::Key(Key::new(
+        "onboot",
+        "spec.options.onboot",
+        LIVE,
+        |i| Ok(only_on(options(i.spec).onboot)),
+        same_flag_off_by_default,
+        |cx, vm| inverse::flag_when_on(cx, "onboot", &mut options_mut(vm).onboot),
+    )),
+    Row::Key(Key::new(
+        "startup",
+        "spec.options.startup",
+        LIVE,
+        |i| Ok(text(options(i.spec).startup.as_ref())),
+        same_trimmed,
+        |cx, vm| options_mut(vm).startup = cx.startup(),
+    )),
+    Row::Key(Key::new(
+        "protection",
+        "spec.options.protection",
+        LIVE,
+        |i| Ok(only_on(options(i.spec).protection)),
+        same_flag_off_by_default,
+        |cx, vm| inverse::flag_when_on(cx, "protection", &mut options_mut(vm).protection),
+    )),
+    Row::Key(
+        Key::new(
+            "agent",
+            "spec.options.agent",
+            REBOOT,
+            |i| Ok(only_on(options(i.spec).agent)),
+            |live, _| {
+                live.and_then(|l| Agent::parse(l).ok())
+                    .is_some_and(|a| a.enabled)
+            },
+            inverse::agent,
+        )
+        .writing(write_agent),
+    ),
+    Row::Key(Key::new(
+        "acpi",
+        "spec.options.acpi",
+        REBOOT,
+        |i| Ok(only_on(options(i.spec).acpi)),
+        same_flag_on_by_default,
+        |cx, vm| inverse::flag_owned_on(cx, "acpi", &mut options_mut(vm).acpi),
+    )),
+    Row::Key(Key::new(
+        "tablet",
+        "spec.options.tablet",
+        REBOOT,
+        |i| Ok(only_on(options(i.spec).tablet)),
+        same_flag_on_by_default,
+        |cx, vm| inverse::flag_owned_on(cx, "tablet", &mut options_mut(vm).tablet),
+    )),
+    Row::Key(Key::new(
+        "hotplug",
+        "spec.options.hotplug",
+        REBOOT,
+        |i| {
             let o = options(i.spec);
             Ok((!o.hotplug.is_empty()).then(|| ParamValue::Plain(o.hotplug.join(","))))
         },
-        same: |live, want| hotplug_set(live) == hotplug_set(Some(want)),
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::hotplug,
-    }),
-    Row::Key(Key {
-        key: "boot",
-        field: "spec.options.boot-order",
-        impact: REBOOT,
-        desired: |i| {
+        |live, want| hotplug_set(live) == hotplug_set(Some(want)),
+        inverse::hotplug,
+    )),
+    Row::Key(Key::new(
+        "boot",
+        "spec.options.boot-order",
+        REBOOT,
+        |i| {
             let o = options(i.spec);
             Ok((!o.boot_order.is_empty())
                 .then(|| ParamValue::Plain(Boot::Order(o.boot_order).to_wire())))
         },
-        same: |live, want| live.and_then(|l| Boot::parse(l).ok()) == Boot::parse(want).ok(),
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::boot,
-    }),
-    Row::Key(Key {
-        key: "ciuser",
-        field: "spec.cloud-init-data.ci-user",
-        impact: REBOOT,
-        desired: |i| {
+        |live, want| live.and_then(|l| Boot::parse(l).ok()) == Boot::parse(want).ok(),
+        inverse::boot,
+    )),
+    Row::Key(Key::new(
+        "ciuser",
+        "spec.cloud-init-data.ci-user",
+        REBOOT,
+        |i| {
             Ok(i.spec
                 .cloud_init_data
                 .as_ref()
                 .and_then(|c| text(c.ci_user.as_ref())))
         },
-        same: same_trimmed,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::ciuser,
-    }),
-    Row::Key(Key {
-        key: "sshkeys",
-        field: "spec.cloud-init-data.ssh-keys",
-        impact: REBOOT,
-        desired: |i| match &i.spec.cloud_init_data {
+        same_trimmed,
+        inverse::ciuser,
+    )),
+    Row::Key(Key::new(
+        "sshkeys",
+        "spec.cloud-init-data.ssh-keys",
+        REBOOT,
+        |i| match &i.spec.cloud_init_data {
             Some(ci) => Ok(ssh_keys(i.obj, ci, i.ctx)?.and_then(|k| plain(k.to_wire()))),
             None => Ok(None),
         },
-        same: |live, want| {
+        |live, want| {
             live.and_then(|l| SshKeys::parse(l).ok()).map(|k| k.ids())
                 == SshKeys::parse(want).ok().map(|k| k.ids())
         },
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::sshkeys,
-    }),
-    Row::Key(Key {
-        key: "cipassword",
-        field: "spec.cloud-init-data.ci-password-ref",
-        impact: REBOOT,
-        desired: |i| match &i.spec.cloud_init_data {
+        inverse::sshkeys,
+    )),
+    // §6.7.2: PVE reports only a mask; present means satisfied, never
+    // rewritten (writing the mask would set it) [PROBE].
+    Row::Key(Key::new(
+        "cipassword",
+        "spec.cloud-init-data.ci-password-ref",
+        REBOOT,
+        |i| match &i.spec.cloud_init_data {
             Some(ci) => Ok(password(i.obj, ci, i.ctx)?.map(ParamValue::Secret)),
             None => Ok(None),
         },
-        // §6.7.2: PVE reports only a mask; present means satisfied, never
-        // rewritten (writing the mask would set it) [PROBE].
-        same: |live, _| live.is_some(),
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::cipassword,
-    }),
-    Row::Key(Key {
-        key: "nameserver",
-        field: "spec.cloud-init-data.nameservers",
-        impact: REBOOT,
-        desired: |i| Ok(cloud_init_list(i.spec, |c| &c.nameservers)),
-        same: same_dns_set,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::nameserver,
-    }),
-    Row::Key(Key {
-        key: "searchdomain",
-        field: "spec.cloud-init-data.search-domains",
-        impact: REBOOT,
-        desired: |i| Ok(cloud_init_list(i.spec, |c| &c.search_domains)),
-        same: same_dns_set,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: inverse::searchdomain,
-    }),
+        |live, _| live.is_some(),
+        inverse::cipassword,
+    )),
+    Row::Key(Key::new(
+        "nameserver",
+        "spec.cloud-init-data.nameservers",
+        REBOOT,
+        |i| Ok(cloud_init_list(i.spec, |c| &c.nameservers)),
+        same_dns_set,
+        inverse::nameserver,
+    )),
+    Row::Key(Key::new(
+        "searchdomain",
+        "spec.cloud-init-data.search-domains",
+        REBOOT,
+        |i| Ok(cloud_init_list(i.spec, |c| &c.search_domains)),
+        same_dns_set,
+        inverse::searchdomain,
+    )),
     Row::Family(cloudinit::IPCONFIGS),
     Row::Family(cloudinit::CLONE_IDENTITY),
-    Row::Key(Key {
-        key: "description",
-        field: "spec.pve-description",
-        impact: LIVE,
-        desired: |i| Ok(i.spec.pve_description.clone().and_then(plain)),
-        same: same_description,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| vm.pve_description = cx.take("description").map(str::to_owned),
-    }),
-    Row::Key(Key {
-        key: "tags",
-        field: "spec.tags",
-        impact: LIVE,
-        desired: |i| Ok(plain(desired_tags(i.obj, &i.spec.tags)?.to_wire())),
-        same: same_tags,
-        write: write_desired,
-        on_change: OnChange::Write,
-        adopt: |cx, vm| vm.tags = cx.tags(),
-    }),
+    owned::description(LIVE),
+    owned::tags(LIVE),
 ];
 
 // ------------------------------------------------------------ desired values
