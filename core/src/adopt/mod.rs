@@ -13,6 +13,9 @@
 //! (descriptions, cloud-init values) through byte for byte. It is pure:
 //! no I/O, no clock; the same snapshot gives the same bytes.
 
+// Each translation stays short enough to read whole (core/clippy.toml).
+#![warn(clippy::too_many_lines)]
+
 mod emit;
 pub(crate) mod lxc;
 pub(crate) mod qemu;
@@ -277,60 +280,13 @@ pub fn adopt(
         let Some(name) = names.get(&(g.node.clone(), g.vmid)) else {
             continue;
         };
-        let template = g.template || cfg.is_template().unwrap_or(false);
-        let kind = match (g.guest_type, template) {
-            (GuestType::Qemu, false) => Kind::VM,
-            (GuestType::Qemu, true) => Kind::TemplateVM,
-            (GuestType::Lxc, false) => Kind::LXC,
-            (GuestType::Lxc, true) => Kind::TemplateCT,
+        let Some((path, r, text, incomplete)) = adopt_guest(&ctx, cluster, g, cfg, name, &mut out)
+        else {
+            continue;
         };
-        let r = Ref {
-            kind,
-            name: name.clone(),
-        };
-        let path = format!("{}/{cluster}/{name}.yaml", kind.dir());
-        let mut cx = GuestCx::new(&ctx, g, cfg, &r);
-        let state = if template { None } else { power_state(g.power) };
-        let text = if kind.is_qemu() {
-            let spec = qemu::adopt(&mut cx, state);
-            let doc = Document {
-                api_version: API_VERSION.to_owned(),
-                kind: kind.to_string(),
-                metadata: metadata(name, cx.annotations.clone()),
-                spec,
-            };
-            emit::to_yaml(&doc)
-        } else {
-            let Some(spec) = lxc::adopt(&mut cx, state) else {
-                out.skipped.push(format!(
-                    "{} {} {}: no readable storage-backed rootfs; not adopted",
-                    g.node, g.vmid, name
-                ));
-                out.gaps.append(&mut cx.gaps);
-                continue;
-            };
-            let doc = Document {
-                api_version: API_VERSION.to_owned(),
-                kind: kind.to_string(),
-                metadata: metadata(name, cx.annotations.clone()),
-                spec,
-            };
-            emit::to_yaml(&doc).map(|t| mark_placeholder(&t))
-        };
-        cx.finish();
-        if cx.cipassword {
-            out.cipassword_guests.push(r.to_string());
-        }
-        if g.tags.contains(manifest::OWNERSHIP_TAG) && !cx.incomplete.is_empty() {
-            cx.incomplete.push("it carries the proxops tag: a plan of a composition without it would prune it, so list it as soon as it is complete".into());
-        }
-        for why in &cx.incomplete {
-            out.incomplete.push(format!("{path}: {why}"));
-        }
-        if !cx.incomplete.is_empty() {
+        if incomplete {
             incomplete_paths.insert(path.clone());
         }
-        out.gaps.append(&mut cx.gaps);
         push_doc(&mut docs, &mut out, path, r, text);
     }
 
@@ -356,6 +312,74 @@ pub fn adopt(
     // Skipped lines start with node then vmid: sort numerically on the id.
     out.skipped.sort_by_key(|l| skip_key(l));
     Ok(out)
+}
+
+/// A guest written as a manifest: path, object, YAML text (or why not),
+/// and whether it is INCOMPLETE.
+type AdoptedGuest = (String, Ref, Result<String, String>, bool);
+
+/// One guest into its manifest, its gaps and INCOMPLETE lines; `None`
+/// (with a SKIPPED line) when it cannot be declared.
+fn adopt_guest(
+    shared: &Shared<'_>,
+    cluster: &ClusterName,
+    g: &LiveGuest,
+    cfg: &LiveConfig,
+    name: &ResourceName,
+    out: &mut Adoption,
+) -> Option<AdoptedGuest> {
+    let template = g.template || cfg.is_template().unwrap_or(false);
+    let kind = match (g.guest_type, template) {
+        (GuestType::Qemu, false) => Kind::VM,
+        (GuestType::Qemu, true) => Kind::TemplateVM,
+        (GuestType::Lxc, false) => Kind::LXC,
+        (GuestType::Lxc, true) => Kind::TemplateCT,
+    };
+    let r = Ref {
+        kind,
+        name: name.clone(),
+    };
+    let path = format!("{}/{cluster}/{name}.yaml", kind.dir());
+    let mut cx = GuestCx::new(shared, g, cfg, &r);
+    let state = if template { None } else { power_state(g.power) };
+    let text = if kind.is_qemu() {
+        let spec = qemu::adopt(&mut cx, state);
+        let doc = Document {
+            api_version: API_VERSION.to_owned(),
+            kind: kind.to_string(),
+            metadata: metadata(name, cx.annotations.clone()),
+            spec,
+        };
+        emit::to_yaml(&doc)
+    } else {
+        let Some(spec) = lxc::adopt(&mut cx, state) else {
+            out.skipped.push(format!(
+                "{} {} {}: no readable storage-backed rootfs; not adopted",
+                g.node, g.vmid, name
+            ));
+            out.gaps.append(&mut cx.gaps);
+            return None;
+        };
+        let doc = Document {
+            api_version: API_VERSION.to_owned(),
+            kind: kind.to_string(),
+            metadata: metadata(name, cx.annotations.clone()),
+            spec,
+        };
+        emit::to_yaml(&doc).map(|t| mark_placeholder(&t))
+    };
+    cx.finish();
+    if cx.cipassword {
+        out.cipassword_guests.push(r.to_string());
+    }
+    if g.tags.contains(manifest::OWNERSHIP_TAG) && !cx.incomplete.is_empty() {
+        cx.incomplete.push("it carries the proxops tag: a plan of a composition without it would prune it, so list it as soon as it is complete".into());
+    }
+    for why in &cx.incomplete {
+        out.incomplete.push(format!("{path}: {why}"));
+    }
+    out.gaps.append(&mut cx.gaps);
+    Some((path, r, text, !cx.incomplete.is_empty()))
 }
 
 fn skip_key(line: &str) -> (String, u64, String) {
