@@ -1016,7 +1016,7 @@ const VM_NIC_MODELS: &[&str] = &[
     "ne2k_pci",
     "pcnet",
 ];
-const SCSI_CONTROLLERS: &[&str] = &[
+pub(crate) const SCSI_CONTROLLERS: &[&str] = &[
     "lsi",
     "lsi53c810",
     "virtio-scsi-pci",

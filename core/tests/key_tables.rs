@@ -97,30 +97,35 @@ fn qemu_values(key: &str) -> Option<BoxedStrategy<Fields>> {
                 vec![("spec.disks", Value::Array(disks))]
             })
             .boxed(),
-        "efidisk0" => (
-            proptest::option::of(one_of(&["2m", "4m"])),
-            proptest::option::of(one_of(&["enabled", "disabled"])),
+        "efidisk0, tpmstate0" => (
+            proptest::option::of((
+                proptest::option::of(one_of(&["2m", "4m"])),
+                proptest::option::of(one_of(&["enabled", "disabled"])),
+            )),
+            proptest::option::of(one_of(&["v1.2", "v2.0"])),
         )
-            .prop_map(|(t, sb)| {
-                let mut e = json!({"storage": "local-lvm"});
-                if let Some(t) = t {
-                    e["template"] = t;
+            .prop_map(|(efi, tpm)| {
+                let mut f = Vec::new();
+                if let Some((t, sb)) = efi {
+                    let mut e = json!({"storage": "local-lvm"});
+                    if let Some(t) = t {
+                        e["template"] = t;
+                    }
+                    if let Some(sb) = sb {
+                        e["secure-boot"] = sb;
+                    }
+                    f.push(("spec.hardware.bios", json!("ovmf")));
+                    f.push(("spec.hardware.efi-disk", e));
                 }
-                if let Some(sb) = sb {
-                    e["secure-boot"] = sb;
+                if let Some(v) = tpm {
+                    f.push((
+                        "spec.hardware.tpm",
+                        json!({"storage": "local-lvm", "version": v}),
+                    ));
                 }
-                vec![
-                    ("spec.hardware.bios", json!("ovmf")),
-                    ("spec.hardware.efi-disk", e),
-                ]
+                f
             })
             .boxed(),
-        "tpmstate0" => field(
-            "spec.hardware.tpm",
-            one_of(&["v1.2", "v2.0"])
-                .prop_map(|v| json!({"storage": "local-lvm", "version": v}))
-                .boxed(),
-        ),
         "serial0" => field("spec.hardware.serial0", one_of(&["socket", "/dev/ttyS0"])),
         "ide2 (cloud-init drive)" => field(
             "spec.hardware.cloud-init",

@@ -8,7 +8,7 @@ use crate::names::{ResourceName, StorageId};
 use crate::units::Quantity;
 use crate::wire::{self, LxcFeatures};
 
-use super::{GuestCx, TEMPLATE_PLACEHOLDER};
+use super::{GuestCx, TEMPLATE_PLACEHOLDER, section};
 
 const MIB: u64 = 1 << 20;
 
@@ -51,17 +51,9 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<L
     Some(ct)
 }
 
-fn dns(ct: &mut LxcSpec) -> &mut LxcDns {
-    ct.dns.get_or_insert_with(Default::default)
-}
-
-fn opts(ct: &mut LxcSpec) -> &mut LxcOptions {
-    ct.options.get_or_insert_with(Default::default)
-}
-
 pub(crate) fn hostname(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     let missing = format!("no hostname on PVE: the first apply sets it to {}", cx.name);
-    dns(ct).hostname = cx.name_override("hostname", missing);
+    section(&mut ct.dns).hostname = cx.name_override("hostname", missing);
 }
 
 pub(crate) fn memory(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
@@ -103,7 +95,7 @@ pub(crate) fn arch(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
 
 pub(crate) fn nameserver(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     if let Some(ns) = cx.nameservers() {
-        dns(ct).nameservers = ns;
+        section(&mut ct.dns).nameservers = ns;
     }
 }
 
@@ -111,7 +103,7 @@ pub(crate) fn searchdomain(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     if let Some(sd) = cx.take("searchdomain")
         && !sd.trim().is_empty()
     {
-        dns(ct).domain = Some(sd.to_owned());
+        section(&mut ct.dns).domain = Some(sd.to_owned());
     }
 }
 
@@ -131,7 +123,7 @@ pub(crate) fn features(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) -> bool {
     if let Some(f) = cx.take("features") {
         match LxcFeatures::parse(f) {
             Ok(feat) => {
-                let o = opts(ct);
+                let o = section(&mut ct.options);
                 o.nesting = feat.nesting;
                 o.keyctl = feat.keyctl;
                 o.fuse = feat.fuse;
@@ -154,9 +146,9 @@ pub(crate) fn features(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) -> bool {
     for key in ["nesting", "keyctl", "fuse"] {
         if let Some(v) = cx.take(key) {
             match (key, wire::parse_bool(v)) {
-                ("nesting", Ok(b)) => opts(ct).nesting = Some(b),
-                ("keyctl", Ok(b)) => opts(ct).keyctl = Some(b),
-                ("fuse", Ok(b)) => opts(ct).fuse = Some(b),
+                ("nesting", Ok(b)) => section(&mut ct.options).nesting = Some(b),
+                ("keyctl", Ok(b)) => section(&mut ct.options).keyctl = Some(b),
+                ("fuse", Ok(b)) => section(&mut ct.options).fuse = Some(b),
                 _ => cx.gap(key, Some(v), "unreadable flag: not adopted"),
             }
         }

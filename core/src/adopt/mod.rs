@@ -447,21 +447,21 @@ fn mark_placeholder(text: &str) -> String {
 
 /// Reads `text` back with the manifest parser and validates it.
 fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
-    let parsed: Result<(Metadata, Spec), crate::yaml::DocError> = match kind {
-        Kind::VM => crate::yaml::deserialize_document::<Document<VmSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::Vm(d.spec))),
-        Kind::TemplateVM => crate::yaml::deserialize_document::<Document<VmSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
-        Kind::LXC => crate::yaml::deserialize_document::<Document<LxcSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::Lxc(d.spec))),
-        Kind::TemplateCT => crate::yaml::deserialize_document::<Document<LxcSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
-        Kind::ISO => crate::yaml::deserialize_document::<Document<ArtifactSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::Iso(d.spec))),
-        Kind::CTTemplate => crate::yaml::deserialize_document::<Document<ArtifactSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::CtTemplate(d.spec))),
-        Kind::DiskImage => crate::yaml::deserialize_document::<Document<ArtifactSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::DiskImage(d.spec))),
+    fn read<S: serde::de::DeserializeOwned>(
+        text: &str,
+        spec: fn(S) -> Spec,
+    ) -> Result<(Metadata, Spec), crate::yaml::DocError> {
+        crate::yaml::deserialize_document::<Document<S>>(text, 0)
+            .map(|d| (d.metadata, spec(d.spec)))
+    }
+    let parsed = match kind {
+        Kind::VM => read::<VmSpec>(text, Spec::Vm),
+        Kind::TemplateVM => read::<VmSpec>(text, Spec::TemplateVm),
+        Kind::LXC => read::<LxcSpec>(text, Spec::Lxc),
+        Kind::TemplateCT => read::<LxcSpec>(text, Spec::TemplateCt),
+        Kind::ISO => read::<ArtifactSpec>(text, Spec::Iso),
+        Kind::CTTemplate => read::<ArtifactSpec>(text, Spec::CtTemplate),
+        Kind::DiskImage => read::<ArtifactSpec>(text, Spec::DiskImage),
     };
     let (metadata, spec) = parsed.map_err(|e| format!("{}: {}", e.path, e.message))?;
     let errs = manifest::validate(&metadata, &spec);
@@ -698,6 +698,12 @@ fn ssh_names(options: &AdoptOptions) -> Option<BTreeMap<crate::wire::SshKeyId, S
     Some(out)
 }
 
+/// An optional manifest section, created empty on first use (adoption
+/// drops the sections that stay empty).
+pub(crate) fn section<T: Default>(s: &mut Option<T>) -> &mut T {
+    s.get_or_insert_with(Default::default)
+}
+
 /// One guest being adopted: which keys were consumed, its gaps and what
 /// makes it incomplete.
 pub(crate) struct GuestCx<'a> {
@@ -774,6 +780,21 @@ impl<'a> GuestCx<'a> {
         let v = self.cfg.get(key)?;
         self.consumed.insert(key.to_owned());
         Some(v)
+    }
+
+    /// Every `<prefix>N` key with its value, in slot order, marked handled
+    /// (each is adopted or reported by the caller).
+    pub fn take_slots(&mut self, prefix: &str) -> Vec<(u32, String, String)> {
+        let out: Vec<(u32, String, String)> = self
+            .cfg
+            .slots(prefix)
+            .into_iter()
+            .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
+            .collect();
+        for (_, k, _) in &out {
+            self.consumed.insert(k.clone());
+        }
+        out
     }
 
     /// Marks `key` handled (adopted or reported) without reading it.

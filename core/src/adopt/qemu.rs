@@ -8,7 +8,7 @@ use crate::manifest::{Bios, CloudInitData, PowerState, VmCpu, VmHardware, VmOpti
 use crate::units::Quantity;
 use crate::wire::{self, Agent, Boot, DnsList, PropToken, PropertyString, SshKeys};
 
-use super::GuestCx;
+use super::{GuestCx, section};
 
 const MIB: u64 = 1 << 20;
 
@@ -43,14 +43,6 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
     vm
 }
 
-fn hw(vm: &mut VmSpec) -> &mut VmHardware {
-    vm.hardware.get_or_insert_with(Default::default)
-}
-
-fn ci(vm: &mut VmSpec) -> &mut CloudInitData {
-    vm.cloud_init_data.get_or_insert_with(Default::default)
-}
-
 /// `name` → `pve-name` only when it differs from `metadata.name`.
 pub(crate) fn name(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     let missing = format!("no name on PVE: the first apply names the VM {}", cx.name);
@@ -78,7 +70,7 @@ pub(crate) fn cpu(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
             }
             PropToken::Pair { key, value } if key == "hidden" => {
                 if wire::parse_bool(value).unwrap_or(false) {
-                    vm.options.get_or_insert_with(Default::default).hidden = Some(true);
+                    section(&mut vm.options).hidden = Some(true);
                 }
             }
             _ => rest.push(t),
@@ -98,7 +90,7 @@ pub(crate) fn cores(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
 pub(crate) fn sockets(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(s) = cx.take("sockets") {
         match s.trim().parse::<u32>() {
-            Ok(n) if n > 0 => hw(vm).sockets = Some(n),
+            Ok(n) if n > 0 => section(&mut vm.hardware).sockets = Some(n),
             _ => cx.gap("sockets", Some(s), "unreadable sockets: not adopted"),
         }
     }
@@ -107,7 +99,7 @@ pub(crate) fn sockets(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
 pub(crate) fn numa(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(n) = cx.take("numa") {
         match wire::parse_bool(n) {
-            Ok(b) => hw(vm).numa = Some(b),
+            Ok(b) => section(&mut vm.hardware).numa = Some(b),
             Err(_) => cx.gap("numa", Some(n), "unreadable numa flag: not adopted"),
         }
     }
@@ -138,8 +130,10 @@ pub(crate) fn machine(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     let Some(m) = cx.take("machine") else { return };
     let (head, rest) = head_and_rest(m, "type");
     match head {
-        Some(h) if h == "pc" => hw(vm).machine = Some("i440fx".into()),
-        Some(h) if h == "q35" || h.starts_with("pc-") => hw(vm).machine = Some(h),
+        Some(h) if h == "pc" => section(&mut vm.hardware).machine = Some("i440fx".into()),
+        Some(h) if h == "q35" || h.starts_with("pc-") => {
+            section(&mut vm.hardware).machine = Some(h)
+        }
         Some(h) => cx.gap(
             "machine",
             Some(m),
@@ -157,8 +151,8 @@ pub(crate) fn machine(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
 pub(crate) fn bios(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(b) = cx.take("bios") {
         match b.trim() {
-            "seabios" => hw(vm).bios = Some(Bios::Seabios),
-            "ovmf" => hw(vm).bios = Some(Bios::Ovmf),
+            "seabios" => section(&mut vm.hardware).bios = Some(Bios::Seabios),
+            "ovmf" => section(&mut vm.hardware).bios = Some(Bios::Ovmf),
             other => cx.gap(
                 "bios",
                 Some(b),
@@ -172,7 +166,7 @@ pub(crate) fn vga(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     let Some(v) = cx.take("vga") else { return };
     let (head, rest) = head_and_rest(v, "type");
     match head {
-        Some(h) => hw(vm).display = Some(h),
+        Some(h) => section(&mut vm.hardware).display = Some(h),
         None => cx.gap("vga", Some(v), "no display type: not adopted"),
     }
     cx.token_gap(
@@ -184,7 +178,7 @@ pub(crate) fn vga(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
 
 pub(crate) fn serial0(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(s) = cx.take("serial0") {
-        hw(vm).serial0 = Some(s.to_owned());
+        section(&mut vm.hardware).serial0 = Some(s.to_owned());
     }
 }
 
@@ -219,7 +213,7 @@ pub(crate) fn agent(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     match Agent::parse(v) {
         Ok(a) => {
             if a.enabled {
-                vm.options.get_or_insert_with(Default::default).agent = Some(true);
+                section(&mut vm.options).agent = Some(true);
             }
             cx.token_gap(
                 "agent",
@@ -251,7 +245,7 @@ pub(crate) fn hotplug(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
             "this hotplug setting cannot be declared (none, or an unknown item): PVE keeps it",
         );
     } else {
-        vm.options.get_or_insert_with(Default::default).hotplug = items;
+        section(&mut vm.options).hotplug = items;
     }
 }
 
@@ -261,7 +255,7 @@ pub(crate) fn boot(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
         Ok(Boot::Order(o)) => {
             let mut seen = std::collections::BTreeSet::new();
             if o.iter().all(|x| seen.insert(x.clone())) {
-                vm.options.get_or_insert_with(Default::default).boot_order = o;
+                section(&mut vm.options).boot_order = o;
             } else {
                 cx.gap(
                     "boot",
@@ -283,7 +277,7 @@ pub(crate) fn ciuser(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(u) = cx.take("ciuser")
         && !u.trim().is_empty()
     {
-        ci(vm).ci_user = Some(u.to_owned());
+        section(&mut vm.cloud_init_data).ci_user = Some(u.to_owned());
     }
 }
 
@@ -305,8 +299,8 @@ pub(crate) fn sshkeys(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
                 Some(out)
             });
             match refs {
-                Some(r) => ci(vm).ssh_key_refs = r,
-                None => ci(vm).ssh_keys = vec!["*".into()],
+                Some(r) => section(&mut vm.cloud_init_data).ssh_key_refs = r,
+                None => section(&mut vm.cloud_init_data).ssh_keys = vec!["*".into()],
             }
         }
         Ok(_) => {}
@@ -324,14 +318,16 @@ pub(crate) fn cipassword(cx: &mut GuestCx<'_>, _vm: &mut VmSpec) {
 
 pub(crate) fn nameserver(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(ns) = cx.nameservers() {
-        ci(vm).nameservers = ns;
+        section(&mut vm.cloud_init_data).nameservers = ns;
     }
 }
 
 pub(crate) fn searchdomain(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(sd) = cx.take("searchdomain") {
         match DnsList::parse(sd) {
-            Ok(l) if !l.entries.is_empty() => ci(vm).search_domains = l.entries,
+            Ok(l) if !l.entries.is_empty() => {
+                section(&mut vm.cloud_init_data).search_domains = l.entries
+            }
             _ => cx.gap("searchdomain", Some(sd), "unreadable: left to PVE"),
         }
     }

@@ -140,14 +140,7 @@ fn ipconfig_live_form(live: Option<&str>, want: &str) -> String {
 }
 
 fn adopt_ipconfigs(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
-    let ipcs: Vec<(u32, String, String)> = cx
-        .cfg
-        .slots("ipconfig")
-        .into_iter()
-        .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
-        .collect();
-    for (n, key, v) in ipcs {
-        cx.consume(&key);
+    for (n, key, v) in cx.take_slots("ipconfig") {
         let p = PropertyString::parse(&v).unwrap_or_default();
         match p.get("ip") {
             Some(ip) if manifest::check_cidr(ip) && n <= 31 => {
@@ -156,7 +149,7 @@ fn adopt_ipconfigs(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
                     cx.gap(&key, Some(&v), "unreadable gateway: left to PVE");
                     continue;
                 }
-                vm.cloud_init_data.get_or_insert_with(Default::default).ipconfigs.push(IpConfig { nic: n, ip: ip.to_owned(), gateway: gw });
+                crate::adopt::section(&mut vm.cloud_init_data).ipconfigs.push(IpConfig { nic: n, ip: ip.to_owned(), gateway: gw });
                 let rest: Vec<PropToken> = p
                     .into_tokens()
                     .into_iter()

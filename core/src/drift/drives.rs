@@ -415,12 +415,12 @@ fn adopt_drives(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
     adopt_scsihw(cx, &mut scan.disks);
     let cloud_init_on_ide2 = scan.cloud_init.is_some();
     if let Some(ci) = scan.cloud_init {
-        vm.hardware.get_or_insert_with(Default::default).cloud_init = Some(ci);
+        crate::adopt::section(&mut vm.hardware).cloud_init = Some(ci);
     }
     if let Some((slot, c)) = scan.cd {
         let want_slot = if cloud_init_on_ide2 { "ide3" } else { "ide2" };
         if slot == want_slot {
-            vm.hardware.get_or_insert_with(Default::default).cdrom = Some(c);
+            crate::adopt::section(&mut vm.hardware).cdrom = Some(c);
         } else {
             let v = cx.cfg.get(&slot);
             cx.gap(
@@ -550,18 +550,9 @@ fn adopt_cd(cx: &mut GuestCx<'_>, scan: &mut Scan, key: &str, v: &str, d: &Drive
     }
 }
 
-const CONTROLLERS: &[&str] = &[
-    "lsi",
-    "lsi53c810",
-    "virtio-scsi-pci",
-    "virtio-scsi-single",
-    "megasas",
-    "pvscsi",
-];
-
 fn adopt_scsihw(cx: &mut GuestCx<'_>, disks: &mut [VmDisk]) {
     let Some(c) = cx.take("scsihw") else { return };
-    if !CONTROLLERS.contains(&c.trim()) {
+    if !manifest::SCSI_CONTROLLERS.contains(&c.trim()) {
         cx.gap(
             "scsihw",
             Some(c),

@@ -12,44 +12,33 @@ use super::Acc;
 use super::owned::{Family, Form};
 use super::qemu::{REBOOT, STOP, hardware};
 
-pub(crate) const EFIDISK: Family<VmSpec> = Family {
-    keys: "efidisk0",
-    field: "spec.hardware.efi-disk",
+/// `efidisk0` and `tpmstate0`, next to each other in the create form.
+pub(crate) const FIRMWARE: Family<VmSpec> = Family {
+    keys: "efidisk0, tpmstate0",
+    field: "spec.hardware.efi-disk, spec.hardware.tpm",
     create: |i, form, p| {
-        if form == Form::Create
-            && let Some(e) = &hardware(i.spec).efi_disk
-        {
-            p.push("efidisk0", efidisk_create(e).to_wire());
+        let hw = hardware(i.spec);
+        if form == Form::Create {
+            if let Some(e) = &hw.efi_disk {
+                p.push("efidisk0", efidisk_create(e).to_wire());
+            }
+            if let Some(t) = &hw.tpm {
+                p.push(TpmState::KEY, tpm_create(t).to_wire());
+            }
         }
         Ok(())
     },
     drift: |i, cfg, acc| {
-        if let Some(e) = &hardware(i.spec).efi_disk {
+        let hw = hardware(i.spec);
+        if let Some(e) = &hw.efi_disk {
             efidisk_drift(acc, cfg, e);
         }
-        Ok(())
-    },
-    adopt: adopt_efidisk,
-};
-
-pub(crate) const TPMSTATE: Family<VmSpec> = Family {
-    keys: "tpmstate0",
-    field: "spec.hardware.tpm",
-    create: |i, form, p| {
-        if form == Form::Create
-            && let Some(t) = &hardware(i.spec).tpm
-        {
-            p.push(TpmState::KEY, tpm_create(t).to_wire());
-        }
-        Ok(())
-    },
-    drift: |i, cfg, acc| {
-        if let Some(t) = &hardware(i.spec).tpm {
+        if let Some(t) = &hw.tpm {
             tpm_drift(acc, cfg, t);
         }
         Ok(())
     },
-    adopt: adopt_tpm,
+    adopt: |cx, vm| adopt_efidisk(cx, vm) & adopt_tpm(cx, vm),
 };
 
 /// `efidisk0=<storage>:1[,efitype=..][,pre-enrolled-keys=0|1]`. PVE sizes
@@ -167,19 +156,18 @@ fn adopt_efidisk(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
     match EfiDisk::parse(e) {
         Ok(ed) if ovmf => match ed.volume.storage() {
             Some(st) => {
-                vm.hardware.get_or_insert_with(Default::default).efi_disk =
-                    Some(manifest::EfiDisk {
-                        storage: st.clone(),
-                        size: None,
-                        template: ed.efitype.clone(),
-                        secure_boot: ed.pre_enrolled_keys.map(|b| {
-                            if b {
-                                SecureBoot::Enabled
-                            } else {
-                                SecureBoot::Disabled
-                            }
-                        }),
-                    });
+                crate::adopt::section(&mut vm.hardware).efi_disk = Some(manifest::EfiDisk {
+                    storage: st.clone(),
+                    size: None,
+                    template: ed.efitype.clone(),
+                    secure_boot: ed.pre_enrolled_keys.map(|b| {
+                        if b {
+                            SecureBoot::Enabled
+                        } else {
+                            SecureBoot::Disabled
+                        }
+                    }),
+                });
                 cx.token_gap("efidisk0", &ed.extra, "EFI disk options other than efitype and pre-enrolled-keys are not modelled; PVE keeps them");
             }
             None => cx.gap("efidisk0", Some(e), "not a storage volume: not adopted"),
@@ -206,7 +194,7 @@ fn adopt_tpm(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
         Ok(ts) => match ts.volume.storage() {
             Some(st) => {
                 let version = ts.version.unwrap_or(TpmVersion::V1_2);
-                vm.hardware.get_or_insert_with(Default::default).tpm = Some(Tpm {
+                crate::adopt::section(&mut vm.hardware).tpm = Some(Tpm {
                     storage: st.clone(),
                     version: Some(version.as_str().to_owned()),
                 });

@@ -189,7 +189,7 @@ fn opts(ct: &LxcSpec) -> manifest::LxcOptions {
 }
 
 fn opts_mut(ct: &mut LxcSpec) -> &mut manifest::LxcOptions {
-    ct.options.get_or_insert_with(Default::default)
+    crate::adopt::section(&mut ct.options)
 }
 
 fn unprivileged_refused(live: Option<&str>, want: &str) -> String {

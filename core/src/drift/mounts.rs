@@ -132,12 +132,39 @@ fn mounts_drift(i: &Input<'_, LxcSpec>, cfg: &LiveConfig, acc: &mut Acc) -> Resu
     Ok(())
 }
 
-/// An anomaly for a live slot that cannot be read.
-fn unreadable(acc: &mut Acc, slot: &str, e: impl std::fmt::Display) {
+/// The live mount in `slot`. An empty slot takes the `create` form and an
+/// unreadable one is an anomaly: `None` then.
+fn live_mount<'c>(
+    acc: &mut Acc,
+    cfg: &'c LiveConfig,
+    slot: &str,
+    create: String,
+) -> Option<(&'c str, LxcMount)> {
+    let live = cfg.get(slot);
+    if is_empty_slot(live) {
+        acc.set_plain(slot, live, create, STOP);
+        return None;
+    }
+    let live = live.unwrap_or_default();
+    match LxcMount::parse(live) {
+        Ok(m) => Some((live, m)),
+        Err(e) => {
+            acc.anomaly(
+                AnomalyType::NeedsPerson,
+                Some(slot),
+                format!("cannot read the live {slot} ({e}): ProxOps does not write over it"),
+            );
+            None
+        }
+    }
+}
+
+/// The slot holds the other kind of mount: a person decides.
+fn other_kind(acc: &mut Acc, slot: &str, live: &str, declared: &str) {
     acc.anomaly(
         AnomalyType::NeedsPerson,
         Some(slot),
-        format!("cannot read the live {slot} ({e}): ProxOps does not write over it"),
+        format!("{slot} is {live} on PVE but the manifest declares {declared}: change one of them by hand"),
     );
 }
 
@@ -151,19 +178,12 @@ fn volume_drift(
     size: u64,
     mp: Option<&MountPoint>,
 ) {
-    let live = cfg.get(slot);
-    if is_empty_slot(live) {
-        acc.set_plain(slot, live, create.to_wire(), STOP);
+    let Some((live, lm)) = live_mount(acc, cfg, slot, create.to_wire()) else {
         return;
-    }
-    let live = live.unwrap_or_default();
-    let lm = match LxcMount::parse(live) {
-        Ok(LxcMount::Allocated(m)) => m,
-        Ok(LxcMount::Bind(_)) => {
-            acc.anomaly(AnomalyType::NeedsPerson, Some(slot), format!("{slot} is a bind mount on PVE but the manifest declares an allocated volume: change one of them by hand"));
-            return;
-        }
-        Err(e) => return unreadable(acc, slot, e),
+    };
+    let lm = match lm {
+        LxcMount::Allocated(m) => m,
+        LxcMount::Bind(_) => return other_kind(acc, slot, "a bind mount", "an allocated volume"),
     };
     let size_differs = lm.size.is_some_and(|s| s.get() != size);
     if lm.volume.storage() != Some(pool) || size_differs {
@@ -214,19 +234,14 @@ fn mount_overlay(lm: &LxcVolumeMount, m: &MountPoint) -> LxcVolumeMount {
 }
 
 fn bind_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, b: &BindMount) {
-    let live = cfg.get(slot);
-    if is_empty_slot(live) {
-        acc.set_plain(slot, live, bind_create(b).to_wire(), STOP);
+    let Some((live, lb)) = live_mount(acc, cfg, slot, bind_create(b).to_wire()) else {
         return;
-    }
-    let live = live.unwrap_or_default();
-    let lb = match LxcMount::parse(live) {
-        Ok(LxcMount::Bind(lb)) => lb,
-        Ok(LxcMount::Allocated(_)) => {
-            acc.anomaly(AnomalyType::NeedsPerson, Some(slot), format!("{slot} is an allocated volume on PVE but the manifest declares a bind mount: change one of them by hand"));
-            return;
+    };
+    let lb = match lb {
+        LxcMount::Bind(lb) => lb,
+        LxcMount::Allocated(_) => {
+            return other_kind(acc, slot, "an allocated volume", "a bind mount");
         }
-        Err(e) => return unreadable(acc, slot, e),
     };
     let trim = |p: &str| {
         let t = p.trim_end_matches('/');
@@ -344,16 +359,10 @@ fn adopt_rootfs(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) -> bool {
 /// Allocated vs bind by the first token; slots named only where they are
 /// not the default (allocated `mp0..`, then binds).
 fn adopt_mounts(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) -> bool {
-    let mps: Vec<(String, String)> = cx
-        .cfg
-        .slots("mp")
-        .into_iter()
-        .map(|(_, k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
+    let mps = cx.take_slots("mp");
     let mut alloc_slots = Vec::new();
     let mut bind_slots = Vec::new();
-    for (key, v) in &mps {
-        cx.consume(key);
+    for (_, key, v) in &mps {
         if is_empty_slot(Some(v)) {
             continue;
         }

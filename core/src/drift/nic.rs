@@ -124,30 +124,37 @@ fn qemu_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &VmNic, want: 
     if want.mac.is_some() {
         next.mac = want.mac;
     }
-    if want.tag.is_some() {
-        next.tag = want.tag;
-    }
-    if let Some(r) = n.rate_limit.filter(|r| *r > 0.0)
-        && !same_rate(ln.rate.as_deref(), r)
-    {
-        next.rate = want.rate.clone();
-    }
-    if want.firewall == Some(true) {
-        next.firewall = Some(true);
-    }
+    overlay_common(
+        (&mut next.tag, &mut next.rate, &mut next.firewall),
+        (want.tag, &want.rate, want.firewall),
+        n.rate_limit,
+    );
     // A MAC PVE assigned stays: the live form keeps it.
     if next != ln {
         acc.set_plain(slot, Some(live), next.to_wire(), Impact::StopStart);
     }
 }
 
-/// `netN` keys with their values, owned, in slot order.
-fn live_nets(cx: &GuestCx<'_>) -> Vec<(String, String)> {
-    cx.cfg
-        .slots("net")
-        .into_iter()
-        .map(|(_, k, v)| (k.to_owned(), v.to_owned()))
-        .collect()
+/// `tag`, `rate` and `firewall`, alike on VM and container NICs: each set
+/// only when owned over the live tokens in `next`; a rate compares as a
+/// number.
+fn overlay_common(
+    next: (&mut Option<u16>, &mut Option<String>, &mut Option<bool>),
+    want: (Option<u16>, &Option<String>, Option<bool>),
+    rate_limit: Option<f64>,
+) {
+    let (tag, rate, firewall) = next;
+    if want.0.is_some() {
+        *tag = want.0;
+    }
+    if let Some(r) = rate_limit.filter(|r| *r > 0.0)
+        && !same_rate(rate.as_deref(), r)
+    {
+        *rate = want.1.clone();
+    }
+    if want.2 == Some(true) {
+        *firewall = Some(true);
+    }
 }
 
 /// A positive rate (`0` = unlimited, not owned).
@@ -156,18 +163,35 @@ fn adopted_rate(rate: Option<&str>) -> Option<f64> {
         .filter(|r| *r > 0.0)
 }
 
+/// A live NIC that parses and has a bridge, with that bridge; otherwise a
+/// gap (`unreadable` says what happens to an unparsable one) and `None`.
+fn bridged<T, E: std::fmt::Display>(
+    cx: &mut GuestCx<'_>,
+    key: &str,
+    v: &str,
+    parsed: Result<T, E>,
+    unreadable: &str,
+    bridge: fn(&T) -> Option<String>,
+) -> Option<(T, String)> {
+    let n = match parsed {
+        Ok(n) => n,
+        Err(e) => {
+            cx.gap(key, Some(v), format!("unreadable ({e}): {unreadable}"));
+            return None;
+        }
+    };
+    let Some(b) = bridge(&n) else {
+        cx.gap(key, Some(v), "a NIC without a bridge is not modelled: left to PVE (plans show it as a live-only slot)");
+        return None;
+    };
+    Some((n, b))
+}
+
 fn adopt_qemu_nets(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
-    for (key, v) in live_nets(cx) {
-        cx.consume(&key);
-        let n = match QemuNet::parse(&v) {
-            Ok(n) => n,
-            Err(e) => {
-                cx.gap(&key, Some(&v), format!("unreadable ({e}): not adopted"));
-                continue;
-            }
-        };
-        let Some(bridge) = n.bridge.clone() else {
-            cx.gap(&key, Some(&v), "a NIC without a bridge is not modelled: left to PVE (plans show it as a live-only slot)");
+    for (_, key, v) in cx.take_slots("net") {
+        let Some((n, bridge)) = bridged(cx, &key, &v, QemuNet::parse(&v), "not adopted", |n| {
+            n.bridge.clone()
+        }) else {
             continue;
         };
         let index = vm.networks.len();
@@ -239,20 +263,14 @@ fn lxc_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &LxcNic, want: 
         next.name = want.name.clone();
     }
     next.bridge = want.bridge.clone();
-    if want.tag.is_some() {
-        next.tag = want.tag;
-    }
     if want.hwaddr.is_some() {
         next.hwaddr = want.hwaddr;
     }
-    if let Some(r) = n.rate_limit.filter(|r| *r > 0.0)
-        && !same_rate(ln.rate.as_deref(), r)
-    {
-        next.rate = want.rate.clone();
-    }
-    if want.firewall == Some(true) {
-        next.firewall = Some(true);
-    }
+    overlay_common(
+        (&mut next.tag, &mut next.rate, &mut next.firewall),
+        (want.tag, &want.rate, want.firewall),
+        n.rate_limit,
+    );
     if want.ip.is_some() {
         next.ip = want.ip.clone();
     }
@@ -265,21 +283,11 @@ fn lxc_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &LxcNic, want: 
 }
 
 fn adopt_lxc_nets(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) -> bool {
-    for (key, v) in live_nets(cx) {
-        cx.consume(&key);
-        let n = match LxcNet::parse(&v) {
-            Ok(n) => n,
-            Err(e) => {
-                cx.gap(
-                    &key,
-                    Some(&v),
-                    format!("unreadable ({e}): left to PVE (plans show it as a live-only slot)"),
-                );
-                continue;
-            }
-        };
-        let Some(bridge) = n.bridge.clone() else {
-            cx.gap(&key, Some(&v), "a NIC without a bridge is not modelled: left to PVE (plans show it as a live-only slot)");
+    for (_, key, v) in cx.take_slots("net") {
+        let unreadable = "left to PVE (plans show it as a live-only slot)";
+        let Some((n, bridge)) = bridged(cx, &key, &v, LxcNet::parse(&v), unreadable, |n| {
+            n.bridge.clone()
+        }) else {
             continue;
         };
         let index = ct.networks.len();

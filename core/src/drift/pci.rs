@@ -107,17 +107,10 @@ fn hostpci_drift(acc: &mut Acc, cfg: &LiveConfig, key: &str, want: HostPci) {
 }
 
 fn adopt_pci(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
-    let pci: Vec<(u32, String, String)> = cx
-        .cfg
-        .slots("hostpci")
-        .into_iter()
-        .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
-        .collect();
-    for (n, key, v) in pci {
-        cx.consume(&key);
+    for (n, key, v) in cx.take_slots("hostpci") {
         match HostPci::parse(&v) {
             Ok(HostPci { device: PciDevice::Host(bdfs), pcie, extra }) if bdfs.len() == 1 && n <= 999 => {
-                vm.hardware.get_or_insert_with(Default::default).pci_devices.push(manifest::PciDevice { slot: PciSlot(n as u16), device: bdfs[0].as_str().to_owned(), pcie });
+                crate::adopt::section(&mut vm.hardware).pci_devices.push(manifest::PciDevice { slot: PciSlot(n as u16), device: bdfs[0].as_str().to_owned(), pcie });
                 cx.token_gap(&key, &extra, "passthrough options (x-vga, rombar, mdev, …) are not modelled; PVE keeps them");
             }
             Ok(_) => cx.gap(&key, Some(&v), "a mapped or multi-function device is not modelled: left to PVE (plans show it as a live-only slot)"),

@@ -102,7 +102,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
             same_machine,
             inverse::machine,
         )
-        .writing(|live, want| ParamValue::Plain(with_head(live, want.expose(), "type"))),
+        .writing(write_type_head),
     ),
     Row::Key(Key::new(
         "bios",
@@ -121,11 +121,10 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
             |live, want| live.and_then(|v| head_of(v, "type")).as_deref() == Some(want),
             inverse::vga,
         )
-        .writing(|live, want| ParamValue::Plain(with_head(live, want.expose(), "type"))),
+        .writing(write_type_head),
     ),
     Row::Family(drives::DISKS),
-    Row::Family(efi::EFIDISK),
-    Row::Family(efi::TPMSTATE),
+    Row::Family(efi::FIRMWARE),
     Row::Key(Key::new(
         "serial0",
         "spec.hardware.serial0",
@@ -308,7 +307,7 @@ pub(crate) fn hardware(vm: &VmSpec) -> manifest::VmHardware {
 }
 
 fn options_mut(vm: &mut VmSpec) -> &mut manifest::VmOptions {
-    vm.options.get_or_insert_with(Default::default)
+    crate::adopt::section(&mut vm.options)
 }
 
 /// A cloud-init list key (`nameserver`, `searchdomain`): space-joined.
@@ -411,6 +410,11 @@ fn same_machine(live: Option<&str>, want: &str) -> bool {
     } else {
         live == want
     }
+}
+
+/// `machine`, `vga`: the desired type over the live value, options kept.
+fn write_type_head(live: Option<&str>, want: ParamValue) -> ParamValue {
+    ParamValue::Plain(with_head(live, want.expose(), "type"))
 }
 
 /// `agent`: the live form keeps PVE's other agent options.
