@@ -74,6 +74,10 @@ fn qemu_values(key: &str) -> Option<BoxedStrategy<Fields>> {
             })
             .boxed(),
         "cores" => field("spec.cpu.cores", (1u32..64).prop_map(|n| json!(n)).boxed()),
+        "cpulimit" => field(
+            "spec.cpu.limit",
+            (0u32..=512).prop_map(|n| json!(f64::from(n) / 4.0)).boxed(),
+        ),
         "sockets" => field(
             "spec.hardware.sockets",
             (1u32..5).prop_map(|n| json!(n)).boxed(),

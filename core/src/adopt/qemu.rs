@@ -21,6 +21,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
         cpu: VmCpu {
             cpu_type: "kvm64".into(),
             cores: 1,
+            limit: None,
             flags: Vec::new(),
         },
         disks: Vec::new(),
@@ -85,6 +86,16 @@ pub(crate) fn cpu(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
 
 pub(crate) fn cores(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     vm.cpu.cores = cx.cores("not set on PVE (default 1)", "");
+}
+
+/// `cpulimit`; 0 is PVE's default (unlimited) and not declared.
+pub(crate) fn cpulimit(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(l) = cx.take("cpulimit") else { return };
+    match l.trim().parse::<f64>() {
+        Ok(0.0) => {}
+        Ok(v) if (0.0..=128.0).contains(&v) => vm.cpu.limit = Some(v),
+        _ => cx.gap("cpulimit", Some(l), "unreadable cpu limit: not adopted"),
+    }
 }
 
 pub(crate) fn sockets(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {

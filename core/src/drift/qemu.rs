@@ -14,7 +14,8 @@
 //!   `spec.extra` keys (ProxOps cannot know whether PVE hot-applies them, so
 //!   they are written and left pending at worst).
 //! - `Live`: `name`, `description`, `tags`, `onboot`, `startup`,
-//!   `protection`: PVE applies them to the config at once.
+//!   `protection`: PVE applies them to the config at once; `cpulimit`:
+//!   PVE changes the running guest's CPU quota.
 
 use crate::action::{Impact, ParamValue, Params};
 use crate::adopt::qemu as inverse;
@@ -28,7 +29,7 @@ use super::owned::{
     same_flag_off_by_default, same_flag_on_by_default, same_memory, same_trimmed, same_u32, text,
 };
 use super::resolve::{password, ssh_keys};
-use super::{Acc, Context, DriftError};
+use super::{Acc, Context, DriftError, rate_text, same_rate};
 use super::{cloudinit, drives, efi, nic, pci};
 
 pub(crate) const STOP: Impact = Impact::StopStart;
@@ -71,6 +72,16 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         |i| Ok(plain(i.spec.cpu.cores.to_string())),
         same_u32,
         inverse::cores,
+    )),
+    Row::Key(Key::new(
+        "cpulimit",
+        "spec.cpu.limit",
+        // qemu-server's vmconfig_hotplug_pending changes the cgroup quota.
+        LIVE,
+        |i| Ok(i.spec.cpu.limit.and_then(|l| plain(rate_text(l)))),
+        // Absent is 0, unlimited; `2` = `2.0`.
+        |live, want| same_rate(Some(live.unwrap_or("0")), want.parse().unwrap_or(-1.0)),
+        inverse::cpulimit,
     )),
     Row::Key(Key::new(
         "sockets",
