@@ -95,7 +95,9 @@ impl AllowList<'_> {
 }
 
 /// Keys a VM's structured fields write (a collision would make two fields
-/// fight over one key).
+/// fight over one key). Every scalar row of the owned-key tables
+/// (`drift::qemu_owned_keys`) counts too, so a key added there is refused
+/// here without a second list to keep in step.
 const QEMU_STRUCTURAL: &[&str] = &[
     "vmid",
     "name",
@@ -274,7 +276,14 @@ pub fn refusal(guest: GuestType, key: &str, value: &str) -> Option<Refusal> {
     if guest == GuestType::Lxc && numbered(key, "mp") && value.trim_start().starts_with('/') {
         return Some(Refusal::HostBindMount);
     }
-    if structural.contains(&key) || prefixes.iter().any(|p| key.starts_with(p)) {
+    let owned = match guest {
+        GuestType::Qemu => crate::drift::qemu_owned_keys(),
+        GuestType::Lxc => crate::drift::lxc_owned_keys(),
+    };
+    if structural.contains(&key)
+        || owned.iter().any(|o| o.key == key)
+        || prefixes.iter().any(|p| key.starts_with(p))
+    {
         return Some(Refusal::Structural);
     }
     if let Some((_, why)) = CONTROL.iter().find(|(k, _)| *k == key) {
@@ -408,6 +417,28 @@ mod tests {
                 );
             }
         }
+    }
+
+    #[test]
+    fn every_scalar_key_of_the_owned_key_tables_is_structural() {
+        for (guest, owned) in [
+            (GuestType::Qemu, crate::drift::qemu_owned_keys()),
+            (GuestType::Lxc, crate::drift::lxc_owned_keys()),
+        ] {
+            for o in owned.iter().filter(|o| o.impact.is_some()) {
+                assert_eq!(
+                    class(guest, o.key, "1"),
+                    Some(Refusal::Structural),
+                    "{guest:?} {}",
+                    o.key
+                );
+            }
+        }
+        // A key owned only through the table, not the hand list.
+        assert_eq!(
+            class(GuestType::Qemu, "cpulimit", "2"),
+            Some(Refusal::Structural)
+        );
     }
 
     #[test]

@@ -200,6 +200,9 @@ pub struct VmCpu {
     #[serde(rename = "type")]
     pub cpu_type: String,
     pub cores: u32,
+    /// PVE `cpulimit`: host CPUs' worth of time, 0 (unlimited) to 128.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<f64>,
     /// Parsed and round-tripped, never sent (a documented gap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<String>,
@@ -989,7 +992,7 @@ const VM_NIC_MODELS: &[&str] = &[
     "ne2k_pci",
     "pcnet",
 ];
-const SCSI_CONTROLLERS: &[&str] = &[
+pub(crate) const SCSI_CONTROLLERS: &[&str] = &[
     "lsi",
     "lsi53c810",
     "virtio-scsi-pci",
@@ -1016,6 +1019,14 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         errs.push(FieldError::new(
             "spec.cpu.cores",
             "cores must be at least 1",
+        ));
+    }
+    if let Some(l) = s.cpu.limit
+        && !(0.0..=128.0).contains(&l)
+    {
+        errs.push(FieldError::new(
+            "spec.cpu.limit",
+            format!("invalid cpu limit {l}: use 0 (unlimited) to 128 host CPUs"),
         ));
     }
     if let Some(name) = &s.pve_name

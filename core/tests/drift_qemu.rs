@@ -1073,3 +1073,31 @@ fn extra_keys_pass_through_and_drift_verbatim() {
         .is_empty()
     );
 }
+
+#[test]
+fn cpu_limit_is_cpulimit_compared_as_a_number_and_applied_live() {
+    let doc =
+        vm(&format!("{DISK}{NIC}")).replace("    cores: 2\n", "    cores: 2\n    limit: 1.5\n");
+    assert_eq!(get(&create(&doc), "cpulimit"), Some("1.5"));
+    let c = cluster(&[&doc]);
+    // PVE may spell it with a trailing zero: the same number is no drift.
+    let same = config(with(plain_live(), json!({"cpulimit": "1.50"})));
+    assert!(drift(&c, "vm1", Power::Running, &same).is_empty());
+    // Absent is PVE's 0 (unlimited): set, and a running VM takes it live.
+    let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
+    assert_eq!(keys(&d), ["cpulimit"]);
+    assert_eq!(param(&d, "cpulimit"), Some("1.5"));
+    assert_eq!(d.impact, Impact::Live);
+    // Not declared: whatever PVE holds stays.
+    let c = cluster(&[&plain_vm()]);
+    let tuned = config(with(plain_live(), json!({"cpulimit": "2"})));
+    assert!(drift(&c, "vm1", Power::Running, &tuned).is_empty());
+}
+
+#[test]
+fn cpu_limit_beyond_128_host_cpus_is_refused_by_validation() {
+    let doc =
+        vm(&format!("{DISK}{NIC}")).replace("    cores: 2\n", "    cores: 2\n    limit: 129\n");
+    let refused = std::panic::catch_unwind(|| cluster(&[&doc]));
+    assert!(refused.is_err(), "a cpu limit of 129 was accepted");
+}

@@ -5,6 +5,8 @@
 //! unknown key, truncate) of the demo's own files.
 
 #![allow(clippy::unwrap_used)]
+// Reads the demo fixtures and PROPTEST_CASES.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
 

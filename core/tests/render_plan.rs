@@ -3,6 +3,8 @@
 //! objects, every anomaly type, an aborted cluster, a converged cluster and
 //! a secret change; plus the contracts the snapshots cannot show alone.
 #![allow(clippy::unwrap_used)]
+// Reads docs/plan-json.md to check the documented schema.
+#![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use proxops_core::action::{
     Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SECRET_PLACEHOLDER, Skipped, Target,

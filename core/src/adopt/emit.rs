@@ -148,24 +148,19 @@ fn fold_quoted(quoted: &str, indent: usize, out: &mut String) {
 
 fn write_seq(s: &[Value], indent: usize, out: &mut String) {
     for item in s {
+        let mut body = String::new();
         match item {
-            Value::Mapping(inner) if !inner.is_empty() => {
-                let mut body = String::new();
-                write_map(inner, indent + 2, &mut body);
-                // The first line's indentation becomes the dash.
-                out.push_str(&pad(indent));
-                out.push_str("- ");
-                out.push_str(&body[indent + 2..]);
+            Value::Mapping(inner) if !inner.is_empty() => write_map(inner, indent + 2, &mut body),
+            Value::Sequence(inner) if !inner.is_empty() => write_seq(inner, indent + 2, &mut body),
+            other => {
+                out.push_str(&format!("{}- {}\n", pad(indent), scalar(other)));
+                continue;
             }
-            Value::Sequence(inner) if !inner.is_empty() => {
-                let mut body = String::new();
-                write_seq(inner, indent + 2, &mut body);
-                out.push_str(&pad(indent));
-                out.push_str("- ");
-                out.push_str(&body[indent + 2..]);
-            }
-            other => out.push_str(&format!("{}- {}\n", pad(indent), scalar(other))),
         }
+        // The first line's indentation becomes the dash.
+        out.push_str(&pad(indent));
+        out.push_str("- ");
+        out.push_str(&body[indent + 2..]);
     }
 }
 

@@ -13,9 +13,12 @@
 //! (descriptions, cloud-init values) through byte for byte. It is pure:
 //! no I/O, no clock; the same snapshot gives the same bytes.
 
+// Each translation stays short enough to read whole (core/clippy.toml).
+#![warn(clippy::too_many_lines)]
+
 mod emit;
-mod lxc;
-mod qemu;
+pub(crate) mod lxc;
+pub(crate) mod qemu;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -24,7 +27,7 @@ use crate::manifest::{
     self, API_VERSION, ArtifactSpec, Document, LxcSpec, Metadata, PowerState, Spec, VmSpec,
 };
 use crate::names::{ClusterName, Kind, NodeName, Ref, ResourceName, StorageId, Vmid};
-use crate::wire::{SshKeys, Volid};
+use crate::wire::{DnsList, SshKeys, Volid};
 
 /// `spec.template` of an adopted LXC or TemplateCT: PVE does not persist
 /// `ostemplate`, so no real value can be known. The name is valid (the
@@ -277,66 +280,13 @@ pub fn adopt(
         let Some(name) = names.get(&(g.node.clone(), g.vmid)) else {
             continue;
         };
-        let template = g.template || cfg.is_template().unwrap_or(false);
-        let kind = match (g.guest_type, template) {
-            (GuestType::Qemu, false) => Kind::VM,
-            (GuestType::Qemu, true) => Kind::TemplateVM,
-            (GuestType::Lxc, false) => Kind::LXC,
-            (GuestType::Lxc, true) => Kind::TemplateCT,
+        let Some((path, r, text, incomplete)) = adopt_guest(&ctx, cluster, g, cfg, name, &mut out)
+        else {
+            continue;
         };
-        let r = Ref {
-            kind,
-            name: name.clone(),
-        };
-        let path = format!("{}/{cluster}/{name}.yaml", kind.dir());
-        let mut cx = GuestCx::new(&ctx, g, cfg, &r);
-        if !g.is_owned() {
-            // The claim: a manifest never acts on a guest without the
-            // ownership tag unless it names that guest's vmid here.
-            cx.annotations
-                .insert(manifest::ANNOTATION_ADOPTED_VMID.into(), g.vmid.to_string());
-        }
-        let state = if template { None } else { power_state(g.power) };
-        let text = if kind.is_qemu() {
-            let spec = qemu::adopt(&mut cx, state);
-            let doc = Document {
-                api_version: API_VERSION.to_owned(),
-                kind: kind.to_string(),
-                metadata: metadata(name, cx.annotations.clone()),
-                spec,
-            };
-            emit::to_yaml(&doc)
-        } else {
-            let Some(spec) = lxc::adopt(&mut cx, state) else {
-                out.skipped.push(format!(
-                    "{} {} {}: no readable storage-backed rootfs; not adopted",
-                    g.node, g.vmid, name
-                ));
-                out.gaps.append(&mut cx.gaps);
-                continue;
-            };
-            let doc = Document {
-                api_version: API_VERSION.to_owned(),
-                kind: kind.to_string(),
-                metadata: metadata(name, cx.annotations.clone()),
-                spec,
-            };
-            emit::to_yaml(&doc).map(|t| mark_placeholder(&t))
-        };
-        cx.finish();
-        if cx.cipassword {
-            out.cipassword_guests.push(r.to_string());
-        }
-        if g.is_owned() && !cx.incomplete.is_empty() {
-            cx.incomplete.push("it carries the proxops tag: a plan of a composition without it would prune it, so list it as soon as it is complete".into());
-        }
-        for why in &cx.incomplete {
-            out.incomplete.push(format!("{path}: {why}"));
-        }
-        if !cx.incomplete.is_empty() {
+        if incomplete {
             incomplete_paths.insert(path.clone());
         }
-        out.gaps.append(&mut cx.gaps);
         push_doc(&mut docs, &mut out, path, r, text);
     }
 
@@ -362,6 +312,80 @@ pub fn adopt(
     // Skipped lines start with node then vmid: sort numerically on the id.
     out.skipped.sort_by_key(|l| skip_key(l));
     Ok(out)
+}
+
+/// A guest written as a manifest: path, object, YAML text (or why not),
+/// and whether it is INCOMPLETE.
+type AdoptedGuest = (String, Ref, Result<String, String>, bool);
+
+/// One guest into its manifest, its gaps and INCOMPLETE lines; `None`
+/// (with a SKIPPED line) when it cannot be declared.
+fn adopt_guest(
+    shared: &Shared<'_>,
+    cluster: &ClusterName,
+    g: &LiveGuest,
+    cfg: &LiveConfig,
+    name: &ResourceName,
+    out: &mut Adoption,
+) -> Option<AdoptedGuest> {
+    let template = g.template || cfg.is_template().unwrap_or(false);
+    let kind = match (g.guest_type, template) {
+        (GuestType::Qemu, false) => Kind::VM,
+        (GuestType::Qemu, true) => Kind::TemplateVM,
+        (GuestType::Lxc, false) => Kind::LXC,
+        (GuestType::Lxc, true) => Kind::TemplateCT,
+    };
+    let r = Ref {
+        kind,
+        name: name.clone(),
+    };
+    let path = format!("{}/{cluster}/{name}.yaml", kind.dir());
+    let mut cx = GuestCx::new(shared, g, cfg, &r);
+    if !g.is_owned() {
+        // The claim: a manifest never acts on a guest without the
+        // ownership tag unless it names that guest's vmid here.
+        cx.annotations
+            .insert(manifest::ANNOTATION_ADOPTED_VMID.into(), g.vmid.to_string());
+    }
+    let state = if template { None } else { power_state(g.power) };
+    let text = if kind.is_qemu() {
+        let spec = qemu::adopt(&mut cx, state);
+        let doc = Document {
+            api_version: API_VERSION.to_owned(),
+            kind: kind.to_string(),
+            metadata: metadata(name, cx.annotations.clone()),
+            spec,
+        };
+        emit::to_yaml(&doc)
+    } else {
+        let Some(spec) = lxc::adopt(&mut cx, state) else {
+            out.skipped.push(format!(
+                "{} {} {}: no readable storage-backed rootfs; not adopted",
+                g.node, g.vmid, name
+            ));
+            out.gaps.append(&mut cx.gaps);
+            return None;
+        };
+        let doc = Document {
+            api_version: API_VERSION.to_owned(),
+            kind: kind.to_string(),
+            metadata: metadata(name, cx.annotations.clone()),
+            spec,
+        };
+        emit::to_yaml(&doc).map(|t| mark_placeholder(&t))
+    };
+    cx.finish();
+    if cx.cipassword {
+        out.cipassword_guests.push(r.to_string());
+    }
+    if g.is_owned() && !cx.incomplete.is_empty() {
+        cx.incomplete.push("it carries the proxops tag: a plan of a composition without it would prune it, so list it as soon as it is complete".into());
+    }
+    for why in &cx.incomplete {
+        out.incomplete.push(format!("{path}: {why}"));
+    }
+    out.gaps.append(&mut cx.gaps);
+    Some((path, r, text, !cx.incomplete.is_empty()))
 }
 
 fn skip_key(line: &str) -> (String, u64, String) {
@@ -429,21 +453,21 @@ fn mark_placeholder(text: &str) -> String {
 
 /// Reads `text` back with the manifest parser and validates it.
 fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
-    let parsed: Result<(Metadata, Spec), crate::yaml::DocError> = match kind {
-        Kind::VM => crate::yaml::deserialize_document::<Document<VmSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::Vm(d.spec))),
-        Kind::TemplateVM => crate::yaml::deserialize_document::<Document<VmSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
-        Kind::LXC => crate::yaml::deserialize_document::<Document<LxcSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::Lxc(d.spec))),
-        Kind::TemplateCT => crate::yaml::deserialize_document::<Document<LxcSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
-        Kind::ISO => crate::yaml::deserialize_document::<Document<ArtifactSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::Iso(d.spec))),
-        Kind::CTTemplate => crate::yaml::deserialize_document::<Document<ArtifactSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::CtTemplate(d.spec))),
-        Kind::DiskImage => crate::yaml::deserialize_document::<Document<ArtifactSpec>>(text, 0)
-            .map(|d| (d.metadata, Spec::DiskImage(d.spec))),
+    fn read<S: serde::de::DeserializeOwned>(
+        text: &str,
+        spec: fn(S) -> Spec,
+    ) -> Result<(Metadata, Spec), crate::yaml::DocError> {
+        crate::yaml::deserialize_document::<Document<S>>(text, 0)
+            .map(|d| (d.metadata, spec(d.spec)))
+    }
+    let parsed = match kind {
+        Kind::VM => read::<VmSpec>(text, Spec::Vm),
+        Kind::TemplateVM => read::<VmSpec>(text, Spec::TemplateVm),
+        Kind::LXC => read::<LxcSpec>(text, Spec::Lxc),
+        Kind::TemplateCT => read::<LxcSpec>(text, Spec::TemplateCt),
+        Kind::ISO => read::<ArtifactSpec>(text, Spec::Iso),
+        Kind::CTTemplate => read::<ArtifactSpec>(text, Spec::CtTemplate),
+        Kind::DiskImage => read::<ArtifactSpec>(text, Spec::DiskImage),
     };
     let (metadata, spec) = parsed.map_err(|e| format!("{}: {}", e.path, e.message))?;
     let errs = manifest::validate(&metadata, &spec);
@@ -680,6 +704,12 @@ fn ssh_names(options: &AdoptOptions) -> Option<BTreeMap<crate::wire::SshKeyId, S
     Some(out)
 }
 
+/// An optional manifest section, created empty on first use (adoption
+/// drops the sections that stay empty).
+pub(crate) fn section<T: Default>(s: &mut Option<T>) -> &mut T {
+    s.get_or_insert_with(Default::default)
+}
+
 /// One guest being adopted: which keys were consumed, its gaps and what
 /// makes it incomplete.
 pub(crate) struct GuestCx<'a> {
@@ -758,6 +788,21 @@ impl<'a> GuestCx<'a> {
         Some(v)
     }
 
+    /// Every `<prefix>N` key with its value, in slot order, marked handled
+    /// (each is adopted or reported by the caller).
+    pub fn take_slots(&mut self, prefix: &str) -> Vec<(u32, String, String)> {
+        let out: Vec<(u32, String, String)> = self
+            .cfg
+            .slots(prefix)
+            .into_iter()
+            .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
+            .collect();
+        for (_, k, _) in &out {
+            self.consumed.insert(k.clone());
+        }
+        out
+    }
+
     /// Marks `key` handled (adopted or reported) without reading it.
     pub fn consume(&mut self, key: &str) {
         self.consumed.insert(key.to_owned());
@@ -825,6 +870,64 @@ impl<'a> GuestCx<'a> {
                 self.gap(key, None, missing);
                 None
             }
+        }
+    }
+
+    /// `cores`; unset or unreadable is a gap and 1, which the first apply
+    /// writes (`missing` says what PVE does without it).
+    pub fn cores(&mut self, missing: &str, advice: &str) -> u32 {
+        match self.take("cores").map(|c| c.trim().parse::<u32>()) {
+            Some(Ok(c)) if c > 0 => c,
+            other => {
+                let live = self.cfg.get("cores");
+                let note = if other.is_none() {
+                    missing
+                } else {
+                    "unreadable"
+                };
+                self.gap(
+                    "cores",
+                    live,
+                    format!(
+                        "cores {note}: the manifest says 1 and the first apply writes it{advice}"
+                    ),
+                );
+                1
+            }
+        }
+    }
+
+    /// `nameserver` as a list of IP addresses; anything else is a gap.
+    pub fn nameservers(&mut self) -> Option<Vec<String>> {
+        let ns = self.take("nameserver")?;
+        match DnsList::parse(ns) {
+            Ok(l)
+                if !l.entries.is_empty()
+                    && l.entries
+                        .iter()
+                        .all(|e| e.parse::<core::net::IpAddr>().is_ok()) =>
+            {
+                Some(l.entries)
+            }
+            _ => {
+                self.gap(
+                    "nameserver",
+                    Some(ns),
+                    "not a list of IP addresses: left to PVE",
+                );
+                None
+            }
+        }
+    }
+
+    /// `startup` as PVE holds it; blank is a gap.
+    pub fn startup(&mut self) -> Option<String> {
+        let s = self.take("startup")?;
+        if s.trim().is_empty() {
+            self.gap("startup", Some(s), "empty: not adopted");
+            None
+        } else {
+            Some(s.to_owned())
         }
     }
 

@@ -1,131 +1,169 @@
-//! VM and TemplateVM: a live qemu `/config` read back into a `VmSpec`,
-//! the inverse of `drift::qemu` (every value chosen so the drift of the
-//! result against the same config is empty, apart from the ownership tag).
+//! VM and TemplateVM: a live qemu `/config` read back into a `VmSpec` by
+//! folding `drift::qemu::KEYS` backwards. Here are the inverses of its
+//! scalar rows; the slot families carry their own. Every value is chosen so
+//! the drift of the result against the same config is empty, apart from the
+//! ownership tag.
 
-use crate::manifest::{
-    self, Aio, Bios, Cdrom, CloudInitData, CloudInitDrive, Discard, IpConfig, PciDevice, PciSlot,
-    PowerState, SecureBoot, Tpm, VmCpu, VmDisk, VmHardware, VmNic, VmOptions, VmSpec,
-};
+use crate::manifest::{Bios, CloudInitData, PowerState, VmCpu, VmHardware, VmOptions, VmSpec};
 use crate::units::Quantity;
-use crate::wire::{
-    self, Agent, Boot, DnsList, Drive, DriveVolume, EfiDisk, HostPci, PciDevice as WirePci,
-    PropToken, PropertyString, QemuNet, SshKeys, TpmState, TpmVersion,
-};
+use crate::wire::{self, Agent, Boot, DnsList, PropToken, PropertyString, SshKeys};
 
-use super::GuestCx;
+use super::{GuestCx, section};
 
 const MIB: u64 = 1 << 20;
 
 pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
-    let mut hw = VmHardware::default();
-    let mut opts = VmOptions::default();
-
-    // name → pve-name only when it differs from metadata.name.
-    let pve_name = {
-        let missing = format!("no name on PVE: the first apply names the VM {}", cx.name);
-        cx.name_override("name", missing)
+    let mut vm = VmSpec {
+        node: cx.guest.node.clone(),
+        vmid: cx.guest.vmid,
+        state,
+        memory: Quantity::from_bytes(512 * MIB),
+        cpu: VmCpu {
+            cpu_type: "kvm64".into(),
+            cores: 1,
+            limit: None,
+            flags: Vec::new(),
+        },
+        disks: Vec::new(),
+        networks: Vec::new(),
+        hardware: None,
+        options: None,
+        cloud_init_data: None,
+        pve_name: None,
+        pve_description: None,
+        tags: Vec::new(),
+        extra: Default::default(),
+        clone: None,
     };
+    crate::drift::adopt_vm(cx, &mut vm);
+    vm.hardware = vm.hardware.filter(|h| *h != VmHardware::default());
+    vm.options = vm.options.filter(|o| *o != VmOptions::default());
+    vm.cloud_init_data = vm
+        .cloud_init_data
+        .filter(|c| *c != CloudInitData::default());
+    vm
+}
 
-    let memory = cx.memory_mib();
+/// `name` → `pve-name` only when it differs from `metadata.name`.
+pub(crate) fn name(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let missing = format!("no name on PVE: the first apply names the VM {}", cx.name);
+    vm.pve_name = cx.name_override("name", missing);
+}
 
-    // cpu: the model; `hidden=1` is an option; other tokens stay PVE's.
-    let cpu_type = match cx.take("cpu") {
-        Some(v) => {
-            let p = PropertyString::parse(v).unwrap_or_default();
-            let mut model = None;
-            let mut rest = Vec::new();
-            for (i, t) in p.into_tokens().into_iter().enumerate() {
-                match &t {
-                    PropToken::Positional(m) if i == 0 => model = Some(m.clone()),
-                    PropToken::Pair { key, value } if key == "cputype" && model.is_none() => {
-                        model = Some(value.clone())
-                    }
-                    PropToken::Pair { key, value } if key == "hidden" => {
-                        if wire::parse_bool(value).unwrap_or(false) {
-                            opts.hidden = Some(true);
-                        }
-                    }
-                    _ => rest.push(t),
+pub(crate) fn memory(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    vm.memory = Quantity::from_bytes(cx.memory_mib() * MIB);
+}
+
+/// `cpu`: the model; `hidden=1` is an option; other tokens stay PVE's.
+pub(crate) fn cpu(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(v) = cx.take("cpu") else {
+        cx.gap("cpu", None, "not set on PVE (PVE's default model): the manifest says kvm64 and the first apply writes it");
+        return;
+    };
+    let p = PropertyString::parse(v).unwrap_or_default();
+    let mut model = None;
+    let mut rest = Vec::new();
+    for (i, t) in p.into_tokens().into_iter().enumerate() {
+        match &t {
+            PropToken::Positional(m) if i == 0 => model = Some(m.clone()),
+            PropToken::Pair { key, value } if key == "cputype" && model.is_none() => {
+                model = Some(value.clone())
+            }
+            PropToken::Pair { key, value } if key == "hidden" => {
+                if wire::parse_bool(value).unwrap_or(false) {
+                    section(&mut vm.options).hidden = Some(true);
                 }
             }
-            cx.token_gap("cpu", &rest, "cpu tokens other than the model and hidden (flags, phys-bits, …) are not adopted (cpu.flags is never sent); PVE keeps them");
-            model.unwrap_or_else(|| {
-                cx.gap("cpu", Some(v), "no CPU model: the manifest says kvm64");
-                "kvm64".to_owned()
-            })
+            _ => rest.push(t),
         }
-        None => {
-            cx.gap("cpu", None, "not set on PVE (PVE's default model): the manifest says kvm64 and the first apply writes it");
-            "kvm64".to_owned()
-        }
-    };
-    let cores = match cx.take("cores").map(|c| c.trim().parse::<u32>()) {
-        Some(Ok(c)) if c > 0 => c,
-        other => {
-            let live = cx.cfg.get("cores");
-            let note = if other.is_none() {
-                "not set on PVE (default 1)"
-            } else {
-                "unreadable"
-            };
-            cx.gap(
-                "cores",
-                live,
-                format!("cores {note}: the manifest says 1 and the first apply writes it"),
-            );
-            1
-        }
-    };
+    }
+    cx.token_gap("cpu", &rest, "cpu tokens other than the model and hidden (flags, phys-bits, …) are not adopted (cpu.flags is never sent); PVE keeps them");
+    match model {
+        Some(m) => vm.cpu.cpu_type = m,
+        None => cx.gap("cpu", Some(v), "no CPU model: the manifest says kvm64"),
+    }
+}
+
+pub(crate) fn cores(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    vm.cpu.cores = cx.cores("not set on PVE (default 1)", "");
+}
+
+/// `cpulimit`; 0 is PVE's default (unlimited) and not declared.
+pub(crate) fn cpulimit(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(l) = cx.take("cpulimit") else { return };
+    match l.trim().parse::<f64>() {
+        Ok(0.0) => {}
+        Ok(v) if (0.0..=128.0).contains(&v) => vm.cpu.limit = Some(v),
+        _ => cx.gap("cpulimit", Some(l), "unreadable cpu limit: not adopted"),
+    }
+}
+
+pub(crate) fn sockets(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(s) = cx.take("sockets") {
         match s.trim().parse::<u32>() {
-            Ok(n) if n > 0 => hw.sockets = Some(n),
+            Ok(n) if n > 0 => section(&mut vm.hardware).sockets = Some(n),
             _ => cx.gap("sockets", Some(s), "unreadable sockets: not adopted"),
         }
     }
+}
+
+pub(crate) fn numa(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(n) = cx.take("numa") {
         match wire::parse_bool(n) {
-            Ok(b) => hw.numa = Some(b),
+            Ok(b) => section(&mut vm.hardware).numa = Some(b),
             Err(_) => cx.gap("numa", Some(n), "unreadable numa flag: not adopted"),
         }
     }
-    if let Some(m) = cx.take("machine") {
-        let p = PropertyString::parse(m).unwrap_or_default();
-        let head = p
-            .positional()
-            .map(str::to_owned)
-            .or_else(|| p.get("type").map(str::to_owned));
-        match head {
-            Some(h) if h == "pc" => hw.machine = Some("i440fx".into()),
-            Some(h) if h == "q35" || h.starts_with("pc-") => hw.machine = Some(h),
-            Some(h) => cx.gap(
-                "machine",
-                Some(m),
-                format!("machine type {h:?} is not modelled (i440fx, q35, pc-*): not adopted"),
-            ),
-            None => cx.gap("machine", Some(m), "no machine type: not adopted"),
+}
+
+/// The leading value of a property string (or its `key=` spelling) and
+/// every other token.
+fn head_and_rest(v: &str, key: &str) -> (Option<String>, Vec<PropToken>) {
+    let p = PropertyString::parse(v).unwrap_or_default();
+    let head = p
+        .positional()
+        .map(str::to_owned)
+        .or_else(|| p.get(key).map(str::to_owned));
+    let rest = p
+        .into_tokens()
+        .into_iter()
+        .enumerate()
+        .filter(|(i, t)| {
+            !matches!(t, PropToken::Positional(_) if *i == 0)
+                && !matches!(t, PropToken::Pair { key: k, .. } if k == key)
+        })
+        .map(|(_, t)| t)
+        .collect();
+    (head, rest)
+}
+
+pub(crate) fn machine(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(m) = cx.take("machine") else { return };
+    let (head, rest) = head_and_rest(m, "type");
+    match head {
+        Some(h) if h == "pc" => section(&mut vm.hardware).machine = Some("i440fx".into()),
+        Some(h) if h == "q35" || h.starts_with("pc-") => {
+            section(&mut vm.hardware).machine = Some(h)
         }
-        let rest: Vec<PropToken> = p
-            .into_tokens()
-            .into_iter()
-            .enumerate()
-            .filter(|(i, t)| {
-                !matches!(t, PropToken::Positional(_) if *i == 0)
-                    && !matches!(t, PropToken::Pair { key, .. } if key == "type")
-            })
-            .map(|(_, t)| t)
-            .collect();
-        if !rest.is_empty() {
-            cx.token_gap(
-                "machine",
-                &rest,
-                "machine options (viommu, …) are not modelled; PVE keeps them",
-            );
-        }
+        Some(h) => cx.gap(
+            "machine",
+            Some(m),
+            format!("machine type {h:?} is not modelled (i440fx, q35, pc-*): not adopted"),
+        ),
+        None => cx.gap("machine", Some(m), "no machine type: not adopted"),
     }
+    cx.token_gap(
+        "machine",
+        &rest,
+        "machine options (viommu, …) are not modelled; PVE keeps them",
+    );
+}
+
+pub(crate) fn bios(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(b) = cx.take("bios") {
         match b.trim() {
-            "seabios" => hw.bios = Some(Bios::Seabios),
-            "ovmf" => hw.bios = Some(Bios::Ovmf),
+            "seabios" => section(&mut vm.hardware).bios = Some(Bios::Seabios),
+            "ovmf" => section(&mut vm.hardware).bios = Some(Bios::Ovmf),
             other => cx.gap(
                 "bios",
                 Some(b),
@@ -133,528 +171,175 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
             ),
         }
     }
-    if let Some(v) = cx.take("vga") {
-        let p = PropertyString::parse(v).unwrap_or_default();
-        let head = p
-            .positional()
-            .map(str::to_owned)
-            .or_else(|| p.get("type").map(str::to_owned));
-        match head {
-            Some(h) => hw.display = Some(h),
-            None => cx.gap("vga", Some(v), "no display type: not adopted"),
-        }
-        let rest: Vec<PropToken> = p
-            .into_tokens()
-            .into_iter()
-            .enumerate()
-            .filter(|(i, t)| {
-                !matches!(t, PropToken::Positional(_) if *i == 0)
-                    && !matches!(t, PropToken::Pair { key, .. } if key == "type")
-            })
-            .map(|(_, t)| t)
-            .collect();
-        if !rest.is_empty() {
-            cx.token_gap(
-                "vga",
-                &rest,
-                "display options (memory, clipboard) are not modelled; PVE keeps them",
-            );
-        }
+}
+
+pub(crate) fn vga(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(v) = cx.take("vga") else { return };
+    let (head, rest) = head_and_rest(v, "type");
+    match head {
+        Some(h) => section(&mut vm.hardware).display = Some(h),
+        None => cx.gap("vga", Some(v), "no display type: not adopted"),
     }
+    cx.token_gap(
+        "vga",
+        &rest,
+        "display options (memory, clipboard) are not modelled; PVE keeps them",
+    );
+}
+
+pub(crate) fn serial0(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(s) = cx.take("serial0") {
-        hw.serial0 = Some(s.to_owned());
+        section(&mut vm.hardware).serial0 = Some(s.to_owned());
     }
+}
 
-    // Drives, in bus order then slot number.
-    let mut disks: Vec<VmDisk> = Vec::new();
-    let mut cloud_init_on_ide2 = false;
-    let mut cd: Option<(String, Cdrom)> = None;
-    let mut drive_keys: Vec<String> = Vec::new();
-    for (bus, _) in manifest::DISK_BUSES {
-        for (_, key, _) in cx.cfg.slots(bus) {
-            drive_keys.push(key.to_owned());
+/// A boolean owned only when on: off is PVE's default and not declared.
+pub(crate) fn flag_when_on(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
+    if let Some(v) = cx.take(key) {
+        match wire::parse_bool(v) {
+            Ok(true) => *slot = Some(true),
+            Ok(false) => {}
+            Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
         }
     }
-    for key in drive_keys {
-        let Some(v) = cx.take(&key) else { continue };
-        let d = match Drive::parse(v) {
-            Ok(d) => d,
-            Err(e) => {
-                cx.gap(
-                    &key,
-                    Some(v),
-                    format!("unreadable drive ({e}): not adopted"),
-                );
-                continue;
-            }
-        };
-        let ide = key.starts_with("ide");
-        if d.is_cloudinit() {
-            if key == "ide2"
-                && let Some(storage) = d.volume.storage()
-            {
-                hw.cloud_init = Some(CloudInitDrive {
-                    enabled: true,
-                    storage: Some(storage.clone()),
-                    size: None,
-                });
-                cloud_init_on_ide2 = true;
-                continue;
-            }
-            cx.gap(&key, Some(v), "a cloud-init drive outside ide2: ProxOps models cloud-init on ide2 only, so this slot stays PVE's (plans show it as a live-only slot)");
-            continue;
-        }
-        if d.is_cdrom() || d.iso_file().is_some() || d.volume == DriveVolume::None {
-            if !ide {
-                cx.gap(&key, Some(v), "a CD drive outside IDE is not modelled: the slot stays PVE's (plans show it as a live-only slot)");
-                continue;
-            }
-            let iso = match &d.volume {
-                DriveVolume::None => Some("none".to_owned()),
-                DriveVolume::Volume(vol) => match d.iso_file() {
-                    Some(f) => match cx.shared.isos.get(&(vol.storage.clone(), f.to_owned())) {
-                        Some(n) => Some(n.to_string()),
-                        None => {
-                            cx.gap(&key, Some(v), "the ISO is in no adopted ISO manifest (not in a storage listing, or not a valid ISO file name): the CD drive is left to PVE");
-                            None
-                        }
-                    },
-                    None => {
-                        cx.gap(
-                            &key,
-                            Some(v),
-                            "a CD drive holding something other than an ISO: left to PVE",
-                        );
-                        None
-                    }
-                },
-                _ => {
-                    cx.gap(&key, Some(v), "a physical or unusual CD drive: left to PVE");
-                    None
-                }
-            };
-            if let Some(iso) = iso {
-                if cd.is_some() {
-                    cx.gap(&key, Some(v), "a second CD drive: ProxOps owns one (ide2, or ide3 beside cloud-init); left to PVE");
-                } else {
-                    cd = Some((
-                        key.clone(),
-                        Cdrom {
-                            iso: Some(iso),
-                            media: None,
-                        },
-                    ));
-                }
-            }
-            continue;
-        }
-        let DriveVolume::Volume(vol) = &d.volume else {
-            cx.gap(&key, Some(v), "not a storage volume (a device path or passthrough): not modelled; plans show it as a live-only slot");
-            continue;
-        };
-        let size = match d.size.map(|b| b.get()).or_else(|| cx.listed_size(vol)) {
-            Some(s) => Some(Quantity::from_bytes(s)),
-            None => {
-                cx.gap(&key, Some(v), "the volume size is in neither the config nor the storage listing: set spec.disks size by hand");
-                None
-            }
-        };
-        let is_virtio = key.starts_with("virtio");
-        let disk = VmDisk {
-            storage: vol.storage.clone(),
-            size,
-            image: None,
-            interface: Some(key.clone()),
-            controller: None,
-            iothread: d.iothread,
-            discard: d.discard.map(|x| match x {
-                wire::Discard::On => Discard::On,
-                wire::Discard::Ignore => Discard::Ignore,
-            }),
-            ssd: if is_virtio { None } else { d.ssd },
-            aio: d.aio.map(|a| match a {
-                wire::Aio::Native => Aio::Native,
-                wire::Aio::Threads => Aio::Threads,
-                wire::Aio::IoUring => Aio::IoUring,
-            }),
-        };
-        if is_virtio && d.ssd.is_some() {
-            cx.gap(
-                &key,
+}
+
+/// A boolean PVE defaults to on, owned only when on: off stays PVE's.
+pub(crate) fn flag_owned_on(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
+    if let Some(v) = cx.take(key) {
+        match wire::parse_bool(v) {
+            Ok(true) => *slot = Some(true),
+            Ok(false) => cx.gap(
+                key,
                 Some(v),
-                "ssd on a virtio disk is not valid in a manifest: left out",
-            );
-        }
-        let mut rest: Vec<PropToken> = d.extra.clone();
-        if let Some(m) = d.media.filter(|m| *m != wire::Media::Disk) {
-            rest.push(PropToken::Pair {
-                key: "media".into(),
-                value: m.as_str().into(),
-            });
-        }
-        if !rest.is_empty() {
-            cx.token_gap(&key, &rest, "drive options other than iothread, discard, ssd and aio (cache, backup, replicate, serial, …) are not modelled; PVE keeps them");
-        }
-        disks.push(disk);
-    }
-    const CONTROLLERS: &[&str] = &[
-        "lsi",
-        "lsi53c810",
-        "virtio-scsi-pci",
-        "virtio-scsi-single",
-        "megasas",
-        "pvscsi",
-    ];
-    if let Some(c) = cx.take("scsihw") {
-        if !CONTROLLERS.contains(&c.trim()) {
-            cx.gap(
-                "scsihw",
-                Some(c),
-                "a SCSI controller ProxOps does not know: PVE keeps it",
-            );
-        } else if let Some(first) = disks.first_mut() {
-            first.controller = Some(c.trim().to_owned());
-        } else {
-            cx.gap(
-                "scsihw",
-                Some(c),
-                "no disk to carry the controller: not adopted",
-            );
-        }
-    }
-    if let Some((slot, c)) = cd {
-        let want_slot = if cloud_init_on_ide2 { "ide3" } else { "ide2" };
-        if slot == want_slot {
-            hw.cdrom = Some(c);
-        } else {
-            let v = cx.cfg.get(&slot);
-            cx.gap(
-                &slot,
-                v,
-                format!("ProxOps puts the CD drive on {want_slot}: this one is left to PVE"),
-            );
-        }
-    }
-
-    if let Some(e) = cx.take("efidisk0") {
-        match EfiDisk::parse(e) {
-            Ok(ed) if hw.bios == Some(Bios::Ovmf) => match ed.volume.storage() {
-                Some(st) => {
-                    hw.efi_disk = Some(manifest::EfiDisk {
-                        storage: st.clone(),
-                        size: None,
-                        template: ed.efitype.clone(),
-                        secure_boot: ed.pre_enrolled_keys.map(|b| {
-                            if b {
-                                SecureBoot::Enabled
-                            } else {
-                                SecureBoot::Disabled
-                            }
-                        }),
-                    });
-                    cx.token_gap("efidisk0", &ed.extra, "EFI disk options other than efitype and pre-enrolled-keys are not modelled; PVE keeps them");
-                }
-                None => cx.gap("efidisk0", Some(e), "not a storage volume: not adopted"),
-            },
-            Ok(_) => cx.gap(
-                "efidisk0",
-                Some(e),
-                "an EFI disk without bios ovmf cannot be declared: not adopted",
+                "switched off on PVE: ProxOps owns this option only when on; PVE keeps it off",
             ),
-            Err(err) => cx.gap(
-                "efidisk0",
-                Some(e),
-                format!("unreadable ({err}): not adopted"),
-            ),
+            Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
         }
     }
-    if let Some(t) = cx.take(TpmState::KEY) {
-        match TpmState::parse(t) {
-            Ok(ts) => match ts.volume.storage() {
-                Some(st) => {
-                    let version = ts.version.unwrap_or(TpmVersion::V1_2);
-                    hw.tpm = Some(Tpm {
-                        storage: st.clone(),
-                        version: Some(version.as_str().to_owned()),
-                    });
-                    cx.token_gap(
-                        TpmState::KEY,
-                        &ts.extra,
-                        "TPM options other than version are not modelled; PVE keeps them",
-                    );
-                }
-                None => cx.gap(TpmState::KEY, Some(t), "not a storage volume: not adopted"),
-            },
-            Err(err) => cx.gap(
-                TpmState::KEY,
-                Some(t),
-                format!("unreadable ({err}): not adopted"),
-            ),
-        }
-    }
+}
 
-    // Host PCI.
-    let pci: Vec<(u32, String, String)> = cx
-        .cfg
-        .slots("hostpci")
-        .into_iter()
-        .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
-        .collect();
-    for (n, key, v) in pci {
-        cx.consume(&key);
-        match HostPci::parse(&v) {
-            Ok(HostPci { device: WirePci::Host(bdfs), pcie, extra }) if bdfs.len() == 1 && n <= 999 => {
-                hw.pci_devices.push(PciDevice { slot: PciSlot(n as u16), device: bdfs[0].as_str().to_owned(), pcie });
-                cx.token_gap(&key, &extra, "passthrough options (x-vga, rombar, mdev, …) are not modelled; PVE keeps them");
+pub(crate) fn agent(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(v) = cx.take("agent") else { return };
+    match Agent::parse(v) {
+        Ok(a) => {
+            if a.enabled {
+                section(&mut vm.options).agent = Some(true);
             }
-            Ok(_) => cx.gap(&key, Some(&v), "a mapped or multi-function device is not modelled: left to PVE (plans show it as a live-only slot)"),
-            Err(e) => cx.gap(&key, Some(&v), format!("unreadable ({e}): left to PVE")),
-        }
-    }
-
-    // NICs; MACs are PVE's and never pinned.
-    let mut networks = Vec::new();
-    let nets: Vec<(String, String)> = cx
-        .cfg
-        .slots("net")
-        .into_iter()
-        .map(|(_, k, v)| (k.to_owned(), v.to_owned()))
-        .collect();
-    for (key, v) in nets {
-        cx.consume(&key);
-        let n = match QemuNet::parse(&v) {
-            Ok(n) => n,
-            Err(e) => {
-                cx.gap(&key, Some(&v), format!("unreadable ({e}): not adopted"));
-                continue;
-            }
-        };
-        let Some(bridge) = n.bridge.clone() else {
-            cx.gap(&key, Some(&v), "a NIC without a bridge is not modelled: left to PVE (plans show it as a live-only slot)");
-            continue;
-        };
-        let index = networks.len();
-        let rate = n
-            .rate
-            .as_deref()
-            .and_then(|r| r.parse::<f64>().ok())
-            .filter(|r| *r > 0.0);
-        networks.push(VmNic {
-            model: Some(n.model.clone()),
-            bridge,
-            mac: None,
-            vlan: n.tag.map(u32::from),
-            rate_limit: rate,
-            firewall: (n.firewall == Some(true)).then_some(true),
-            slot: (key != format!("net{index}")).then(|| key.clone()),
-        });
-        cx.token_gap(&key, &n.extra, "NIC options other than model, bridge, tag, rate and firewall (mtu, queues, link_down, trunks) are not modelled; PVE keeps them");
-    }
-
-    // Options: booleans are owned only when on.
-    for (key, slot) in [
-        ("onboot", &mut opts.onboot),
-        ("protection", &mut opts.protection),
-    ] {
-        if let Some(v) = cx.take(key) {
-            match wire::parse_bool(v) {
-                Ok(true) => *slot = Some(true),
-                Ok(false) => {}
-                Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
-            }
-        }
-    }
-    for (key, slot) in [("acpi", &mut opts.acpi), ("tablet", &mut opts.tablet)] {
-        if let Some(v) = cx.take(key) {
-            match wire::parse_bool(v) {
-                Ok(true) => *slot = Some(true),
-                Ok(false) => cx.gap(
-                    key,
-                    Some(v),
-                    "switched off on PVE: ProxOps owns this option only when on; PVE keeps it off",
-                ),
-                Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
-            }
-        }
-    }
-    if let Some(v) = cx.take("agent") {
-        match Agent::parse(v) {
-            Ok(a) => {
-                if a.enabled {
-                    opts.agent = Some(true);
-                }
-                cx.token_gap("agent", &a.extra, "guest-agent options (fstrim_cloned_disks, type) are not modelled; PVE keeps them");
-            }
-            Err(_) => cx.gap("agent", Some(v), "unreadable: not adopted"),
-        }
-    }
-    if let Some(s) = cx.take("startup") {
-        if s.trim().is_empty() {
-            cx.gap("startup", Some(s), "empty: not adopted");
-        } else {
-            opts.startup = Some(s.to_owned());
-        }
-    }
-    if let Some(h) = cx.take("hotplug") {
-        let items: Vec<String> = match h.trim() {
-            "1" => vec!["network".into(), "disk".into(), "usb".into()],
-            "0" => Vec::new(),
-            s => s
-                .split(',')
-                .map(str::trim)
-                .filter(|x| !x.is_empty())
-                .map(str::to_owned)
-                .collect(),
-        };
-        let known = ["network", "disk", "cpu", "memory", "usb", "cloudinit"];
-        if items.is_empty() || items.iter().any(|i| !known.contains(&i.as_str())) {
-            cx.gap(
-                "hotplug",
-                Some(h),
-                "this hotplug setting cannot be declared (none, or an unknown item): PVE keeps it",
+            cx.token_gap(
+                "agent",
+                &a.extra,
+                "guest-agent options (fstrim_cloned_disks, type) are not modelled; PVE keeps them",
             );
-        } else {
-            opts.hotplug = items;
         }
+        Err(_) => cx.gap("agent", Some(v), "unreadable: not adopted"),
     }
-    if let Some(b) = cx.take("boot") {
-        match Boot::parse(b) {
-            Ok(Boot::Order(o)) => {
-                let mut seen = std::collections::BTreeSet::new();
-                if o.iter().all(|x| seen.insert(x.clone())) {
-                    opts.boot_order = o;
-                } else {
-                    cx.gap(
-                        "boot",
-                        Some(b),
-                        "a boot order listing a device twice cannot be declared: PVE keeps it",
-                    );
-                }
-            }
-            Ok(Boot::Legacy(_)) => cx.gap(
-                "boot",
-                Some(b),
-                "the legacy boot string is not modelled (boot-order is): PVE keeps it",
-            ),
-            Err(_) => cx.gap("boot", Some(b), "unreadable: PVE keeps it"),
-        }
-    }
+}
 
-    // Cloud-init data.
-    let mut ci = CloudInitData::default();
+pub(crate) fn hotplug(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(h) = cx.take("hotplug") else { return };
+    let items: Vec<String> = match h.trim() {
+        "1" => vec!["network".into(), "disk".into(), "usb".into()],
+        "0" => Vec::new(),
+        s => s
+            .split(',')
+            .map(str::trim)
+            .filter(|x| !x.is_empty())
+            .map(str::to_owned)
+            .collect(),
+    };
+    let known = ["network", "disk", "cpu", "memory", "usb", "cloudinit"];
+    if items.is_empty() || items.iter().any(|i| !known.contains(&i.as_str())) {
+        cx.gap(
+            "hotplug",
+            Some(h),
+            "this hotplug setting cannot be declared (none, or an unknown item): PVE keeps it",
+        );
+    } else {
+        section(&mut vm.options).hotplug = items;
+    }
+}
+
+pub(crate) fn boot(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(b) = cx.take("boot") else { return };
+    match Boot::parse(b) {
+        Ok(Boot::Order(o)) => {
+            let mut seen = std::collections::BTreeSet::new();
+            if o.iter().all(|x| seen.insert(x.clone())) {
+                section(&mut vm.options).boot_order = o;
+            } else {
+                cx.gap(
+                    "boot",
+                    Some(b),
+                    "a boot order listing a device twice cannot be declared: PVE keeps it",
+                );
+            }
+        }
+        Ok(Boot::Legacy(_)) => cx.gap(
+            "boot",
+            Some(b),
+            "the legacy boot string is not modelled (boot-order is): PVE keeps it",
+        ),
+        Err(_) => cx.gap("boot", Some(b), "unreadable: PVE keeps it"),
+    }
+}
+
+pub(crate) fn ciuser(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(u) = cx.take("ciuser")
         && !u.trim().is_empty()
     {
-        ci.ci_user = Some(u.to_owned());
+        section(&mut vm.cloud_init_data).ci_user = Some(u.to_owned());
     }
-    if let Some(k) = cx.take("sshkeys") {
-        match SshKeys::parse(k) {
-            Ok(keys) if !keys.keys.is_empty() => {
-                let refs = cx.shared.ssh_names.as_ref().and_then(|names| {
-                    let mut out: Vec<String> = Vec::new();
-                    for key in &keys.keys {
-                        let name = names.get(&key.id())?;
-                        let r = format!("cloud-init.ssh-keys.{name}");
-                        if !out.contains(&r) {
-                            out.push(r);
-                        }
+}
+
+/// Keys found in the SOPS file become references; otherwise `["*"]`
+/// (accept whatever PVE holds).
+pub(crate) fn sshkeys(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    let Some(k) = cx.take("sshkeys") else { return };
+    match SshKeys::parse(k) {
+        Ok(keys) if !keys.keys.is_empty() => {
+            let refs = cx.shared.ssh_names.as_ref().and_then(|names| {
+                let mut out: Vec<String> = Vec::new();
+                for key in &keys.keys {
+                    let name = names.get(&key.id())?;
+                    let r = format!("cloud-init.ssh-keys.{name}");
+                    if !out.contains(&r) {
+                        out.push(r);
                     }
-                    Some(out)
-                });
-                match refs {
-                    Some(r) => ci.ssh_key_refs = r,
-                    None => ci.ssh_keys = vec!["*".into()],
                 }
+                Some(out)
+            });
+            match refs {
+                Some(r) => section(&mut vm.cloud_init_data).ssh_key_refs = r,
+                None => section(&mut vm.cloud_init_data).ssh_keys = vec!["*".into()],
             }
-            Ok(_) => {}
-            Err(_) => cx.gap("sshkeys", Some(k), "unreadable keys: left to PVE"),
         }
+        Ok(_) => {}
+        Err(_) => cx.gap("sshkeys", Some(k), "unreadable keys: left to PVE"),
     }
+}
+
+/// Never adopted: PVE reports only a mask. Counted for the report.
+pub(crate) fn cipassword(cx: &mut GuestCx<'_>, _vm: &mut VmSpec) {
     if let Some(p) = cx.take("cipassword") {
         cx.cipassword = true;
         cx.gap("cipassword", Some(p), super::key_note("cipassword"));
     }
-    for key in ["cicustom", "ciupgrade"] {
-        if let Some(v) = cx.take(key) {
-            cx.gap(key, Some(v), super::key_note(key));
-        }
+}
+
+pub(crate) fn nameserver(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
+    if let Some(ns) = cx.nameservers() {
+        section(&mut vm.cloud_init_data).nameservers = ns;
     }
-    if let Some(ns) = cx.take("nameserver") {
-        match DnsList::parse(ns) {
-            Ok(l)
-                if !l.entries.is_empty()
-                    && l.entries
-                        .iter()
-                        .all(|e| e.parse::<core::net::IpAddr>().is_ok()) =>
-            {
-                ci.nameservers = l.entries
-            }
-            _ => cx.gap(
-                "nameserver",
-                Some(ns),
-                "not a list of IP addresses: left to PVE",
-            ),
-        }
-    }
+}
+
+pub(crate) fn searchdomain(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     if let Some(sd) = cx.take("searchdomain") {
         match DnsList::parse(sd) {
-            Ok(l) if !l.entries.is_empty() => ci.search_domains = l.entries,
+            Ok(l) if !l.entries.is_empty() => {
+                section(&mut vm.cloud_init_data).search_domains = l.entries
+            }
             _ => cx.gap("searchdomain", Some(sd), "unreadable: left to PVE"),
         }
-    }
-    let ipcs: Vec<(u32, String, String)> = cx
-        .cfg
-        .slots("ipconfig")
-        .into_iter()
-        .map(|(n, k, v)| (n, k.to_owned(), v.to_owned()))
-        .collect();
-    for (n, key, v) in ipcs {
-        cx.consume(&key);
-        let p = PropertyString::parse(&v).unwrap_or_default();
-        match p.get("ip") {
-            Some(ip) if manifest::check_cidr(ip) && n <= 31 => {
-                let gw = p.get("gw").map(str::to_owned);
-                if gw.as_deref().is_some_and(|g| g.parse::<core::net::IpAddr>().is_err()) {
-                    cx.gap(&key, Some(&v), "unreadable gateway: left to PVE");
-                    continue;
-                }
-                ci.ipconfigs.push(IpConfig { nic: n, ip: ip.to_owned(), gateway: gw });
-                let rest: Vec<PropToken> = p
-                    .into_tokens()
-                    .into_iter()
-                    .filter(|t| !matches!(t, PropToken::Pair { key, .. } if key == "ip" || key == "gw"))
-                    .collect();
-                cx.token_gap(&key, &rest, "IPv6 settings (ip6, gw6) are not modelled; PVE keeps them");
-            }
-            _ => cx.gap(&key, Some(&v), "only a static IPv4/IPv6 address (ip=<cidr>) is modelled; DHCP and IPv6-only settings stay PVE's"),
-        }
-    }
-    let cloud_init_data = (ci != CloudInitData::default()).then_some(ci);
-
-    let pve_description = cx.take("description").map(str::to_owned);
-    let tags = cx.tags();
-
-    let hardware = (hw != VmHardware::default()).then_some(hw);
-    let options = (opts != VmOptions::default()).then_some(opts);
-    VmSpec {
-        node: cx.guest.node.clone(),
-        vmid: cx.guest.vmid,
-        state,
-        memory: Quantity::from_bytes(memory * MIB),
-        cpu: VmCpu {
-            cpu_type,
-            cores,
-            flags: Vec::new(),
-        },
-        disks,
-        networks,
-        hardware,
-        options,
-        cloud_init_data,
-        pve_name,
-        pve_description,
-        tags,
-        extra: Default::default(),
-        clone: None,
     }
 }

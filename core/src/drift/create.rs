@@ -1,13 +1,14 @@
 //! Create, clone and download form values (spec §6.1, §8, §10, §14.1,
 //! §22.1). Built from the same per-key translations drift compares with.
 
-use crate::action::{ParamValue, Params};
-use crate::manifest::{self, LxcSpec, PowerState, Spec, VmSpec};
+use crate::action::Params;
+use crate::manifest::{LxcSpec, PowerState, Spec};
 use crate::names::Vmid;
 use crate::repo::DesiredObject;
 use crate::wire::write_bool;
 
-use super::{Context, DriftError, desired_tags, lxc, qemu, resolve};
+use super::owned::Form;
+use super::{Context, DriftError, cloudinit, lxc, qemu, resolve};
 
 /// The form of `POST /nodes/{n}/qemu` (VM, TemplateVM) or
 /// `POST /nodes/{n}/lxc` (LXC, TemplateCT). Clone-backed VMs use
@@ -24,7 +25,7 @@ pub fn create_params(obj: &DesiredObject, ctx: &Context<'_>) -> Result<Params, D
             }
             let mut p = Params::new();
             p.push("vmid", vm.vmid.to_string());
-            qemu_config(obj, vm, ctx, &mut p, Mode::Create)?;
+            qemu::config(obj, vm, ctx, Form::Create, &mut p)?;
             // start=1 only for a VM desired started: never `true` [PROBE §20.4].
             let start = matches!(obj.spec, Spec::Vm(_)) && vm.state != Some(PowerState::Stopped);
             p.push("start", write_bool(start));
@@ -70,9 +71,9 @@ pub fn clone_params(
         })?;
     let name = qemu::name(obj, vm);
     let mut p = Params::new();
-    qemu_config(obj, vm, ctx, &mut p, Mode::Clone)?;
+    qemu::config(obj, vm, ctx, Form::Clone, &mut p)?;
     extra(&mut p, &vm.extra);
-    let declared = qemu::declared_identity(vm);
+    let declared = cloudinit::declared_identity(vm);
     let mut delete: Vec<String> = resolve::CLONE_IDENTITY_KEYS
         .iter()
         .map(|k| (*k).to_owned())
@@ -102,102 +103,10 @@ pub fn download_params(obj: &DesiredObject) -> Params {
     p
 }
 
-#[derive(PartialEq, Eq, Clone, Copy)]
-enum Mode {
-    Create,
-    Clone,
-}
-
 fn extra(p: &mut Params, extra: &std::collections::BTreeMap<String, String>) {
     for (k, v) in extra {
         p.push(k.clone(), v.clone());
     }
-}
-
-fn qemu_config(
-    obj: &DesiredObject,
-    vm: &VmSpec,
-    ctx: &Context<'_>,
-    p: &mut Params,
-    mode: Mode,
-) -> Result<(), DriftError> {
-    let hw = vm.hardware.clone().unwrap_or_default();
-    p.push("name", qemu::name(obj, vm));
-    p.push("memory", qemu::memory_mib(obj, vm)?.to_string());
-    p.push("cpu", qemu::cpu(obj, vm)?);
-    p.push("cores", vm.cpu.cores.to_string());
-    if let Some(s) = hw.sockets {
-        p.push("sockets", s.to_string());
-    }
-    if let Some(n) = hw.numa {
-        p.push("numa", write_bool(n));
-    }
-    if let Some(m) = &hw.machine {
-        p.push("machine", qemu::machine(m));
-    }
-    if let Some(b) = hw.bios {
-        p.push("bios", b.as_str());
-    }
-    if let Some(d) = hw.display.as_ref().filter(|d| !d.trim().is_empty()) {
-        p.push("vga", d.trim());
-    }
-    if mode == Mode::Create {
-        if let Some(c) = qemu::scsihw(vm) {
-            p.push("scsihw", c);
-        }
-        for (i, d) in vm.disks.iter().enumerate() {
-            p.push(
-                manifest::disk_slot(d, i),
-                qemu::disk_create(obj, ctx, d, i)?.to_wire(),
-            );
-        }
-        if let Some(e) = &hw.efi_disk {
-            p.push("efidisk0", qemu::efidisk_create(e).to_wire());
-        }
-        if let Some(t) = &hw.tpm {
-            p.push("tpmstate0", qemu::tpm_create(t).to_wire());
-        }
-    }
-    if let Some(s) = hw.serial0.as_ref().filter(|s| !s.trim().is_empty()) {
-        p.push("serial0", s.trim());
-    }
-    if mode == Mode::Create {
-        if let Some(storage) = qemu::cloud_init_storage(vm) {
-            p.push("ide2", format!("{storage}:cloudinit"));
-        }
-        if let Some((slot, d)) = qemu::cdrom(obj, ctx, vm)? {
-            p.push(slot, d.to_wire());
-        }
-    }
-    for (i, dev) in hw.pci_devices.iter().enumerate() {
-        p.push(
-            format!("hostpci{}", dev.slot.0),
-            qemu::hostpci(obj, dev, i)?.to_wire(),
-        );
-    }
-    for (i, n) in vm.networks.iter().enumerate() {
-        let v = qemu::net(n).map_err(|message| DriftError::Unsupported {
-            object: obj.r#ref.clone(),
-            field: format!("spec.networks[{i}].mac"),
-            message,
-        })?;
-        p.push(manifest::vm_nic_slot(n, i), v.to_wire());
-    }
-    for (k, v, _) in qemu::option_values(vm) {
-        p.push(k, v);
-    }
-    for (k, v) in qemu::cloud_init_values(obj, vm, ctx)? {
-        match v {
-            ParamValue::Plain(s) => p.push(k, s),
-            ParamValue::Secret(s) => p.push_secret(k, s),
-            r @ ParamValue::SecretRef(_) => p.0.push((k, r)),
-        }
-    }
-    if let Some(d) = &vm.pve_description {
-        p.push("description", d.clone());
-    }
-    p.push("tags", desired_tags(obj, &vm.tags)?.to_wire());
-    Ok(())
 }
 
 /// Shared with the LXC create: the `start` flag of a container.

@@ -18,21 +18,57 @@
 //! `Secret` and shown as `<secret>`; no error text ever holds one. This
 //! module does no I/O and reads no clock.
 
+// Each translation stays short enough to read whole (core/clippy.toml).
+#![warn(clippy::too_many_lines)]
+
+mod cloudinit;
 mod create;
+mod drives;
+mod efi;
 mod lxc;
+mod mounts;
+mod nic;
+mod owned;
+mod pci;
 mod qemu;
 mod resolve;
 
 use std::collections::BTreeMap;
 
 use crate::action::{Anomaly, AnomalyType, Change, Impact, ParamValue, Params};
-use crate::live::{LiveConfig, LiveGuest, Power};
+use crate::live::{GuestType, LiveConfig, LiveGuest, Power};
 use crate::names::Ref;
 use crate::repo::{ClusterDesired, DesiredObject};
 use crate::secret::Secret;
 
 pub use create::{clone_params, create_params, download_params};
+pub use owned::OwnedKey;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
+
+/// The keys and slot families a VM or TemplateVM owns, in create-form
+/// order: the table create, drift and adoption fold over.
+pub fn qemu_owned_keys() -> Vec<OwnedKey> {
+    owned::listing(qemu::KEYS)
+}
+
+/// The keys and slot families an LXC or TemplateCT owns, in create-form
+/// order.
+pub fn lxc_owned_keys() -> Vec<OwnedKey> {
+    owned::listing(lxc::KEYS)
+}
+
+/// Adoption of a VM: every row of the qemu table, backwards.
+pub(crate) fn adopt_vm(cx: &mut crate::adopt::GuestCx<'_>, vm: &mut crate::manifest::VmSpec) {
+    owned::adopt(qemu::KEYS, cx, vm);
+}
+
+/// Adoption of a container; `false` when it cannot be declared.
+pub(crate) fn adopt_ct(
+    cx: &mut crate::adopt::GuestCx<'_>,
+    ct: &mut crate::manifest::LxcSpec,
+) -> bool {
+    owned::adopt(lxc::KEYS, cx, ct)
+}
 
 /// Cloud-init material read from the cluster's SOPS file (spec §4.5).
 /// `Debug` shows names only.
@@ -136,41 +172,14 @@ pub fn guest_drift(
     let live_template = live.template || config.is_template().unwrap_or(false);
     match &obj.spec {
         crate::manifest::Spec::Vm(vm) | crate::manifest::Spec::TemplateVm(vm) => {
-            if live.guest_type != crate::live::GuestType::Qemu {
-                acc.anomaly(AnomalyType::NeedsPerson, None, format!("vmid {} is a container on PVE, the manifest declares a {}: remove one of them", live.vmid, obj.r#ref.kind));
-                return Ok(acc.finish());
+            if !kind_mismatch(&mut acc, obj, live, live_template, GuestType::Qemu) {
+                qemu::drift(obj, vm, ctx, config, &mut acc)?;
             }
-            if obj.r#ref.kind == crate::names::Kind::VM && live_template {
-                acc.anomaly(
-                    AnomalyType::NeedsPerson,
-                    Some("template"),
-                    "PVE holds a template at this vmid but the manifest declares kind VM: PVE cannot turn a template back into a VM (no untemplate); change the manifest to TemplateVM, or delete the template by hand".into(),
-                );
-                return Ok(acc.finish());
-            }
-            qemu::drift(obj, vm, ctx, config, &mut acc)?;
         }
         crate::manifest::Spec::Lxc(ct) | crate::manifest::Spec::TemplateCt(ct) => {
-            if live.guest_type != crate::live::GuestType::Lxc {
-                acc.anomaly(
-                    AnomalyType::NeedsPerson,
-                    None,
-                    format!(
-                        "vmid {} is a VM on PVE, the manifest declares a {}: remove one of them",
-                        live.vmid, obj.r#ref.kind
-                    ),
-                );
-                return Ok(acc.finish());
+            if !kind_mismatch(&mut acc, obj, live, live_template, GuestType::Lxc) {
+                lxc::drift(obj, ct, ctx, config, &mut acc)?;
             }
-            if obj.r#ref.kind == crate::names::Kind::LXC && live_template {
-                acc.anomaly(
-                    AnomalyType::NeedsPerson,
-                    Some("template"),
-                    "PVE holds a template container at this vmid but the manifest declares kind LXC: PVE cannot untemplate; change the manifest to TemplateCT, or delete the template by hand".into(),
-                );
-                return Ok(acc.finish());
-            }
-            lxc::drift(obj, ct, ctx, config, &mut acc)?;
         }
         _ => {
             return Err(DriftError::WrongKind {
@@ -180,6 +189,47 @@ pub fn guest_drift(
         }
     }
     Ok(acc.finish())
+}
+
+/// A guest of the other type at this vmid, or a template where the manifest
+/// declares a plain guest (PVE cannot untemplate): an anomaly, and nothing
+/// else is compared.
+fn kind_mismatch(
+    acc: &mut Acc,
+    obj: &DesiredObject,
+    live: &LiveGuest,
+    live_template: bool,
+    want: GuestType,
+) -> bool {
+    let (other, plain, untemplate) = match want {
+        GuestType::Qemu => (
+            "a container",
+            crate::names::Kind::VM,
+            "PVE holds a template at this vmid but the manifest declares kind VM: PVE cannot turn a template back into a VM (no untemplate); change the manifest to TemplateVM, or delete the template by hand",
+        ),
+        GuestType::Lxc => (
+            "a VM",
+            crate::names::Kind::LXC,
+            "PVE holds a template container at this vmid but the manifest declares kind LXC: PVE cannot untemplate; change the manifest to TemplateCT, or delete the template by hand",
+        ),
+    };
+    if live.guest_type != want {
+        let message = format!(
+            "vmid {} is {other} on PVE, the manifest declares a {}: remove one of them",
+            live.vmid, obj.r#ref.kind
+        );
+        acc.anomaly(AnomalyType::NeedsPerson, None, message);
+        return true;
+    }
+    if obj.r#ref.kind == plain && live_template {
+        acc.anomaly(
+            AnomalyType::NeedsPerson,
+            Some("template"),
+            untemplate.into(),
+        );
+        return true;
+    }
+    false
 }
 
 /// Collects one drift: changes with their impact, anomalies.
@@ -216,16 +266,17 @@ impl Acc {
 
     /// Writes `key=to`; `impact` is what it means for a running guest.
     pub(crate) fn set(&mut self, key: &str, from: Option<&str>, to: ParamValue, impact: Impact) {
-        let shown = to.shown().to_owned();
-        self.changes.push((
-            Change {
-                field: key.to_owned(),
-                from: from.map(str::to_owned),
-                to: Some(shown),
-            },
-            impact,
-        ));
+        self.change(key, from, Some(to.shown().to_owned()), impact);
         self.params.push((key.to_owned(), to));
+    }
+
+    fn change(&mut self, key: &str, from: Option<&str>, to: Option<String>, impact: Impact) {
+        let change = Change {
+            field: key.to_owned(),
+            from: from.map(str::to_owned),
+            to,
+        };
+        self.changes.push((change, impact));
     }
 
     pub(crate) fn set_plain(&mut self, key: &str, from: Option<&str>, to: String, impact: Impact) {
@@ -233,14 +284,7 @@ impl Acc {
     }
 
     pub(crate) fn delete(&mut self, key: &str, from: Option<&str>, impact: Impact) {
-        self.changes.push((
-            Change {
-                field: key.to_owned(),
-                from: from.map(str::to_owned),
-                to: None,
-            },
-            impact,
-        ));
+        self.change(key, from, None, impact);
         self.delete.push(key.to_owned());
     }
 
@@ -324,4 +368,14 @@ pub(crate) fn rate_text(r: f64) -> String {
 pub(crate) fn same_rate(live: Option<&str>, desired: f64) -> bool {
     live.and_then(|l| l.parse::<f64>().ok())
         .is_some_and(|l| (l - desired).abs() < 1e-9)
+}
+
+/// `spec.extra`: raw keys written as given; ProxOps cannot know whether PVE
+/// hot-applies them, so a change counts as a reboot.
+pub(crate) fn extra_drift(extra: &BTreeMap<String, String>, cfg: &LiveConfig, acc: &mut Acc) {
+    for (k, v) in extra {
+        if cfg.get(k).map(str::trim) != Some(v.trim()) {
+            acc.set_plain(k, cfg.get(k), v.clone(), Impact::Reboot);
+        }
+    }
 }
