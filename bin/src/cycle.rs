@@ -428,68 +428,101 @@ pub struct ApplyOptions<'a> {
     pub poll_interval: Duration,
     pub stop: Option<&'a AtomicBool>,
     pub on_result: Option<&'a runner::ActionObserver<'a>>,
+    /// Told the runner's progress, with the cluster it is about.
+    pub on_progress: Option<&'a ClusterProgress<'a>>,
+}
+
+/// A progress observer that also hears which cluster is meant.
+pub type ClusterProgress<'a> = dyn Fn(&ClusterName, &runner::Progress<'_>) + Sync + 'a;
+
+/// One cluster read and planned: the first half of its converge cycle.
+pub struct PlannedCluster {
+    pub plan: Plan,
+    started_at: Timestamp,
+    clock: Instant,
 }
 
 /// One converge cycle per selected cluster: read, plan, execute, read back,
 /// re-plan; an object is `converged` only when the read-back plan has
 /// nothing left for it.
 pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterCycle> {
+    session
+        .clusters
+        .iter()
+        .map(|p| execute_cluster(p, plan_cluster(p), opts))
+        .collect()
+}
+
+/// Reads and plans one cluster (an invalid or unreadable one gets an
+/// aborted plan).
+pub fn plan_cluster(p: &Prepared<'_>) -> PlannedCluster {
+    let started_at = runner::unix_now();
+    let clock = Instant::now();
+    let plan = match &p.ready {
+        Err(reason) => Plan::aborted(p.name.clone(), reason.clone()),
+        Ok(r) => r.read_and_plan(&p.name, r.transport.as_ref()).plan,
+    };
+    PlannedCluster {
+        plan,
+        started_at,
+        clock,
+    }
+}
+
+/// Executes the plan `plan_cluster` made for `p`, then reads back and
+/// re-plans. An aborted or empty plan performs nothing.
+pub fn execute_cluster(
+    p: &Prepared<'_>,
+    planned: PlannedCluster,
+    opts: &ApplyOptions<'_>,
+) -> ClusterCycle {
     let now = runner::unix_now;
-    let mut out = Vec::new();
-    for p in &session.clusters {
-        let started_at = now();
-        let clock = Instant::now();
-        let ready = match &p.ready {
-            Err(reason) => {
-                out.push(ClusterCycle {
-                    name: p.name.clone(),
-                    plan: Plan::aborted(p.name.clone(), reason.clone()),
-                    execution: None,
-                    readback: None,
-                    objects: Vec::new(),
-                    started_at,
-                    finished_at: now(),
-                    elapsed: clock.elapsed(),
-                });
-                continue;
-            }
-            Ok(r) => r,
-        };
-        let first = ready.read_and_plan(&p.name, ready.transport.as_ref());
-        if first.plan.aborted || first.plan.actions.is_empty() {
-            out.push(ClusterCycle {
+    let PlannedCluster {
+        plan,
+        started_at,
+        clock,
+    } = planned;
+    let ready = match &p.ready {
+        Ok(r) if !plan.aborted && !plan.actions.is_empty() => r,
+        _ => {
+            return ClusterCycle {
                 name: p.name.clone(),
-                plan: first.plan,
+                plan,
                 execution: None,
                 readback: None,
                 objects: Vec::new(),
                 started_at,
                 finished_at: now(),
                 elapsed: clock.elapsed(),
-            });
-            continue;
+            };
         }
-        let run = RunOptions {
-            task_timeout: opts.task_timeout,
-            poll_interval: opts.poll_interval,
-            now: &now,
-            stop: opts.stop,
-            on_result: opts.on_result,
-        };
-        let execution = runner::execute(ready.transport.as_ref(), &first.plan, &run);
-        let again = ready.read_and_plan(&p.name, ready.transport.as_ref());
-        let readback = (!again.plan.aborted).then_some(again.plan);
-        let objects = execution.finish(&first.plan, readback.as_ref(), now());
-        out.push(ClusterCycle {
-            name: p.name.clone(),
-            plan: first.plan,
-            execution: Some(execution),
-            readback,
-            objects,
-            started_at,
-            finished_at: now(),
-            elapsed: clock.elapsed(),
-        });
+    };
+    let name = &p.name;
+    let progress = opts
+        .on_progress
+        .map(|f| move |event: &runner::Progress<'_>| f(name, event));
+    let run = RunOptions {
+        task_timeout: opts.task_timeout,
+        poll_interval: opts.poll_interval,
+        now: &now,
+        stop: opts.stop,
+        on_result: opts.on_result,
+        on_progress: progress
+            .as_ref()
+            .map(|f| f as &runner::ProgressObserver<'_>),
+    };
+    let execution = runner::execute(ready.transport.as_ref(), &plan, &run);
+    let again = ready.read_and_plan(&p.name, ready.transport.as_ref());
+    let readback = (!again.plan.aborted).then_some(again.plan);
+    let objects = execution.finish(&plan, readback.as_ref(), now());
+    ClusterCycle {
+        name: p.name.clone(),
+        plan,
+        execution: Some(execution),
+        readback,
+        objects,
+        started_at,
+        finished_at: now(),
+        elapsed: clock.elapsed(),
     }
-    out
 }

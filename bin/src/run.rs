@@ -189,6 +189,7 @@ fn one_cycle(
         poll_interval: poll_interval(),
         stop: Some(stop),
         on_result: Some(&log_action),
+        on_progress: None,
     };
     // Invalid manifests: the clusters abort (parse_error); say why.
     for d in &session.invalid {

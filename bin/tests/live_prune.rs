@@ -55,7 +55,7 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
 
     pve.forget_requests().unwrap();
-    let first = proxops(&pve, &repo, &["apply"]);
+    let first = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(first.code, 0, "{}", first.all());
     assert_eq!(
         deletes(&pve),
@@ -90,7 +90,7 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     );
 
     pve.forget_requests().unwrap();
-    let second = proxops(&pve, &repo, &["apply"]);
+    let second = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(second.code, 0, "{}", second.all());
     assert_eq!(
         deletes(&pve),
@@ -101,7 +101,7 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
     );
 
     pve.forget_requests().unwrap();
-    let third = proxops(&pve, &repo, &["apply"]);
+    let third = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(third.code, 0, "{}", third.all());
     assert!(writes(&pve).is_empty(), "{}", third.all());
     // Untagged and pveconform-tagged guests are still there, never touched.
@@ -126,7 +126,7 @@ fn no_vm_manifest_and_more_tagged_vms_than_the_budget_prunes_nothing() {
     repo.set_resources(&["../../iso/base/debian-13-netinst.yaml"]);
 
     pve.forget_requests().unwrap();
-    let run = proxops(&pve, &repo, &["apply"]);
+    let run = proxops(&pve, &repo, &["apply", "--yes"]);
     assert!(deletes(&pve).is_empty(), "{}", run.all());
     assert!(
         writes(&pve)

@@ -129,7 +129,7 @@ fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
         (out.status.code(), text)
     };
 
-    let (code, text) = run(&["apply", "--diff"]);
+    let (code, text) = run(&["apply", "--yes", "--diff"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("3 ok, 0 failed"), "{text}");
     assert!(text.contains("cipassword: (absent) -> <secret>"), "{text}");
@@ -142,7 +142,7 @@ fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
     assert!(config_write.2.contains("cipassword="), "{config_write:?}");
 
     pve.forget_requests().unwrap();
-    let (code, text) = run(&["apply"]);
+    let (code, text) = run(&["apply", "--yes"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(writes(&pve).is_empty(), "{text}\n{:?}", writes(&pve));
 
@@ -190,7 +190,7 @@ fn the_wrong_age_key_exits_2_before_any_pve_request() {
     assert!(made.status.success());
 
     pve.forget_requests().unwrap();
-    for args in [&["apply"][..], &["diff"][..]] {
+    for args in [&["apply", "--yes"][..], &["diff"][..]] {
         let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
             .current_dir(repo.path())
             .env_remove("PROXOPS_PVE_TOKEN_VALUE")

@@ -46,6 +46,7 @@ fn opts<'a>(stop: Option<&'a AtomicBool>) -> RunOptions<'a> {
         now: &now,
         stop,
         on_result: None,
+        on_progress: None,
     }
 }
 

@@ -129,11 +129,11 @@ impl Run {
     }
 }
 
-/// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
-/// token in the environment.
-pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
-    let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .current_dir(repo.path())
+/// `proxops --git-path <repo> --cluster home <args>` with the harness
+/// token in the environment, not yet started.
+pub fn command(pve: &FakePve, repo: &Repo, args: &[&str]) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_proxops"));
+    c.current_dir(repo.path())
         .env_remove("PROXOPS_GIT_PATH")
         .env_remove("PROXOPS_CONFIG")
         .env_remove("PROXOPS_PVE_TOKEN")
@@ -145,9 +145,14 @@ pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
         .arg("--git-path")
         .arg(repo.path())
         .args(["--cluster", "home"])
-        .args(args)
-        .output()
-        .unwrap();
+        .args(args);
+    c
+}
+
+/// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
+/// token in the environment.
+pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
+    let out = command(pve, repo, args).output().unwrap();
     let run = Run {
         code: out.status.code().unwrap_or(-1),
         stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
