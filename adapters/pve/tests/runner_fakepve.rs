@@ -379,3 +379,69 @@ fn a_revoked_ticket_is_renewed_for_the_next_write() {
         "after-relogin"
     );
 }
+
+#[test]
+fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    // A stop of 30 PVE seconds runs ~300 ms: several status reads see it running.
+    pve.settings(json!({"time_scale": 0.01})).unwrap();
+    pve.set_guest(100, json!({"stop_secs": 30})).unwrap();
+    let heard: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let observer = |p: &runner::Progress<'_>| {
+        let line = match p {
+            runner::Progress::Started { index, action } => {
+                format!("started {index} {}", action.op.as_str())
+            }
+            runner::Progress::TaskRunning { index, upid, .. } => {
+                format!("running {index} {upid}")
+            }
+            runner::Progress::Finished {
+                index,
+                outcome,
+                upids,
+                ..
+            } => format!("finished {index} {outcome:?} {}", upids.join(" ")),
+        };
+        heard.lock().unwrap().push(line);
+    };
+    let mut o = opts(None);
+    o.on_progress = Some(&observer);
+    let exec = runner::execute(
+        &t,
+        &plan(vec![action(
+            100,
+            Op::Stop,
+            Work::Stop {
+                guest_type: GuestType::Qemu,
+            },
+        )]),
+        &o,
+    );
+    assert!(matches!(
+        exec.states()[0],
+        ActionState::Done {
+            outcome: Outcome::Succeeded,
+            ..
+        }
+    ));
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard.first().map(String::as_str),
+        Some("started 0 stop"),
+        "{heard:?}"
+    );
+    let last = heard.last().unwrap();
+    assert!(
+        last.starts_with("finished 0 Succeeded UPID:pve1:"),
+        "{heard:?}"
+    );
+    assert!(last.contains(":qmstop:100:"), "{heard:?}");
+    let upid = last.rsplit(' ').next().unwrap();
+    let running: Vec<&String> = heard.iter().filter(|l| l.starts_with("running")).collect();
+    assert!(!running.is_empty(), "{heard:?}");
+    assert!(
+        running.iter().all(|l| **l == format!("running 0 {upid}")),
+        "{heard:?}"
+    );
+}
