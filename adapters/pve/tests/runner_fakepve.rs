@@ -83,6 +83,21 @@ fn live(pve: &FakePve) -> LiveTransport {
     LiveTransport::new(pve.live_config()).unwrap()
 }
 
+/// Runs a plan of one action: stop VM 100.
+fn stop_vm_100(t: &LiveTransport, o: &RunOptions<'_>) -> proxops_core::exec::Execution {
+    runner::execute(
+        t,
+        &plan(vec![action(
+            100,
+            Op::Stop,
+            Work::Stop {
+                guest_type: GuestType::Qemu,
+            },
+        )]),
+        o,
+    )
+}
+
 fn config(t: &dyn Transport, path: &str) -> Value {
     t.call(&Request::get(path)).unwrap().data().clone()
 }
@@ -223,17 +238,7 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
     pve.set_guest(100, json!({"stop_secs": 500})).unwrap();
     let mut o = opts(None);
     o.task_timeout = Duration::from_millis(300);
-    let exec = runner::execute(
-        &t,
-        &plan(vec![action(
-            100,
-            Op::Stop,
-            Work::Stop {
-                guest_type: GuestType::Qemu,
-            },
-        )]),
-        &o,
-    );
+    let exec = stop_vm_100(&t, &o);
     match &exec.states()[0] {
         ActionState::Done {
             outcome: Outcome::Failed { error, transient },
@@ -343,17 +348,7 @@ fn a_stop_request_starts_no_further_action() {
     let t = live(&pve);
     let stop = AtomicBool::new(true);
     pve.forget_requests().unwrap();
-    let exec = runner::execute(
-        &t,
-        &plan(vec![action(
-            100,
-            Op::Stop,
-            Work::Stop {
-                guest_type: GuestType::Qemu,
-            },
-        )]),
-        &opts(Some(&stop)),
-    );
+    let exec = stop_vm_100(&t, &opts(Some(&stop)));
     assert!(
         matches!(&exec.states()[0], ActionState::Deferred { .. }),
         "{:?}",
@@ -407,17 +402,7 @@ fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
     };
     let mut o = opts(None);
     o.on_progress = Some(&observer);
-    let exec = runner::execute(
-        &t,
-        &plan(vec![action(
-            100,
-            Op::Stop,
-            Work::Stop {
-                guest_type: GuestType::Qemu,
-            },
-        )]),
-        &o,
-    );
+    let exec = stop_vm_100(&t, &o);
     assert!(matches!(
         exec.states()[0],
         ActionState::Done {
