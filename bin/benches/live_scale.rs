@@ -265,7 +265,7 @@ fn main() {
 
     // First apply: everything is created.
     pve.forget_requests().unwrap();
-    let (out, wall) = proxops(&pve, dir.path(), &["apply"]);
+    let (out, wall) = proxops(&pve, dir.path(), &["apply", "--yes"]);
     let stdout = String::from_utf8_lossy(&out.stdout);
     let expect_ok = format!("{} ok, 0 failed", n);
     assert!(
@@ -290,7 +290,7 @@ fn main() {
 
     // Converged: a second apply writes nothing; diff reads within the bound.
     pve.forget_requests().unwrap();
-    let (out, wall) = proxops(&pve, dir.path(), &["apply"]);
+    let (out, wall) = proxops(&pve, dir.path(), &["apply", "--yes"]);
     let log = pve.requests().unwrap();
     assert!(out.status.success(), "{}", text(&out));
     assert!(

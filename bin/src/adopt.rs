@@ -16,6 +16,7 @@
 //! leaves the file untouched when there is nothing new or anything fails.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -35,6 +36,7 @@ use crate::creds;
 use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
 use crate::lock::Locking;
+use crate::out;
 
 /// Passes GETs through and refuses (and counts) everything else.
 pub struct ReadOnly<'t> {
@@ -195,6 +197,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         )));
     }
     let nodes = scope.allowlist.clone().unwrap_or_default();
+    let mut report = String::new();
     let sops_ssh_keys = if a.adopt_secrets {
         let Some(path) = creds::secrets_path(cc, ws.root.as_deref())? else {
             return Err(Failure::input(format!(
@@ -216,7 +219,8 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         )
         .map_err(|e| Failure::runtime(format!("adopt: SOPS merge failed: {e}")))?;
         for name in &merged.added {
-            println!(
+            let _ = writeln!(
+                report,
                 "added cloud-init.ssh-keys.{name} to {}",
                 path.file_name().map_or_else(
                     || path.display().to_string(),
@@ -243,7 +247,8 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let adoption = adopt::adopt(&prepared.name, &snapshot, &options)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
     if adoption.is_empty() {
-        println!("no adoptable objects found");
+        report.push_str("no adoptable objects found\n");
+        out::report(&report)?;
         return Ok(Exit::Ok);
     }
     // Every path is checked before the first write, so a symlink leading
@@ -265,18 +270,24 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         }
         crate::confined::write_inside(&root, Path::new(rel), text.as_bytes())
             .map_err(|e| Failure::runtime(format!("adopt: cannot write {rel}: {e}")))?;
-        println!("wrote {rel}");
+        let _ = writeln!(report, "wrote {rel}");
     }
     for rel in &kept {
-        println!("kept {rel}: it exists and differs from what PVE holds now (not overwritten)");
+        let _ = writeln!(
+            report,
+            "kept {rel}: it exists and differs from what PVE holds now (not overwritten)"
+        );
     }
-    print!("{}", adopt::render_gaps(&adoption));
+    report.push_str(&adopt::render_gaps(&adoption));
     if !adoption.resources_lines.is_empty() {
-        println!("add to clusters/{}/resources.yaml:", prepared.name);
+        let _ = writeln!(report, "add to clusters/{}/resources.yaml:", prepared.name);
         for line in &adoption.resources_lines {
-            println!("{line}");
+            let _ = writeln!(report, "{line}");
         }
     }
+    // Printed once every file is written: a reader that goes away early
+    // cannot leave the adoption half done.
+    out::report(&report)?;
     Ok(Exit::Ok)
 }
 

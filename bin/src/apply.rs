@@ -1,44 +1,59 @@
 //! `proxops apply`: one converge cycle per selected cluster (sorted,
-//! isolated), then per-cluster results. `-n/--dry-run` plans only and
-//! prints what `diff` prints; `--diff` adds each action's field changes.
+//! isolated), shown before it is done. Every cluster is read and planned
+//! first; the plan is printed (what `diff` prints; `--diff` adds each
+//! action's field changes); on a terminal the user confirms it by typing
+//! `yes` (`-y/--yes` skips the question; with no terminal and no `--yes`
+//! apply refuses before reading anything); then the plans are executed
+//! with a progress line per action on stderr, and the results printed.
+//! `-n/--dry-run` plans only.
 //!
 //! `--plan FILE` executes a saved plan instead of planning
-//! ([`crate::saved`]).
+//! ([`crate::saved`]), shown and confirmed the same way.
 //!
 //! Exit 1 when any action failed or any cluster aborted (strict one-shot
 //! semantics for runbooks and CI, spec §16.4).
 
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
+use std::io::{BufRead, IsTerminal};
+use std::sync::Mutex;
 use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use proxops_core::action::Action;
 use proxops_core::exec::{ActionState, Outcome};
+use proxops_core::names::ClusterName;
 use proxops_core::plan::Plan;
 use proxops_core::render;
-use proxops_pve::runner::RunOptions;
+use proxops_pve::runner::{Progress, RunOptions};
 use serde_json::{Value, json};
 
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
-use crate::cycle::{self, ApplyOptions, ClusterCycle, Source};
+use crate::cycle::{self, ApplyOptions, ClusterCycle, PlannedCluster, Source};
 use crate::exit::{Exit, Failure};
 use crate::lock::Locking;
 use crate::log::{self, Level};
+use crate::out;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
+    let output = a.output.unwrap_or(Output::Text);
+    if a.diff && output != Output::Text {
+        return Err(Failure::input(
+            "--diff adds field changes to the text plan; json always shows them",
+        ));
+    }
+    if output == Output::Markdown {
+        return Err(Failure::input("apply --output: use text or json"));
+    }
     if let Some(file) = &a.plan {
-        return crate::saved::apply(g, a, env, file);
+        let ask = !a.dry_run && needs_confirmation(a)?;
+        return crate::saved::apply(g, a, env, file, ask);
     }
     if a.dry_run && !a.diff {
         // Same pipeline and output as `diff`, executor gated off.
         return crate::diff::run(g, a, env);
     }
-    let output = a.output.unwrap_or(Output::Text);
-    if output == Output::Markdown {
-        return Err(Failure::input("apply --output: use text or json"));
-    }
-    let ws = context::load_workspace(g, env)?;
     let source = match (&a.replay, a.dry_run) {
         (Some(dir), true) => Source::Replay(dir.clone()),
         (Some(_), false) => {
@@ -50,40 +65,106 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     };
     if a.dry_run {
         // `--diff`: the plan with each action's field changes.
+        let ws = context::load_workspace(g, env)?;
         let outcome = cycle::plan_all(g, env, &ws, &source)?;
         let plans: Vec<Plan> = outcome.plans.into_iter().map(|p| p.plan).collect();
-        match output {
-            Output::Json => print!("{}", render::json(&plans)),
-            _ => print!("{}", render::text_with_changes(&plans)),
-        }
+        out::print(&render::text_with_changes(&plans))?;
         return Ok(if plans.iter().any(|p| p.aborted) {
             Exit::Runtime
         } else {
             Exit::Ok
         });
     }
+    let ask = needs_confirmation(a)?;
+    let ws = context::load_workspace(g, env)?;
     let session = cycle::prepare(g, env, &ws, &source)?;
-    let stop_flag = stop_on_signals();
+    // Each cluster's lock is taken before its read and held until its
+    // read-back, across the question: what was shown is what runs.
     let locking = Locking::new(&ws.loaded.config, "proxops apply");
+    let planned: Vec<PlannedCluster> = session
+        .clusters
+        .iter()
+        .map(|p| cycle::plan_cluster(p, Some(&locking)))
+        .collect();
+    let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
+    show_and_confirm(&plans, output, a.diff, ask)?;
+
+    let stop_flag = stop_on_signals();
+    let lines = ProgressLines::new(&plans);
+    let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(&stop_flag),
-        on_result: Some(&log_action),
-        lock: Some(&locking),
+        on_result: None,
+        lock: None,
+        on_progress: Some(&on_progress),
     };
-    let cycles = cycle::apply_all(&session, &opts);
-    print_results(&cycles, output, a.diff);
+    let cycles: Vec<ClusterCycle> = session
+        .clusters
+        .iter()
+        .zip(planned)
+        .map(|(p, planned)| cycle::execute_cluster(p, planned, &opts))
+        .collect();
+    print_results(&cycles, &plans, output)?;
 
     let mut exit = Exit::Ok;
     if !session.invalid.is_empty() {
         let refs: Vec<&proxops_core::diag::Diagnostic> = session.invalid.iter().collect();
-        for line in context::render_diagnostics(&refs).lines() {
-            eprintln!("error: {line}");
-        }
+        out::errors(&context::render_diagnostics(&refs));
         exit = exit.worst(Exit::Input);
     }
     Ok(exit.worst(cycles_exit(&cycles)))
+}
+
+/// Whether to ask before executing: not with `--yes`; and with no terminal
+/// to ask on, a refusal before anything is read (nobody could answer).
+fn needs_confirmation(a: &CommandArgs) -> Result<bool, Failure> {
+    let ask = !a.yes;
+    if ask && !std::io::stdin().is_terminal() {
+        return Err(Failure::input(
+            "apply needs confirmation and standard input is not a terminal: \
+             pass --yes (-y) to apply without asking (or --dry-run to only plan); \
+             nothing was read or written",
+        ));
+    }
+    Ok(ask)
+}
+
+/// Prints the plans about to be executed (what `diff` prints), then asks
+/// when `ask` and there is anything to do.
+pub(crate) fn show_and_confirm(
+    plans: &[Plan],
+    output: Output,
+    diff: bool,
+    ask: bool,
+) -> Result<(), Failure> {
+    let shown = if diff {
+        render::text_with_changes(plans)
+    } else {
+        render::text(plans)
+    };
+    match output {
+        Output::Json if ask => out::eprint(&shown),
+        Output::Json => {}
+        _ => {
+            // A plan nobody could see is not applied.
+            out::print_line(&shown).map_err(|f| {
+                if f.message.is_empty() {
+                    Failure::runtime(
+                        "standard output was closed before the plan was shown; nothing was written",
+                    )
+                } else {
+                    f
+                }
+            })?;
+        }
+    }
+    let total: usize = plans.iter().map(|p| p.actions.len()).sum();
+    if ask && total > 0 {
+        confirm(plans, total)?;
+    }
+    Ok(())
 }
 
 /// SIGINT/SIGTERM: the action in flight finishes, nothing new starts.
@@ -107,30 +188,182 @@ pub(crate) fn cycles_exit(cycles: &[ClusterCycle]) -> Exit {
     }
 }
 
-/// Prints the plans the cycles executed and what each action did.
-pub(crate) fn print_results(cycles: &[ClusterCycle], output: Output, diff: bool) {
-    let plans: Vec<Plan> = cycles.iter().map(|c| c.plan.clone()).collect();
+/// What each action did: the results text, or with `--output json` one
+/// document holding the plan and the results.
+pub(crate) fn print_results(
+    cycles: &[ClusterCycle],
+    plans: &[Plan],
+    output: Output,
+) -> Result<(), Failure> {
     match output {
         Output::Json => {
-            let plan_doc: Value =
-                serde_json::from_str(&render::json(&plans)).unwrap_or(Value::Null);
+            let plan_doc: Value = serde_json::from_str(&render::json(plans)).unwrap_or(Value::Null);
             let doc = json!({
                 "plan": plan_doc,
                 "results": cycles.iter().map(cluster_json).collect::<Vec<_>>(),
             });
-            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            out::report(&format!(
+                "{}\n",
+                serde_json::to_string_pretty(&doc).unwrap_or_default()
+            ))
         }
-        _ => {
-            let text = if diff {
-                render::text_with_changes(&plans)
-            } else {
-                render::text(&plans)
-            };
-            print!("{text}");
-            if !text.ends_with('\n') {
-                println!();
+        _ => out::report(&results_text(cycles)),
+    }
+}
+
+/// Asks on the terminal, as `terraform apply` does: only `yes` goes on.
+pub(crate) fn confirm(plans: &[Plan], total: usize) -> Result<(), Failure> {
+    let clusters: Vec<&str> = plans
+        .iter()
+        .filter(|p| !p.actions.is_empty())
+        .map(|p| p.cluster.as_str())
+        .collect();
+    out::eprint(&format!(
+        "\nApply {total} action(s) to {}? Only 'yes' goes on: ",
+        clusters.join(", ")
+    ));
+    let mut answer = String::new();
+    // End of input or an unreadable terminal is a "no".
+    let _ = std::io::stdin().lock().read_line(&mut answer);
+    if answer.trim() == "yes" {
+        Ok(())
+    } else {
+        Err(Failure::runtime(
+            "apply cancelled: nothing was written to PVE",
+        ))
+    }
+}
+
+/// A "still running" line every this many seconds of one PVE task.
+const STILL_RUNNING_EVERY: u64 = 10;
+
+/// The "still running" mark (in whole seconds) due after `elapsed` when
+/// `reported` was the last one shown for this task: every 10 s, each once.
+fn still_running_due(elapsed: Duration, reported: u64) -> Option<u64> {
+    let mark = elapsed.as_secs() / STILL_RUNNING_EVERY * STILL_RUNNING_EVERY;
+    (mark > reported).then_some(mark)
+}
+
+/// Progress lines on stderr, one when an action starts, one when it ends,
+/// and one every 10 s while one of its PVE tasks runs. Plain lines (no
+/// colour, no cursor movement) so a terminal and a log file read the same;
+/// with `--log-format json` they are JSON log events instead.
+pub(crate) struct ProgressLines {
+    /// Actions per cluster, for `[i/n]`.
+    totals: BTreeMap<ClusterName, usize>,
+    /// The task last told about and the last "still running" mark shown.
+    waiting: Mutex<(String, u64)>,
+}
+
+impl ProgressLines {
+    pub(crate) fn new(plans: &[Plan]) -> ProgressLines {
+        ProgressLines {
+            totals: plans
+                .iter()
+                .map(|p| (p.cluster.clone(), p.actions.len()))
+                .collect(),
+            waiting: Mutex::new((String::new(), 0)),
+        }
+    }
+
+    pub(crate) fn tell(&self, cluster: &ClusterName, event: &Progress<'_>) {
+        if !log::enabled(Level::Info) {
+            return;
+        }
+        let (Progress::Started { index, action }
+        | Progress::TaskRunning { index, action, .. }
+        | Progress::Finished { index, action, .. }) = *event;
+        let id = action.target.to_string();
+        let mut fields = vec![
+            ("cluster", cluster.as_str()),
+            ("kind", action.kind.as_str()),
+            ("name", action.name.as_str()),
+            ("id", id.as_str()),
+            ("node", action.node.as_str()),
+            ("what", action.op.as_str()),
+        ];
+        let total = self.totals.get(cluster).copied().unwrap_or(0);
+        let label = format!(
+            "{cluster} [{}/{total}] {} {}/{} on {} id={id}:",
+            index + 1,
+            action.op.as_str(),
+            action.kind,
+            action.name,
+            action.node.as_str(),
+        );
+        match *event {
+            Progress::Started { .. } => {
+                if log::json() {
+                    log::event(Level::Info, "proxops.action.started", &fields);
+                } else {
+                    out::eprint(&format!("{label} started\n"));
+                }
             }
-            print!("{}", results_text(cycles));
+            Progress::TaskRunning { upid, elapsed, .. } => {
+                let Ok(mut waiting) = self.waiting.lock() else {
+                    return;
+                };
+                if waiting.0 != upid {
+                    *waiting = (upid.to_owned(), 0);
+                }
+                let Some(mark) = still_running_due(elapsed, waiting.1) else {
+                    return;
+                };
+                waiting.1 = mark;
+                if log::json() {
+                    let secs = format!("{mark}s");
+                    fields.extend([("elapsed", secs.as_str()), ("upid", upid)]);
+                    log::event(Level::Info, "proxops.action.running", &fields);
+                } else {
+                    out::eprint(&format!("{label} still running ({mark}s), task {upid}\n"));
+                }
+            }
+            Progress::Finished {
+                outcome,
+                elapsed,
+                upids,
+                ..
+            } => {
+                let took = format!("{:.1}s", elapsed.as_secs_f64());
+                let (level, err) = match outcome {
+                    Outcome::Succeeded => (Level::Info, String::new()),
+                    Outcome::Failed { error, .. } => (Level::Warn, one_line(error)),
+                    Outcome::ChangedUnderUs => (
+                        Level::Warn,
+                        "changed on PVE between read and write".to_owned(),
+                    ),
+                };
+                if log::json() {
+                    let tasks = upids.join(",");
+                    let ok = if err.is_empty() { "true" } else { "false" };
+                    fields.extend([
+                        ("ok", ok),
+                        ("err", err.as_str()),
+                        ("duration", took.as_str()),
+                        ("upid", tasks.as_str()),
+                        ("reason", action.reason.as_str()),
+                    ]);
+                    log::event(level, "proxops.action", &fields);
+                    return;
+                }
+                let mut line = label;
+                let word = if err.is_empty() { "ok" } else { "FAILED" };
+                let _ = write!(line, " {word} in {took}");
+                match upids {
+                    [] => {}
+                    [one] => {
+                        let _ = write!(line, ", task {one}");
+                    }
+                    many => {
+                        let _ = write!(line, ", tasks {}", many.join(" "));
+                    }
+                }
+                if !err.is_empty() {
+                    let _ = write!(line, ": {err}");
+                }
+                line.push('\n');
+                out::eprint(&line);
+            }
         }
     }
 }
@@ -173,12 +406,15 @@ pub(crate) fn poll_interval() -> Duration {
         .unwrap_or(RunOptions::DEFAULT_POLL_INTERVAL)
 }
 
-/// One line per action: `ok`, `failed` (with PVE's message), `deferred`.
+/// One line per action: `ok`, `failed` (with PVE's message), `deferred`;
+/// a count per cluster, and a closing line that counts everything done.
 fn results_text(cycles: &[ClusterCycle]) -> String {
     let mut out = String::new();
+    let (mut all_ok, mut all_failed, mut all_deferred, mut aborted) = (0, 0, 0, 0);
     for c in cycles {
         let _ = writeln!(out, "\n=== {} results ===", c.name);
         if c.plan.aborted {
+            aborted += 1;
             let _ = writeln!(
                 out,
                 "aborted: {}",
@@ -214,6 +450,9 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
             .iter()
             .filter(|s| matches!(s, ActionState::Deferred { .. }))
             .count();
+        all_ok += ok;
+        all_failed += failed;
+        all_deferred += deferred;
         let converged = c
             .objects
             .iter()
@@ -235,6 +474,11 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
             c.name
         );
     }
+    let _ = writeln!(
+        out,
+        "\napplied: {all_ok} action(s) ok, {all_failed} failed, {all_deferred} deferred; {} cluster(s), {aborted} aborted",
+        cycles.len()
+    );
     out
 }
 
@@ -301,4 +545,23 @@ fn cluster_json(c: &ClusterCycle) -> Value {
             "last_error": o.last_error.clone().unwrap_or_default(),
         })).collect::<Vec<_>>(),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn still_running_is_due_every_10_seconds_of_a_task_each_once() {
+        let due =
+            |secs: f64, reported: u64| still_running_due(Duration::from_secs_f64(secs), reported);
+        assert_eq!(due(0.5, 0), None);
+        assert_eq!(due(9.9, 0), None);
+        assert_eq!(due(10.0, 0), Some(10));
+        assert_eq!(due(10.4, 10), None);
+        assert_eq!(due(19.9, 10), None);
+        assert_eq!(due(20.1, 10), Some(20));
+        // A poll that came late shows the mark it reached, once.
+        assert_eq!(due(41.0, 20), Some(40));
+    }
 }

@@ -74,10 +74,126 @@ pub struct CommandArgs {
     pub dry_run: bool,
     pub diff: bool,
     pub out: Option<PathBuf>,
+    pub adopt_secrets: bool,
     /// `apply --plan FILE`: execute a saved plan.
     pub plan: Option<PathBuf>,
-    pub adopt_secrets: bool,
+    /// `apply -y/--yes`: apply without asking for confirmation.
+    pub yes: bool,
     pub file: Option<PathBuf>,
+}
+
+/// A flag of one or more commands (not a global flag).
+#[derive(Debug, Clone, Copy)]
+pub struct CommandFlag {
+    pub long: &'static str,
+    pub short: Option<&'static str>,
+    /// The value's placeholder, for flags that take one.
+    pub value: Option<&'static str>,
+    /// The commands that take it.
+    pub commands: &'static [Command],
+}
+
+impl CommandFlag {
+    fn shown(&self) -> String {
+        let mut s = match self.short {
+            Some(short) => format!("{short}/{}", self.long),
+            None => self.long.to_owned(),
+        };
+        if let Some(v) = self.value {
+            s.push(' ');
+            s.push_str(v);
+        }
+        s
+    }
+}
+
+/// Every command-specific flag and the commands it means something to. A
+/// flag given to any other command is refused: nothing on the command line
+/// is silently ignored.
+pub const COMMAND_FLAGS: &[CommandFlag] = &[
+    CommandFlag {
+        long: "--replay",
+        short: None,
+        value: Some("DIR"),
+        commands: &[
+            Command::Diff,
+            Command::Apply,
+            Command::Status,
+            Command::Adopt,
+        ],
+    },
+    CommandFlag {
+        long: "--output",
+        short: None,
+        value: Some("FORMAT"),
+        commands: &[Command::Diff, Command::Apply, Command::Status],
+    },
+    CommandFlag {
+        long: "--exit-code",
+        short: None,
+        value: None,
+        commands: &[Command::Diff],
+    },
+    CommandFlag {
+        long: "--diff",
+        short: None,
+        value: None,
+        commands: &[Command::Diff, Command::Apply],
+    },
+    CommandFlag {
+        long: "--dry-run",
+        short: Some("-n"),
+        value: None,
+        commands: &[Command::Apply, Command::Run],
+    },
+    CommandFlag {
+        long: "--yes",
+        short: Some("-y"),
+        value: None,
+        commands: &[Command::Apply],
+    },
+    CommandFlag {
+        long: "--plan",
+        short: None,
+        value: Some("FILE"),
+        commands: &[Command::Apply],
+    },
+    CommandFlag {
+        long: "--out",
+        short: None,
+        value: Some("PATH"),
+        commands: &[Command::Diff, Command::Record],
+    },
+    CommandFlag {
+        long: "--adopt-secrets",
+        short: None,
+        value: None,
+        commands: &[Command::Adopt],
+    },
+];
+
+/// The flags `command` takes, as an error message shows them.
+pub fn flags_of(command: Command) -> Vec<&'static CommandFlag> {
+    COMMAND_FLAGS
+        .iter()
+        .filter(|f| f.commands.contains(&command))
+        .collect()
+}
+
+fn takes(command: Command) -> String {
+    let own: Vec<String> = flags_of(command).iter().map(|f| f.shown()).collect();
+    if own.is_empty() {
+        format!(
+            "{} takes no flags of its own, only the global flags",
+            command.name()
+        )
+    } else {
+        format!(
+            "{} takes {} and the global flags",
+            command.name(),
+            own.join(", ")
+        )
+    }
 }
 
 #[derive(Debug, Clone)]
@@ -85,6 +201,8 @@ pub struct CommandArgs {
 pub enum Parsed {
     Help(Option<Command>),
     Version,
+    /// No command given.
+    Usage,
     Run {
         command: Command,
         global: GlobalArgs,
@@ -152,20 +270,23 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
             "invalid --prune-budget {b}: use 0 (unlimited) or more"
         )));
     }
-    let a = CommandArgs {
-        replay: p.opt_value_from_str("--replay").map_err(usage)?,
-        output: p
-            .opt_value_from_fn("--output", parse_output)
-            .map_err(usage)?,
-        exit_code: p.contains("--exit-code"),
-        dry_run: p.contains(["-n", "--dry-run"]),
-        diff: p.contains("--diff"),
-        out: p.opt_value_from_str("--out").map_err(usage)?,
-        plan: p.opt_value_from_str("--plan").map_err(usage)?,
-        adopt_secrets: p.contains("--adopt-secrets"),
-        file: None,
-    };
-    // Flags may also follow the command: parse the rest again for globals.
+    // Every command's flags are taken out wherever they stand; whether the
+    // command takes them is decided once the command is known.
+    let mut given: Vec<(&'static CommandFlag, Option<OsString>)> = Vec::new();
+    for flag in COMMAND_FLAGS {
+        let keys: pico_args::Keys = match flag.short {
+            Some(short) => [short, flag.long].into(),
+            None => flag.long.into(),
+        };
+        if flag.value.is_some() {
+            let values: Vec<String> = p.values_from_str(keys).map_err(usage)?;
+            given.extend(values.into_iter().map(|v| (flag, Some(OsString::from(v)))));
+        } else {
+            while p.contains(keys) {
+                given.push((flag, None));
+            }
+        }
+    }
     let rest: Vec<String> = p
         .finish()
         .into_iter()
@@ -175,7 +296,11 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         })
         .collect::<Result<_, _>>()?;
     let Some((first, tail)) = rest.split_first() else {
-        return Ok(Parsed::Help(None));
+        return Ok(if help {
+            Parsed::Help(None)
+        } else {
+            Parsed::Usage
+        });
     };
     let (command, tail) = match first.as_str() {
         "validate" => (Command::Validate, tail),
@@ -192,16 +317,36 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         "help" => {
             return Ok(Parsed::Help(tail.first().and_then(|c| command_by_name(c))));
         }
+        other if other.starts_with('-') => {
+            return Err(usage(format!("unknown flag {other:?}")));
+        }
         other => return Err(usage(format!("unknown command {other:?}"))),
     };
     if help {
         return Ok(Parsed::Help(Some(command)));
     }
-    let mut a = a;
+    let mut a = CommandArgs::default();
+    for (flag, value) in given {
+        if !flag.commands.contains(&command) {
+            let owners: Vec<&str> = flag.commands.iter().map(|c| c.name()).collect();
+            return Err(usage(format!(
+                "{} does not take {} (a flag of {}); {}",
+                command.name(),
+                flag.long,
+                owners.join(", "),
+                takes(command)
+            )));
+        }
+        set(&mut a, flag, value)?;
+    }
     let mut positional = Vec::new();
     for t in tail {
         if t.starts_with('-') {
-            return Err(usage(format!("unknown flag {t:?} for {}", command.name())));
+            return Err(usage(format!(
+                "unknown flag {t:?} for {}; {}",
+                command.name(),
+                takes(command)
+            )));
         }
         positional.push(t.clone());
     }
@@ -225,6 +370,38 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     })
 }
 
+/// Records one given flag; a flag that takes a value may be given once.
+fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Result<(), Failure> {
+    fn once<T>(slot: &mut Option<T>, flag: &CommandFlag, v: T) -> Result<(), Failure> {
+        if slot.is_some() {
+            return Err(usage(format!("{} is given more than once", flag.long)));
+        }
+        *slot = Some(v);
+        Ok(())
+    }
+    let path = || value.clone().map(PathBuf::from).unwrap_or_default();
+    match flag.long {
+        "--replay" => once(&mut a.replay, flag, path())?,
+        "--out" => once(&mut a.out, flag, path())?,
+        "--plan" => once(&mut a.plan, flag, path())?,
+        "--output" => {
+            let text = value.clone().unwrap_or_default();
+            let text = text
+                .to_str()
+                .ok_or_else(|| usage("--output must be UTF-8"))?;
+            once(&mut a.output, flag, parse_output(text).map_err(usage)?)?
+        }
+        "--exit-code" => a.exit_code = true,
+        "--diff" => a.diff = true,
+        "--dry-run" => a.dry_run = true,
+        "--yes" => a.yes = true,
+        "--adopt-secrets" => a.adopt_secrets = true,
+        // COMMAND_FLAGS and this match are kept in step by a test.
+        other => return Err(usage(format!("unknown flag {other:?}"))),
+    }
+    Ok(())
+}
+
 fn command_by_name(name: &str) -> Option<Command> {
     Some(match name {
         "validate" => Command::Validate,
@@ -237,4 +414,69 @@ fn command_by_name(name: &str) -> Option<Command> {
         "secrets" => Command::SecretsCheck,
         _ => return None,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::exit::Exit;
+
+    fn parse_args(args: &[&str]) -> Result<Parsed, Failure> {
+        parse(args.iter().map(OsString::from).collect())
+    }
+
+    #[test]
+    fn every_command_flag_is_recorded() {
+        for flag in COMMAND_FLAGS {
+            let mut a = CommandArgs::default();
+            let value = flag.value.map(|_| OsString::from("json"));
+            assert!(set(&mut a, flag, value).is_ok(), "{}", flag.long);
+        }
+    }
+
+    #[test]
+    fn each_command_gets_the_flags_it_takes() {
+        let Ok(Parsed::Run { command, args, .. }) =
+            parse_args(&["-y", "apply", "--plan", "saved.json", "--diff"])
+        else {
+            panic!("apply with its own flags is refused");
+        };
+        assert_eq!(command, Command::Apply);
+        assert!(args.yes && args.diff);
+        assert_eq!(args.plan, Some(PathBuf::from("saved.json")));
+        let Ok(Parsed::Run { args, .. }) = parse_args(&["diff", "--out=plan.json"]) else {
+            panic!("diff --out is refused");
+        };
+        assert_eq!(args.out, Some(PathBuf::from("plan.json")));
+        let Ok(Parsed::Run { args, .. }) = parse_args(&["run", "-n"]) else {
+            panic!("run -n is refused");
+        };
+        assert!(args.dry_run);
+    }
+
+    #[test]
+    fn a_flag_of_another_command_is_an_input_error() {
+        let Err(f) = parse_args(&["record", "--out", "x", "--yes"]) else {
+            panic!("record --yes is accepted");
+        };
+        assert_eq!(f.exit, Exit::Input);
+        assert!(
+            f.message
+                .contains("record does not take --yes (a flag of apply)")
+        );
+        assert!(
+            f.message
+                .contains("record takes --out PATH and the global flags")
+        );
+    }
+
+    #[test]
+    fn no_command_is_usage_and_help_alone_is_help() {
+        assert!(matches!(parse_args(&[]), Ok(Parsed::Usage)));
+        assert!(matches!(
+            parse_args(&["--cluster", "home"]),
+            Ok(Parsed::Usage)
+        ));
+        assert!(matches!(parse_args(&["--help"]), Ok(Parsed::Help(None))));
+    }
 }

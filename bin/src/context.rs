@@ -112,7 +112,7 @@ pub fn render_diagnostics(diags: &[&Diagnostic]) -> String {
 /// (they refuse nothing, so they never change the exit code).
 pub fn print_warnings(loaded: &Loaded) {
     for w in &loaded.warnings {
-        eprintln!("warning: {w}");
+        crate::out::eprint(&format!("warning: {w}\n"));
     }
 }
 

@@ -304,10 +304,12 @@ pub fn check(file: &Path) -> Result<crate::exit::Exit, Failure> {
     use sha2::{Digest, Sha256};
     let doc = proxops_sops::decrypt_file(file, &IdentitySources::from_process_env())
         .map_err(|e| Failure::input(format!("{}: {e}", e.class())))?;
+    let mut lines = String::new();
     for (path, value) in doc.leaves() {
         let digest = Sha256::digest(value.as_bytes());
         let hex: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
-        println!("{path}\tsha256:{hex}");
+        lines.push_str(&format!("{path}\tsha256:{hex}\n"));
     }
+    crate::out::print(&lines)?;
     Ok(crate::exit::Exit::Ok)
 }

@@ -40,7 +40,7 @@ use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
 use crate::creds;
 use crate::exit::Failure;
-use crate::lock::Locking;
+use crate::lock::{ClusterLock, Locking};
 
 /// Where live state comes from.
 #[derive(Debug, Clone)]
@@ -543,50 +543,74 @@ pub struct ApplyOptions<'a> {
     /// Take each cluster's lock before reading it (live writes); `None`
     /// for replays.
     pub lock: Option<&'a Locking>,
+    /// Told the runner's progress, with the cluster it is about.
+    pub on_progress: Option<&'a ClusterProgress<'a>>,
+}
+
+/// A progress observer that also hears which cluster is meant.
+pub type ClusterProgress<'a> = dyn Fn(&ClusterName, &runner::Progress<'_>) + Sync + 'a;
+
+/// One cluster read and planned: the first half of its converge cycle.
+pub struct PlannedCluster {
+    pub plan: Plan,
+    started_at: Timestamp,
+    clock: Instant,
+    /// Held from before the read to after the read-back: whoever has the
+    /// cluster next plans from what this cycle left.
+    _lock: Option<ClusterLock>,
 }
 
 /// One converge cycle per selected cluster: read, plan, execute, read back,
 /// re-plan; an object is `converged` only when the read-back plan has
 /// nothing left for it.
 pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterCycle> {
-    let now = runner::unix_now;
-    let mut out = Vec::new();
-    for p in &session.clusters {
-        let started_at = now();
-        let clock = Instant::now();
-        let ready = match &p.ready {
-            Err(reason) => {
-                out.push(ClusterCycle::planned_only(
-                    Plan::aborted(p.name.clone(), reason.clone()),
-                    started_at,
-                    clock,
-                ));
-                continue;
-            }
-            Ok(r) => r,
-        };
-        // Held from before the read to after the read-back: whoever has
-        // the cluster next plans from what this cycle left.
-        let _lock = match opts.lock.map(|l| l.acquire(&p.name, &ready.base_url)) {
-            Some(Err(e)) => {
-                out.push(ClusterCycle::planned_only(
-                    Plan::aborted(p.name.clone(), e.to_string()),
-                    started_at,
-                    clock,
-                ));
-                continue;
-            }
-            Some(Ok(lock)) => Some(lock),
-            None => None,
-        };
-        let first = ready.read_and_plan(&p.name, ready.transport.as_ref());
-        if first.plan.aborted || first.plan.actions.is_empty() {
-            out.push(ClusterCycle::planned_only(first.plan, started_at, clock));
-            continue;
-        }
-        out.push(execute_plan(ready, first.plan, opts, started_at, clock));
+    session
+        .clusters
+        .iter()
+        .map(|p| execute_cluster(p, plan_cluster(p, opts.lock), opts))
+        .collect()
+}
+
+/// Takes the cluster's lock (when `lock` is given), then reads and plans
+/// it. An invalid, unreadable or held cluster gets an aborted plan.
+pub fn plan_cluster(p: &Prepared<'_>, lock: Option<&Locking>) -> PlannedCluster {
+    let started_at = runner::unix_now();
+    let clock = Instant::now();
+    let (plan, held) = match &p.ready {
+        Err(reason) => (Plan::aborted(p.name.clone(), reason.clone()), None),
+        Ok(r) => match lock.map(|l| l.acquire(&p.name, &r.base_url)).transpose() {
+            Err(e) => (Plan::aborted(p.name.clone(), e.to_string()), None),
+            Ok(held) => (r.read_and_plan(&p.name, r.transport.as_ref()).plan, held),
+        },
+    };
+    PlannedCluster {
+        plan,
+        started_at,
+        clock,
+        _lock: held,
     }
-    out
+}
+
+/// Executes the plan `plan_cluster` made for `p`, then reads back and
+/// re-plans; the cluster's lock is let go after the read-back. An aborted
+/// or empty plan performs nothing.
+pub fn execute_cluster(
+    p: &Prepared<'_>,
+    planned: PlannedCluster,
+    opts: &ApplyOptions<'_>,
+) -> ClusterCycle {
+    let PlannedCluster {
+        plan,
+        started_at,
+        clock,
+        _lock,
+    } = planned;
+    match &p.ready {
+        Ok(ready) if !plan.aborted && !plan.actions.is_empty() => {
+            execute_plan(ready, plan, opts, started_at, clock)
+        }
+        _ => ClusterCycle::planned_only(plan, started_at, clock),
+    }
 }
 
 /// Executes `plan` (made from a read of this cluster, or saved), reads back
@@ -599,12 +623,19 @@ pub fn execute_plan(
     clock: Instant,
 ) -> ClusterCycle {
     let now = runner::unix_now;
+    let name = &plan.cluster;
+    let progress = opts
+        .on_progress
+        .map(|f| move |event: &runner::Progress<'_>| f(name, event));
     let run = RunOptions {
         task_timeout: opts.task_timeout,
         poll_interval: opts.poll_interval,
         now: &now,
         stop: opts.stop,
         on_result: opts.on_result,
+        on_progress: progress
+            .as_ref()
+            .map(|f| f as &runner::ProgressObserver<'_>),
     };
     let execution = runner::execute(ready.transport.as_ref(), &plan, &run);
     let again = ready.read_and_plan(&plan.cluster, ready.transport.as_ref());

@@ -9,8 +9,15 @@ use crate::context::{self, Env};
 use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
 use crate::log::{self, Level};
+use crate::out;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
+    let output = a.output.unwrap_or(Output::Text);
+    if a.diff && output != Output::Text {
+        return Err(Failure::input(
+            "--diff adds field changes to the text plan; json and markdown always show them",
+        ));
+    }
     let ws = context::load_workspace(g, env)?;
     context::print_warnings(&ws.loaded);
     let source = match &a.replay {
@@ -32,19 +39,17 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             ],
         );
     }
-    let text = match a.output.unwrap_or(Output::Text) {
+    let text = match output {
+        Output::Text if a.diff => render::text_with_changes(&plans),
         Output::Text => render::text(&plans),
         Output::Json => render::json_with_warnings(&plans, &ws.loaded.warnings),
         Output::Markdown => render::markdown(&plans),
     };
-    print!("{text}");
-    if !text.ends_with('\n') {
-        println!();
-    }
+    out::print_line(&text)?;
     let mut exit = Exit::Ok;
     if !outcome.invalid.is_empty() {
         let refs: Vec<&proxops_core::diag::Diagnostic> = outcome.invalid.iter().collect();
-        eprintln!("{}", prefixed(&context::render_diagnostics(&refs)));
+        out::errors(&context::render_diagnostics(&refs));
         exit = exit.worst(Exit::Input);
     }
     if plans.iter().any(|p| p.aborted) {
@@ -53,9 +58,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     if let Some(file) = &a.out {
         // Printed first, so a refused save still shows what was planned.
         if let Err(f) = crate::saved::write(&ws, &outcome, file) {
-            for line in f.message.lines() {
-                eprintln!("error: {line}");
-            }
+            crate::out::errors(&f.message);
             exit = exit.worst(f.exit);
         }
     }
@@ -63,11 +66,4 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         exit = exit.worst(Exit::Changes);
     }
     Ok(exit)
-}
-
-fn prefixed(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("error: {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }

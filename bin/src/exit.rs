@@ -59,4 +59,13 @@ impl Failure {
             message: message.into(),
         }
     }
+
+    /// Standard output was closed by its reader (`| head`): the command
+    /// stops printing and ends quietly with exit 0.
+    pub fn stdout_closed() -> Failure {
+        Failure {
+            exit: Exit::Ok,
+            message: String::new(),
+        }
+    }
 }

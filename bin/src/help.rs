@@ -10,7 +10,7 @@ Usage: proxops [GLOBAL FLAGS] <COMMAND> [FLAGS]
 Commands:
   validate        Parse and validate the repository; print `ok: N clusters, M objects`
   diff            Plan every cluster and print the plan (reads PVE, or a recording with --replay)
-  apply           Run one converge cycle per cluster
+  apply           Show the plan, ask, then run one converge cycle per cluster
   status          Per-cluster convergence table
   run             Daemon: converge every poll interval; serve /healthz, /metrics, /status
   adopt           Write manifests for the live guests and files of one cluster (read-only)
@@ -34,6 +34,10 @@ Global flags:
   --ca-file <FILE>        PEM CA bundle trusted for PVE endpoints
   -h, --help              Print help (also `proxops <command> --help`)
   -V, --version           Print the version
+
+Each command takes only its own flags (see `proxops <command> --help`) and the
+global flags; any other flag is an error (exit 2). Without a command, this
+text goes to stderr and the exit code is 2.
 
 Exit codes: 0 success; 1 failure at run time (PVE, git, a failed action, an
 aborted cycle); 2 invalid input (usage, configuration, credentials, manifests:
@@ -61,13 +65,15 @@ allow-extra-keys (docs/configuration.md).
         }
         Command::Diff => {
             "\
-Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--exit-code] [--out FILE]
+Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--diff] [--exit-code] [--out FILE]
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
 Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)
+  --diff            Also print field-level changes of every action (text only;
+                    json and markdown always have them)
   --exit-code       Exit 3 when any cluster has an action to take
   --out FILE        Also save the plan for `apply --plan FILE`: the actions, the
                     commit and what PVE showed of every object they touch; no
@@ -76,16 +82,25 @@ Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
         }
         Command::Apply => {
             "\
-Usage: proxops [GLOBAL FLAGS] apply [-n|--dry-run] [--diff] [--output text|json] [--plan FILE]
+Usage: proxops [GLOBAL FLAGS] apply [-y|--yes] [-n|--dry-run] [--diff] [--output text|json] [--plan FILE]
 
-Run one converge cycle per selected cluster: read live, plan, execute, read back.
-  -n, --dry-run     Plan only; write nothing (same content as diff)
-  --diff            Also print field-level changes of every action
-  --output FORMAT   text (default) or json
+Run one converge cycle per selected cluster: read live and plan every cluster,
+print the plan (what diff prints), ask, then execute, read back and print the
+results. On a terminal, type `yes` to go on; any other answer cancels (exit 1,
+nothing written). With no terminal on standard input and no --yes, apply
+refuses at once (exit 2, nothing read or written).
+Progress goes to stderr: a line when each action starts, one when it ends
+(its time and PVE task UPIDs), and `still running (Ns)` every 10 s of a task.
+  -y, --yes         Apply without asking (scripts, CI)
+  -n, --dry-run     Plan only; write nothing (same content as diff); no question
+  --diff            Also print field-level changes of every action (text only)
+  --output FORMAT   text (default) or json (plan and results in one document at
+                    the end; when asking, the text plan is shown on stderr)
   --plan FILE       Execute exactly the actions saved by `diff --out FILE`, no
                     re-plan; refused (exit 1, nothing written) when the commit,
-                    the files or any touched object changed since. With
-                    --dry-run: only check (docs/saved-plans.md)
+                    the files or any touched object changed since. Shown and
+                    asked like a plan. With --dry-run: only check
+                    (docs/saved-plans.md)
 Each cluster is locked from its read to its read-back (<data-dir>/locks/);
 one held by another proxops process is waited for up to reconcile.lock-wait
 (default 5s), then aborted as `locked`, naming the holder.
@@ -111,6 +126,7 @@ line names it). A cycle that fails (invalid tree, PVE unreachable) is
 reported and the loop goes on; a cluster another proxops process holds
 (its lock) is skipped that cycle as `locked`. --log-level debug logs every
 PVE request.
+Unattended by design: it asks nobody before writing.
 SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
   -n, --dry-run     Observe only: read and plan every cycle, log the plan and
                     serve the pending changes; never write to PVE. The first

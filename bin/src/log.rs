@@ -45,8 +45,14 @@ pub fn init(level: Level, format: Option<LogFormat>) {
     JSON.store(u8::from(format == Some(LogFormat::Json)), Ordering::Relaxed);
 }
 
-fn enabled(level: Level) -> bool {
+/// Whether events at `level` are shown.
+pub fn enabled(level: Level) -> bool {
     level as u8 >= LEVEL.load(Ordering::Relaxed)
+}
+
+/// Whether events are written as JSON lines (`--log-format json`).
+pub fn json() -> bool {
+    JSON.load(Ordering::Relaxed) == 1
 }
 
 /// One log event: a message and `key=value` fields.
@@ -55,7 +61,7 @@ pub fn event(level: Level, message: &str, fields: &[(&str, &str)]) {
         return;
     }
     let mut err = std::io::stderr().lock();
-    let line = if JSON.load(Ordering::Relaxed) == 1 {
+    let line = if json() {
         let mut map = serde_json::Map::new();
         map.insert("level".into(), level.as_str().into());
         map.insert("msg".into(), message.into());

@@ -15,6 +15,7 @@ mod gitsource;
 mod help;
 mod lock;
 mod log;
+mod out;
 mod record;
 mod run;
 mod saved;
@@ -35,17 +36,16 @@ use exit::{Exit, Failure};
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let result = match args::parse(raw) {
-        Ok(Parsed::Help(None)) => {
-            print!("{}", help::MAIN);
-            Ok(Exit::Ok)
-        }
-        Ok(Parsed::Help(Some(c))) => {
-            print!("{}", help::command(c));
-            Ok(Exit::Ok)
-        }
+        Ok(Parsed::Help(None)) => out::print(help::MAIN).map(|()| Exit::Ok),
+        Ok(Parsed::Help(Some(c))) => out::print(help::command(c)).map(|()| Exit::Ok),
         Ok(Parsed::Version) => {
-            println!("proxops {}", env!("CARGO_PKG_VERSION"));
-            Ok(Exit::Ok)
+            out::print_line(&format!("proxops {}", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok)
+        }
+        Ok(Parsed::Usage) => {
+            // No command: a usage error, so the help goes to stderr.
+            out::eprint(help::MAIN);
+            out::eprint("error: no command given (see proxops --help)\n");
+            Ok(Exit::Input)
         }
         Ok(Parsed::Run {
             command,
@@ -57,9 +57,7 @@ fn main() -> ExitCode {
     match result {
         Ok(exit) => ExitCode::from(exit.code()),
         Err(Failure { exit, message }) => {
-            for line in message.lines() {
-                eprintln!("error: {line}");
-            }
+            out::errors(&message);
             ExitCode::from(exit.code())
         }
     }

@@ -15,6 +15,7 @@ use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env};
 use crate::cycle::{self, Boxed, Source};
 use crate::exit::{Exit, Failure};
+use crate::out;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let Some(out) = &a.out else {
@@ -25,18 +26,22 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     std::fs::create_dir_all(out)
         .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", out.display())))?;
     let mut exit = Exit::Ok;
+    let mut recorded = String::new();
     for p in session.clusters {
         let ready = match p.ready {
             Ok(r) => r,
             Err(reason) => {
-                eprintln!("error: cluster {}: {reason}", p.name);
+                out::errors(&format!("cluster {}: {reason}", p.name));
                 exit = exit.worst(Exit::Runtime);
                 continue;
             }
         };
         let recorder = RecordingTransport::new(p.name.clone(), Boxed(ready.transport));
         if let Err(e) = reader::read_snapshot(&recorder, &ready.scope) {
-            eprintln!("error: cluster {}: pve inventory read failed: {e}", p.name);
+            out::errors(&format!(
+                "cluster {}: pve inventory read failed: {e}",
+                p.name
+            ));
             exit = exit.worst(Exit::Runtime);
             continue;
         }
@@ -47,7 +52,10 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             .map_err(|e| e.to_string())
             .and_then(|scope| reader::read_snapshot(&recorder, &scope).map_err(|e| e.to_string()));
         if let Err(e) = adopt_reads {
-            eprintln!("error: cluster {}: pve inventory read failed: {e}", p.name);
+            out::errors(&format!(
+                "cluster {}: pve inventory read failed: {e}",
+                p.name
+            ));
             exit = exit.worst(Exit::Runtime);
             continue;
         }
@@ -62,13 +70,12 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             recording.to_json().as_bytes(),
         )
         .map_err(|e| Failure::runtime(format!("cannot write {}: {e}", path.display())))?;
-        println!("recorded {} -> {}", p.name, path.display());
+        recorded.push_str(&format!("recorded {} -> {}\n", p.name, path.display()));
     }
+    out::report(&recorded)?;
     if !session.invalid.is_empty() {
         let refs: Vec<&proxops_core::diag::Diagnostic> = session.invalid.iter().collect();
-        for line in context::render_diagnostics(&refs).lines() {
-            eprintln!("error: {line}");
-        }
+        out::errors(&context::render_diagnostics(&refs));
         exit = exit.worst(Exit::Input);
     }
     Ok(exit)

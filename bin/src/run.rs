@@ -304,6 +304,7 @@ fn one_cycle(
         stop: Some(stop),
         on_result: Some(&log_action),
         lock: Some(&locking),
+        on_progress: None,
     };
     // Invalid manifests: the clusters abort (parse_error); say why.
     for d in &session.invalid {

@@ -17,18 +17,20 @@
 use std::path::Path;
 use std::time::Instant;
 
+use proxops_core::names::ClusterName;
 use proxops_core::plan::Plan;
 use proxops_core::saved::{self, SavedCluster, SavedPlan};
 use proxops_pve::reader;
-use proxops_pve::runner::unix_now;
+use proxops_pve::runner::{Progress, unix_now};
 
 use crate::adopt::ReadOnly;
-use crate::apply::{self, log_action, poll_interval};
+use crate::apply::{self, poll_interval};
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env, Workspace};
 use crate::cycle::{self, ApplyOptions, PlanAll, Source};
-use crate::lock::Locking;
 use crate::exit::{Exit, Failure};
+use crate::lock::Locking;
+use crate::out;
 
 /// `diff --out FILE`: saves the plans of `outcome`. Refuses (and writes
 /// nothing) when the repository has no commit, any cluster is invalid or
@@ -101,7 +103,14 @@ fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
 /// A file that is not a valid saved plan is exit 2; a plan that no longer
 /// matches the repository or PVE is refused with exit 1; in both cases
 /// nothing is written. With `--dry-run`, only the checks run.
-pub fn apply(g: &GlobalArgs, a: &CommandArgs, env: &Env, file: &Path) -> Result<Exit, Failure> {
+/// `ask`: confirm on the terminal after the checks, before the first write.
+pub fn apply(
+    g: &GlobalArgs,
+    a: &CommandArgs,
+    env: &Env,
+    file: &Path,
+    ask: bool,
+) -> Result<Exit, Failure> {
     if a.replay.is_some() {
         return Err(Failure::input(
             "apply --plan reads PVE itself: --replay does not apply",
@@ -190,25 +199,32 @@ pub fn apply(g: &GlobalArgs, a: &CommandArgs, env: &Env, file: &Path) -> Result<
 
     if a.dry_run {
         let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
-        print!("{}", proxops_core::render::text_with_changes(&plans));
-        println!("the plan still matches commit {commit} and PVE; nothing written (dry run)");
+        out::print(&proxops_core::render::text_with_changes(&plans))?;
+        out::print(&format!(
+            "the plan still matches commit {commit} and PVE; nothing written (dry run)\n"
+        ))?;
         return Ok(Exit::Ok);
     }
 
+    let plans: Vec<Plan> = runs.iter().map(|(_, p)| p.clone()).collect();
+    apply::show_and_confirm(&plans, output, a.diff, ask)?;
     let stop_flag = apply::stop_on_signals();
+    let lines = apply::ProgressLines::new(&plans);
+    let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
         poll_interval: poll_interval(),
         stop: Some(&stop_flag),
-        on_result: Some(&log_action),
+        on_result: None,
         // Taken above, before the check read.
         lock: None,
+        on_progress: Some(&on_progress),
     };
     let cycles: Vec<_> = runs
         .into_iter()
         .map(|(ready, plan)| cycle::execute_plan(ready, plan, &opts, unix_now(), Instant::now()))
         .collect();
     drop(locks);
-    apply::print_results(&cycles, output, a.diff);
+    apply::print_results(&cycles, &plans, output)?;
     Ok(apply::cycles_exit(&cycles))
 }

@@ -19,6 +19,7 @@ use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
 use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
+use crate::out;
 
 /// One object's row.
 struct Row {
@@ -68,16 +69,14 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 &plans,
                 &rows,
             );
-            println!("{}", serde_json::to_string_pretty(&doc).unwrap_or_default());
+            out::print_line(&serde_json::to_string_pretty(&doc).unwrap_or_default())?;
         }
-        _ => print!("{}", table(&plans, &rows)),
+        _ => out::print(&table(&plans, &rows))?,
     }
     let mut exit = Exit::Ok;
     if !outcome.invalid.is_empty() {
         let refs: Vec<&proxops_core::diag::Diagnostic> = outcome.invalid.iter().collect();
-        for line in context::render_diagnostics(&refs).lines() {
-            eprintln!("error: {line}");
-        }
+        out::errors(&context::render_diagnostics(&refs));
         exit = exit.worst(Exit::Input);
     }
     if plans.iter().any(|p| p.aborted) {

@@ -3,6 +3,7 @@
 use crate::args::GlobalArgs;
 use crate::context::{self, Env};
 use crate::exit::{Exit, Failure};
+use crate::out;
 
 pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
     let ws = context::load_workspace(g, env)?;
@@ -21,7 +22,7 @@ pub fn run(g: &GlobalArgs, env: &Env) -> Result<Exit, Failure> {
         }
     }
     if diags.is_empty() {
-        println!("ok: {clusters} clusters, {objects} objects");
+        out::print_line(&format!("ok: {clusters} clusters, {objects} objects"))?;
         Ok(Exit::Ok)
     } else {
         Err(Failure::input(context::render_diagnostics(&diags)))

@@ -47,7 +47,7 @@ fn extra_delete_is_refused_with_exit_2_before_any_pve_request() {
     monitoring_with(&repo, "    delete: scsi0\n");
 
     pve.forget_requests().unwrap();
-    for args in [&["apply"][..], &["diff"][..]] {
+    for args in [&["apply", "--yes"][..], &["diff"][..]] {
         let run = proxops(&pve, &repo, args);
         assert_eq!(run.code, 2, "{args:?}\n{}", run.all());
         let line = run

@@ -51,7 +51,7 @@ fn build(pve: &FakePve) -> Repo {
 fn adopt_reads_only_and_the_adopted_manifests_plan_nothing() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let built = build(&pve);
-    let applied = proxops(&pve, &built, &["apply"]);
+    let applied = proxops(&pve, &built, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
 
     let repo = empty_repo(&pve);
@@ -116,7 +116,7 @@ fn adopt_reads_only_and_the_adopted_manifests_plan_nothing() {
 fn adopt_from_a_recording_writes_the_same_files_as_live() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let built = build(&pve);
-    assert_eq!(proxops(&pve, &built, &["apply"]).code, 0);
+    assert_eq!(proxops(&pve, &built, &["apply", "--yes"]).code, 0);
 
     let live = empty_repo(&pve);
     let adopted = proxops(&pve, &live, &["adopt"]);

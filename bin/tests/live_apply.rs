@@ -30,7 +30,7 @@ fn apply_creates_the_demo_cluster_and_a_second_apply_writes_nothing() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
 
-    let first = proxops(&pve, &repo, &["apply"]);
+    let first = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(first.code, 0, "{}", first.all());
     for what in [
         "DiskImage/debian-13-genericcloud",
@@ -85,7 +85,7 @@ fn apply_creates_the_demo_cluster_and_a_second_apply_writes_nothing() {
     );
 
     pve.forget_requests().unwrap();
-    let second = proxops(&pve, &repo, &["apply"]);
+    let second = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(second.code, 0, "{}", second.all());
     assert_eq!(
         writes(&pve),
@@ -94,7 +94,7 @@ fn apply_creates_the_demo_cluster_and_a_second_apply_writes_nothing() {
         second.all()
     );
 
-    let json_run = proxops(&pve, &repo, &["apply", "--output", "json"]);
+    let json_run = proxops(&pve, &repo, &["apply", "--yes", "--output", "json"]);
     assert_eq!(json_run.code, 0, "{}", json_run.all());
     let doc: Value = serde_json::from_str(&json_run.stdout).unwrap();
     assert_eq!(doc["plan"]["format"], "proxops-plan/v1");
@@ -156,7 +156,7 @@ fn record_then_replay_gives_the_live_plan_and_status_reports_convergence() {
     assert_eq!(replayed.stdout, live_before.stdout);
 
     // After an apply, status sees every object converged.
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     let status = proxops(&pve, &repo, &["status", "--output", "json"]);
     assert_eq!(status.code, 0, "{}", status.all());
@@ -196,7 +196,7 @@ fn missing_credentials_fail_with_exit_2_before_any_request() {
         .env_remove("PROXOPS_CONFIG")
         .arg("--git-path")
         .arg(repo.path())
-        .args(["--cluster", "home", "apply"])
+        .args(["--cluster", "home", "apply", "--yes"])
         .output()
         .unwrap();
     assert_eq!(
@@ -269,11 +269,11 @@ fn ticket_login_as_root_creates_the_whole_demo_including_the_bind_mount() {
         );
         (out.status.code(), stdout, stderr)
     };
-    let (code, stdout, stderr) = run(&["apply"]);
+    let (code, stdout, stderr) = run(&["apply", "--yes"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     assert!(stdout.contains("10 ok, 0 failed"), "{stdout}{stderr}");
     pve.forget_requests().unwrap();
-    let (code, stdout, stderr) = run(&["apply"]);
+    let (code, stdout, stderr) = run(&["apply", "--yes"]);
     assert_eq!(code, Some(0), "{stdout}{stderr}");
     let writes: Vec<_> = writes(&pve)
         .into_iter()
@@ -292,7 +292,7 @@ fn insecure_tls_works_and_warns_on_every_run() {
         &format!("pve:\n  clusters:\n    home:\n      base-url: {}\n      nodes: [pve1, pve2]\n      insecure: true\n", pve.url()),
     );
     for _ in 0..2 {
-        let run = proxops(&pve, &repo, &["apply"]);
+        let run = proxops(&pve, &repo, &["apply", "--yes"]);
         assert_eq!(run.code, 0, "{}", run.all());
         assert!(
             run.stderr.contains("TLS certificate checking is OFF"),
@@ -309,7 +309,7 @@ fn insecure_tls_works_and_warns_on_every_run() {
             pve.url()
         ),
     );
-    let refused = proxops(&pve, &repo, &["apply"]);
+    let refused = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(refused.code, 1, "{}", refused.all());
     assert!(
         refused

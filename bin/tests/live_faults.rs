@@ -16,14 +16,14 @@ fn monitoring_repo(pve: &FakePve) -> Repo {
     let repo = Repo::demo_for(pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
     repo.set_monitoring_description("metrics");
-    let created = proxops(pve, &repo, &["apply"]);
+    let created = proxops(pve, &repo, &["apply", "--yes"]);
     assert_eq!(created.code, 0, "{}", created.all());
     repo
 }
 
 fn assert_converged(pve: &FakePve, repo: &Repo) {
     pve.forget_requests().unwrap();
-    let again = proxops(pve, repo, &["apply"]);
+    let again = proxops(pve, repo, &["apply", "--yes"]);
     assert_eq!(again.code, 0, "{}", again.all());
     assert!(writes(pve).is_empty(), "{}\n{:?}", again.all(), writes(pve));
     let diff = proxops(pve, repo, &["diff"]);
@@ -49,7 +49,7 @@ fn a_locked_guest_fails_transiently_and_converges_once_unlocked() {
     pve.call("snapshot_lock", json!([150, "backup"]), Value::Null)
         .unwrap();
 
-    let locked = proxops(&pve, &repo, &["apply"]);
+    let locked = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(locked.code, 1, "{}", locked.all());
     assert!(
         locked.stdout.contains("VM is locked (backup)"),
@@ -60,7 +60,7 @@ fn a_locked_guest_fails_transiently_and_converges_once_unlocked() {
     assert_eq!(config_of(&pve, &repo, 150)["description"], "metrics");
 
     pve.call("unlock", json!([150]), Value::Null).unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert_eq!(config_of(&pve, &repo, 150)["description"], "metrics-v2");
     assert_converged(&pve, &repo);
@@ -74,14 +74,14 @@ fn a_config_lock_held_by_another_task_fails_transiently_and_converges_later() {
     pve.call("hold_config_lock", json!([150, null]), Value::Null)
         .unwrap();
 
-    let held = proxops(&pve, &repo, &["apply"]);
+    let held = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(held.code, 1, "{}", held.all());
     assert!(held.stdout.contains("got timeout"), "{}", held.all());
     assert!(held.stdout.contains("transient"), "{}", held.all());
 
     pve.call("release_config_lock", json!([150]), Value::Null)
         .unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert_converged(&pve, &repo);
 }
@@ -106,7 +106,7 @@ fn a_failing_config_read_prunes_nothing_and_the_next_cycle_catches_up() {
     .unwrap();
 
     pve.forget_requests().unwrap();
-    let failing = proxops(&pve, &repo, &["apply"]);
+    let failing = proxops(&pve, &repo, &["apply", "--yes"]);
     let deletes: Vec<_> = writes(&pve)
         .into_iter()
         .filter(|(m, _)| m == "DELETE")
@@ -133,7 +133,7 @@ fn a_failing_config_read_prunes_nothing_and_the_next_cycle_catches_up() {
 
     pve.clear().unwrap();
     pve.forget_requests().unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert!(
         writes(&pve).contains(&("DELETE".into(), "/api2/json/nodes/pve1/qemu/302".into())),
@@ -156,7 +156,7 @@ fn a_failing_config_read_of_a_managed_guest_writes_nothing_to_it() {
     .unwrap();
 
     pve.forget_requests().unwrap();
-    let failing = proxops(&pve, &repo, &["apply"]);
+    let failing = proxops(&pve, &repo, &["apply", "--yes"]);
     assert!(
         writes(&pve).is_empty(),
         "{}\n{:?}",
@@ -171,7 +171,7 @@ fn a_failing_config_read_of_a_managed_guest_writes_nothing_to_it() {
     );
 
     pve.clear().unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert_eq!(config_of(&pve, &repo, 150)["description"], "metrics-v2");
     assert_converged(&pve, &repo);
@@ -194,7 +194,7 @@ fn a_download_task_error_defers_its_dependants_and_the_next_cycle_converges() {
     .unwrap();
 
     pve.forget_requests().unwrap();
-    let failed = proxops(&pve, &repo, &["apply"]);
+    let failed = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(failed.code, 1, "{}", failed.all());
     assert!(
         failed.stdout.contains("decompression not supported"),
@@ -216,7 +216,7 @@ fn a_download_task_error_defers_its_dependants_and_the_next_cycle_converges() {
         writes(&pve)
     );
 
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert!(
         applied.stdout.contains("3 ok, 0 failed"),
@@ -234,7 +234,7 @@ fn an_offline_node_is_left_alone_and_caught_up_when_it_returns() {
         .unwrap();
 
     pve.forget_requests().unwrap();
-    let partial = proxops(&pve, &repo, &["apply"]);
+    let partial = proxops(&pve, &repo, &["apply", "--yes"]);
     assert!(
         partial.stdout.contains("node pve2 is not online"),
         "{}",
@@ -251,11 +251,11 @@ fn an_offline_node_is_left_alone_and_caught_up_when_it_returns() {
 
     pve.call("set_node_offline", json!(["pve2", false]), Value::Null)
         .unwrap();
-    let caught_up = proxops(&pve, &repo, &["apply"]);
+    let caught_up = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(caught_up.code, 0, "{}", caught_up.all());
     assert!(caught_up.stdout.contains("VM/db-01"), "{}", caught_up.all());
     pve.forget_requests().unwrap();
-    let again = proxops(&pve, &repo, &["apply"]);
+    let again = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(again.code, 0, "{}", again.all());
     assert!(writes(&pve).is_empty(), "{}", again.all());
 }
@@ -270,13 +270,13 @@ fn dropped_connections_are_retried_and_nothing_is_done_twice() {
     ]);
     pve.call("flaky_network", Value::Null, json!({"drop_rate": 0.3}))
         .unwrap();
-    let _ = proxops(&pve, &repo, &["apply"]);
-    let _ = proxops(&pve, &repo, &["apply"]);
+    let _ = proxops(&pve, &repo, &["apply", "--yes"]);
+    let _ = proxops(&pve, &repo, &["apply", "--yes"]);
     pve.clear().unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     pve.forget_requests().unwrap();
-    let again = proxops(&pve, &repo, &["apply"]);
+    let again = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(again.code, 0, "{}", again.all());
     assert!(writes(&pve).is_empty(), "{}", again.all());
 }
@@ -292,7 +292,7 @@ fn a_permission_error_fails_the_action_with_pves_words_and_converges_once_grante
         json!({"status": 403, "message": "Permission check failed (/vms/150, VM.Allocate)"}),
     )
     .unwrap();
-    let denied = proxops(&pve, &repo, &["apply"]);
+    let denied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(denied.code, 1, "{}", denied.all());
     assert!(
         denied
@@ -304,7 +304,7 @@ fn a_permission_error_fails_the_action_with_pves_words_and_converges_once_grante
     assert!(!denied.stdout.contains("transient"), "{}", denied.all());
 
     pve.clear().unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert_converged(&pve, &repo);
 }
@@ -320,7 +320,7 @@ fn an_unreadable_inventory_aborts_the_cluster_with_nothing_written() {
     )
     .unwrap();
     pve.forget_requests().unwrap();
-    for args in [&["apply"][..], &["status"][..], &["diff"][..]] {
+    for args in [&["apply", "--yes"][..], &["status"][..], &["diff"][..]] {
         let run = proxops(&pve, &repo, args);
         assert_eq!(run.code, 1, "{args:?}: {}", run.all());
         assert!(
@@ -332,10 +332,10 @@ fn an_unreadable_inventory_aborts_the_cluster_with_nothing_written() {
     }
     assert!(writes(&pve).is_empty(), "{:?}", writes(&pve));
     pve.clear().unwrap();
-    let applied = proxops(&pve, &repo, &["apply"]);
+    let applied = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     pve.forget_requests().unwrap();
-    let again = proxops(&pve, &repo, &["apply"]);
+    let again = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(again.code, 0, "{}", again.all());
     assert!(writes(&pve).is_empty(), "{}", again.all());
 }

@@ -54,7 +54,7 @@ fn repo_for(pve: &FakePve, lock_wait: &str) -> Repo {
 
 /// `proxops … apply`: every apply of these tests is spelt here.
 fn apply(pve: &FakePve, repo: &Repo) -> Command {
-    command(pve, repo, &["apply"])
+    command(pve, repo, &["apply", "--yes"])
 }
 
 fn spawn(mut cmd: Command) -> Child {

@@ -472,7 +472,7 @@ fn sigterm_lets_the_action_in_flight_finish_and_starts_no_other() {
         "../../vm/base/monitoring.yaml",
         "../../vm/base/monitoring-b.yaml",
     ]);
-    let created = proxops(&pve, &repo, &["apply"]);
+    let created = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(created.code, 0, "{}", created.all());
 
     // Both VMs stopped behind ProxOps' back; a start now takes 2 s.

@@ -131,11 +131,11 @@ fn sops_credentials_and_cloud_init_secrets_reach_pve_and_nowhere_else() {
     let token_secret = sops.token_secret.clone();
     let run = |args: &[&str]| sops.run(args);
 
-    let (code, text) = run(&["apply", "--diff"]);
+    let (code, text) = run(&["apply", "--yes", "--diff"]);
     web_created_with_the_password(&pve, code, &text);
 
     pve.forget_requests().unwrap();
-    let (code, text) = run(&["apply"]);
+    let (code, text) = run(&["apply", "--yes"]);
     assert_eq!(code, Some(0), "{text}");
     assert!(writes(&pve).is_empty(), "{text}\n{:?}", writes(&pve));
 
@@ -176,7 +176,7 @@ fn the_wrong_age_key_exits_2_before_any_pve_request() {
     assert!(made.status.success());
 
     pve.forget_requests().unwrap();
-    for args in [&["apply"][..], &["diff"][..]] {
+    for args in [&["apply", "--yes"][..], &["diff"][..]] {
         let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
             .current_dir(repo.path())
             .env_remove("PROXOPS_PVE_TOKEN_VALUE")
@@ -229,6 +229,6 @@ fn a_saved_plan_holds_the_password_reference_and_apply_plan_sends_the_value() {
     );
 
     // The value itself reached PVE, resolved from SOPS at apply time.
-    let (code, text) = sops.run(&["apply", "--diff", "--plan", plan]);
+    let (code, text) = sops.run(&["apply", "--yes", "--diff", "--plan", plan]);
     web_created_with_the_password(&pve, code, &text);
 }

@@ -26,7 +26,7 @@ const ALL: &[&str] = &[];
 
 /// Every `apply` of this file goes through here.
 fn apply(pve: &FakePve, repo: &Repo, selection: &[&str]) -> Run {
-    proxops_selecting(pve, repo, selection, &["apply"])
+    proxops_selecting(pve, repo, selection, &["apply", "--yes"])
 }
 
 /// Points the demo's `edge` cluster at `url`, trusting `pve`'s certificate
@@ -275,7 +275,7 @@ fn a_secrets_file_outside_the_repository_exits_2_before_any_request() {
     ] {
         use_secrets(&repo, &file, TOKEN_REFS);
         pve.forget_requests().unwrap();
-        for args in [&["diff"][..], &["apply"][..]] {
+        for args in [&["diff"][..], &["apply", "--yes"][..]] {
             let run = with_sops_key(&repo, &key, args);
             assert_eq!(run.code, 2, "{file}\n{}\n{}", home_config(&repo), run.all());
             assert!(

@@ -51,7 +51,7 @@ fn estate(pve: &FakePve, repo: &Repo) -> BTreeSet<String> {
 fn each_write_of_a_first_apply_failing_once_loses_nothing() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
-    let first = proxops(&pve, &repo, &["apply"]);
+    let first = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(first.code, 0, "{}", first.all());
     let mut sweep: Vec<(String, String)> = Vec::new();
     for (method, path) in writes(&pve) {
@@ -74,7 +74,7 @@ fn each_write_of_a_first_apply_failing_once_loses_nothing() {
             json!({"status": 500, "message": "injected failure", "times": 1000}),
         )
         .unwrap();
-        let faulted = proxops(&pve, &repo, &["apply"]);
+        let faulted = proxops(&pve, &repo, &["apply", "--yes"]);
         assert!(
             !faulted.all().contains("panicked"),
             "{what}: {}",
@@ -87,10 +87,10 @@ fn each_write_of_a_first_apply_failing_once_loses_nothing() {
             faulted.all()
         );
         pve.clear().unwrap();
-        let caught_up = proxops(&pve, &repo, &["apply"]);
+        let caught_up = proxops(&pve, &repo, &["apply", "--yes"]);
         assert_eq!(caught_up.code, 0, "{what}: {}", caught_up.all());
         pve.forget_requests().unwrap();
-        let again = proxops(&pve, &repo, &["apply"]);
+        let again = proxops(&pve, &repo, &["apply", "--yes"]);
         assert_eq!(again.code, 0, "{what}: {}", again.all());
         assert!(writes(&pve).is_empty(), "{what}: {}", again.all());
         assert_eq!(estate(&pve, &repo), intact, "{what}");

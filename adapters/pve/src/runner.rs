@@ -16,6 +16,7 @@
 //! are exposed (`Params::to_wire`) only at the moment they are sent; no
 //! error or log line holds one.
 
+use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
@@ -32,6 +33,34 @@ use crate::transport::{Method, Request, Response, Transport, TransportError, enc
 /// Told each action and its outcome as soon as it ends.
 pub type ActionObserver<'a> = dyn Fn(&Action, &Outcome) + Sync + 'a;
 
+/// What the runner is doing, told as it happens, so a caller can show
+/// progress. The runner itself prints and logs nothing.
+#[derive(Debug, Clone, Copy)]
+pub enum Progress<'a> {
+    /// The plan's action number `index` (0-based) is about to start.
+    Started { index: usize, action: &'a Action },
+    /// One of its PVE tasks is not finished after `elapsed` (told after
+    /// every status read that found it running).
+    TaskRunning {
+        index: usize,
+        action: &'a Action,
+        upid: &'a str,
+        elapsed: Duration,
+    },
+    /// The action ended after `elapsed`; `upids` are the tasks PVE ran for
+    /// it, in order (none for a synchronous write).
+    Finished {
+        index: usize,
+        action: &'a Action,
+        outcome: &'a Outcome,
+        elapsed: Duration,
+        upids: &'a [String],
+    },
+}
+
+/// Told every [`Progress`] event.
+pub type ProgressObserver<'a> = dyn Fn(&Progress<'_>) + Sync + 'a;
+
 /// How the runner waits and when it stops.
 pub struct RunOptions<'a> {
     /// Longest wait for one PVE task (`reconcile.task-timeout`, default 30 min).
@@ -42,8 +71,10 @@ pub struct RunOptions<'a> {
     pub now: &'a (dyn Fn() -> Timestamp + Sync),
     /// Set by a signal handler: the action in flight finishes, no other starts.
     pub stop: Option<&'a AtomicBool>,
-    /// Called after each action with its result (for progress lines).
+    /// Called after each action with its result (for log events).
     pub on_result: Option<&'a ActionObserver<'a>>,
+    /// Called when an action starts, while its tasks run and when it ends.
+    pub on_progress: Option<&'a ProgressObserver<'a>>,
 }
 
 impl RunOptions<'_> {
@@ -73,7 +104,23 @@ pub fn execute(transport: &dyn Transport, plan: &Plan, opts: &RunOptions<'_>) ->
             break;
         };
         let action = action.clone();
-        let outcome = perform(transport, &action, opts);
+        if let Some(progress) = opts.on_progress {
+            progress(&Progress::Started {
+                index,
+                action: &action,
+            });
+        }
+        let started = Instant::now();
+        let (outcome, upids) = perform_observed(transport, index, &action, opts);
+        if let Some(progress) = opts.on_progress {
+            progress(&Progress::Finished {
+                index,
+                action: &action,
+                outcome: &outcome,
+                elapsed: started.elapsed(),
+                upids: &upids,
+            });
+        }
         if let Some(report) = opts.on_result {
             report(&action, &outcome);
         }
@@ -84,10 +131,29 @@ pub fn execute(transport: &dyn Transport, plan: &Plan, opts: &RunOptions<'_>) ->
 
 /// Performs one action and reads PVE's answers into an `Outcome`.
 pub fn perform(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>) -> Outcome {
-    match run_work(transport, action, opts) {
+    perform_observed(transport, 0, action, opts).0
+}
+
+/// [`perform`], also returning the UPIDs of the tasks PVE ran for it.
+fn perform_observed(
+    transport: &dyn Transport,
+    index: usize,
+    action: &Action,
+    opts: &RunOptions<'_>,
+) -> (Outcome, Vec<String>) {
+    let pve = Pve {
+        transport,
+        opts,
+        node: &action.node,
+        index,
+        action,
+        upids: RefCell::new(Vec::new()),
+    };
+    let outcome = match run_work(&pve, action) {
         Ok(()) => Outcome::Succeeded,
         Err(e) => e.into_outcome(),
-    }
+    };
+    (outcome, pve.upids.into_inner())
 }
 
 /// Why a step failed, before it becomes an `Outcome`.
@@ -158,17 +224,8 @@ fn guest_vmid(action: &Action) -> Result<Vmid, StepError> {
     }
 }
 
-fn run_work(
-    transport: &dyn Transport,
-    action: &Action,
-    opts: &RunOptions<'_>,
-) -> Result<(), StepError> {
+fn run_work(pve: &Pve<'_>, action: &Action) -> Result<(), StepError> {
     let node = &action.node;
-    let pve = Pve {
-        transport,
-        opts,
-        node,
-    };
     match &action.work {
         Work::CreateGuest {
             guest_type,
@@ -336,6 +393,11 @@ struct Pve<'a> {
     transport: &'a dyn Transport,
     opts: &'a RunOptions<'a>,
     node: &'a NodeName,
+    /// The action being performed and its place in the plan (for progress).
+    index: usize,
+    action: &'a Action,
+    /// The tasks PVE started for it, in order.
+    upids: RefCell<Vec<String>>,
 }
 
 impl Pve<'_> {
@@ -372,7 +434,10 @@ impl Pve<'_> {
     ) -> Result<(), StepError> {
         let response = self.call(method, path, form)?;
         match response.data() {
-            Value::String(upid) => self.wait(upid, &format!("{method} {path}")),
+            Value::String(upid) => {
+                self.upids.borrow_mut().push(upid.clone());
+                self.wait(upid, &format!("{method} {path}"))
+            }
             _ => Ok(()),
         }
     }
@@ -441,6 +506,14 @@ impl Pve<'_> {
                     last = message;
                 }
                 Err(e) => last = transport_message(&e),
+            }
+            if let Some(progress) = self.opts.on_progress {
+                progress(&Progress::TaskRunning {
+                    index: self.index,
+                    action: self.action,
+                    upid,
+                    elapsed: started.elapsed(),
+                });
             }
             if Instant::now() >= deadline {
                 return Err(StepError {

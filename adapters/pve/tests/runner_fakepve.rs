@@ -46,6 +46,7 @@ fn opts<'a>(stop: Option<&'a AtomicBool>) -> RunOptions<'a> {
         now: &now,
         stop,
         on_result: None,
+        on_progress: None,
     }
 }
 
@@ -80,6 +81,21 @@ fn plan(actions: Vec<Action>) -> Plan {
 
 fn live(pve: &FakePve) -> LiveTransport {
     LiveTransport::new(pve.live_config()).unwrap()
+}
+
+/// Runs a plan of one action: stop VM 100.
+fn stop_vm_100(t: &LiveTransport, o: &RunOptions<'_>) -> proxops_core::exec::Execution {
+    runner::execute(
+        t,
+        &plan(vec![action(
+            100,
+            Op::Stop,
+            Work::Stop {
+                guest_type: GuestType::Qemu,
+            },
+        )]),
+        o,
+    )
 }
 
 fn config(t: &dyn Transport, path: &str) -> Value {
@@ -222,17 +238,7 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
     pve.set_guest(100, json!({"stop_secs": 500})).unwrap();
     let mut o = opts(None);
     o.task_timeout = Duration::from_millis(300);
-    let exec = runner::execute(
-        &t,
-        &plan(vec![action(
-            100,
-            Op::Stop,
-            Work::Stop {
-                guest_type: GuestType::Qemu,
-            },
-        )]),
-        &o,
-    );
+    let exec = stop_vm_100(&t, &o);
     match &exec.states()[0] {
         ActionState::Done {
             outcome: Outcome::Failed { error, transient },
@@ -342,17 +348,7 @@ fn a_stop_request_starts_no_further_action() {
     let t = live(&pve);
     let stop = AtomicBool::new(true);
     pve.forget_requests().unwrap();
-    let exec = runner::execute(
-        &t,
-        &plan(vec![action(
-            100,
-            Op::Stop,
-            Work::Stop {
-                guest_type: GuestType::Qemu,
-            },
-        )]),
-        &opts(Some(&stop)),
-    );
+    let exec = stop_vm_100(&t, &opts(Some(&stop)));
     assert!(
         matches!(&exec.states()[0], ActionState::Deferred { .. }),
         "{:?}",
@@ -376,5 +372,61 @@ fn a_revoked_ticket_is_renewed_for_the_next_write() {
     assert_eq!(
         config(&t, "/nodes/pve1/qemu/100/config")["description"],
         "after-relogin"
+    );
+}
+
+#[test]
+fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    // A stop of 30 PVE seconds runs ~300 ms: several status reads see it running.
+    pve.settings(json!({"time_scale": 0.01})).unwrap();
+    pve.set_guest(100, json!({"stop_secs": 30})).unwrap();
+    let heard: Mutex<Vec<String>> = Mutex::new(Vec::new());
+    let observer = |p: &runner::Progress<'_>| {
+        let line = match p {
+            runner::Progress::Started { index, action } => {
+                format!("started {index} {}", action.op.as_str())
+            }
+            runner::Progress::TaskRunning { index, upid, .. } => {
+                format!("running {index} {upid}")
+            }
+            runner::Progress::Finished {
+                index,
+                outcome,
+                upids,
+                ..
+            } => format!("finished {index} {outcome:?} {}", upids.join(" ")),
+        };
+        heard.lock().unwrap().push(line);
+    };
+    let mut o = opts(None);
+    o.on_progress = Some(&observer);
+    let exec = stop_vm_100(&t, &o);
+    assert!(matches!(
+        exec.states()[0],
+        ActionState::Done {
+            outcome: Outcome::Succeeded,
+            ..
+        }
+    ));
+    let heard = heard.into_inner().unwrap();
+    assert_eq!(
+        heard.first().map(String::as_str),
+        Some("started 0 stop"),
+        "{heard:?}"
+    );
+    let last = heard.last().unwrap();
+    assert!(
+        last.starts_with("finished 0 Succeeded UPID:pve1:"),
+        "{heard:?}"
+    );
+    assert!(last.contains(":qmstop:100:"), "{heard:?}");
+    let upid = last.rsplit(' ').next().unwrap();
+    let running: Vec<&String> = heard.iter().filter(|l| l.starts_with("running")).collect();
+    assert!(!running.is_empty(), "{heard:?}");
+    assert!(
+        running.iter().all(|l| **l == format!("running 0 {upid}")),
+        "{heard:?}"
     );
 }

@@ -319,7 +319,7 @@ pub fn finished(pve: &FakePve, out: std::process::Output) -> Run {
 /// `proxops … apply <args>`: every live test's apply goes through here, so
 /// a flag every apply needs is added in one place.
 pub fn apply(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
-    let mut all = vec!["apply"];
+    let mut all = vec!["apply", "--yes"];
     all.extend_from_slice(args);
     proxops(pve, repo, &all)
 }
