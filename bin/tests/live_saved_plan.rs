@@ -40,19 +40,18 @@ fn write_paths(pve: &FakePve) -> Vec<(String, String)> {
     writes(pve)
 }
 
-/// `(what, kind, name)` of every `proxops.action` log line.
+/// `(op, kind, name)` of every action a run finished ok, from its progress
+/// lines on stderr.
 fn performed(stderr: &str) -> Vec<(String, String, String)> {
+    // Progress lines: `<cluster> [i/n] <op> <Kind>/<name> on <node> id=…: ok in …`.
     stderr
         .lines()
-        .filter(|l| l.contains("proxops.action"))
+        .filter(|l| l.contains(": ok in "))
         .map(|l| {
-            let field = |k: &str| {
-                l.split_whitespace()
-                    .find_map(|w| w.strip_prefix(&format!("{k}=")))
-                    .unwrap_or("")
-                    .to_owned()
-            };
-            (field("what"), field("kind"), field("name"))
+            let mut words = l.split_whitespace().skip(2);
+            let op = words.next().unwrap_or("").to_owned();
+            let (kind, name) = words.next().unwrap_or("").split_once('/').unwrap_or(("", ""));
+            (op, kind.to_owned(), name.to_owned())
         })
         .collect()
 }

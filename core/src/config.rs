@@ -790,7 +790,7 @@ impl Endpoint {
         let (host, port) = match authority.strip_prefix('[') {
             Some(inner) => {
                 let (ip, after) = inner.split_once(']')?;
-                let ip: std::net::Ipv6Addr = ip.parse().ok()?;
+                let ip: core::net::Ipv6Addr = ip.parse().ok()?;
                 let host = match ip.to_ipv4_mapped() {
                     Some(v4) => v4.to_string(),
                     None => format!("[{ip}]"),
@@ -803,7 +803,7 @@ impl Endpoint {
                     None => (authority, None),
                 };
                 let host = host.trim_end_matches('.').to_ascii_lowercase();
-                let host = match host.parse::<std::net::Ipv4Addr>() {
+                let host = match host.parse::<core::net::Ipv4Addr>() {
                     Ok(ip) => ip.to_string(),
                     Err(_) => host,
                 };
