@@ -218,6 +218,60 @@ impl Builder<'_> {
         );
     }
 
+    /// The first cycle of an adopted guest (its manifest names this vmid in
+    /// `proxops/adopted-vmid`) that does not carry the tag yet: one live
+    /// write that adds the tag, the claim, and nothing else: no other key,
+    /// no stop, no power change. An annotation alone can so never stop or
+    /// reconfigure a guest; the rest of its drift is planned from the next
+    /// cycle, once PVE holds the tag and the guest is ProxOps'.
+    fn claim(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        digest: Option<String>,
+        d: &drift::Drift,
+    ) {
+        let (Some(change), Some(tags)) = (
+            d.changes.iter().find(|c| c.field == "tags"),
+            d.params.get("tags"),
+        ) else {
+            return;
+        };
+        let others = d.changes.len() - 1;
+        let mut reason = format!(
+            "{}: claim: adds the proxops tag only (proxops/adopted-vmid)",
+            obj.r#ref
+        );
+        if others > 0 {
+            reason.push_str(&format!(
+                "; {others} other change(s) are planned once PVE holds the tag"
+            ));
+        }
+        let mut params = crate::action::Params::new();
+        params.0.push(("tags".into(), tags.clone()));
+        self.plan.actions.push(Action {
+            op: Op::Update,
+            kind: obj.r#ref.kind,
+            name: obj.r#ref.name.to_string(),
+            node: live.node.clone(),
+            target: Target::Guest(live.vmid),
+            impact: Impact::Live,
+            changes: vec![change.clone()],
+            reason,
+            level: obj.level,
+            deps: obj.deps.iter().cloned().collect(),
+            object: Some(obj.r#ref.clone()),
+            work: Work::UpdateConfig {
+                guest_type: live.guest_type,
+                params,
+                delete: Vec::new(),
+                digest,
+                stop_first: false,
+                restart_after: false,
+            },
+        });
+    }
+
     fn artifact(&mut self, obj: &DesiredObject) {
         let Some(spec) = obj.spec.artifact() else {
             return;
@@ -400,6 +454,10 @@ impl Builder<'_> {
                     None,
                     e.to_string(),
                 );
+            }
+            Ok(d) if !live.is_owned() => {
+                self.plan.anomalies.extend(d.anomalies.iter().cloned());
+                self.claim(obj, live, config.digest.clone(), &d);
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());

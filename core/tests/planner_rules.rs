@@ -600,6 +600,45 @@ fn an_adopted_manifest_claims_its_untagged_guest_by_adding_the_tag() {
 }
 
 #[test]
+fn a_claim_writes_only_the_tag_and_never_stops_or_powers_the_guest() {
+    // The manifest wants 1 GiB and the guest is stopped with 4 GiB: a
+    // stop-start change and a start, were the guest ProxOps' already.
+    let c = cluster(&[VM_ADOPTED]);
+    let mut s = snapshot();
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Stopped,
+        false,
+        Ok(vm_config(100, "4096", "web", false)),
+        "web",
+        "web",
+    );
+    let p = run(&c, &s, 3);
+    assert_eq!(p.actions.len(), 1, "{:?}", p.actions);
+    let claim = &p.actions[0];
+    assert_eq!(claim.op, Op::Update);
+    assert_eq!(claim.impact, Impact::Live);
+    assert_eq!(claim.changes.len(), 1, "{:?}", claim.changes);
+    assert_eq!(claim.changes[0].field, "tags");
+    let Work::UpdateConfig {
+        params,
+        delete,
+        stop_first,
+        restart_after,
+        ..
+    } = &claim.work
+    else {
+        panic!("{:?}", claim.work);
+    };
+    assert_eq!(params.0.len(), 1);
+    assert_eq!(params.0[0].0, "tags");
+    assert!(delete.is_empty() && !stop_first && !restart_after);
+    assert!(claim.reason.contains("other change(s) are planned once PVE holds the tag"));
+}
+
+#[test]
 fn a_renumbered_manifest_reports_the_old_guest_and_never_prunes_it() {
     // VM/web moved from vmid 100 to 105: the tagged guest at 100 still
     // carries its name.
