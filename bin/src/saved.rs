@@ -186,12 +186,21 @@ pub fn apply(
                 c.cluster
             ))
         })?;
+        let mut plan: Plan = c.plan();
+        let unrecorded = saved::unobserved(&plan.actions, &c.observed);
+        if !unrecorded.is_empty() {
+            let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
+            return Err(refused(format!(
+                "cluster {}: the plan's actions touch {} that it has no record of (an edited or damaged plan file)",
+                c.cluster,
+                names.join(", ")
+            )));
+        }
         let moved = saved::check(&c.cluster, &c.observed, &live);
         if !moved.is_empty() {
             let lines: Vec<String> = moved.iter().map(ToString::to_string).collect();
             return Err(refused(lines.join("\n")));
         }
-        let mut plan: Plan = c.plan();
         saved::resolve_secrets(&c.cluster, &mut plan.actions, &ready.secrets)
             .map_err(|e| Failure::input(format!("apply --plan: {e}; nothing was written")))?;
         runs.push((ready, plan));

@@ -50,7 +50,11 @@ fn performed(stderr: &str) -> Vec<(String, String, String)> {
         .map(|l| {
             let mut words = l.split_whitespace().skip(2);
             let op = words.next().unwrap_or("").to_owned();
-            let (kind, name) = words.next().unwrap_or("").split_once('/').unwrap_or(("", ""));
+            let (kind, name) = words
+                .next()
+                .unwrap_or("")
+                .split_once('/')
+                .unwrap_or(("", ""));
             (op, kind.to_owned(), name.to_owned())
         })
         .collect()

@@ -221,6 +221,19 @@ pub fn check(cluster: &ClusterName, saved: &[Observed], live: &LiveSnapshot) -> 
         .collect()
 }
 
+/// The objects `actions` touch that `observed` says nothing of: a plan
+/// file whose actions reach past what it recorded (edited by hand, or
+/// damaged) cannot be checked against PVE, so it is refused.
+pub fn unobserved(actions: &[Action], observed: &[Observed]) -> Vec<Touched> {
+    let mut out: Vec<Touched> = touched(actions)
+        .into_iter()
+        .filter(|t| !observed.iter().any(|o| &o.object == t))
+        .collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
 fn touched(actions: &[Action]) -> Vec<Touched> {
     let mut out = Vec::new();
     for a in actions {

@@ -635,7 +635,11 @@ fn a_claim_writes_only_the_tag_and_never_stops_or_powers_the_guest() {
     assert_eq!(params.0.len(), 1);
     assert_eq!(params.0[0].0, "tags");
     assert!(delete.is_empty() && !stop_first && !restart_after);
-    assert!(claim.reason.contains("other change(s) are planned once PVE holds the tag"));
+    assert!(
+        claim
+            .reason
+            .contains("other change(s) are planned once PVE holds the tag")
+    );
 }
 
 #[test]

@@ -300,3 +300,19 @@ fn a_bad_field_is_named_with_its_line_and_path() {
         other => panic!("{other}"),
     }
 }
+
+#[test]
+fn actions_reaching_past_what_the_plan_recorded_are_unobserved() {
+    let (c, live, p, vmid) = update_of_one_guest();
+    let saved = SavedCluster::new(&p, &c, &live).unwrap();
+    assert!(saved::unobserved(&p.actions, &saved.observed).is_empty());
+
+    // A plan file whose record of the guest was cut out (edited by hand):
+    // its update can no longer be checked against PVE.
+    let mut cut = saved.observed.clone();
+    cut.retain(|o| o.object != Touched::Guest(vmid));
+    assert_eq!(
+        saved::unobserved(&p.actions, &cut),
+        vec![Touched::Guest(vmid)]
+    );
+}
