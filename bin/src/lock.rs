@@ -24,7 +24,7 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use proxops_core::config::Config;
+use proxops_core::config::{Config, Endpoint};
 use proxops_core::names::ClusterName;
 use proxops_pve::runner::unix_now;
 use serde_json::json;
@@ -189,17 +189,18 @@ impl Locking {
     }
 }
 
-/// `<host>_<port>.lock` of a base URL, the port defaulted by the scheme;
-/// anything but letters, digits, `.` and `-` becomes `_`.
+/// `<host>_<port>.lock` of a base URL, from its normalised endpoint (the
+/// one `validate` compares: host lower-cased without a trailing dot, the
+/// port as written or the scheme's default), so two spellings of one
+/// endpoint meet at one file; anything but letters, digits, `.` and `-`
+/// becomes `_`.
 pub fn lock_file_name(base_url: &str) -> String {
-    let (scheme, rest) = base_url.split_once("://").unwrap_or(("https", base_url));
-    let authority = rest.split(['/', '?', '#']).next().unwrap_or(rest);
-    let authority = authority.rsplit('@').next().unwrap_or(authority);
-    let has_port = authority
-        .rsplit_once(':')
-        .is_some_and(|(_, port)| !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit()));
-    let mut name: String = authority
-        .to_ascii_lowercase()
+    let endpoint = match Endpoint::parse(base_url) {
+        Some(e) => e.to_string(),
+        // Not a URL `validate` lets through; still one file per spelling.
+        None => base_url.to_ascii_lowercase(),
+    };
+    let mut name: String = endpoint
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '.' || c == '-' {
@@ -209,13 +210,6 @@ pub fn lock_file_name(base_url: &str) -> String {
             }
         })
         .collect();
-    if !has_port {
-        name.push_str(if scheme.eq_ignore_ascii_case("http") {
-            "_80"
-        } else {
-            "_443"
-        });
-    }
     name.push_str(".lock");
     name
 }
@@ -288,7 +282,20 @@ mod tests {
             lock_file_name("https://[fd00::1]:8006"),
             "_fd00__1__8006.lock"
         );
-        assert_eq!(lock_file_name("https://../x:8006"), ".._443.lock");
+        // Spellings `validate` takes for one endpoint share one file.
+        for same in [
+            "https://PVE.example.org.:443/api2/json",
+            "https://pve.example.org:443",
+            "https://user@pve.example.org",
+        ] {
+            assert_eq!(lock_file_name(same), "pve.example.org_443.lock", "{same}");
+        }
+        assert_eq!(
+            lock_file_name("https://[::ffff:127.0.0.1]:8006"),
+            lock_file_name("https://127.0.0.1:8006")
+        );
+        // No path separator ever reaches the name.
+        assert!(!lock_file_name("https://../x:8006").contains('/'));
     }
 
     #[test]
