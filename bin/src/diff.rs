@@ -45,7 +45,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Output::Json => render::json_with_warnings(&plans, &ws.loaded.warnings),
         Output::Markdown => render::markdown(&plans),
     };
-    out::print_line(&text)?;
+    // A reader that went away early (`| head -1`) does not change what the
+    // plan says: the plan is still saved and the exit code still counts.
+    out::report_line(&text)?;
     let mut exit = Exit::Ok;
     if !outcome.invalid.is_empty() {
         let refs: Vec<&proxops_core::diag::Diagnostic> = outcome.invalid.iter().collect();

@@ -4,7 +4,8 @@
 //! (`proxops diff | head -1`, `less` quit early) returns `BrokenPipe`;
 //! `print!` would panic on it. Here a closed standard output becomes
 //! [`Failure::stdout_closed`]: the command stops printing and the process
-//! ends quietly with exit 0. Writes to standard error never fail a command
+//! ends quietly with exit 0, or, through [`report`], goes on to the exit
+//! code its work earned (`diff --exit-code | head -1` exits 3). Writes to standard error never fail a command
 //! (there is nowhere left to report it).
 
 use std::io::{ErrorKind, Write};
@@ -40,6 +41,17 @@ pub fn report(text: &str) -> Result<(), Failure> {
     match print(text) {
         Err(f) if f.message.is_empty() => Ok(()),
         other => other,
+    }
+}
+
+/// [`report`] with a newline after `text` unless it ends in one: for a
+/// command whose exit code says more than its output (`diff --exit-code`,
+/// an aborted cluster), so `| head -1` keeps that exit code.
+pub fn report_line(text: &str) -> Result<(), Failure> {
+    if text.ends_with('\n') {
+        report(text)
+    } else {
+        report(&format!("{text}\n"))
     }
 }
 

@@ -69,9 +69,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 &plans,
                 &rows,
             );
-            out::print_line(&serde_json::to_string_pretty(&doc).unwrap_or_default())?;
+            out::report_line(&serde_json::to_string_pretty(&doc).unwrap_or_default())?;
         }
-        _ => out::print(&table(&plans, &rows))?,
+        _ => out::report(&table(&plans, &rows))?,
     }
     let mut exit = Exit::Ok;
     if !outcome.invalid.is_empty() {
