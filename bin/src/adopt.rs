@@ -488,5 +488,5 @@ fn now_rfc3339() -> String {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs())
         .unwrap_or(0);
-    proxops_core::report::rfc3339(secs)
+    proxops_core::time::rfc3339(secs)
 }

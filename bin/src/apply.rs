@@ -534,8 +534,8 @@ fn cluster_json(c: &ClusterCycle) -> Value {
         "abort_reason": c.plan.abort_reason.clone().unwrap_or_default(),
         "actions_ok": ok,
         "actions_error": failed,
-        "started_at": crate::status::rfc3339(c.started_at),
-        "finished_at": crate::status::rfc3339(c.finished_at),
+        "started_at": proxops_core::time::rfc3339(c.started_at),
+        "finished_at": proxops_core::time::rfc3339(c.finished_at),
         "read_back": c.readback.is_some(),
         "actions": actions,
         "objects": c.objects.iter().map(|o| json!({

@@ -25,6 +25,7 @@ use proxops_core::live::LiveSnapshot;
 use proxops_core::names::ClusterName;
 use proxops_core::plan::{self, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
+use proxops_core::state;
 use proxops_pve::auth::{CredentialError, Credentials};
 use proxops_pve::identity::{self, PveIdentity};
 use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
@@ -640,7 +641,7 @@ pub fn execute_plan(
     let execution = runner::execute(ready.transport.as_ref(), &plan, &run);
     let again = ready.read_and_plan(&plan.cluster, ready.transport.as_ref());
     let readback = (!again.plan.aborted).then_some(again.plan);
-    let objects = execution.finish(&plan, readback.as_ref(), now());
+    let objects = state::object_states(&plan, Some(&execution), readback.as_ref(), None, now());
     ClusterCycle {
         name: plan.cluster.clone(),
         plan,

@@ -112,7 +112,8 @@ Exit 1 when any action failed or any cluster aborted.
 Usage: proxops [GLOBAL FLAGS] status [--output text|json]
 
 Run a read-only cycle and print each cluster's convergence table.
-  --output FORMAT   text (default) or json (the /status document)
+  --output FORMAT   text (default) or json (the /status document, as an
+                    observing daemon serves it after one cycle)
 "
         }
         Command::Run => {

@@ -182,7 +182,7 @@ impl Locking {
             pid: std::process::id(),
             command: self.command.clone(),
             cluster: cluster.as_str().to_owned(),
-            since: crate::status::rfc3339(unix_now()),
+            since: proxops_core::time::rfc3339(unix_now()),
         };
         write_holder(&file, &holder).map_err(io)?;
         Ok(ClusterLock { _file: file })

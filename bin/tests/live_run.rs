@@ -528,9 +528,10 @@ fn vm_record(status_body: &str, name: &str) -> Value {
         .unwrap_or(Value::Null)
 }
 
-#[test]
-fn an_observing_daemon_serves_the_pending_changes_for_three_cycles_and_writes_nothing() {
-    let deadline = Instant::now() + DEADLINE;
+/// fakepve with the monitoring VM applied, and a repository that has
+/// since changed its description and added a second VM: one converged
+/// object, one update and one create pending.
+fn drifted_monitoring() -> (FakePve, Repo) {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
@@ -549,6 +550,13 @@ fn an_observing_daemon_serves_the_pending_changes_for_three_cycles_and_writes_no
         "../../vm/base/monitoring.yaml",
         "../../vm/base/monitoring-b.yaml",
     ]);
+    (pve, repo)
+}
+
+#[test]
+fn an_observing_daemon_serves_the_pending_changes_for_three_cycles_and_writes_nothing() {
+    let deadline = Instant::now() + DEADLINE;
+    let (pve, repo) = drifted_monitoring();
     pve.forget_requests().unwrap();
 
     let mut daemon = Daemon::start_with(&pve, &repo, &["--dry-run"]);
@@ -637,5 +645,48 @@ fn an_observing_daemon_serves_the_pending_changes_for_three_cycles_and_writes_no
             .lines()
             .any(|l| l.contains("proxops.run started") && l.contains("mode=observe")),
         "{stderr}"
+    );
+}
+
+/// `doc` with every RFC 3339 timestamp string replaced by `<time>`: two
+/// processes that read the same PVE differ in when, not in what.
+fn without_times(doc: &mut Value) {
+    match doc {
+        Value::String(s) if s.len() == 20 && s.ends_with('Z') && s.as_bytes()[10] == b'T' => {
+            *s = "<time>".to_owned();
+        }
+        Value::Array(items) => items.iter_mut().for_each(without_times),
+        Value::Object(fields) => fields.values_mut().for_each(without_times),
+        _ => {}
+    }
+}
+
+#[test]
+fn status_output_json_is_the_document_an_observing_daemon_serves() {
+    let deadline = Instant::now() + DEADLINE;
+    let (pve, repo) = drifted_monitoring();
+
+    let status = proxops(&pve, &repo, &["status", "--output", "json"]);
+    assert_eq!(status.code, 0, "{}", status.all());
+
+    let mut daemon = Daemon::start_with(&pve, &repo, &["--dry-run"]);
+    let addr = daemon.address(deadline);
+    wait_for(&addr, "/metrics", deadline, "dry-run cycle", |_, b| {
+        sample(b, "proxops_cycles_total", &[r#"result="dry_run""#]) >= 1
+    });
+    let (code, served) = get(&addr, "/status");
+    assert_eq!(code, 200, "{served}");
+    let exit = daemon.terminate(deadline);
+    assert_eq!(exit.code(), Some(0), "{}", daemon.stderr());
+
+    let mut printed: Value = serde_json::from_str(&status.stdout).unwrap();
+    let mut served: Value = serde_json::from_str(&served).unwrap();
+    assert_eq!(vm_record(&status.stdout, "monitoring")["state"], "drift");
+    assert_eq!(vm_record(&status.stdout, "monitoring-b")["state"], "drift");
+    without_times(&mut printed);
+    without_times(&mut served);
+    assert_eq!(
+        printed, served,
+        "proxops status --output json:\n{printed:#}\n/status:\n{served:#}"
     );
 }

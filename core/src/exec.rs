@@ -215,8 +215,11 @@ impl Execution {
         (ok, err)
     }
 
-    /// Decides each object's state after the read-back re-plan
-    /// (`readback`, `None` when the read-back itself failed).
+    /// The execution's part of each object's state after the read-back
+    /// re-plan (`readback`, `None` when the read-back itself failed): one
+    /// record per object and node that had an action. Callers want
+    /// [`crate::state::object_states`], which adds the plan's part and
+    /// holds the precedence of both.
     pub fn finish(
         &self,
         plan: &Plan,

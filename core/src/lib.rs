@@ -30,6 +30,8 @@ pub mod repo;
 pub mod report;
 pub mod saved;
 pub mod secret;
+pub mod state;
+pub mod time;
 pub mod units;
 pub mod wire;
 pub mod yaml;

@@ -6,8 +6,8 @@
 //! [`StatusStore`] that accumulates cycles for a long-running process, and
 //! the three renderings served over HTTP — JSON status
 //! ([`render_status_json`]), Prometheus text ([`render_metrics`]) and the
-//! health verdict ([`healthz`]) — plus RFC 3339 formatting of a Unix
-//! timestamp ([`rfc3339`]).
+//! health verdict ([`healthz`]). Timestamps are written by
+//! [`crate::time::rfc3339`].
 //!
 //! Must never: read a clock (every "now" is an argument), hold or render a
 //! secret (the store is built only from object identities, states, counts
@@ -31,6 +31,10 @@ use crate::exec::{ActionState, Execution, ObjectReport, ObjectState, Outcome, Ti
 use crate::names::Kind;
 use crate::plan::Plan;
 use crate::repo::ClusterDesired;
+use crate::time::rfc3339;
+
+/// Kept here too: stores merge records of one object across cycles.
+pub use crate::state::merge_records;
 
 /// How one cluster's part of a cycle ended: the `result` label of
 /// `proxops_cycles_total`.
@@ -278,17 +282,12 @@ impl ClusterReport {
 
     /// Builds a cluster's report from its plan, the execution (`None` for a
     /// dry run or when nothing ran), the object records
-    /// [`Execution::finish`] gave (empty when nothing ran) and the cluster's
-    /// desired state (`None` when it could not be loaded).
+    /// [`crate::state::object_states`] gave (empty when nothing ran) and the
+    /// cluster's desired state (`None` when it could not be loaded).
     ///
-    /// Records are added, for objects `objects` does not already name: a
-    /// planned action without an execution → `drift`; a skipped entry →
-    /// `skipped` with its reason; a deferred prune → `skipped` with the
-    /// reason as `prune_reason`; every other desired object → `converged`
-    /// (§22.6 step 7); a named anomaly → `anomalous` (an anomaly also
-    /// overrides `converged`/`drift`, never `failed`). Two records of one
-    /// object (a storage artifact on several nodes) merge into the worse
-    /// ([`merge_records`]). Result: the abort
+    /// Object states follow [`crate::state::object_states`]' precedence;
+    /// records it did not give yet (a dry run's, the desired objects') are
+    /// added by the same rules. Result: the abort
     /// reason's class if the plan was aborted, else `dry_run` or `ok`.
     /// `pve_read_at` is set to `finished_at` unless the plan was aborted.
     /// `pending`: without an execution every planned action, else those
@@ -308,102 +307,7 @@ impl ClusterReport {
             r.counts.objects = r.objects.len() as u64;
             return r;
         }
-        let mut records: BTreeMap<(String, String), ObjectReport> = BTreeMap::new();
-        for o in objects {
-            merge_into(&mut records, o);
-        }
-        let blank =
-            |kind: &str, name: &str, node: &str, id: &str, state: ObjectState| ObjectReport {
-                kind: kind.to_owned(),
-                name: name.to_owned(),
-                node: node.to_owned(),
-                id: id.to_owned(),
-                state,
-                last_action: None,
-                last_error: None,
-                prune_reason: None,
-                last_converged_at: None,
-            };
-        if execution.is_none() {
-            for a in &plan.actions {
-                let k = (a.kind.to_string(), a.name.clone());
-                let r = records.entry(k).or_insert_with(|| {
-                    blank(
-                        a.kind.as_str(),
-                        &a.name,
-                        a.node.as_str(),
-                        &a.target.to_string(),
-                        ObjectState::Drift,
-                    )
-                });
-                if r.state == ObjectState::Drift {
-                    r.last_action = Some(a.op.as_str().to_owned());
-                }
-            }
-        }
-        for s in &plan.skipped {
-            records
-                .entry((s.kind.clone(), s.name.clone()))
-                .or_insert_with(|| {
-                    let mut r = blank(&s.kind, &s.name, &s.node, &s.id, ObjectState::Skipped);
-                    r.last_error = Some(s.reason.clone());
-                    r
-                });
-        }
-        for d in &plan.deferred {
-            records
-                .entry((d.kind.to_string(), d.name.clone()))
-                .or_insert_with(|| {
-                    let mut r = blank(
-                        d.kind.as_str(),
-                        &d.name,
-                        d.node.as_str(),
-                        &d.target.to_string(),
-                        ObjectState::Skipped,
-                    );
-                    r.last_error = Some(format!("prune deferred: {}", d.reason));
-                    r.prune_reason = Some(d.reason.clone());
-                    r
-                });
-        }
-        for o in desired.iter().flat_map(|d| d.objects.values()) {
-            let kind = o.r#ref.kind.as_str();
-            let name = o.r#ref.name.to_string();
-            records
-                .entry((kind.to_owned(), name.clone()))
-                .or_insert_with(|| {
-                    let (node, id) = match (o.spec.guest_id(), o.spec.artifact()) {
-                        (Some((node, vmid)), _) => (node.to_string(), vmid.to_string()),
-                        (None, Some(a)) => (
-                            a.all_nodes()
-                                .iter()
-                                .map(|n| n.as_str())
-                                .collect::<Vec<_>>()
-                                .join(","),
-                            format!("{}:{}", a.storage, a.filename),
-                        ),
-                        (None, None) => (String::new(), String::new()),
-                    };
-                    blank(kind, &name, &node, &id, ObjectState::Converged)
-                });
-        }
-        for an in plan.anomalies.iter().filter(|a| !a.name.is_empty()) {
-            let r = records
-                .entry((an.kind.clone(), an.name.clone()))
-                .or_insert_with(|| {
-                    blank(&an.kind, &an.name, &an.node, &an.id, ObjectState::Anomalous)
-                });
-            if matches!(
-                r.state,
-                ObjectState::Anomalous
-                    | ObjectState::Converged
-                    | ObjectState::Drift
-                    | ObjectState::Desired
-            ) {
-                r.state = ObjectState::Anomalous;
-                r.last_error = Some(an.message.clone());
-            }
-        }
+        let records = crate::state::complete(plan, execution.is_some(), objects, desired);
 
         let mut counts = CycleCounts {
             objects: records.len() as u64,
@@ -478,7 +382,7 @@ impl ClusterReport {
             aborted: false,
             abort_reason: String::new(),
             counts,
-            objects: records.into_values().collect(),
+            objects: records,
             anomalies,
             actions,
             prune_deferred,
@@ -488,62 +392,6 @@ impl ClusterReport {
             pending,
         }
     }
-}
-
-/// How bad a state is, for merging two records of one object: the worse
-/// one is kept, so a failure on one node is never hidden by success on
-/// another.
-fn severity(s: ObjectState) -> u8 {
-    match s {
-        ObjectState::Converged => 0,
-        ObjectState::Pruned => 1,
-        ObjectState::Desired => 2,
-        ObjectState::InProgress => 3,
-        ObjectState::Skipped => 4,
-        ObjectState::Drift => 5,
-        ObjectState::Anomalous => 6,
-        ObjectState::Failed => 7,
-    }
-}
-
-/// Merges two records of one object (same kind and name): the one with the
-/// worse state wins; on a tie the later one. The nodes are listed together
-/// when they differ.
-pub fn merge_records(earlier: ObjectReport, later: ObjectReport) -> ObjectReport {
-    let nodes = if earlier.node == later.node || earlier.node.is_empty() {
-        later.node.clone()
-    } else if later.node.is_empty() {
-        earlier.node.clone()
-    } else {
-        let mut all: Vec<&str> = earlier
-            .node
-            .split(',')
-            .chain(later.node.split(','))
-            .collect();
-        all.sort_unstable();
-        all.dedup();
-        all.join(",")
-    };
-    let converged_at = earlier.last_converged_at.max(later.last_converged_at);
-    let mut kept = if severity(later.state) >= severity(earlier.state) {
-        later
-    } else {
-        earlier
-    };
-    kept.node = nodes;
-    if kept.state == ObjectState::Converged {
-        kept.last_converged_at = converged_at;
-    }
-    kept
-}
-
-fn merge_into(records: &mut BTreeMap<(String, String), ObjectReport>, o: ObjectReport) {
-    let key = (o.kind.clone(), o.name.clone());
-    let merged = match records.remove(&key) {
-        Some(earlier) => merge_records(earlier, o),
-        None => o,
-    };
-    records.insert(key, merged);
 }
 
 /// One reconcile cycle over the clusters.
@@ -1355,37 +1203,4 @@ pub fn escape_label_value(v: &str) -> String {
 
 fn escape_help(v: &str) -> String {
     v.replace('\\', "\\\\").replace('\n', "\\n")
-}
-
-// ---------------------------------------------------------------------------
-// RFC 3339
-
-/// Formats seconds since the Unix epoch as RFC 3339 UTC,
-/// `YYYY-MM-DDTHH:MM:SSZ` (proleptic Gregorian calendar).
-pub fn rfc3339(ts: Timestamp) -> String {
-    let days = ts / 86_400;
-    let secs = ts % 86_400;
-    let (y, m, d) = civil_from_days(days);
-    format!(
-        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs % 3600 / 60,
-        secs % 60
-    )
-}
-
-/// Year, month (1–12) and day (1–31) of the day `days` after 1970-01-01
-/// (Howard Hinnant's `civil_from_days`, for non-negative day numbers: eras
-/// of 400 years starting on 1 March).
-pub fn civil_from_days(days: u64) -> (u64, u64, u64) {
-    let z = days + 719_468; // days since 0000-03-01
-    let era = z / 146_097;
-    let doe = z - era * 146_097; // [0, 146096]
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365; // [0, 399]
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100); // [0, 365], from 1 March
-    let mp = (5 * doy + 2) / 153; // [0, 11], March = 0
-    let d = doy - (153 * mp + 2) / 5 + 1;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 };
-    let y = yoe + era * 400 + u64::from(m <= 2);
-    (y, m, d)
 }

@@ -14,6 +14,7 @@ use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid};
 use proxops_core::plan::Plan;
 use proxops_core::report::{ActionKey, ActionResult, ClusterReport, CycleResult, merge_records};
+use proxops_core::state::object_states;
 
 fn r(kind: Kind, name: &str) -> Ref {
     Ref {
@@ -335,4 +336,70 @@ fn two_records_of_one_object_merge_into_the_worse() {
         (both.state, both.node.as_str(), both.last_converged_at),
         (ObjectState::Converged, "pve1,pve2", Some(15))
     );
+}
+
+/// The plan, its execution and the states decided after a read-back whose
+/// plan has no action left.
+fn executed_states() -> (Plan, Execution, Vec<ObjectReport>) {
+    let p = plan();
+    let e = executed(&p);
+    let readback = Plan {
+        actions: Vec::new(),
+        ..p.clone()
+    };
+    let decided = object_states(&p, Some(&e), Some(&readback), None, 20);
+    (p, e, decided)
+}
+
+/// Each named object's state in `records`.
+fn states(records: &[ObjectReport]) -> Vec<(String, ObjectState)> {
+    records.iter().map(|o| (o.name.clone(), o.state)).collect()
+}
+
+#[test]
+fn object_states_of_an_executed_cycle_follow_the_precedence_table() {
+    // Read back, `cache` still differs: the plan's skip (rule 5) stands.
+    let (_, _, got) = executed_states();
+    let want = [
+        // Rule 1 over rule 4: its start was deferred, its create failed.
+        ("db", ObjectState::Failed),
+        ("cache", ObjectState::Skipped),
+        // Rule 3.
+        ("old", ObjectState::Pruned),
+        // Rule 5: the prune budget held it back.
+        ("older", ObjectState::Skipped),
+        // Rule 2 over rule 6: created and read back, but an anomaly names it.
+        ("web", ObjectState::Anomalous),
+    ];
+    assert_eq!(
+        states(&got),
+        want.map(|(n, s)| (n.to_owned(), s)).to_vec(),
+        "{got:#?}"
+    );
+    let older = got.iter().find(|o| o.name == "older").unwrap();
+    assert_eq!(older.last_error.as_deref(), Some("prune older"));
+    let old = got.iter().find(|o| o.name == "old").unwrap();
+    assert_eq!(old.prune_reason.as_deref(), Some("prune old"));
+}
+
+#[test]
+fn object_states_without_an_execution_call_every_planned_object_drift() {
+    let p = plan();
+    let got = object_states(&p, None, None, None, 20);
+    let drift: Vec<&str> = got
+        .iter()
+        .filter(|o| o.state == ObjectState::Drift)
+        .map(|o| o.name.as_str())
+        .collect();
+    assert_eq!(drift, ["db", "old"], "{got:#?}");
+    // Its last planned action: the start that follows its create.
+    let db = got.iter().find(|o| o.name == "db").unwrap();
+    assert_eq!(db.last_action.as_deref(), Some("start"));
+}
+
+#[test]
+fn a_cycle_report_keeps_the_states_object_states_decided() {
+    let (p, e, decided) = executed_states();
+    let rep = ClusterReport::from_cycle(&p, Some(&e), decided.clone(), None, false, 20);
+    assert_eq!(rep.objects, decided);
 }

@@ -2,7 +2,8 @@
 
 #![allow(clippy::unwrap_used)]
 
-use proxops_core::report::{CycleReport, StatusStore, civil_from_days, healthz, rfc3339};
+use proxops_core::report::{CycleReport, StatusStore, healthz};
+use proxops_core::time::{civil_from_days, rfc3339};
 
 #[test]
 fn rfc3339_matches_known_dates() {
