@@ -8,7 +8,7 @@ use crate::drift::{self, Context};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
 use crate::manifest::{self, PowerState, Spec};
 use crate::names::{Kind, NodeName, Ref, Vmid};
-use crate::plan::{Plan, Policy};
+use crate::plan::{AbortCause, Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
 /// The guest family a kind belongs to: PVE names are claimed per family (a
@@ -93,6 +93,7 @@ pub fn plan(
     if let Some(first) = unreadable.first() {
         return Plan::aborted(
             desired.name.clone(),
+            AbortCause::PveRead,
             format!(
                 "pve inventory read failed: {}: {} ({} guest config(s) unreadable); nothing is planned for this cluster this cycle",
                 first.what,
@@ -109,6 +110,7 @@ pub fn plan(
             cluster: desired.name.clone(),
             aborted: false,
             abort_reason: None,
+            abort_cause: None,
             // Sized once: growing a vector of thousands of actions copies
             // it over and over, which dominated large plans.
             actions: Vec::with_capacity(desired.objects.len() + live.guests.len()),

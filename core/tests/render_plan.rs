@@ -12,7 +12,7 @@ use proxops_core::action::{
 };
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
-use proxops_core::plan::Plan;
+use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::render;
 use proxops_core::secret::Secret;
 
@@ -273,6 +273,7 @@ fn busy_plan() -> Plan {
         cluster: ClusterName::new("lab").unwrap(),
         aborted: false,
         abort_reason: None,
+        abort_cause: None,
         actions,
         skipped: vec![
             skipped("VM", "hand-made", "pve1", "120", UNTAGGED),
@@ -352,6 +353,7 @@ fn empty_plan(cluster: &str) -> Plan {
         cluster: ClusterName::new(cluster).unwrap(),
         aborted: false,
         abort_reason: None,
+        abort_cause: None,
         actions: Vec::new(),
         skipped: Vec::new(),
         deferred: Vec::new(),
@@ -365,6 +367,7 @@ fn plans() -> Vec<Plan> {
         busy_plan(),
         Plan::aborted(
             ClusterName::new("prod").unwrap(),
+            AbortCause::PveRead,
             "pve inventory read failed: GET /cluster/resources: connection refused",
         ),
         empty_plan("edge"),
