@@ -460,15 +460,16 @@ fn log_plan(plan: &Plan) {
         );
     }
     for an in &plan.anomalies {
+        let (_, id) = an.node_and_id();
         log::event(
             Level::Warn,
             "proxops.anomaly",
             &[
                 ("cluster", cluster),
                 ("type", an.anomaly_type.as_str()),
-                ("kind", &an.kind),
-                ("name", &an.name),
-                ("id", &an.id),
+                ("kind", an.kind.map_or("", |k| k.as_str())),
+                ("name", an.name.as_deref().unwrap_or("")),
+                ("id", &id),
                 ("message", &one_line(&an.message)),
             ],
         );

@@ -153,12 +153,24 @@ fn cluster_rows(plan: &Plan, desired: Option<&ClusterDesired>) -> Vec<Row> {
         r.prune_reason = a.reason.clone();
     }
     for s in &plan.skipped {
-        let r = entry(&mut rows, &cluster, &s.kind, &s.name, &s.node, &s.id);
+        let r = entry(
+            &mut rows,
+            &cluster,
+            s.kind.as_str(),
+            &s.name,
+            s.node.as_str(),
+            &s.id.to_string(),
+        );
         r.state = "skipped";
-        r.detail = s.reason.clone();
+        r.detail = s.reason.to_string();
     }
-    for an in plan.anomalies.iter().filter(|a| !a.name.is_empty()) {
-        let r = entry(&mut rows, &cluster, &an.kind, &an.name, &an.node, &an.id);
+    for an in &plan.anomalies {
+        // A kind-wide anomaly (empty_desired) names no object.
+        let Some((kind, name)) = an.object() else {
+            continue;
+        };
+        let (node, id) = an.node_and_id();
+        let r = entry(&mut rows, &cluster, kind.as_str(), name, node, &id);
         r.state = "anomalous";
         r.detail = an.message.clone();
     }
@@ -232,7 +244,7 @@ fn table(plans: &[&Plan], rows: &[Row]) -> String {
         let anomaly = plan
             .anomalies
             .iter()
-            .filter(|a| a.name.is_empty())
+            .filter(|a| a.object().is_none())
             .map(|a| a.message.clone())
             .collect::<Vec<_>>();
         let _ = writeln!(

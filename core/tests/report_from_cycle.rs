@@ -7,7 +7,7 @@
 mod support;
 
 use proxops_core::action::{
-    Action, Anomaly, AnomalyType, Impact, Op, Params, Skipped, Target, Work,
+    Action, Anomaly, AnomalyType, Impact, Op, Params, SkipReason, Skipped, Target, Work,
 };
 use proxops_core::exec::{Execution, ObjectReport, ObjectState, Outcome};
 use proxops_core::live::GuestType;
@@ -59,28 +59,30 @@ fn plan() -> Plan {
     ];
     p.deferred = vec![action(Op::Prune, Kind::VM, "older", 301, vec![])];
     p.skipped = vec![Skipped {
-        kind: "VM".into(),
+        kind: Kind::VM,
         name: "cache".into(),
-        node: "pve1".into(),
-        id: "101".into(),
-        reason: "node pve1 is in maintenance".into(),
+        node: NodeName::new("pve1").unwrap(),
+        id: Target::Guest(Vmid::new(101).unwrap()),
+        reason: SkipReason::NodeOffline {
+            node: NodeName::new("pve1").unwrap(),
+        },
     }];
     p.anomalies = vec![
         Anomaly {
             anomaly_type: AnomalyType::DataLoss,
-            kind: "VM".into(),
-            name: "web".into(),
-            node: "pve1".into(),
-            id: "100".into(),
+            kind: Some(Kind::VM),
+            name: Some("web".into()),
+            node: Some(NodeName::new("pve1").unwrap()),
+            id: Some(Target::Guest(Vmid::new(100).unwrap())),
             field: Some("scsi0".into()),
             message: "scsi0 would be re-created".into(),
         },
         Anomaly {
             anomaly_type: AnomalyType::EmptyDesired,
-            kind: "LXC".into(),
-            name: String::new(),
-            node: String::new(),
-            id: String::new(),
+            kind: Some(Kind::LXC),
+            name: None,
+            node: None,
+            id: None,
             field: None,
             message: "no LXC manifests left while tagged containers remain".into(),
         },
@@ -176,7 +178,7 @@ fn an_executed_cycle_counts_actions_prunes_deferrals_skips_and_anomalies() {
     assert_eq!(cache.state, ObjectState::Skipped);
     assert_eq!(
         cache.last_error.as_deref(),
-        Some("node pve1 is in maintenance")
+        Some("node pve1 is not online this cycle; nothing planned for it")
     );
 }
 
