@@ -23,7 +23,7 @@ use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::exec::{Execution, ObjectReport, Timestamp};
 use proxops_core::live::LiveSnapshot;
 use proxops_core::names::ClusterName;
-use proxops_core::plan::{self, Plan, Policy};
+use proxops_core::plan::{self, AbortCause, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::state;
 use proxops_pve::auth::{CredentialError, Credentials};
@@ -77,8 +77,33 @@ impl Transport for Boxed {
 /// One selected cluster, ready to be read.
 pub struct Prepared<'w> {
     pub name: ClusterName,
-    /// `Err(reason)`: the cluster does nothing this cycle.
-    pub ready: Result<Ready<'w>, String>,
+    /// `Err`: the cluster does nothing this cycle, and why.
+    pub ready: Result<Ready<'w>, Unready>,
+}
+
+/// Why a prepared cluster does nothing this cycle: the cause its cycle
+/// counts as, and the reason a person reads (its `Display`).
+#[derive(Debug, Clone)]
+pub struct Unready {
+    pub cause: AbortCause,
+    pub reason: String,
+}
+
+impl Unready {
+    fn new(cause: AbortCause, reason: String) -> Unready {
+        Unready { cause, reason }
+    }
+
+    /// The cluster's aborted plan.
+    pub fn plan(&self, cluster: &ClusterName) -> Plan {
+        Plan::aborted(cluster.clone(), self.cause, self.reason.clone())
+    }
+}
+
+impl std::fmt::Display for Unready {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
 }
 
 pub struct Ready<'w> {
@@ -204,9 +229,12 @@ pub fn prepare_reusing<'w>(
                 invalid.extend(diags.iter().cloned());
                 clusters.push(Prepared {
                     name: name.clone(),
-                    ready: Err(format!(
-                        "invalid input: {} problem(s) in the repository; nothing read or written",
-                        diags.len()
+                    ready: Err(Unready::new(
+                        AbortCause::InvalidInput,
+                        format!(
+                            "invalid input: {} problem(s) in the repository; nothing read or written",
+                            diags.len()
+                        ),
                     )),
                 });
                 continue;
@@ -245,7 +273,10 @@ pub fn prepare_reusing<'w>(
                     Err(e) => {
                         clusters.push(Prepared {
                             name: name.clone(),
-                            ready: Err(format!("cannot load recording {}: {e}", path.display())),
+                            ready: Err(Unready::new(
+                                AbortCause::Recording,
+                                format!("cannot load recording {}: {e}", path.display()),
+                            )),
                         });
                         continue;
                     }
@@ -394,8 +425,11 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
         match identity::read_identity(r.transport.as_ref()) {
             Ok(id) => identities.push((i, id)),
             Err(e) => {
-                clusters[i].ready = Err(format!(
-                    "cannot tell which PVE base-url leads to, so it may be another cluster's: {e}; no inventory read, no write"
+                clusters[i].ready = Err(Unready::new(
+                    AbortCause::PveUnidentified,
+                    format!(
+                        "cannot tell which PVE base-url leads to, so it may be another cluster's: {e}; no inventory read, no write"
+                    ),
                 ))
             }
         }
@@ -431,7 +465,7 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
         }
     }
     for (i, reason) in refused {
-        clusters[i].ready = Err(reason);
+        clusters[i].ready = Err(Unready::new(AbortCause::SharedPve, reason));
     }
 }
 
@@ -472,7 +506,11 @@ impl Ready<'_> {
             Ok(s) => s,
             Err(e) => {
                 return ClusterPlan {
-                    plan: Plan::aborted(name.clone(), format!("pve inventory read failed: {e}")),
+                    plan: Plan::aborted(
+                        name.clone(),
+                        AbortCause::PveRead,
+                        format!("pve inventory read failed: {e}"),
+                    ),
                     snapshot: None,
                 };
             }
@@ -500,8 +538,8 @@ pub fn plan_all(
     let mut plans = Vec::new();
     for p in &session.clusters {
         plans.push(match &p.ready {
-            Err(reason) => ClusterPlan {
-                plan: Plan::aborted(p.name.clone(), reason.clone()),
+            Err(unready) => ClusterPlan {
+                plan: unready.plan(&p.name),
                 snapshot: None,
             },
             Ok(r) => r.read_and_plan(&p.name, r.transport.as_ref()),
@@ -578,9 +616,12 @@ pub fn plan_cluster(p: &Prepared<'_>, lock: Option<&Locking>) -> PlannedCluster 
     let started_at = runner::unix_now();
     let clock = Instant::now();
     let (plan, held) = match &p.ready {
-        Err(reason) => (Plan::aborted(p.name.clone(), reason.clone()), None),
+        Err(unready) => (unready.plan(&p.name), None),
         Ok(r) => match lock.map(|l| l.acquire(&p.name, &r.base_url)).transpose() {
-            Err(e) => (Plan::aborted(p.name.clone(), e.to_string()), None),
+            Err(e) => (
+                Plan::aborted(p.name.clone(), e.cause(), e.to_string()),
+                None,
+            ),
             Ok(held) => (r.read_and_plan(&p.name, r.transport.as_ref()).plan, held),
         },
     };
@@ -681,7 +722,7 @@ pub fn observe_all(session: &Session<'_>) -> (Vec<ClusterCycle>, u64) {
         let started_at = runner::unix_now();
         let clock = Instant::now();
         let plan = match &p.ready {
-            Err(reason) => Plan::aborted(p.name.clone(), reason.clone()),
+            Err(unready) => unready.plan(&p.name),
             Ok(ready) => {
                 let guard = ReadOnly::new(ready.transport.as_ref());
                 let planned = ready.read_and_plan(&p.name, &guard);

@@ -1,5 +1,7 @@
 //! The CLI's exit codes, fixed for every command (docs/cli.md).
 
+use proxops_core::plan::AbortCause;
+
 /// How a command ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Exit {
@@ -43,6 +45,10 @@ impl Exit {
 pub struct Failure {
     pub exit: Exit,
     pub message: String,
+    /// How a daemon's cycle that ends with this failure counts, when the
+    /// exit code alone does not say it (a git sync with no good tree is
+    /// `not_ready`, not just any run-time failure).
+    pub cause: Option<AbortCause>,
 }
 
 impl Failure {
@@ -50,6 +56,7 @@ impl Failure {
         Failure {
             exit: Exit::Input,
             message: message.into(),
+            cause: None,
         }
     }
 
@@ -57,6 +64,15 @@ impl Failure {
         Failure {
             exit: Exit::Runtime,
             message: message.into(),
+            cause: None,
+        }
+    }
+
+    /// Git sync failed and there is no good tree to plan from (exit 1).
+    pub fn not_ready(message: impl Into<String>) -> Failure {
+        Failure {
+            cause: Some(AbortCause::NotReady),
+            ..Failure::runtime(message)
         }
     }
 
@@ -66,6 +82,7 @@ impl Failure {
         Failure {
             exit: Exit::Ok,
             message: String::new(),
+            cause: None,
         }
     }
 }

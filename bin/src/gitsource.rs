@@ -198,7 +198,7 @@ impl UrlMode {
                 GitError::NeverFetched { last_error } => last_error.to_string(),
                 other => other.to_string(),
             };
-            Failure::runtime(format!(
+            Failure::not_ready(format!(
                 "git sync failed and no previous good tree: {cause}; every cluster's cycle is aborted and nothing was read from PVE"
             ))
         })?;

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 
 use proxops_core::config::{Config, Endpoint};
 use proxops_core::names::ClusterName;
+use proxops_core::plan::AbortCause;
 use proxops_pve::runner::unix_now;
 use serde_json::json;
 
@@ -79,8 +80,6 @@ pub enum LockError {
 impl std::fmt::Display for LockError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            // The `locked` prefix classifies the cluster's cycle as
-            // `locked` (core's `CycleResult::from_abort_reason`).
             LockError::Held {
                 cluster,
                 path,
@@ -102,6 +101,16 @@ impl std::fmt::Display for LockError {
                     path.display()
                 )
             }
+        }
+    }
+}
+
+impl LockError {
+    /// How the cluster's cycle counts when its lock was not taken.
+    pub fn cause(&self) -> AbortCause {
+        match self {
+            LockError::Held { .. } => AbortCause::Locked,
+            LockError::Io { .. } => AbortCause::LockUnavailable,
         }
     }
 }

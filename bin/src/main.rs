@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(exit) => ExitCode::from(exit.code()),
-        Err(Failure { exit, message }) => {
+        Err(Failure { exit, message, .. }) => {
             out::errors(&message);
             ExitCode::from(exit.code())
         }

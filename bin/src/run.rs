@@ -28,7 +28,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
-use proxops_core::plan::Plan;
+use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
 use proxops_http::{
     Observer, ServerEvent, ServerLimits, ServerOptions, StatusServer, store_source,
@@ -82,7 +82,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 Ok(ws),
             )
         }
-        Err(f) if desired.is_url() && f.message.starts_with("git sync failed") => {
+        Err(f) if desired.is_url() && f.cause == Some(AbortCause::NotReady) => {
             let Some(cfg) = process_config(g, env) else {
                 return Err(f);
             };
@@ -279,7 +279,7 @@ fn one_cycle(
             let finished_at = unix_now();
             let clusters: Vec<ClusterReport> = cluster_names(g, ws)
                 .into_iter()
-                .map(|n| ClusterReport::aborted(n, reason.clone()))
+                .map(|n| ClusterReport::aborted(n, AbortCause::Credentials, reason.clone()))
                 .collect();
             for c in &clusters {
                 log_cluster(c, Duration::ZERO, None);
@@ -383,13 +383,19 @@ fn one_cycle(
 fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
     let now = unix_now();
     let message = one_line(&f.message);
-    let reason = if message.starts_with("git sync failed") {
+    let (cause, reason) = if let Some(cause) = f.cause {
         // `not_ready`: URL mode without any good tree.
-        message
+        (cause, message)
     } else if f.exit == Exit::Input {
-        format!("invalid input: {message}")
+        (
+            AbortCause::InvalidInput,
+            format!("invalid input: {message}"),
+        )
     } else {
-        format!("repository unreadable: {message}")
+        (
+            AbortCause::RepositoryUnreadable,
+            format!("repository unreadable: {message}"),
+        )
     };
     log::event(
         Level::Error,
@@ -403,7 +409,7 @@ fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
     };
     let clusters: Vec<ClusterReport> = names
         .into_iter()
-        .map(|n| ClusterReport::aborted(n, reason.clone()))
+        .map(|n| ClusterReport::aborted(n, cause, reason.clone()))
         .collect();
     for c in &clusters {
         log_cluster(c, Duration::ZERO, None);
@@ -454,15 +460,16 @@ fn log_plan(plan: &Plan) {
         );
     }
     for an in &plan.anomalies {
+        let (_, id) = an.node_and_id();
         log::event(
             Level::Warn,
             "proxops.anomaly",
             &[
                 ("cluster", cluster),
                 ("type", an.anomaly_type.as_str()),
-                ("kind", &an.kind),
-                ("name", &an.name),
-                ("id", &an.id),
+                ("kind", an.kind.map_or("", |k| k.as_str())),
+                ("name", an.name.as_deref().unwrap_or("")),
+                ("id", &id),
                 ("message", &one_line(&an.message)),
             ],
         );

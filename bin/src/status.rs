@@ -135,7 +135,7 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
             .iter()
             .filter(|p| p.cluster.as_str() == c.name)
             .flat_map(|p| &p.anomalies)
-            .filter(|a| a.name.is_empty());
+            .filter(|a| a.object().is_none());
         for a in whole {
             let _ = writeln!(out, "anomaly: {}", a.message);
         }

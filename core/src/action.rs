@@ -348,14 +348,133 @@ impl Action {
     }
 }
 
-/// Why an object got no action this cycle.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+/// An object that gets no action this cycle, and why.
+///
+/// Ordered as the renderings list it: by kind, name, node, id and reason
+/// as they are shown.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Skipped {
-    pub kind: String,
+    pub kind: Kind,
+    /// `metadata.name`, or the PVE name of a live guest without a manifest.
     pub name: String,
-    pub node: String,
-    pub id: String,
-    pub reason: String,
+    pub node: NodeName,
+    /// The guest's vmid or the storage file.
+    pub id: Target,
+    pub reason: SkipReason,
+}
+
+impl Skipped {
+    fn sort_key(&self) -> (&str, &str, &str, String, String) {
+        (
+            self.kind.as_str(),
+            &self.name,
+            self.node.as_str(),
+            self.id.to_string(),
+            self.reason.to_string(),
+        )
+    }
+}
+
+impl PartialOrd for Skipped {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Skipped {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.sort_key().cmp(&other.sort_key())
+    }
+}
+
+/// Why an object gets no action this cycle. Code branches on the variant;
+/// its `Display` is the text every rendering shows.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SkipReason {
+    /// A live guest ProxOps does not own: no `proxops` tag (`legacy`: only
+    /// the old `pveconform` tag, treated as untagged).
+    Untagged { legacy: bool },
+    /// A proxops-tagged guest with no manifest, annotated
+    /// `proxops/prune: disabled`.
+    PruneProtected,
+    /// The guest's node is not online: nothing is planned for it.
+    NodeOffline { node: NodeName },
+    /// The guest's config could not be read (PVE's message).
+    ConfigUnreadable { message: String },
+    /// The storage listing an artifact's download depends on failed.
+    StorageUnreadable {
+        message: String,
+        storage: StorageId,
+        filename: String,
+    },
+    /// The storage an artifact goes to was not read this cycle.
+    StorageNotRead {
+        node: NodeName,
+        storage: StorageId,
+        filename: String,
+    },
+    /// A create waits for an artifact that is not placed on its node.
+    ArtifactNotPlaced { artifact: Ref, node: NodeName },
+    /// A create waits for an artifact whose presence on its node is
+    /// unknown this cycle.
+    ArtifactUnknown { artifact: Ref, node: NodeName },
+}
+
+impl SkipReason {
+    /// A live guest ProxOps does not own.
+    pub fn is_untagged(&self) -> bool {
+        matches!(self, SkipReason::Untagged { .. })
+    }
+}
+
+impl fmt::Display for SkipReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SkipReason::Untagged { legacy: true } => f.write_str(
+                "live object without proxops tag (only the old pveconform tag, treated as untagged); never touched",
+            ),
+            SkipReason::Untagged { legacy: false } => {
+                f.write_str("live object without proxops tag; never touched")
+            }
+            SkipReason::PruneProtected => write!(
+                f,
+                "absent in git but tagged {} (proxops/prune: disabled); never pruned",
+                crate::manifest::NO_PRUNE_TAG
+            ),
+            SkipReason::NodeOffline { node } => {
+                write!(f, "node {node} is not online this cycle; nothing planned for it")
+            }
+            SkipReason::ConfigUnreadable { message } => write!(
+                f,
+                "config unreadable this cycle ({message}); no change planned"
+            ),
+            SkipReason::StorageUnreadable {
+                message,
+                storage,
+                filename,
+            } => write!(
+                f,
+                "live inventory unreadable this cycle ({message}); skipping download of {storage}/{filename}"
+            ),
+            SkipReason::StorageNotRead {
+                node,
+                storage,
+                filename,
+            } => write!(
+                f,
+                "storage {storage} on {node} was not read this cycle; skipping download of {filename}"
+            ),
+            SkipReason::ArtifactNotPlaced { artifact, node } => write!(
+                f,
+                "create deferred: {artifact} is not placed on node {node} (add {node} to its spec.nodes)"
+            ),
+            SkipReason::ArtifactUnknown { artifact, node } => write!(
+                f,
+                "create deferred: {artifact} presence on node {node} is unknown this cycle"
+            ),
+        }
+    }
 }
 
 /// The class of an anomaly, as metrics name it.
@@ -384,16 +503,60 @@ impl AnomalyType {
 }
 
 /// A non-destructive observation: ProxOps will not act on it.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+///
+/// Ordered as the renderings list it: by type, then kind, name, node and
+/// id as they are shown, field and message.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anomaly {
-    #[serde(rename = "type")]
     pub anomaly_type: AnomalyType,
-    pub kind: String,
-    pub name: String,
-    pub node: String,
-    pub id: String,
+    /// `None` for a cluster-wide anomaly.
+    pub kind: Option<Kind>,
+    /// `None` for a kind-wide or cluster-wide anomaly (`empty_desired`).
+    pub name: Option<String>,
+    pub node: Option<NodeName>,
+    pub id: Option<Target>,
     /// The PVE key concerned, when there is one.
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
     pub message: String,
+}
+
+impl Anomaly {
+    /// The object the anomaly is about, `None` for a kind-wide or
+    /// cluster-wide one (`empty_desired`).
+    pub fn object(&self) -> Option<(Kind, &str)> {
+        Some((self.kind?, self.name.as_deref()?))
+    }
+
+    /// The node and id as shown, `""` where the anomaly has none.
+    pub fn node_and_id(&self) -> (&str, String) {
+        (
+            self.node.as_ref().map_or("", NodeName::as_str),
+            self.id.as_ref().map(Target::to_string).unwrap_or_default(),
+        )
+    }
+
+    #[allow(clippy::type_complexity)] // a tuple read once, right here
+    fn sort_key(&self) -> (AnomalyType, &str, &str, &str, String, &Option<String>, &str) {
+        (
+            self.anomaly_type,
+            self.kind.map_or("", Kind::as_str),
+            self.name.as_deref().unwrap_or(""),
+            self.node.as_ref().map_or("", NodeName::as_str),
+            self.node_and_id().1,
+            &self.field,
+            &self.message,
+        )
+    }
+}
+
+impl PartialOrd for Anomaly {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Anomaly {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.sort_key().cmp(&other.sort_key())
+    }
 }

@@ -241,8 +241,10 @@ impl Execution {
         let anomalous: BTreeMap<(String, String), String> = plan
             .anomalies
             .iter()
-            .filter(|a| !a.name.is_empty())
-            .map(|a| ((a.kind.clone(), a.name.clone()), a.message.clone()))
+            .filter_map(|a| {
+                let (kind, name) = a.object()?;
+                Some(((kind.to_string(), name.to_owned()), a.message.clone()))
+            })
             .collect();
 
         for (a, s) in self.actions.iter().zip(&self.states) {

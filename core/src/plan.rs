@@ -25,6 +25,7 @@ use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Skipped};
 use crate::names::ClusterName;
+use crate::report::CycleResult;
 
 /// Knobs that shape a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -56,13 +57,95 @@ impl Policy {
     }
 }
 
+/// Why a cluster does nothing this cycle: one value per place that aborts
+/// a cluster, as code and metrics branch on it. The abort's text
+/// ([`Plan::abort_reason`]) is for a person and may be reworded freely; the
+/// `result` label of `proxops_cycles_total` comes from the cause alone
+/// ([`AbortCause::label`]), never from the text.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+#[non_exhaustive]
+pub enum AbortCause {
+    /// Git sync failed and there is no previous good tree: no PVE call.
+    NotReady,
+    /// Manifests, composition, configuration or cloud-init secret
+    /// references are invalid.
+    InvalidInput,
+    /// A manifest names a node outside the cluster's allowlist.
+    UnknownNode,
+    /// The live inventory (or a guest config on an online node) could not
+    /// be read.
+    PveRead,
+    /// The planner refused.
+    Plan,
+    /// Another ProxOps process on this host held the cluster's lock for the
+    /// whole wait.
+    Locked,
+    /// The cluster's lock file could not be created, opened or locked.
+    LockUnavailable,
+    /// The recording to replay could not be loaded.
+    Recording,
+    /// PVE did not say which cluster it is, so it may be another cluster's.
+    PveUnidentified,
+    /// Two cluster configurations lead to one PVE.
+    SharedPve,
+    /// Credentials or TLS settings are unusable.
+    Credentials,
+    /// The repository could not be read (not invalid: unreadable).
+    RepositoryUnreadable,
+}
+
+impl AbortCause {
+    /// Every cause.
+    pub const ALL: [AbortCause; 12] = [
+        AbortCause::NotReady,
+        AbortCause::InvalidInput,
+        AbortCause::UnknownNode,
+        AbortCause::PveRead,
+        AbortCause::Plan,
+        AbortCause::Locked,
+        AbortCause::LockUnavailable,
+        AbortCause::Recording,
+        AbortCause::PveUnidentified,
+        AbortCause::SharedPve,
+        AbortCause::Credentials,
+        AbortCause::RepositoryUnreadable,
+    ];
+
+    /// The cycle result an abort of this cause counts as.
+    pub fn result(self) -> CycleResult {
+        match self {
+            AbortCause::NotReady => CycleResult::NotReady,
+            AbortCause::InvalidInput => CycleResult::ParseError,
+            AbortCause::UnknownNode => CycleResult::UnknownNode,
+            AbortCause::PveRead => CycleResult::PveReadError,
+            AbortCause::Plan => CycleResult::PlanError,
+            AbortCause::Locked => CycleResult::Locked,
+            AbortCause::LockUnavailable
+            | AbortCause::Recording
+            | AbortCause::PveUnidentified
+            | AbortCause::SharedPve
+            | AbortCause::Credentials
+            | AbortCause::RepositoryUnreadable => CycleResult::Aborted,
+        }
+    }
+
+    /// The `result` label of `proxops_cycles_total` for this cause.
+    pub fn label(self) -> &'static str {
+        self.result().as_str()
+    }
+}
+
 /// One cluster's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub cluster: ClusterName,
     /// The cluster does nothing this cycle (failed read, invalid input).
     pub aborted: bool,
+    /// Why, in words; `Some` exactly when `aborted`.
     pub abort_reason: Option<String>,
+    /// Why, as a class; `Some` exactly when `aborted`.
+    pub abort_cause: Option<AbortCause>,
     /// In execution order.
     pub actions: Vec<Action>,
     pub skipped: Vec<Skipped>,
@@ -72,11 +155,14 @@ pub struct Plan {
 }
 
 impl Plan {
-    pub fn aborted(cluster: ClusterName, reason: impl Into<String>) -> Plan {
+    /// A plan that does nothing: the cluster aborts for `cause`, `reason`
+    /// saying why to a person.
+    pub fn aborted(cluster: ClusterName, cause: AbortCause, reason: impl Into<String>) -> Plan {
         Plan {
             cluster,
             aborted: true,
             abort_reason: Some(reason.into()),
+            abort_cause: Some(cause),
             actions: Vec::new(),
             skipped: Vec::new(),
             deferred: Vec::new(),

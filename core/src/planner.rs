@@ -3,12 +3,14 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use crate::action::{Action, Anomaly, AnomalyType, Change, Impact, Op, Skipped, Target, Work};
+use crate::action::{
+    Action, Anomaly, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target, Work,
+};
 use crate::drift::{self, Context};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
-use crate::manifest::{self, PowerState, Spec};
+use crate::manifest::{PowerState, Spec};
 use crate::names::{Kind, NodeName, Ref, Vmid};
-use crate::plan::{Plan, Policy};
+use crate::plan::{AbortCause, Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
 /// The guest family a kind belongs to: PVE names are claimed per family (a
@@ -93,6 +95,7 @@ pub fn plan(
     if let Some(first) = unreadable.first() {
         return Plan::aborted(
             desired.name.clone(),
+            AbortCause::PveRead,
             format!(
                 "pve inventory read failed: {}: {} ({} guest config(s) unreadable); nothing is planned for this cluster this cycle",
                 first.what,
@@ -109,6 +112,7 @@ pub fn plan(
             cluster: desired.name.clone(),
             aborted: false,
             abort_reason: None,
+            abort_cause: None,
             // Sized once: growing a vector of thousands of actions copies
             // it over and over, which dominated large plans.
             actions: Vec::with_capacity(desired.objects.len() + live.guests.len()),
@@ -167,11 +171,11 @@ pub fn sort_actions(actions: &mut [crate::action::Action]) {
 }
 
 impl Builder<'_> {
-    fn skip(&mut self, kind: Kind, name: &str, node: &NodeName, id: String, reason: String) {
+    fn skip(&mut self, kind: Kind, name: &str, node: &NodeName, id: Target, reason: SkipReason) {
         self.plan.skipped.push(Skipped {
-            kind: kind.to_string(),
+            kind,
             name: name.to_owned(),
-            node: node.to_string(),
+            node: node.clone(),
             id,
             reason,
         });
@@ -180,16 +184,16 @@ impl Builder<'_> {
     fn anomaly(
         &mut self,
         t: AnomalyType,
-        (kind, name, node, id): (Kind, &str, &NodeName, String),
+        (kind, name, node, id): (Kind, &str, &NodeName, Vmid),
         field: Option<String>,
         message: String,
     ) {
         self.plan.anomalies.push(Anomaly {
             anomaly_type: t,
-            kind: kind.to_string(),
-            name: name.to_owned(),
-            node: node.to_string(),
-            id,
+            kind: Some(kind),
+            name: Some(name.to_owned()),
+            node: Some(node.clone()),
+            id: Some(Target::Guest(id)),
             field,
             message,
         });
@@ -205,7 +209,7 @@ impl Builder<'_> {
         };
         self.anomaly(
             AnomalyType::NeedsPerson,
-            (obj.r#ref.kind, obj.r#ref.name.as_str(), node, live.vmid.to_string()),
+            (obj.r#ref.kind, obj.r#ref.name.as_str(), node, live.vmid),
             None,
             format!(
                 "vmid {} is held by {} \"{}\" on node {}, which {tagged}: ProxOps never takes over a guest it does not own (no stop, update or create); give {} a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
@@ -283,7 +287,7 @@ impl Builder<'_> {
                 storage: spec.storage.clone(),
                 filename: spec.filename.clone(),
             };
-            let id = target.to_string();
+            let id = target.clone();
             match self.live.storage_content(&node, &spec.storage) {
                 Some(Ok(c)) if c.has_file(content, &spec.filename) => {}
                 Some(Ok(_)) => {
@@ -324,20 +328,22 @@ impl Builder<'_> {
                     obj.r#ref.name.as_str(),
                     &node,
                     id,
-                    format!(
-                        "live inventory unreadable this cycle ({}); skipping download of {}/{}",
-                        f.message, spec.storage, spec.filename
-                    ),
+                    SkipReason::StorageUnreadable {
+                        message: f.message.clone(),
+                        storage: spec.storage.clone(),
+                        filename: spec.filename.clone(),
+                    },
                 ),
                 None => self.skip(
                     kind,
                     obj.r#ref.name.as_str(),
                     &node,
                     id,
-                    format!(
-                        "storage {} on {node} was not read this cycle; skipping download of {}",
-                        spec.storage, spec.filename
-                    ),
+                    SkipReason::StorageNotRead {
+                        node: node.clone(),
+                        storage: spec.storage.clone(),
+                        filename: spec.filename.clone(),
+                    },
                 ),
             }
         }
@@ -345,7 +351,7 @@ impl Builder<'_> {
 
     /// Whether an artifact prerequisite is on `node` or will be downloaded
     /// there earlier in this plan; `Err` says why not.
-    fn artifact_ready(&self, dep: &Ref, node: &NodeName) -> Result<(), String> {
+    fn artifact_ready(&self, dep: &Ref, node: &NodeName) -> Result<(), SkipReason> {
         let Some(obj) = self.desired.get(dep) else {
             return Ok(());
         };
@@ -358,12 +364,14 @@ impl Builder<'_> {
         let content = dep.kind.content_type().unwrap_or("iso");
         match self.live.storage_content(node, &spec.storage) {
             Some(Ok(c)) if c.has_file(content, &spec.filename) => Ok(()),
-            Some(Ok(_)) => Err(format!(
-                "{dep} is not placed on node {node} (add {node} to its spec.nodes)"
-            )),
-            Some(Err(_)) | None => Err(format!(
-                "{dep} presence on node {node} is unknown this cycle"
-            )),
+            Some(Ok(_)) => Err(SkipReason::ArtifactNotPlaced {
+                artifact: dep.clone(),
+                node: node.clone(),
+            }),
+            Some(Err(_)) | None => Err(SkipReason::ArtifactUnknown {
+                artifact: dep.clone(),
+                node: node.clone(),
+            }),
         }
     }
 
@@ -374,14 +382,14 @@ impl Builder<'_> {
         let node = node.clone();
         let kind = obj.r#ref.kind;
         let name = obj.r#ref.name.to_string();
-        let id = vmid.to_string();
+        let id = vmid;
         if self.live.node_state(&node) != NodeState::Online {
             self.skip(
                 kind,
                 &name,
                 &node,
-                id,
-                format!("node {node} is not online this cycle; nothing planned for it"),
+                Target::Guest(id),
+                SkipReason::NodeOffline { node: node.clone() },
             );
             return;
         }
@@ -414,11 +422,10 @@ impl Builder<'_> {
                     kind,
                     &name,
                     &node,
-                    id,
-                    format!(
-                        "config unreadable this cycle ({}); no change planned",
-                        f.message
-                    ),
+                    Target::Guest(id),
+                    SkipReason::ConfigUnreadable {
+                        message: f.message.clone(),
+                    },
                 );
                 return;
             }
@@ -450,7 +457,7 @@ impl Builder<'_> {
             Err(e) => {
                 self.anomaly(
                     AnomalyType::NeedsPerson,
-                    (kind, &name, &node, id.clone()),
+                    (kind, &name, &node, id),
                     None,
                     e.to_string(),
                 );
@@ -597,11 +604,11 @@ impl Builder<'_> {
         let Some((_, vmid)) = obj.spec.guest_id() else {
             return;
         };
-        let id = vmid.to_string();
+        let id = vmid;
         // Artifacts the guest needs must be on its node (or about to be).
         for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
             if let Err(why) = self.artifact_ready(dep, node) {
-                self.skip(kind, &name, node, id, format!("create deferred: {why}"));
+                self.skip(kind, &name, node, Target::Guest(id), why);
                 return;
             }
         }
@@ -747,12 +754,10 @@ impl Builder<'_> {
             let kind = live_kind(g);
             let display = g.display_name();
             if !g.is_owned() {
-                let reason = if g.has_legacy_tag() {
-                    "live object without proxops tag (only the old pveconform tag, treated as untagged); never touched".to_owned()
-                } else {
-                    "live object without proxops tag; never touched".to_owned()
+                let reason = SkipReason::Untagged {
+                    legacy: g.has_legacy_tag(),
                 };
-                self.skip(kind, &display, &g.node, g.vmid.to_string(), reason);
+                self.skip(kind, &display, &g.node, Target::Guest(g.vmid), reason);
                 continue;
             }
             let fam = Family::of_type(g.guest_type);
@@ -764,7 +769,7 @@ impl Builder<'_> {
                 // still be the one that serves; but never silently.
                 self.anomaly(
                     AnomalyType::NeedsPerson,
-                    (kind, &display, &g.node, g.vmid.to_string()),
+                    (kind, &display, &g.node, g.vmid),
                     None,
                     format!(
                         "proxops-tagged guest \"{display}\" (vmid {} on node {}) has the PVE name of {r}, whose manifest now says vmid {vmid}: a renumbered manifest leaves the old guest behind; ProxOps neither updates nor prunes it: delete it by hand once vmid {vmid} serves, or set {r}'s spec.vmid back to {}",
@@ -778,11 +783,8 @@ impl Builder<'_> {
                     kind,
                     &display,
                     &g.node,
-                    g.vmid.to_string(),
-                    format!(
-                        "absent in git but tagged {} (proxops/prune: disabled); never pruned",
-                        manifest::NO_PRUNE_TAG
-                    ),
+                    Target::Guest(g.vmid),
+                    SkipReason::PruneProtected,
                 );
                 continue;
             }
@@ -802,10 +804,10 @@ impl Builder<'_> {
             }
             self.plan.anomalies.push(Anomaly {
                 anomaly_type: AnomalyType::EmptyDesired,
-                kind: kind.to_string(),
-                name: String::new(),
-                node: String::new(),
-                id: String::new(),
+                kind: Some(kind),
+                name: None,
+                node: None,
+                id: None,
                 field: None,
                 message: format!(
                     "0 desired {kind} but {} proxops-tagged {kind} on PVE: a composition without any {kind} looks like a bad push, so none is pruned, whatever the prune budget; if removing every {kind} is intended, set allow-empty-prune: true for cluster {} (clusters/{}/config.yaml)",

@@ -29,7 +29,7 @@ use serde::Serialize;
 use crate::action::{Action, AnomalyType, Change, Impact, Op};
 use crate::exec::{ActionState, Execution, ObjectReport, ObjectState, Outcome, Timestamp};
 use crate::names::Kind;
-use crate::plan::Plan;
+use crate::plan::{AbortCause, Plan};
 use crate::repo::ClusterDesired;
 use crate::time::rfc3339;
 
@@ -95,30 +95,6 @@ impl CycleResult {
             CycleResult::Locked => "locked",
             CycleResult::Aborted => "aborted",
         }
-    }
-
-    /// Classifies an abort reason by the prefixes spec §22.6 gives them:
-    /// `git sync failed` → `not_ready`; `manifest parse error`,
-    /// `cloud-init secret resolution`, `invalid input` → `parse_error`;
-    /// `unknown node` → `unknown_node`; `pve inventory read failed` →
-    /// `pve_read_error`; `plan error` → `plan_error`; `locked` →
-    /// `locked`; anything else → `aborted`.
-    pub fn from_abort_reason(reason: &str) -> CycleResult {
-        const PREFIXES: [(&str, CycleResult); 8] = [
-            ("git sync failed", CycleResult::NotReady),
-            ("manifest parse error", CycleResult::ParseError),
-            ("cloud-init secret resolution", CycleResult::ParseError),
-            ("invalid input", CycleResult::ParseError),
-            ("unknown node", CycleResult::UnknownNode),
-            ("pve inventory read failed", CycleResult::PveReadError),
-            ("plan error", CycleResult::PlanError),
-            ("locked", CycleResult::Locked),
-        ];
-        PREFIXES
-            .iter()
-            .find(|(p, _)| reason.starts_with(p))
-            .map(|(_, r)| *r)
-            .unwrap_or(CycleResult::Aborted)
     }
 }
 
@@ -260,12 +236,19 @@ pub struct ClusterReport {
 
 impl ClusterReport {
     /// A cluster that did nothing this cycle; the result comes from the
-    /// reason ([`CycleResult::from_abort_reason`]).
-    pub fn aborted(name: impl Into<String>, reason: impl Into<String>) -> ClusterReport {
-        let reason = reason.into();
+    /// cause ([`AbortCause::result`]), never from the reason's wording.
+    pub fn aborted(
+        name: impl Into<String>,
+        cause: AbortCause,
+        reason: impl Into<String>,
+    ) -> ClusterReport {
+        ClusterReport::aborted_as(name.into(), cause.result(), reason.into())
+    }
+
+    fn aborted_as(name: String, result: CycleResult, reason: String) -> ClusterReport {
         ClusterReport {
-            name: name.into(),
-            result: CycleResult::from_abort_reason(&reason),
+            name,
+            result,
             aborted: true,
             abort_reason: reason,
             counts: CycleCounts::default(),
@@ -288,7 +271,7 @@ impl ClusterReport {
     /// Object states follow [`crate::state::object_states`]' precedence;
     /// records it did not give yet (a dry run's, the desired objects') are
     /// added by the same rules. Result: the abort
-    /// reason's class if the plan was aborted, else `dry_run` or `ok`.
+    /// cause's class if the plan was aborted, else `dry_run` or `ok`.
     /// `pve_read_at` is set to `finished_at` unless the plan was aborted.
     /// `pending`: without an execution every planned action, else those
     /// that did not succeed.
@@ -302,7 +285,13 @@ impl ClusterReport {
     ) -> ClusterReport {
         let name = plan.cluster.to_string();
         if plan.aborted {
-            let mut r = ClusterReport::aborted(name, plan.abort_reason.clone().unwrap_or_default());
+            // A plan marked aborted without a cause (built by hand) is of
+            // no class we know: the catch-all `aborted`.
+            let result = plan
+                .abort_cause
+                .map_or(CycleResult::Aborted, AbortCause::result);
+            let reason = plan.abort_reason.clone().unwrap_or_default();
+            let mut r = ClusterReport::aborted_as(name, result, reason);
             r.objects = objects;
             r.counts.objects = r.objects.len() as u64;
             return r;

@@ -325,6 +325,7 @@ impl SavedCluster {
             cluster: self.cluster.clone(),
             aborted: false,
             abort_reason: None,
+            abort_cause: None,
             actions: self.actions.clone(),
             skipped: Vec::new(),
             deferred: Vec::new(),

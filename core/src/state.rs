@@ -95,10 +95,16 @@ pub(crate) fn complete(
     }
     for s in &plan.skipped {
         records
-            .entry((s.kind.clone(), s.name.clone()))
+            .entry((s.kind.to_string(), s.name.clone()))
             .or_insert_with(|| {
-                let mut r = blank(&s.kind, &s.name, &s.node, &s.id, ObjectState::Skipped);
-                r.last_error = Some(s.reason.clone());
+                let mut r = blank(
+                    s.kind.as_str(),
+                    &s.name,
+                    s.node.as_str(),
+                    &s.id.to_string(),
+                    ObjectState::Skipped,
+                );
+                r.last_error = Some(s.reason.to_string());
                 r
             });
     }
@@ -141,10 +147,17 @@ pub(crate) fn complete(
                 blank(kind, &name, &node, &id, ObjectState::Converged)
             });
     }
-    for an in plan.anomalies.iter().filter(|a| !a.name.is_empty()) {
+    for an in &plan.anomalies {
+        // A kind-wide anomaly (empty_desired) names no object.
+        let Some((kind, an_name)) = an.object() else {
+            continue;
+        };
         let r = records
-            .entry((an.kind.clone(), an.name.clone()))
-            .or_insert_with(|| blank(&an.kind, &an.name, &an.node, &an.id, ObjectState::Anomalous));
+            .entry((kind.to_string(), an_name.to_owned()))
+            .or_insert_with(|| {
+                let (node, id) = an.node_and_id();
+                blank(kind.as_str(), an_name, node, &id, ObjectState::Anomalous)
+            });
         if matches!(
             r.state,
             ObjectState::Anomalous

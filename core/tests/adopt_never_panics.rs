@@ -10,7 +10,7 @@ use proxops_core::adopt::{AdoptOptions, adopt, render_gaps};
 use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, StorageContent,
 };
-use proxops_core::names::{ClusterName, NodeName, StorageId, Vmid};
+use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
 use proxops_core::wire::TagSet;
 
 const QEMU_KEYS: &[&str] = &[
@@ -265,7 +265,7 @@ proptest! {
                 prop_assert!(reported(&c.field), "silent change of {}: {:#?}\n{}\n{:#?}", c.field, act.changes, a.files[&vm], a.gaps);
             }
         }
-        for an in p.anomalies.iter().filter(|x| x.kind == "VM") {
+        for an in p.anomalies.iter().filter(|x| x.kind == Some(Kind::VM)) {
             let field = an.field.clone().unwrap_or_default();
             prop_assert!(reported(&field), "silent anomaly {:#?}\n{}\n{:#?}", an, a.files[&vm], a.gaps);
         }
@@ -296,7 +296,7 @@ proptest! {
                 prop_assert!(reported(&c.field), "silent change of {}: {:#?}\n{}\n{:#?}", c.field, act.changes, a.files[&ct], a.gaps);
             }
         }
-        for an in p.anomalies.iter().filter(|x| x.kind == "LXC") {
+        for an in p.anomalies.iter().filter(|x| x.kind == Some(Kind::LXC)) {
             let field = an.field.clone().unwrap_or_default();
             prop_assert!(reported(&field), "silent anomaly {:#?}\n{}\n{:#?}", an, a.files[&ct], a.gaps);
         }

@@ -7,7 +7,7 @@ use proxops_core::action::{Action, Impact, Op, Params, Target, Work};
 use proxops_core::exec::{ActionState, Execution, ObjectState, Outcome};
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, StorageId, Vmid};
-use proxops_core::plan::Plan;
+use proxops_core::plan::{AbortCause, Plan};
 
 fn r(kind: Kind, name: &str) -> Ref {
     Ref {
@@ -63,9 +63,10 @@ fn guest(id: u64) -> Target {
 }
 
 fn plan(actions: Vec<Action>) -> Plan {
-    let mut p = Plan::aborted(ClusterName::new("c").unwrap(), "");
+    let mut p = Plan::aborted(ClusterName::new("c").unwrap(), AbortCause::PveRead, "");
     p.aborted = false;
     p.abort_reason = None;
+    p.abort_cause = None;
     p.actions = actions;
     p
 }
@@ -235,7 +236,11 @@ fn a_concurrent_change_is_a_failure_of_that_object_not_an_overwrite() {
 
 #[test]
 fn an_aborted_plan_executes_nothing() {
-    let p = Plan::aborted(ClusterName::new("c").unwrap(), "pve inventory read failed");
+    let p = Plan::aborted(
+        ClusterName::new("c").unwrap(),
+        AbortCause::PveRead,
+        "pve inventory read failed",
+    );
     let mut e = Execution::new(&p);
     assert!(e.next(1).is_none());
     assert!(e.is_finished());

@@ -5,12 +5,12 @@
 
 mod support;
 
-use proxops_core::action::{AnomalyType, Impact, Op, Work};
+use proxops_core::action::{AnomalyType, Impact, Op, SkipReason, Work};
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
 };
-use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
 use proxops_core::plan::{Plan, Policy, plan};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::wire::TagSet;
@@ -148,7 +148,7 @@ fn a_guest_tagged_noprune_is_never_pruned_after_its_manifest_is_gone() {
     assert!(
         p.skipped
             .iter()
-            .any(|k| k.reason.contains("proxops-noprune"))
+            .any(|k| k.reason == SkipReason::PruneProtected)
     );
 }
 
@@ -189,7 +189,7 @@ fn nothing_is_planned_for_an_offline_node() {
     assert!(
         p.skipped
             .iter()
-            .any(|k| k.name == "web" && k.reason.contains("not online"))
+            .any(|k| k.name == "web" && matches!(k.reason, SkipReason::NodeOffline { .. }))
     );
 }
 
@@ -273,15 +273,15 @@ fn a_container_create_waits_when_its_template_presence_is_unknown() {
         "{:?}",
         p.actions
     );
+    assert!(p.skipped.iter().any(|k| k.name == "ct"
+        && matches!(
+            k.reason,
+            SkipReason::ArtifactNotPlaced { .. } | SkipReason::ArtifactUnknown { .. }
+        )));
     assert!(
         p.skipped
             .iter()
-            .any(|k| k.name == "ct" && k.reason.contains("create deferred"))
-    );
-    assert!(
-        p.skipped
-            .iter()
-            .any(|k| k.reason.contains("live inventory unreadable"))
+            .any(|k| matches!(k.reason, SkipReason::StorageUnreadable { .. }))
     );
 }
 
@@ -452,7 +452,7 @@ fn an_emptied_composition_prunes_nothing_whatever_the_budget() {
             .filter(|a| a.anomaly_type == AnomalyType::EmptyDesired)
             .collect();
         assert_eq!(guard.len(), 1, "budget {budget}: {:?}", p.anomalies);
-        assert_eq!(guard[0].kind, "VM");
+        assert_eq!(guard[0].kind, Some(Kind::VM));
         assert!(guard[0].message.contains("0 desired VM but 2"));
         assert!(guard[0].message.contains("allow-empty-prune: true"));
     }
@@ -471,7 +471,7 @@ fn a_kind_with_no_manifest_is_held_even_when_other_kinds_remain() {
     assert!(
         p.anomalies
             .iter()
-            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == "VM")
+            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == Some(Kind::VM))
     );
 }
 
@@ -510,7 +510,7 @@ fn a_mixed_case_noprune_tag_protects_as_pve_matches_tags() {
     assert!(
         p.skipped
             .iter()
-            .any(|k| k.id == "300" && k.reason.contains("never pruned"))
+            .any(|k| k.id.to_string() == "300" && k.reason == SkipReason::PruneProtected)
     );
 }
 
@@ -551,7 +551,7 @@ fn a_manifest_never_takes_over_an_untagged_guest_at_its_vmid() {
             .find(|a| a.message.contains("does not own"))
             .unwrap_or_else(|| panic!("{tags}: {:?}", p.anomalies));
         assert_eq!(a.anomaly_type, AnomalyType::NeedsPerson);
-        assert_eq!((a.kind.as_str(), a.name.as_str()), ("VM", "web"));
+        assert_eq!((a.kind, a.name.as_deref()), (Some(Kind::VM), Some("web")));
         for part in ["vmid 100", "\"hand-made\"", "node pve1", "proxops adopt"] {
             assert!(a.message.contains(part), "{part}: {}", a.message);
         }
@@ -661,7 +661,7 @@ fn a_renumbered_manifest_reports_the_old_guest_and_never_prunes_it() {
         let a = p
             .anomalies
             .iter()
-            .find(|a| a.id == "100")
+            .find(|a| a.id.as_ref().is_some_and(|id| id.to_string() == "100"))
             .unwrap_or_else(|| panic!("{:?}", p.anomalies));
         assert_eq!(a.anomaly_type, AnomalyType::NeedsPerson);
         assert!(
@@ -679,7 +679,11 @@ fn pveconform_tag_alone_is_treated_as_untagged() {
     add_running(&mut s, 300, "pveconform", "legacy");
     let p = run(&c, &s, 0);
     assert!(p.actions.is_empty() && p.deferred.is_empty());
-    assert!(p.skipped.iter().any(|k| k.reason.contains("pveconform")));
+    assert!(
+        p.skipped
+            .iter()
+            .any(|k| k.reason == SkipReason::Untagged { legacy: true })
+    );
 }
 
 const CLONE: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\nspec:\n  node: pve1\n  vmid: 100\n  clone: tmpl\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n";

@@ -7,12 +7,12 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use proxops_core::action::{
-    Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SECRET_PLACEHOLDER, Skipped, Target,
-    Work,
+    Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SECRET_PLACEHOLDER, SkipReason,
+    Skipped, Target, Work,
 };
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
-use proxops_core::plan::Plan;
+use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::render;
 use proxops_core::secret::Secret;
 
@@ -60,37 +60,42 @@ fn with_changes(mut a: Action, changes: Vec<Change>) -> Action {
     a
 }
 
-fn skipped(kind: &str, name: &str, node: &str, id: &str, reason: &str) -> Skipped {
+fn skipped(kind: Kind, name: &str, node: &str, id: Target, reason: SkipReason) -> Skipped {
     Skipped {
-        kind: kind.into(),
+        kind,
         name: name.into(),
-        node: node.into(),
-        id: id.into(),
-        reason: reason.into(),
+        node: NodeName::new(node).unwrap(),
+        id,
+        reason,
     }
+}
+
+fn vmid(id: u64) -> Target {
+    Target::Guest(Vmid::new(id).unwrap())
+}
+
+fn untagged() -> SkipReason {
+    SkipReason::Untagged { legacy: false }
 }
 
 fn anomaly(
     t: AnomalyType,
-    kind: &str,
-    name: &str,
-    node: &str,
-    id: &str,
+    kind: Option<Kind>,
+    subject: Option<(&str, &str, u64)>,
     field: Option<&str>,
     message: &str,
 ) -> Anomaly {
     Anomaly {
         anomaly_type: t,
-        kind: kind.into(),
-        name: name.into(),
-        node: node.into(),
-        id: id.into(),
+        kind,
+        name: subject.map(|(name, _, _)| name.into()),
+        node: subject.map(|(_, node, _)| NodeName::new(node).unwrap()),
+        id: subject.map(|(_, _, id)| Target::Guest(Vmid::new(id).unwrap())),
         field: field.map(Into::into),
         message: message.into(),
     }
 }
 
-const UNTAGGED: &str = "live object without proxops tag; never touched";
 const ORPHAN: &str = "present on PVE (proxops-tagged) but absent in git";
 
 /// A cluster with something in every section.
@@ -273,17 +278,25 @@ fn busy_plan() -> Plan {
         cluster: ClusterName::new("lab").unwrap(),
         aborted: false,
         abort_reason: None,
+        abort_cause: None,
         actions,
         skipped: vec![
-            skipped("VM", "hand-made", "pve1", "120", UNTAGGED),
+            skipped(Kind::VM, "hand-made", "pve1", vmid(120), untagged()),
             skipped(
-                "ISO",
+                Kind::ISO,
                 "ubuntu-24",
                 "pve2",
-                "local:ubuntu-24.iso",
-                "storage content read failed; not planned this cycle",
+                Target::File {
+                    storage: StorageId::new("local").unwrap(),
+                    filename: "ubuntu-24.iso".into(),
+                },
+                SkipReason::StorageUnreadable {
+                    message: "storage content read failed".into(),
+                    storage: StorageId::new("local").unwrap(),
+                    filename: "ubuntu-24.iso".into(),
+                },
             ),
-            skipped("LXC", "old-ct", "pve2", "121", UNTAGGED),
+            skipped(Kind::LXC, "old-ct", "pve2", vmid(121), untagged()),
         ],
         deferred: vec![
             guest(
@@ -308,37 +321,29 @@ fn busy_plan() -> Plan {
         anomalies: vec![
             anomaly(
                 AnomalyType::LiveOnlySlot,
-                "VM",
-                "db-01",
-                "pve1",
-                "102",
+                Some(Kind::VM),
+                Some(("db-01", "pve1", 102)),
                 Some("net1"),
                 "net1 exists on PVE but not in the manifest; ProxOps will not remove it",
             ),
             anomaly(
                 AnomalyType::DataLoss,
-                "VM",
-                "big-01",
-                "pve2",
-                "104",
+                Some(Kind::VM),
+                Some(("big-01", "pve2", 104)),
                 Some("scsi0"),
                 "shrinking scsi0 from 64G to 32G would re-create the volume",
             ),
             anomaly(
                 AnomalyType::NeedsPerson,
-                "VM",
-                "was-template",
-                "pve1",
-                "130",
+                Some(Kind::VM),
+                Some(("was-template", "pve1", 130)),
                 None,
                 "desired VM but live is a template; change the kind to TemplateVM or convert it by hand",
             ),
             anomaly(
                 AnomalyType::EmptyDesired,
-                "",
-                "",
-                "",
-                "",
+                None,
+                None,
                 None,
                 "0 desired LXC but 5 proxops-tagged live objects (more than the per-cycle prune budget of 3): \
                  probable bad push; suppresses prunes for LXC this cycle",
@@ -352,6 +357,7 @@ fn empty_plan(cluster: &str) -> Plan {
         cluster: ClusterName::new(cluster).unwrap(),
         aborted: false,
         abort_reason: None,
+        abort_cause: None,
         actions: Vec::new(),
         skipped: Vec::new(),
         deferred: Vec::new(),
@@ -365,6 +371,7 @@ fn plans() -> Vec<Plan> {
         busy_plan(),
         Plan::aborted(
             ClusterName::new("prod").unwrap(),
+            AbortCause::PveRead,
             "pve inventory read failed: GET /cluster/resources: connection refused",
         ),
         empty_plan("edge"),
@@ -400,11 +407,55 @@ fn markdown_comment_puts_destructive_and_blocked_rows_first() {
     insta::assert_snapshot!(render::markdown(&plans()));
 }
 
+/// A skipped entry is listed as untagged by its reason's kind, not its
+/// wording: PVE's message for an unreadable config may say anything.
+#[test]
+fn a_skip_is_untagged_by_its_reason_not_by_its_wording() {
+    let mut plan = empty_plan("quiet");
+    plan.skipped.push(skipped(
+        Kind::VM,
+        "unreadable",
+        "pve1",
+        vmid(130),
+        SkipReason::ConfigUnreadable {
+            message: "live object without proxops tag".into(),
+        },
+    ));
+    plan.skipped.push(skipped(
+        Kind::VM,
+        "hand-made",
+        "pve1",
+        vmid(120),
+        SkipReason::Untagged { legacy: true },
+    ));
+    let text = render::text(&[plan.clone()]);
+    let untagged = text
+        .split("=== skipped (other reasons) (1) ===")
+        .next()
+        .unwrap();
+    assert!(
+        untagged.contains("=== skipped (no proxops tag) (1) ===")
+            && untagged.contains("VM/hand-made")
+            && !untagged.contains("VM/unreadable"),
+        "{text}"
+    );
+    let md = render::markdown(&[plan]);
+    assert!(
+        md.contains("Skipped (2, 1 without the proxops tag)"),
+        "{md}"
+    );
+}
+
 #[test]
 fn converged_cluster_with_untagged_guests_reads_no_drift_and_lists_them() {
     let mut plan = empty_plan("quiet");
-    plan.skipped
-        .push(skipped("VM", "hand-made", "pve1", "120", UNTAGGED));
+    plan.skipped.push(skipped(
+        Kind::VM,
+        "hand-made",
+        "pve1",
+        vmid(120),
+        untagged(),
+    ));
     let plans = [plan];
     insta::assert_snapshot!(
         "converged_with_skipped",

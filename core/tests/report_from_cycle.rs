@@ -7,12 +7,12 @@
 mod support;
 
 use proxops_core::action::{
-    Action, Anomaly, AnomalyType, Impact, Op, Params, Skipped, Target, Work,
+    Action, Anomaly, AnomalyType, Impact, Op, Params, SkipReason, Skipped, Target, Work,
 };
 use proxops_core::exec::{Execution, ObjectReport, ObjectState, Outcome};
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid};
-use proxops_core::plan::Plan;
+use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::report::{ActionKey, ActionResult, ClusterReport, CycleResult, merge_records};
 use proxops_core::state::object_states;
 
@@ -48,9 +48,10 @@ fn action(op: Op, kind: Kind, name: &str, vmid: u64, deps: Vec<Ref>) -> Action {
 /// failed), prunes `old` (ok); defers a prune of `older`; skips `cache`;
 /// one data-loss anomaly on `web` and one empty-desired anomaly for the cluster.
 fn plan() -> Plan {
-    let mut p = Plan::aborted(ClusterName::new("prod").unwrap(), "");
+    let mut p = Plan::aborted(ClusterName::new("prod").unwrap(), AbortCause::PveRead, "");
     p.aborted = false;
     p.abort_reason = None;
+    p.abort_cause = None;
     p.actions = vec![
         action(Op::Create, Kind::VM, "web", 100, vec![]),
         action(Op::Create, Kind::LXC, "db", 200, vec![]),
@@ -59,28 +60,30 @@ fn plan() -> Plan {
     ];
     p.deferred = vec![action(Op::Prune, Kind::VM, "older", 301, vec![])];
     p.skipped = vec![Skipped {
-        kind: "VM".into(),
+        kind: Kind::VM,
         name: "cache".into(),
-        node: "pve1".into(),
-        id: "101".into(),
-        reason: "node pve1 is in maintenance".into(),
+        node: NodeName::new("pve1").unwrap(),
+        id: Target::Guest(Vmid::new(101).unwrap()),
+        reason: SkipReason::NodeOffline {
+            node: NodeName::new("pve1").unwrap(),
+        },
     }];
     p.anomalies = vec![
         Anomaly {
             anomaly_type: AnomalyType::DataLoss,
-            kind: "VM".into(),
-            name: "web".into(),
-            node: "pve1".into(),
-            id: "100".into(),
+            kind: Some(Kind::VM),
+            name: Some("web".into()),
+            node: Some(NodeName::new("pve1").unwrap()),
+            id: Some(Target::Guest(Vmid::new(100).unwrap())),
             field: Some("scsi0".into()),
             message: "scsi0 would be re-created".into(),
         },
         Anomaly {
             anomaly_type: AnomalyType::EmptyDesired,
-            kind: "LXC".into(),
-            name: String::new(),
-            node: String::new(),
-            id: String::new(),
+            kind: Some(Kind::LXC),
+            name: None,
+            node: None,
+            id: None,
             field: None,
             message: "no LXC manifests left while tagged containers remain".into(),
         },
@@ -176,7 +179,7 @@ fn an_executed_cycle_counts_actions_prunes_deferrals_skips_and_anomalies() {
     assert_eq!(cache.state, ObjectState::Skipped);
     assert_eq!(
         cache.last_error.as_deref(),
-        Some("node pve1 is in maintenance")
+        Some("node pve1 is not online this cycle; nothing planned for it")
     );
 }
 
@@ -220,43 +223,31 @@ fn records_given_by_the_caller_win_over_derived_ones() {
 }
 
 #[test]
-fn an_aborted_plan_reports_the_class_of_its_reason() {
+fn an_aborted_plan_reports_the_class_of_its_cause() {
     let name = ClusterName::new("lab").unwrap();
     let cases = [
-        (
-            "pve inventory read failed: timeout",
-            CycleResult::PveReadError,
-        ),
-        (
-            "git sync failed and no previous good tree",
-            CycleResult::NotReady,
-        ),
-        (
-            "manifest parse error: vm/a.yaml:3:1: unknown field",
-            CycleResult::ParseError,
-        ),
-        (
-            "cloud-init secret resolution: no key",
-            CycleResult::ParseError,
-        ),
-        (
-            "invalid input: 2 problem(s) in the repository; nothing read or written",
-            CycleResult::ParseError,
-        ),
-        (
-            "unknown node: VM/a references node x which is not in pve.clusters.lab.nodes (allowed: a)",
-            CycleResult::UnknownNode,
-        ),
-        ("plan error: cycle", CycleResult::PlanError),
-        (
-            "locked: cluster lab is held by another proxops process (pid 42, proxops apply, since 2026-12-01T15:00:00Z)",
-            CycleResult::Locked,
-        ),
-        ("cannot load recording /x.json: gone", CycleResult::Aborted),
+        (AbortCause::NotReady, CycleResult::NotReady),
+        (AbortCause::InvalidInput, CycleResult::ParseError),
+        (AbortCause::UnknownNode, CycleResult::UnknownNode),
+        (AbortCause::PveRead, CycleResult::PveReadError),
+        (AbortCause::Plan, CycleResult::PlanError),
+        (AbortCause::Locked, CycleResult::Locked),
+        (AbortCause::LockUnavailable, CycleResult::Aborted),
+        (AbortCause::Recording, CycleResult::Aborted),
+        (AbortCause::PveUnidentified, CycleResult::Aborted),
+        (AbortCause::SharedPve, CycleResult::Aborted),
+        (AbortCause::Credentials, CycleResult::Aborted),
+        (AbortCause::RepositoryUnreadable, CycleResult::Aborted),
     ];
-    for (reason, want) in cases {
+    assert_eq!(
+        cases.map(|(c, _)| c),
+        AbortCause::ALL,
+        "every cause has its expected class here"
+    );
+    let reason = "pve inventory read failed: timeout";
+    for (cause, want) in cases {
         let rep = ClusterReport::from_cycle(
-            &Plan::aborted(name.clone(), reason),
+            &Plan::aborted(name.clone(), cause, reason),
             None,
             Vec::new(),
             None,
@@ -265,9 +256,51 @@ fn an_aborted_plan_reports_the_class_of_its_reason() {
         );
         assert!(rep.aborted);
         assert_eq!(rep.abort_reason, reason);
-        assert_eq!(rep.result, want, "{reason}");
+        assert_eq!(rep.result, want, "{cause:?}");
+        assert_eq!(cause.label(), want.as_str(), "{cause:?}");
         assert_eq!(rep.pve_read_at, None);
     }
+}
+
+/// The `result` label comes from the cause alone: whatever the reason says
+/// (another class's wording, nothing, any text), the label does not move.
+#[test]
+fn rewording_an_abort_reason_never_moves_its_metrics_label() {
+    let name = ClusterName::new("lab").unwrap();
+    let wordings = [
+        "",
+        "pve inventory read failed: timeout",
+        "git sync failed and no previous good tree",
+        "invalid input: 2 problem(s) in the repository; nothing read or written",
+        "unknown node: VM/a references node x",
+        "plan error: cycle",
+        "locked: cluster lab is held by another proxops process",
+        "cannot load recording /x.json: gone",
+        "the cluster could not be planned, reworded",
+    ];
+    for cause in AbortCause::ALL {
+        let label = cause.label();
+        for reason in wordings {
+            let plan = Plan::aborted(name.clone(), cause, reason);
+            let rep = ClusterReport::from_cycle(&plan, None, Vec::new(), None, false, 20);
+            assert_eq!(rep.result.as_str(), label, "{cause:?} with {reason:?}");
+            let direct = ClusterReport::aborted("lab", cause, reason);
+            assert_eq!(direct.result.as_str(), label, "{cause:?} with {reason:?}");
+        }
+    }
+}
+
+/// A plan marked aborted by hand, with no cause, is the catch-all class.
+#[test]
+fn an_aborted_plan_without_a_cause_is_counted_as_aborted() {
+    let mut plan = Plan::aborted(
+        ClusterName::new("lab").unwrap(),
+        AbortCause::Locked,
+        "locked: cluster lab is held by another proxops process",
+    );
+    plan.abort_cause = None;
+    let rep = ClusterReport::from_cycle(&plan, None, Vec::new(), None, false, 20);
+    assert_eq!(rep.result, CycleResult::Aborted);
 }
 
 const VM_WEB: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\nspec:\n  node: pve1\n  vmid: 100\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";

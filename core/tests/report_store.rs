@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 
 use proxops_core::action::{AnomalyType, Change, Impact};
 use proxops_core::exec::{ObjectReport, ObjectState};
+use proxops_core::plan::AbortCause;
 use proxops_core::report::{
     ActionKey, ActionResult, ClusterReport, CycleCounts, CycleReport, CycleResult, PendingAction,
     RunMode, StatusStore, escape_label_value, render_metrics, render_status_json,
@@ -86,7 +87,11 @@ fn first_cycle() -> CycleReport {
         pve_read_at: Some(START + 10),
         pending: Vec::new(),
     };
-    let lab = ClusterReport::aborted("lab", "pve inventory read failed: connection refused");
+    let lab = ClusterReport::aborted(
+        "lab",
+        AbortCause::PveRead,
+        "pve inventory read failed: connection refused",
+    );
     CycleReport {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         started_at: START,
@@ -132,7 +137,7 @@ fn second_cycle() -> CycleReport {
         pve_read_at: Some(START + 95),
         pending: Vec::new(),
     };
-    let mut lab = ClusterReport::aborted("lab", "");
+    let mut lab = ClusterReport::aborted("lab", AbortCause::PveRead, "");
     lab.result = CycleResult::DryRun;
     lab.aborted = false;
     lab.objects = vec![obj("VM", "scratch", "lab1", "900", ObjectState::Drift)];
@@ -334,7 +339,11 @@ fn an_aborted_cluster_keeps_its_last_known_records() {
     let mut third = second_cycle();
     third.started_at = START + 200;
     third.finished_at = START + 210;
-    third.clusters[0] = ClusterReport::aborted("lab", "git sync failed and no previous good tree");
+    third.clusters[0] = ClusterReport::aborted(
+        "lab",
+        AbortCause::NotReady,
+        "git sync failed and no previous good tree",
+    );
     s.record_cycle(third);
     let scratch = s.object("lab", "VM", "scratch").unwrap();
     assert_eq!(scratch.updated_at, START + 102);

@@ -72,6 +72,7 @@ fn plan(actions: Vec<Action>) -> Plan {
         cluster: ClusterName::new("home").unwrap(),
         aborted: false,
         abort_reason: None,
+        abort_cause: None,
         actions,
         skipped: Vec::new(),
         deferred: Vec::new(),

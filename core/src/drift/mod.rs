@@ -35,9 +35,9 @@ mod resolve;
 
 use std::collections::BTreeMap;
 
-use crate::action::{Anomaly, AnomalyType, Change, Impact, ParamValue, Params};
+use crate::action::{Anomaly, AnomalyType, Change, Impact, ParamValue, Params, Target};
 use crate::live::{GuestType, LiveConfig, LiveGuest, Power};
-use crate::names::Ref;
+use crate::names::{NodeName, Ref, Vmid};
 use crate::repo::{ClusterDesired, DesiredObject};
 use crate::secret::Secret;
 
@@ -236,8 +236,8 @@ fn kind_mismatch(
 pub(crate) struct Acc {
     running: bool,
     object: Ref,
-    node: String,
-    id: String,
+    node: NodeName,
+    id: Vmid,
     changes: Vec<(Change, Impact)>,
     params: Vec<(String, ParamValue)>,
     delete: Vec<String>,
@@ -250,8 +250,8 @@ impl Acc {
             // Unknown power counts as running; a template never runs.
             running: live.power != Power::Stopped && !live.template,
             object: obj.r#ref.clone(),
-            node: live.node.to_string(),
-            id: live.vmid.to_string(),
+            node: live.node.clone(),
+            id: live.vmid,
             changes: Vec::new(),
             params: Vec::new(),
             delete: Vec::new(),
@@ -291,10 +291,10 @@ impl Acc {
     pub(crate) fn anomaly(&mut self, t: AnomalyType, field: Option<&str>, message: String) {
         self.anomalies.push(Anomaly {
             anomaly_type: t,
-            kind: self.object.kind.to_string(),
-            name: self.object.name.to_string(),
-            node: self.node.clone(),
-            id: self.id.clone(),
+            kind: Some(self.object.kind),
+            name: Some(self.object.name.to_string()),
+            node: Some(self.node.clone()),
+            id: Some(Target::Guest(self.id)),
             field: field.map(str::to_owned),
             message,
         });

@@ -10,7 +10,6 @@ use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Change, Skipped, Target};
 use crate::diag::Diagnostic;
-use crate::names::Kind;
 use crate::plan::Plan;
 
 /// The value of the document's `format` key.
@@ -80,7 +79,7 @@ struct ActionDoc<'a> {
     kind: &'static str,
     name: &'a str,
     node: &'a str,
-    id: Id<'a>,
+    id: Id,
     impact: &'static str,
     reason: &'a str,
     changes: Vec<ChangeDoc<'a>>,
@@ -95,21 +94,21 @@ struct ChangeDoc<'a> {
 
 #[derive(Serialize)]
 struct SkippedDoc<'a> {
-    kind: &'a str,
+    kind: &'static str,
     name: Option<&'a str>,
     node: Option<&'a str>,
-    id: Id<'a>,
-    reason: &'a str,
+    id: Id,
+    reason: String,
 }
 
 #[derive(Serialize)]
 struct AnomalyDoc<'a> {
     #[serde(rename = "type")]
     anomaly_type: &'static str,
-    kind: Option<&'a str>,
+    kind: Option<&'static str>,
     name: Option<&'a str>,
     node: Option<&'a str>,
-    id: Id<'a>,
+    id: Id,
     field: Option<&'a str>,
     message: &'a str,
 }
@@ -118,31 +117,17 @@ struct AnomalyDoc<'a> {
 /// `null` when the item has no target (a cluster-wide anomaly).
 #[derive(Serialize)]
 #[serde(untagged)]
-enum Id<'a> {
+enum Id {
     Vmid(u32),
     File(String),
-    Text(&'a str),
     Null,
 }
 
-impl<'a> Id<'a> {
-    fn of_target(t: &Target) -> Id<'a> {
+impl Id {
+    fn of_target(t: &Target) -> Id {
         match t {
             Target::Guest(v) => Id::Vmid(v.get()),
             Target::File { .. } => Id::File(t.to_string()),
-        }
-    }
-
-    /// Skipped entries and anomalies carry their id as text; a guest's is a
-    /// vmid and goes out as a number like an action's.
-    fn of_text(kind: &str, id: &'a str) -> Id<'a> {
-        if id.is_empty() {
-            return Id::Null;
-        }
-        let guest = Kind::parse(kind).is_some_and(Kind::is_guest);
-        match id.parse::<u32>() {
-            Ok(n) if guest => Id::Vmid(n),
-            _ => Id::Text(id),
         }
     }
 }
@@ -186,21 +171,21 @@ fn change(c: &Change) -> ChangeDoc<'_> {
 
 fn skipped(s: &Skipped) -> SkippedDoc<'_> {
     SkippedDoc {
-        kind: &s.kind,
+        kind: s.kind.as_str(),
         name: non_empty(&s.name),
-        node: non_empty(&s.node),
-        id: Id::of_text(&s.kind, &s.id),
-        reason: &s.reason,
+        node: non_empty(s.node.as_str()),
+        id: Id::of_target(&s.id),
+        reason: s.reason.to_string(),
     }
 }
 
 fn anomaly(a: &Anomaly) -> AnomalyDoc<'_> {
     AnomalyDoc {
         anomaly_type: a.anomaly_type.as_str(),
-        kind: non_empty(&a.kind),
-        name: non_empty(&a.name),
-        node: non_empty(&a.node),
-        id: Id::of_text(&a.kind, &a.id),
+        kind: a.kind.map(|k| k.as_str()),
+        name: a.name.as_deref().and_then(non_empty),
+        node: a.node.as_ref().map(|n| n.as_str()),
+        id: a.id.as_ref().map_or(Id::Null, Id::of_target),
         field: a.field.as_deref(),
         message: &a.message,
     }

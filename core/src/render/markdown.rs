@@ -8,7 +8,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Group, is_untagged, object_label, or_dash};
+use super::{Group, anomaly_subject, is_untagged, object_label, or_dash};
 use crate::action::{Action, Anomaly, Impact, Skipped};
 use crate::plan::Plan;
 
@@ -162,13 +162,14 @@ fn anomalies_table(out: &mut String, anomalies: &[Anomaly]) {
     );
     out.push_str("| Type | Object | Node | ID | Field | Message |\n|---|---|---|---|---|---|\n");
     for a in anomalies {
+        let (kind, name, node, id) = anomaly_subject(a);
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} |",
             a.anomaly_type.as_str(),
-            cell(&object_label(&a.kind, &a.name)),
-            cell(or_dash(&a.node)),
-            cell(or_dash(&a.id)),
+            cell(&object_label(kind, name)),
+            cell(or_dash(node)),
+            cell(or_dash(&id)),
             cell(a.field.as_deref().unwrap_or("-")),
             cell(&a.message),
         );
@@ -215,7 +216,7 @@ fn skipped(out: &mut String, skipped: &[Skipped]) {
     if skipped.is_empty() {
         return;
     }
-    let untagged = skipped.iter().filter(|s| is_untagged(&s.reason)).count();
+    let untagged = skipped.iter().filter(|s| is_untagged(s)).count();
     let _ = writeln!(
         out,
         "\n<details>\n<summary>Skipped ({}, {untagged} without the proxops tag)</summary>\n",
@@ -224,15 +225,15 @@ fn skipped(out: &mut String, skipped: &[Skipped]) {
     out.push_str("| Object | Node | ID | Reason |\n|---|---|---|---|\n");
     // Untagged guests first, as in the text plan.
     let (first, rest): (Vec<&Skipped>, Vec<&Skipped>) =
-        skipped.iter().partition(|s| is_untagged(&s.reason));
+        skipped.iter().partition(|s| is_untagged(s));
     for s in first.into_iter().chain(rest) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} |",
-            cell(&object_label(&s.kind, &s.name)),
-            cell(or_dash(&s.node)),
-            cell(or_dash(&s.id)),
-            cell(&s.reason),
+            cell(&object_label(s.kind.as_str(), &s.name)),
+            cell(or_dash(s.node.as_str())),
+            cell(or_dash(&s.id.to_string())),
+            cell(&s.reason.to_string()),
         );
     }
     out.push_str("\n</details>\n");

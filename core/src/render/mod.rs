@@ -20,7 +20,7 @@ pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
 pub use text::{text, text_with_changes};
 
-use crate::action::{Action, Op};
+use crate::action::{Action, Anomaly, Op, Skipped};
 use crate::plan::Plan;
 
 /// The action groups every rendering shows, in the order they are shown.
@@ -59,12 +59,20 @@ impl Group {
 }
 
 /// Whether a skipped entry is a live guest ProxOps does not own.
-///
-/// `Skipped::reason` is free text, so the untagged case is recognised by
-/// its wording ("live object without proxops tag; never touched", §13.4).
-fn is_untagged(reason: &str) -> bool {
-    let r = reason.to_ascii_lowercase();
-    r.contains("without proxops tag") || r.contains("no proxops tag")
+fn is_untagged(s: &Skipped) -> bool {
+    s.reason.is_untagged()
+}
+
+/// An anomaly's kind, name, node and id as shown, `""` where it has none
+/// (a kind-wide or cluster-wide anomaly).
+fn anomaly_subject(a: &Anomaly) -> (&'static str, &str, &str, String) {
+    let (node, id) = a.node_and_id();
+    (
+        a.kind.map_or("", |k| k.as_str()),
+        a.name.as_deref().unwrap_or(""),
+        node,
+        id,
+    )
 }
 
 /// `Kind/name`, or whichever half exists.

@@ -2,7 +2,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Group, is_untagged, object_label, or_dash};
+use super::{Group, anomaly_subject, is_untagged, object_label, or_dash};
 use crate::action::{Action, Anomaly, Change, Skipped};
 use crate::plan::Plan;
 
@@ -62,7 +62,7 @@ fn cluster(out: &mut String, plan: &Plan, with_changes: bool) {
     });
 
     let (untagged, other): (Vec<&Skipped>, Vec<&Skipped>) =
-        plan.skipped.iter().partition(|s| is_untagged(&s.reason));
+        plan.skipped.iter().partition(|s| is_untagged(s));
     section(out, "skipped (no proxops tag)", &untagged, skipped_line);
     section(out, "skipped (other reasons)", &other, skipped_line);
 
@@ -120,10 +120,10 @@ fn skipped_line(out: &mut String, s: &&Skipped) {
         out,
         "  {:<w$} {:<24} {:<10} id={}  {}",
         "skip",
-        object_label(&s.kind, &s.name),
-        or_dash(&s.node),
-        or_dash(&s.id),
-        one_line(&s.reason),
+        object_label(s.kind.as_str(), &s.name),
+        or_dash(s.node.as_str()),
+        or_dash(&s.id.to_string()),
+        one_line(&s.reason.to_string()),
         w = FIRST_COLUMN,
     );
 }
@@ -133,13 +133,14 @@ fn anomaly_line(out: &mut String, a: &&Anomaly) {
         Some(f) => format!("field={} ", one_line(f)),
         None => String::new(),
     };
+    let (kind, name, node, id) = anomaly_subject(a);
     let _ = writeln!(
         out,
         "  {:<w$} {:<24} {:<10} id={}  {field}{}",
         a.anomaly_type.as_str(),
-        object_label(&a.kind, &a.name),
-        or_dash(&a.node),
-        or_dash(&a.id),
+        object_label(kind, name),
+        or_dash(node),
+        or_dash(&id),
         one_line(&a.message),
         w = FIRST_COLUMN,
     );

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use proxops_core::action::AnomalyType;
 use proxops_core::exec::{ObjectReport, ObjectState};
+use proxops_core::plan::AbortCause;
 use proxops_core::report::{
     ActionKey, ActionResult, ClusterReport, CycleCounts, CycleReport, CycleResult, StatusStore,
 };
@@ -128,7 +129,11 @@ pub fn cycle(started_at: u64) -> CycleReport {
         complete: true,
         git_fetched_at: Some(started_at + 1),
         clusters: vec![
-            ClusterReport::aborted("lab", "pve inventory read failed: connection refused"),
+            ClusterReport::aborted(
+                "lab",
+                AbortCause::PveRead,
+                "pve inventory read failed: connection refused",
+            ),
             prod,
         ],
     }
