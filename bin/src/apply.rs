@@ -89,23 +89,14 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
     show_and_confirm(&plans, output, a.diff, ask)?;
 
-    let stop_flag = stop_on_signals();
-    let lines = ProgressLines::new(&plans);
-    let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
-    let opts = ApplyOptions {
-        task_timeout: ws.loaded.config.task_timeout.as_std(),
-        poll_interval: poll_interval(),
-        stop: Some(&stop_flag),
-        on_result: None,
-        lock: None,
-        on_progress: Some(&on_progress),
-    };
-    let cycles: Vec<ClusterCycle> = session
-        .clusters
-        .iter()
-        .zip(planned)
-        .map(|(p, planned)| cycle::execute_cluster(p, planned, &opts))
-        .collect();
+    let cycles = execute_shown(&plans, &ws.loaded.config, |opts| {
+        session
+            .clusters
+            .iter()
+            .zip(planned)
+            .map(|(p, planned)| cycle::execute_cluster(p, planned, opts))
+            .collect()
+    });
     print_results(&cycles, &plans, output)?;
 
     let mut exit = Exit::Ok;
@@ -165,6 +156,28 @@ pub(crate) fn show_and_confirm(
         confirm(plans, total)?;
     }
     Ok(())
+}
+
+/// Executes the plans just shown (`run` does, with the options given):
+/// progress lines on stderr, SIGINT/SIGTERM let the action in flight
+/// finish and start nothing new. The clusters' locks are already held.
+pub(crate) fn execute_shown(
+    plans: &[Plan],
+    config: &proxops_core::config::Config,
+    run: impl FnOnce(&ApplyOptions<'_>) -> Vec<ClusterCycle>,
+) -> Vec<ClusterCycle> {
+    let stop_flag = stop_on_signals();
+    let lines = ProgressLines::new(plans);
+    let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
+    let opts = ApplyOptions {
+        task_timeout: config.task_timeout.as_std(),
+        poll_interval: poll_interval(),
+        stop: Some(&stop_flag),
+        on_result: None,
+        lock: None,
+        on_progress: Some(&on_progress),
+    };
+    run(&opts)
 }
 
 /// SIGINT/SIGTERM: the action in flight finishes, nothing new starts.

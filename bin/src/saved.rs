@@ -17,17 +17,16 @@
 use std::path::Path;
 use std::time::Instant;
 
-use proxops_core::names::ClusterName;
 use proxops_core::plan::Plan;
 use proxops_core::saved::{self, SavedCluster, SavedPlan};
 use proxops_pve::reader;
-use proxops_pve::runner::{Progress, unix_now};
+use proxops_pve::runner::unix_now;
 
 use crate::adopt::ReadOnly;
-use crate::apply::{self, poll_interval};
+use crate::apply;
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env, Workspace};
-use crate::cycle::{self, ApplyOptions, PlanAll, Source};
+use crate::cycle::{self, PlanAll, Source};
 use crate::exit::{Exit, Failure};
 use crate::lock::Locking;
 use crate::out;
@@ -217,22 +216,12 @@ pub fn apply(
 
     let plans: Vec<Plan> = runs.iter().map(|(_, p)| p.clone()).collect();
     apply::show_and_confirm(&plans, output, a.diff, ask)?;
-    let stop_flag = apply::stop_on_signals();
-    let lines = apply::ProgressLines::new(&plans);
-    let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
-    let opts = ApplyOptions {
-        task_timeout: ws.loaded.config.task_timeout.as_std(),
-        poll_interval: poll_interval(),
-        stop: Some(&stop_flag),
-        on_result: None,
-        // Taken above, before the check read.
-        lock: None,
-        on_progress: Some(&on_progress),
-    };
-    let cycles: Vec<_> = runs
-        .into_iter()
-        .map(|(ready, plan)| cycle::execute_plan(ready, plan, &opts, unix_now(), Instant::now()))
-        .collect();
+    // The locks were taken above, before the check read.
+    let cycles = apply::execute_shown(&plans, &ws.loaded.config, |opts| {
+        runs.into_iter()
+            .map(|(ready, plan)| cycle::execute_plan(ready, plan, opts, unix_now(), Instant::now()))
+            .collect()
+    });
     drop(locks);
     apply::print_results(&cycles, &plans, output)?;
     Ok(apply::cycles_exit(&cycles))
