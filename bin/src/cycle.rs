@@ -247,6 +247,8 @@ pub fn prepare_reusing<'w>(
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
+            restart_policy: cc.restart_policy,
+            purge_ha_and_replicated: cc.purge_ha_and_replicated,
         };
         if cc.allow_empty_prune {
             crate::log::event(

@@ -116,6 +116,12 @@ pub struct ClusterEntry {
     /// host-level or never read back (exact keys: `dev0`, not `dev*`).
     #[serde(default)]
     pub allow_extra_keys: Vec<String>,
+    /// This cluster's `reconcile.restart-policy`.
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+    /// This cluster's `reconcile.purge-ha-and-replicated`.
+    #[serde(default)]
+    pub purge_ha_and_replicated: Option<bool>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -178,6 +184,40 @@ pub struct ReconcileSection {
     pub read_concurrency: Option<i64>,
     #[serde(default)]
     pub lock_wait: Option<String>,
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+    #[serde(default)]
+    pub purge_ha_and_replicated: Option<bool>,
+}
+
+/// Whether ProxOps restarts a guest whose changes PVE holds pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    /// The guest is reported `pending_restart`; a person restarts it.
+    #[default]
+    Never,
+    /// ProxOps sends `status/reboot` (a clean shutdown and start).
+    Reboot,
+}
+
+impl RestartPolicy {
+    /// `never` or `reboot`.
+    pub fn parse(text: &str) -> Result<RestartPolicy, String> {
+        match text.trim() {
+            "never" => Ok(RestartPolicy::Never),
+            "reboot" => Ok(RestartPolicy::Reboot),
+            other => Err(format!(
+                "restart-policy {other:?} must be \"never\" (report pending_restart) or \"reboot\" (restart with status/reboot)"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Never => "never",
+            RestartPolicy::Reboot => "reboot",
+        }
+    }
 }
 
 // ------------------------------------------------------------ resolved
@@ -223,6 +263,10 @@ pub struct Config {
     /// How long `apply`, `run` and `adopt --adopt-secrets` wait for a
     /// cluster another ProxOps process holds before giving up on it.
     pub lock_wait: Duration,
+    /// `reconcile.restart-policy` (default `never`).
+    pub restart_policy: RestartPolicy,
+    /// `reconcile.purge-ha-and-replicated` (default `false`).
+    pub purge_ha_and_replicated: bool,
     pub listen: String,
     pub data_dir: String,
 }
@@ -246,6 +290,12 @@ pub struct ClusterConfig {
     /// `allow-extra-keys`: `spec.extra` keys let through although they are
     /// host-level or never read back (see `crate::extra`).
     pub allow_extra_keys: BTreeSet<String>,
+    /// Whether ProxOps restarts a guest waiting for a restart to take
+    /// pending changes (`restart-policy`, else `reconcile.restart-policy`).
+    pub restart_policy: RestartPolicy,
+    /// `purge-ha-and-replicated`: prunes of HA-managed or replicated guests
+    /// are sent with `purge=1` (a weakened rail, named so a reviewer sees it).
+    pub purge_ha_and_replicated: bool,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -587,6 +637,15 @@ fn resolve(
     } else {
         budget_raw as u32
     };
+    let restart_policy = match rec.restart_policy.as_deref().map(RestartPolicy::parse) {
+        None => RestartPolicy::Never,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            diags.push(err("reconcile.restart-policy", e));
+            RestartPolicy::Never
+        }
+    };
+    let purge_ha_and_replicated = rec.purge_ha_and_replicated.unwrap_or(false);
     let read_concurrency = match rec.read_concurrency {
         Some(n) if (1..=64).contains(&n) => n as usize,
         Some(n) => {
@@ -714,6 +773,14 @@ fn resolve(
                 ));
             }
         }
+        let cluster_restart = match entry.restart_policy.as_deref().map(RestartPolicy::parse) {
+            None => restart_policy,
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                diags.push(cerr("restart-policy", e));
+                restart_policy
+            }
+        };
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -729,6 +796,10 @@ fn resolve(
                     read_concurrency: rc,
                     allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
                     allow_extra_keys,
+                    restart_policy: cluster_restart,
+                    purge_ha_and_replicated: entry
+                        .purge_ha_and_replicated
+                        .unwrap_or(purge_ha_and_replicated),
                     declared_in,
                 },
             );
@@ -755,6 +826,8 @@ fn resolve(
         prune_budget,
         read_concurrency,
         lock_wait,
+        restart_policy,
+        purge_ha_and_replicated,
         listen,
         data_dir,
     }

@@ -34,6 +34,10 @@ pub const ANNOTATION_PRUNE: &str = "proxops/prune";
 /// manifest never acts on a guest ProxOps does not own.
 pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
 
+/// `proxops/restart-policy: never|reboot`: this guest's restart policy,
+/// over the cluster's `restart-policy`.
+pub const ANNOTATION_RESTART_POLICY: &str = "proxops/restart-policy";
+
 /// A field-level problem found by `validate`: the path below the document
 /// root and a message that says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -67,6 +71,12 @@ impl Metadata {
         self.annotations
             .get(ANNOTATION_PRUNE)
             .is_some_and(|v| v.trim() == "disabled")
+    }
+
+    /// The policy named by `proxops/restart-policy` (validated at load).
+    pub fn restart_policy(&self) -> Option<crate::config::RestartPolicy> {
+        let v = self.annotations.get(ANNOTATION_RESTART_POLICY)?;
+        crate::config::RestartPolicy::parse(v).ok()
     }
 
     /// The vmid named by `proxops/adopted-vmid`, when it is one.
@@ -781,11 +791,15 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                     format!("invalid value {v:?}: use \"disabled\" (never prune) or \"enabled\""),
                 ));
             }
+        } else if k == ANNOTATION_RESTART_POLICY {
+            if let Err(e) = crate::config::RestartPolicy::parse(v) {
+                errs.push(FieldError::new(path, e));
+            }
         } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?} and {ANNOTATION_ADOPTED_VMID:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?} and {ANNOTATION_RESTART_POLICY:?}"
                 ),
             ));
         }

@@ -827,7 +827,7 @@ const ANOMALY_TYPES: [AnomalyType; 4] = [
 ];
 
 /// Every action, for zero samples.
-const OPS: [Op; 8] = [
+const OPS: [Op; 9] = [
     Op::Create,
     Op::Clone,
     Op::Download,
@@ -835,6 +835,7 @@ const OPS: [Op; 8] = [
     Op::Update,
     Op::Start,
     Op::Stop,
+    Op::Reboot,
     Op::Prune,
 ];
 
@@ -848,7 +849,7 @@ fn pending_by_action(c: &ClusterReport) -> BTreeMap<&'static str, u64> {
 }
 
 /// Every object state, for zero samples.
-const OBJECT_STATES: [ObjectState; 8] = [
+const OBJECT_STATES: [ObjectState; 9] = [
     ObjectState::Desired,
     ObjectState::Drift,
     ObjectState::Converged,
@@ -857,6 +858,7 @@ const OBJECT_STATES: [ObjectState; 8] = [
     ObjectState::Skipped,
     ObjectState::Pruned,
     ObjectState::Anomalous,
+    ObjectState::PendingRestart,
 ];
 
 /// A new variant must be added to the lists above: this match stops the
@@ -871,6 +873,7 @@ fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
         | Op::Update
         | Op::Start
         | Op::Stop
+        | Op::Reboot
         | Op::Prune => {}
     }
     match t {
@@ -887,7 +890,8 @@ fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
         | ObjectState::Failed
         | ObjectState::Skipped
         | ObjectState::Pruned
-        | ObjectState::Anomalous => {}
+        | ObjectState::Anomalous
+        | ObjectState::PendingRestart => {}
     }
 }
 

@@ -73,6 +73,7 @@ fn add(
             template,
             power,
             lock: None,
+            ha_state: None,
             tags: TagSet::parse(tags).unwrap(),
             config: cfg,
         },
@@ -110,6 +111,7 @@ fn run_with(c: &ClusterDesired, s: &LiveSnapshot, budget: u32, allow_empty_prune
             prune_budget: budget,
             nodes: Default::default(),
             allow_empty_prune,
+            ..Default::default()
         },
     )
 }
@@ -305,7 +307,7 @@ fn a_template_manifest_over_a_plain_guest_marks_it_stopping_first() {
         mark.work,
         Work::MarkTemplate {
             guest_type: GuestType::Qemu,
-            stop_first: true
+            stop_first: true,
         }
     );
     assert!(
@@ -486,7 +488,8 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
         prunes[0].work,
         Work::Delete {
             guest_type: GuestType::Qemu,
-            stop_first: true
+            stop_first: true,
+            purge: false
         }
     );
     assert_eq!(p.deferred.len(), 1);

@@ -148,6 +148,33 @@ def redactor(pve):
     return redact
 
 
+def with_pending_digest(pve):
+    """List the config digest among `GET .../pending`'s entries, as real PVE does.
+
+    pve-guest-common `GuestHelpers.pm` `config_with_pending_array` (which
+    qemu-server's and pve-container's `vm_pending` return) walks every scalar
+    key of the loaded config, `digest` included; fakepve 0.5.0 leaves it out.
+    Without it a client reading /pending could not send the digest back.
+    """
+    qemu_pending, lxc_pending = pve._pending, pve._lxc_pending
+
+    async def pending(request):
+        response = await qemu_pending(request)
+        if response.status != 200:
+            return response
+        vm = pve._vm(request)
+        body = json.loads(response.body)
+        body['data'].append({'key': 'digest', 'value': vm.digest()})
+        return web.json_response(body)
+
+    async def ct_pending(user, v):
+        data = await lxc_pending(user, v)
+        data.append({'key': 'digest', 'value': pve._find_ct(v['node'], v['vmid']).digest()})
+        return data
+
+    pve._pending, pve._lxc_pending = pending, ct_pending
+
+
 def control_app(pve):
     redact = redactor(pve)
 
@@ -249,6 +276,7 @@ async def serve(args):
     password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
     pve = FakePve(user=args.user, password=password, host=args.host, port=args.port)
     pve.time_scale = args.time_scale
+    with_pending_digest(pve)
     try:
         seed(pve, spec)
     except (SeedError, KeyError, TypeError, ValueError) as exc:

@@ -337,6 +337,10 @@ fn run_work(pve: &Pve<'_>, action: &Action) -> Result<(), StepError> {
         Work::Stop { guest_type } => {
             pve.power(&guest_path(node, *guest_type, guest_vmid(action)?), "stop")
         }
+        Work::Reboot { guest_type } => pve.power(
+            &guest_path(node, *guest_type, guest_vmid(action)?),
+            "reboot",
+        ),
         Work::MarkTemplate {
             guest_type,
             stop_first,
@@ -350,6 +354,7 @@ fn run_work(pve: &Pve<'_>, action: &Action) -> Result<(), StepError> {
         Work::Delete {
             guest_type,
             stop_first,
+            purge,
         } => {
             let path = guest_path(node, *guest_type, guest_vmid(action)?);
             if *stop_first {
@@ -358,7 +363,12 @@ fn run_work(pve: &Pve<'_>, action: &Action) -> Result<(), StepError> {
                     other => other?,
                 }
             }
-            match pve.write_and_wait(Method::Delete, &path, Vec::new()) {
+            let form = if *purge {
+                vec![("purge".to_owned(), "1".to_owned())]
+            } else {
+                Vec::new()
+            };
+            match pve.write_and_wait(Method::Delete, &path, form) {
                 Err(e) if is_gone(&e.message) => Ok(()),
                 other => other,
             }

@@ -304,6 +304,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            purge: false,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -321,6 +322,7 @@ fn a_running_guest_is_stopped_then_deleted_never_forced() {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            purge: false,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
