@@ -73,7 +73,7 @@ fn status_shows_the_guest_pending_restart_with_the_key() {
     ]);
     assert_eq!(code, 0, "{stdout}{stderr}");
     let v: serde_json::Value = serde_json::from_str(&stdout).unwrap();
-    let objects = v["clusters"][0]["objects"].as_array().unwrap();
+    let objects = v["objects"].as_array().unwrap();
     let vm = objects
         .iter()
         .find(|o| o["name"] == "k-test-c-3")

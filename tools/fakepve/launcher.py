@@ -32,7 +32,9 @@ Seed file keys (all optional):
   tokens    {"root@pam!proxops": "<secret>"}     API tokens fakepve accepts
   users     {"alice@pve": "<password>"}          extra password logins
   guests    [{"vmid", "name", "node", "status", "type": "qemu"|"lxc", "template",
-              "lock", "pool", "ostemplate", "config": {...}, "attrs": {...}}]
+              "lock", "pool", "ostemplate", "config": {...}, "pending": {...}, "attrs": {...}}]
+            ("pending": key -> value the next start takes, null for a queued removal;
+            GET .../pending also lists the digest, as real PVE does)
   settings  {"version": "9.2.0", "ticket_ttl": 7200, ...}   see SETTINGS
 
 Control port (JSON in, JSON out):
@@ -115,7 +117,8 @@ def seed(pve, spec):
         pve.storages[name] = merged
     for g in spec.get('guests', []):
         common = dict(node=g.get('node', 'pve1'), status=g.get('status', 'stopped'), config=g.get('config', {}),
-                      template=bool(g.get('template', False)), lock=g.get('lock'), pool=g.get('pool'))
+                      template=bool(g.get('template', False)), lock=g.get('lock'), pool=g.get('pool'),
+                      pending=g.get('pending', {}))
         kind = g.get('type', 'qemu')
         if kind == 'lxc':
             guest = pve.add_ct(g['vmid'], g.get('name'), ostemplate=g.get('ostemplate'), **common)
