@@ -210,7 +210,12 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
                 let written = params.0.iter().map(|(k, _)| k).chain(delete.iter());
                 for k in written {
                     let (old, new) = (before.current(k), cfg.get(k));
-                    if old != new && !takes_live(gt, &before, k, old, new) {
+                    if old == new {
+                        // pve-guest-common `AbstractConfig.pm`
+                        // `cleanup_pending`: a pending value equal to the
+                        // current one is dropped.
+                        cfg.pending.remove(k);
+                    } else if !takes_live(gt, &before, k, old, new) {
                         cfg.pending
                             .entry(k.clone())
                             .or_insert_with(|| old.map(str::to_owned));
