@@ -128,7 +128,7 @@ fn a_new_scsi_disk_is_live_with_disk_hotplug_and_a_sata_disk_is_not() {
         impact(&doc, live_vm(json!({"hotplug": "network"}))).0,
         Impact::StopStart
     );
-    let sata = doc.replace("      size: 8GiB\n", "      size: 8GiB\n      bus: sata\n");
+    let sata = doc.replace("      size: 8GiB\n", "      size: 8GiB\n      interface: sata0\n");
     let (i, k) = impact(&sata, live_vm(json!({})));
     assert_eq!(k, vec!["sata0".to_owned()]);
     assert_eq!(i, Impact::StopStart);
