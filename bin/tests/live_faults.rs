@@ -43,7 +43,10 @@ fn config_of(pve: &FakePve, repo: &Repo, vmid: u32) -> Value {
     let mut config = serde_json::Map::new();
     for e in entries.as_array().unwrap() {
         let value = e.get("pending").or_else(|| e.get("value")).cloned();
-        config.insert(e["key"].as_str().unwrap().to_owned(), value.unwrap_or(Value::Null));
+        config.insert(
+            e["key"].as_str().unwrap().to_owned(),
+            value.unwrap_or(Value::Null),
+        );
     }
     Value::Object(config)
 }
@@ -62,7 +65,11 @@ fn a_locked_guest_is_skipped_and_converges_once_unlocked() {
     let locked = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(locked.code, 0, "{}", locked.all());
     assert!(writes(&pve).is_empty(), "{}", locked.all());
-    assert!(locked.stdout.contains("locked (backup)"), "{}", locked.all());
+    assert!(
+        locked.stdout.contains("locked (backup)"),
+        "{}",
+        locked.all()
+    );
     assert_eq!(config_of(&pve, &repo, 150)["description"], "metrics");
 
     pve.call("unlock", json!([150]), Value::Null).unwrap();

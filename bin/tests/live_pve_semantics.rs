@@ -128,7 +128,10 @@ fn a_guest_locked_for_backup_is_skipped_with_its_lock_named() {
     vm["lock"] = json!("backup");
     let pve = FakePve::start(&seed_with(vec![vm])).unwrap();
     // The manifest wants more memory: an update PVE would refuse.
-    let repo = app_repo(&pve, &app_manifest(310, "app", "", "").replace("512MiB", "1GiB"));
+    let repo = app_repo(
+        &pve,
+        &app_manifest(310, "app", "", "").replace("512MiB", "1GiB"),
+    );
 
     pve.forget_requests().unwrap();
     let run = apply(&pve, &repo, &[]);

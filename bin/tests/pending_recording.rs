@@ -37,12 +37,8 @@ fn proxops(args: &[&str]) -> (i32, String, String) {
 
 #[test]
 fn a_pending_change_is_a_change_for_diff_exit_code() {
-    let (code, stdout, stderr) = proxops(&[
-        "diff",
-        "--replay",
-        "fixtures/live/pending",
-        "--exit-code",
-    ]);
+    let (code, stdout, stderr) =
+        proxops(&["diff", "--replay", "fixtures/live/pending", "--exit-code"]);
     assert_eq!(code, 3, "{stdout}{stderr}");
     assert!(!stdout.contains("no drift"), "{stdout}");
     let line = stdout

@@ -53,7 +53,10 @@ fn impact(doc: &str, live: Value) -> (Impact, Vec<String>) {
 fn memory_is_live_only_with_memory_hotplug_and_numa() {
     let doc = vm("4GiB", 2, ONE_NIC, "");
     let with_both = live_vm(json!({"hotplug": "network,disk,usb,memory", "numa": 1}));
-    assert_eq!(impact(&doc, with_both), (Impact::Live, vec!["memory".into()]));
+    assert_eq!(
+        impact(&doc, with_both),
+        (Impact::Live, vec!["memory".into()])
+    );
     let no_numa = live_vm(json!({"hotplug": "network,disk,usb,memory"}));
     assert_eq!(impact(&doc, no_numa).0, Impact::StopStart);
     let default_hotplug = live_vm(json!({"numa": 1}));
@@ -113,6 +116,20 @@ fn a_new_nic_is_live_with_network_hotplug() {
     );
 }
 
+// QS `vmconfig_update_disk`: an existing CD-ROM drive gets its new medium
+// through `change_medium`, live, even with hotplug off.
+#[test]
+fn a_cdrom_medium_change_is_live_even_with_hotplug_off() {
+    let doc = vm(
+        "2GiB",
+        2,
+        ONE_NIC,
+        "  hardware:\n    cdrom:\n      iso: none\n",
+    );
+    let live = live_vm(json!({"hotplug": "0", "ide2": "local:iso/debian-13.iso,media=cdrom"}));
+    assert_eq!(impact(&doc, live), (Impact::Live, vec!["ide2".into()]));
+}
+
 // QS `vmconfig_update_disk`: a new disk on scsi or virtio is hot-plugged
 // with `disk` hotplug; ide and sata cannot be (they stay pending).
 #[test]
@@ -128,7 +145,10 @@ fn a_new_scsi_disk_is_live_with_disk_hotplug_and_a_sata_disk_is_not() {
         impact(&doc, live_vm(json!({"hotplug": "network"}))).0,
         Impact::StopStart
     );
-    let sata = doc.replace("      size: 8GiB\n", "      size: 8GiB\n      interface: sata0\n");
+    let sata = doc.replace(
+        "      size: 8GiB\n",
+        "      size: 8GiB\n      interface: sata0\n",
+    );
     let (i, k) = impact(&sata, live_vm(json!({})));
     assert_eq!(k, vec!["sata0".to_owned()]);
     assert_eq!(i, Impact::StopStart);
@@ -138,12 +158,7 @@ fn a_new_scsi_disk_is_live_with_disk_hotplug_and_a_sata_disk_is_not() {
 // branch: they wait for a restart, whatever `hotplug` holds.
 #[test]
 fn vga_waits_for_a_restart_with_every_hotplug_feature_on() {
-    let doc = vm(
-        "2GiB",
-        2,
-        ONE_NIC,
-        "  hardware:\n    display: virtio\n",
-    );
+    let doc = vm("2GiB", 2, ONE_NIC, "  hardware:\n    display: virtio\n");
     let all = live_vm(json!({"hotplug": "network,disk,usb,memory,cpu", "numa": 1}));
     assert_eq!(impact(&doc, all), (Impact::Reboot, vec!["vga".into()]));
 }
@@ -151,7 +166,7 @@ fn vga_waits_for_a_restart_with_every_hotplug_feature_on() {
 /// Container `ct1`.
 fn ct(body: &str) -> String {
     format!(
-        "apiVersion: proxops/v1alpha1\nkind: LXC\nmetadata:\n  name: ct1\nspec:\n  node: pve1\n  vmid: 200\n  template: local:vztmpl/debian-13-standard_13.1-1_amd64.tar.zst\n  memory: 1GiB\n  cpu:\n    cores: 2\n  root:\n    storage: local-lvm\n    size: 8GiB\n  networks:\n    - {{bridge: vmbr0, iface: eth0, ip: dhcp}}\n{body}"
+        "apiVersion: proxops/v1alpha1\nkind: LXC\nmetadata:\n  name: ct1\nspec:\n  node: pve1\n  vmid: 200\n  template: debian-ct\n  memory: 1GiB\n  cpu:\n    cores: 2\n  root:\n    storage: local-lvm\n    size: 8GiB\n  networks:\n    - bridge: vmbr0\n      iface: eth0\n{body}"
     )
 }
 
@@ -159,7 +174,7 @@ fn live_ct(extra: Value) -> Value {
     let mut base = json!({
         "hostname": "ct1", "memory": 1024, "swap": 512, "cores": 2, "arch": "amd64", "ostype": "debian",
         "rootfs": "local-lvm:vm-200-disk-0,size=8G", "unprivileged": 1,
-        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth",
+        "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:00:00:01,type=veth",
         "tags": "proxops", "digest": "aa"
     });
     for (k, v) in extra.as_object().unwrap() {
@@ -180,15 +195,22 @@ fn ct_impact(doc: &str, live: Value) -> (Impact, Vec<String>) {
 fn container_cores_and_memory_are_live() {
     let doc = ct("");
     let (i, k) = ct_impact(&doc, live_ct(json!({"memory": 512, "cores": 1})));
-    assert_eq!((i, k), (Impact::Live, vec!["cores".into(), "memory".into()]));
+    assert_eq!(
+        (i, k),
+        (Impact::Live, vec!["cores".into(), "memory".into()])
+    );
 }
 
 // PC `vmconfig_hotplug_pending` → `LXC.pm` `update_net`: a NIC change is
 // applied to the running container's veth.
 #[test]
 fn a_container_nic_change_is_live() {
-    let live = live_ct(json!({"net0": "name=eth0,bridge=vmbr9,hwaddr=BC:24:11:00:00:01,ip=dhcp,type=veth"}));
-    assert_eq!(ct_impact(&ct(""), live), (Impact::Live, vec!["net0".into()]));
+    let live =
+        live_ct(json!({"net0": "name=eth0,bridge=vmbr9,hwaddr=BC:24:11:00:00:01,type=veth"}));
+    assert_eq!(
+        ct_impact(&ct(""), live),
+        (Impact::Live, vec!["net0".into()])
+    );
 }
 
 // PC `vmconfig_hotplug_pending`: a new `mpN` is hot-plugged

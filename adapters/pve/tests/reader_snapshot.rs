@@ -461,7 +461,11 @@ fn a_server_without_pending_is_read_through_config() {
     // An older PVE or a proxy answering 501 (or 404 for the path): the
     // config is read instead, with nothing pending.
     let mut r = full();
-    r[1] = fail("/nodes/pve1/qemu/100/pending", 501, "Method not implemented");
+    r[1] = fail(
+        "/nodes/pve1/qemu/100/pending",
+        501,
+        "Method not implemented",
+    );
     r.push(ok("/nodes/pve1/qemu/100/config", qemu100()));
     let snap = read_snapshot(&replay(r), &ReadScope::default()).unwrap();
     let cfg = snap

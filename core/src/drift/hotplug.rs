@@ -139,12 +139,17 @@ fn options(v: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
-/// The options whose values differ between two property strings.
+/// The options whose values differ between two property strings (a MAC
+/// in either case is the same address).
 fn changed_options(old: &str, new: &str) -> Vec<String> {
     let (a, b) = (options(old), options(new));
+    let same = |x: Option<&String>, y: Option<&String>| match (x, y) {
+        (Some(x), Some(y)) => x.eq_ignore_ascii_case(y) && (x == y || x.contains(':')),
+        (x, y) => x == y,
+    };
     a.keys()
         .chain(b.keys())
-        .filter(|k| a.get(*k) != b.get(*k))
+        .filter(|k| !same(a.get(*k), b.get(*k)))
         .cloned()
         .collect::<BTreeSet<_>>()
         .into_iter()
