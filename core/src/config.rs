@@ -116,6 +116,10 @@ pub struct ClusterEntry {
     /// host-level or never read back (exact keys: `dev0`, not `dev*`).
     #[serde(default)]
     pub allow_extra_keys: Vec<String>,
+    /// The cluster's datacenter `tag-style`: `case-sensitive` when PVE keeps
+    /// the case of tags (PVE's default lower-cases them).
+    #[serde(default)]
+    pub tag_style: Option<String>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -246,6 +250,9 @@ pub struct ClusterConfig {
     /// `allow-extra-keys`: `spec.extra` keys let through although they are
     /// host-level or never read back (see `crate::extra`).
     pub allow_extra_keys: BTreeSet<String>,
+    /// `tag-style: case-sensitive`: PVE keeps the case of tags (datacenter
+    /// `tag-style` `case-sensitive=1`); otherwise PVE lower-cases them.
+    pub tag_case_sensitive: bool,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -714,6 +721,17 @@ fn resolve(
                 ));
             }
         }
+        let tag_case_sensitive = match entry.tag_style.as_deref() {
+            None | Some("lower-case") => false,
+            Some("case-sensitive") => true,
+            Some(other) => {
+                diags.push(cerr(
+                    "tag-style",
+                    format!("invalid tag-style {other:?}: use \"lower-case\" (PVE's default) or \"case-sensitive\" (the datacenter's tag-style has case-sensitive=1)"),
+                ));
+                false
+            }
+        };
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -729,6 +747,7 @@ fn resolve(
                     read_concurrency: rc,
                     allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
                     allow_extra_keys,
+                    tag_case_sensitive,
                     declared_in,
                 },
             );
