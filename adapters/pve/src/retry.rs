@@ -53,6 +53,11 @@ pub fn classify(outcome: Result<&Response, &TransportError>) -> Class {
     if text.contains("can't lock file") && text.contains("got timeout") {
         return Class::Retry;
     }
+    // A write refused for the guest's state: asking again at once gets the
+    // same answer; the next cycle re-reads and decides afresh.
+    if status == 500 && WRITE_REFUSALS.iter().any(|r| text.contains(r)) {
+        return Class::Fail;
+    }
     match status {
         429 => Class::Retry,
         // "Method … not implemented": asking again cannot help.
@@ -61,6 +66,17 @@ pub fn classify(outcome: Result<&Response, &TransportError>) -> Class {
         _ => Class::Fail,
     }
 }
+
+/// 500 answers to a write that a retry a moment later would not change: a
+/// guest locked by a task ("VM is locked (backup)"), a config changed under
+/// the write (digest "checksum mismatch", "detected modified
+/// configuration"), a volume or guest that "already exists".
+const WRITE_REFUSALS: &[&str] = &[
+    " is locked",
+    "checksum mismatch",
+    "detected modified configuration",
+    "already exists",
+];
 
 /// PVE's error text for a response: the reason phrase (where PVE puts it),
 /// then the body's `message` (fakepve, extjs) and `errors` when they say more.
@@ -216,6 +232,9 @@ mod tests {
         assert_eq!(class(500, "Internal Server Error"), Class::Retry);
         assert_eq!(class(502, "Bad Gateway"), Class::Retry);
         assert_eq!(class(595, "No route to host"), Class::Retry);
+        // 596, like 595, is PVE's own status for a connection between
+        // nodes that failed (pve-http-server `AnyEvent.pm`): transient.
+        assert_eq!(class(596, "Connection timed out"), Class::Retry);
         assert_eq!(class(429, "Too Many Requests"), Class::Retry);
     }
 
@@ -263,6 +282,23 @@ mod tests {
             classify(Ok(&answer(400, "Parameter verification failed.", body))),
             Class::Fail
         );
+    }
+
+    #[test]
+    fn writes_refused_for_the_guests_state_are_not_retried_at_once() {
+        // qemu-server `QemuConfig.pm` / pve-guest-common
+        // `AbstractConfig.pm` `check_lock` ("VM is locked (…)"),
+        // pve-common `Tools.pm` `assert_if_modified` (digest), `create_disks`
+        // / `alloc_image` ("already exists").
+        for reason in [
+            "VM 100 is locked (backup)",
+            "CT 101 is locked (snapshot)",
+            "detected modified configuration - file changed by other user? Try again.",
+            "checksum mismatch",
+            "unable to create VM 100: config file already exists",
+        ] {
+            assert_eq!(class(500, reason), Class::Fail, "{reason}");
+        }
     }
 
     #[test]
