@@ -227,15 +227,21 @@ pub fn prepare_reusing<'w>(
             Ok(d) => d,
             Err(diags) => {
                 invalid.extend(diags.iter().cloned());
+                let cause = ws.loaded.refusal_cause(name);
+                let reason = if cause == AbortCause::UnknownNode {
+                    format!(
+                        "unknown node: a manifest names a node outside the cluster's node allowlist ({} problem(s) in the repository); nothing read or written",
+                        diags.len()
+                    )
+                } else {
+                    format!(
+                        "invalid input: {} problem(s) in the repository; nothing read or written",
+                        diags.len()
+                    )
+                };
                 clusters.push(Prepared {
                     name: name.clone(),
-                    ready: Err(Unready::new(
-                        AbortCause::InvalidInput,
-                        format!(
-                            "invalid input: {} problem(s) in the repository; nothing read or written",
-                            diags.len()
-                        ),
-                    )),
+                    ready: Err(Unready::new(cause, reason)),
                 });
                 continue;
             }
@@ -263,7 +269,13 @@ pub fn prepare_reusing<'w>(
         let (transport, secrets, live) = match source {
             Source::Replay(dir) => {
                 let secrets = if cc.secrets_file.is_some() {
-                    creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?.cloud_init
+                    match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
+                        Ok(c) => c.cloud_init,
+                        Err(f) => {
+                            clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
+                            continue;
+                        }
+                    }
                 } else {
                     CloudInitSecrets::default()
                 };
@@ -283,7 +295,13 @@ pub fn prepare_reusing<'w>(
                 }
             }
             Source::Live => {
-                let c = creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?;
+                let c = match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
+                    Ok(c) => c,
+                    Err(f) => {
+                        clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
+                        continue;
+                    }
+                };
                 c.check(name.as_str())?;
                 let credentials = Credentials::from_settings(
                     c.auth,
@@ -343,6 +361,14 @@ pub fn prepare_reusing<'w>(
                     &c,
                 );
                 if let Some(shared) = reuse.live.get(&key) {
+                    if let Some(unready) = unresolved_secrets(desired, &c.cloud_init, &mut invalid)
+                    {
+                        clusters.push(Prepared {
+                            name: name.clone(),
+                            ready: Err(unready),
+                        });
+                        continue;
+                    }
                     clusters.push(Prepared {
                         name: name.clone(),
                         ready: Ok(Ready {
@@ -385,6 +411,13 @@ pub fn prepare_reusing<'w>(
                 )
             }
         };
+        if let Some(unready) = unresolved_secrets(desired, &secrets, &mut invalid) {
+            clusters.push(Prepared {
+                name: name.clone(),
+                ready: Err(unready),
+            });
+            continue;
+        }
         clusters.push(Prepared {
             name: name.clone(),
             ready: Ok(Ready {
@@ -402,6 +435,71 @@ pub fn prepare_reusing<'w>(
         confirm_distinct_pves(&mut clusters, cfg);
     }
     Ok(Session { clusters, invalid })
+}
+
+/// A SOPS file that holds no credential of its cluster (its `secrets:`
+/// block references none) carries cloud-init material only: one that does
+/// not decrypt refuses that cluster as invalid input (`parse_error`), and
+/// the other clusters go on. A SOPS file with the cluster's credentials
+/// that does not decrypt ends the command (`Err`, exit 2), as every
+/// credential problem does.
+fn cloud_init_unreadable(
+    name: &ClusterName,
+    cc: &proxops_core::config::ClusterConfig,
+    ws: &Workspace,
+    failure: Failure,
+    invalid: &mut Vec<Diagnostic>,
+) -> Result<Prepared<'static>, Failure> {
+    // A secrets-file the repository may not name stays a refusal of the
+    // whole command, before any request.
+    creds::secrets_path(cc, ws.root.as_deref())?;
+    let refs = &cc.secrets;
+    let holds_credentials = refs.pve.as_ref().is_some_and(|p| *p != Default::default())
+        || refs.git.as_ref().is_some_and(|g| g.token.is_some());
+    if holds_credentials {
+        return Err(failure);
+    }
+    let message = format!(
+        "cloud-init secrets unreadable, the cluster does nothing this cycle: {}",
+        failure.message
+    );
+    invalid.push(
+        Diagnostic::file(&cc.declared_in, message.clone())
+            .with_field(format!("pve.clusters.{}.secrets-file", name.as_str())),
+    );
+    Ok(Prepared {
+        name: name.clone(),
+        ready: Err(Unready::new(
+            AbortCause::InvalidInput,
+            format!("invalid input: {message}; nothing read or written"),
+        )),
+    })
+}
+
+/// A cluster whose manifests reference cloud-init secrets its SOPS file
+/// does not hold is refused for the cycle as invalid input (`parse_error`):
+/// nothing read, nothing written, nothing pruned. The diagnostics join
+/// `invalid`, so `diff` prints them and exits 2.
+fn unresolved_secrets(
+    desired: &ClusterDesired,
+    secrets: &CloudInitSecrets,
+    invalid: &mut Vec<Diagnostic>,
+) -> Option<Unready> {
+    let missing = proxops_core::drift::unresolved_secrets(desired, secrets);
+    if missing.is_empty() {
+        return None;
+    }
+    let reason = format!(
+        "invalid input: {} cloud-init secret reference(s) the cluster's SOPS file does not resolve ({}); nothing read or written",
+        missing.len(),
+        missing
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    invalid.extend(missing);
+    Some(Unready::new(AbortCause::InvalidInput, reason))
 }
 
 /// Two clusters whose `base-url`s lead to one PVE in a way no comparison of

@@ -20,7 +20,8 @@ Commands:
 Global flags:
   --git-path <DIR>        The GitOps work tree (default: $PROXOPS_GIT_PATH, else the
                           nearest directory at or above the working directory holding .git)
-  --config <FILE>         A single configuration file (default: $PROXOPS_CONFIG)
+  --config <FILE>         A single configuration file (default: $PROXOPS_CONFIG): a URL-mode
+                          file, or clusters/<name>/config.yaml to run that cluster alone
   --cluster <NAME>        Only this cluster; repeat for several
   --log-level <LEVEL>     debug | info | warn | error
   --log-format <FORMAT>   text | json
@@ -28,7 +29,7 @@ Global flags:
   --git-url <URL>         URL mode: fetch desired state from this remote
   --git-branch <BRANCH>   Branch to reconcile in URL mode (default main)
   --git-poll-sec <N>      Poll interval in seconds for `run`
-  --prune-budget <N>      Deletions per cluster per cycle; 0 = unlimited
+  --prune-budget <N>      Deletions per cluster per cycle; 0 = unlimited, -1 = configured
   --pve-user <USER>       Bootstrap PVE user (e.g. root@pam)
   --pve-auth <METHOD>     token | ticket
   --ca-file <FILE>        PEM CA bundle trusted for PVE endpoints

@@ -338,15 +338,66 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     }
 }
 
+/// What a `--config` file declares that decides how it is used (spec
+/// §2.4): a URL-mode process file (`git.url`), a cluster-local file (one
+/// or more `pve.clusters` entries and no `git.url`), or a process file.
+/// Read leniently: a file that does not parse has an empty shape, and
+/// [`load`] reports what is wrong with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigShape {
+    /// `git.url` is set.
+    pub git_url: bool,
+    /// `git.path` as written.
+    pub git_path: Option<String>,
+    /// The names under `pve.clusters`, sorted.
+    pub clusters: Vec<String>,
+}
+
+impl ConfigShape {
+    pub fn of(src: &ConfigSource<'_>) -> ConfigShape {
+        let Some(file) = parse_file(src, &mut Vec::new()) else {
+            return ConfigShape::default();
+        };
+        let git = file.git.unwrap_or_default();
+        ConfigShape {
+            git_url: non_empty(git.url).is_some(),
+            git_path: non_empty(git.path),
+            clusters: file
+                .pve
+                .and_then(|p| p.clusters)
+                .map(|c| c.into_keys().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A cluster-local file: the process runs exactly its clusters.
+    pub fn is_cluster_local(&self) -> bool {
+        !self.git_url && !self.clusters.is_empty()
+    }
+}
+
 /// Loads, layers and validates the configuration. Every error is returned
 /// at once.
 pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config, Vec<Diagnostic>> {
+    load_over(sources, None, overrides)
+}
+
+/// As [`load`], with `underneath` (the tree's `proxops.yaml` under a
+/// cluster-local `--config` file, spec §2.4) filling every setting the
+/// process file does not set. Its `git` section and its clusters are left
+/// out: the operator's file decides the git source and which clusters run.
+pub fn load_over(
+    sources: &ConfigSources<'_>,
+    underneath: Option<&ConfigSource<'_>>,
+    overrides: &Overrides,
+) -> Result<Config, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     // Positions of every key, per file, so a rule about a value can point at its line.
     let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
     for src in sources
         .process
         .iter()
+        .chain(underneath)
         .chain(sources.cluster_local.iter().map(|(_, s)| s))
     {
         if let Ok(text) = std::str::from_utf8(src.bytes) {
@@ -356,6 +407,17 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
     let process = match &sources.process {
         Some(src) => parse_file(src, &mut diags).map(|f| (src.name.clone(), f)),
         None => Some(("proxops.yaml".to_owned(), ConfigFile::default())),
+    };
+    let process = match (process, underneath, &sources.process) {
+        (Some((name, file)), Some(base), Some(top)) => {
+            let merged = parse_file(base, &mut diags).and_then(|_| fill_from(top, base));
+            Some((name, merged.unwrap_or(file)))
+        }
+        (None, Some(base), _) => {
+            parse_file(base, &mut diags);
+            None
+        }
+        (process, _, _) => process,
     };
     let process_name = process.as_ref().map(|(n, _)| n.clone()).unwrap_or_default();
     let mut process = process.map(|(_, f)| f).unwrap_or_default();
@@ -435,12 +497,91 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
         any_cluster_local,
         &mut diags,
     ));
+    if let Some(base) = underneath {
+        point_at_underneath(&mut diags, sources.process.as_ref(), base, &indexes);
+    }
     match cfg {
         Some(cfg) if diags.is_empty() => Ok(cfg),
         _ => {
             diags.sort();
             diags.dedup();
             Err(diags)
+        }
+    }
+}
+
+/// The process file `top` with every key it does not set taken from
+/// `base` (nested sections key by key; an empty value counts as not set),
+/// leaving out `base`'s `git` section and `pve.clusters`. Both files have
+/// parsed on their own, so the merge parses too; `None` only if it does not.
+fn fill_from(top: &ConfigSource<'_>, base: &ConfigSource<'_>) -> Option<ConfigFile> {
+    use serde_yaml::Value;
+    fn value(src: &ConfigSource<'_>) -> Option<Value> {
+        let text = std::str::from_utf8(src.bytes).ok()?;
+        match crate::yaml::document_values(text).ok()?.into_iter().next() {
+            None | Some(Value::Null) => Some(Value::Mapping(Default::default())),
+            v => v,
+        }
+    }
+    fn fill(top: &mut Value, base: &Value) {
+        match (top, base) {
+            (Value::Mapping(t), Value::Mapping(b)) => {
+                for (k, bv) in b {
+                    match t.get_mut(k) {
+                        Some(tv) if !tv.is_null() => fill(tv, bv),
+                        _ => {
+                            t.insert(k.clone(), bv.clone());
+                        }
+                    }
+                }
+            }
+            (t @ Value::Null, b) => *t = b.clone(),
+            _ => {}
+        }
+    }
+    let mut merged = value(top)?;
+    let mut base = value(base)?;
+    if let Value::Mapping(m) = &mut base {
+        m.remove("git");
+        if let Some(Value::Mapping(pve)) = m.get_mut("pve") {
+            pve.remove("clusters");
+        }
+    }
+    fill(&mut merged, &base);
+    crate::yaml::from_value(&merged)
+}
+
+/// A rule about a value the process file took from `base` names `base`
+/// and the value's line there, not the process file.
+fn point_at_underneath(
+    diags: &mut [Diagnostic],
+    top: Option<&ConfigSource<'_>>,
+    base: &ConfigSource<'_>,
+    indexes: &BTreeMap<String, YamlIndex>,
+) {
+    let Some(top) = top else { return };
+    let set_in_top = |field: &str| {
+        let text = std::str::from_utf8(top.bytes).unwrap_or("");
+        let doc = crate::yaml::document_values(text)
+            .ok()
+            .and_then(|d| d.into_iter().next());
+        let mut at = doc.as_ref();
+        for key in field.split('.') {
+            at = at.and_then(|v| v.get(key)).filter(|v| !v.is_null());
+        }
+        at.is_some()
+    };
+    for d in diags.iter_mut() {
+        let Some(field) = d.field.clone() else {
+            continue;
+        };
+        if d.file != top.name || set_in_top(&field) {
+            continue;
+        }
+        if let Some(pos) = indexes.get(&base.name).and_then(|i| i.locate(0, &field)) {
+            d.file = base.name.clone();
+            d.line = Some(pos.0);
+            d.column = Some(pos.1);
         }
     }
 }

@@ -89,6 +89,61 @@ impl std::fmt::Debug for CloudInitSecrets {
     }
 }
 
+/// Every cloud-init secret reference of a cluster's desired state that
+/// `secrets` cannot resolve (missing, empty, or not of the form
+/// `cloud-init.ssh-keys.<name>` / `cloud-init.passwords.<name>`), one
+/// diagnostic each, naming the file, the field and the reference, never a
+/// value. Any of them refuses the whole cluster for the cycle (spec §4.5):
+/// planning the rest would prune and reconfigure around a guest whose
+/// secrets are not there. Sorted.
+pub fn unresolved_secrets(
+    desired: &ClusterDesired,
+    secrets: &CloudInitSecrets,
+) -> Vec<crate::diag::Diagnostic> {
+    let mut out = Vec::new();
+    for obj in desired.objects.values() {
+        let Some(ci) = obj.spec.vm().and_then(|v| v.cloud_init_data.as_ref()) else {
+            continue;
+        };
+        let refs = ci
+            .ssh_key_refs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("ssh-key-refs[{i}]"), r, "cloud-init.ssh-keys."))
+            .chain(
+                ci.ci_password_ref
+                    .iter()
+                    .map(|r| ("ci-password-ref".to_owned(), r, "cloud-init.passwords.")),
+            );
+        for (field, reference, prefix) in refs {
+            let found = reference.strip_prefix(prefix).is_some_and(|name| {
+                if prefix == "cloud-init.passwords." {
+                    secrets.passwords.get(name).is_some_and(|s| !s.is_empty())
+                } else {
+                    secrets
+                        .ssh_keys
+                        .get(name)
+                        .is_some_and(|s| !s.trim().is_empty())
+                }
+            });
+            if !found {
+                out.push(
+                    crate::diag::Diagnostic::file(
+                        &obj.file,
+                        format!(
+                            "{}: secret {reference:?} is missing or empty in the cluster's SOPS file (cloud-init section): the cluster does nothing this cycle",
+                            obj.r#ref
+                        ),
+                    )
+                    .with_field(format!("spec.cloud-init-data.{field}")),
+                );
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// What a desired object's references resolve against: its own cluster's
 /// composition (ISO, DiskImage, CTTemplate, TemplateVM) and SOPS material.
 #[derive(Debug, Clone, Copy)]
