@@ -26,6 +26,7 @@ use proxops_core::names::ClusterName;
 use proxops_core::plan::{self, AbortCause, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::state;
+use proxops_core::step::PowerPolicy;
 use proxops_pve::auth::{CredentialError, Credentials};
 use proxops_pve::identity::{self, PveIdentity};
 use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
@@ -111,6 +112,9 @@ pub struct Ready<'w> {
     /// The cluster's PVE endpoint (what its lock is named by).
     pub base_url: String,
     pub policy: Policy,
+    /// How its guests are powered off (`shutdown-timeout`,
+    /// `force-stop-after-timeout`).
+    pub power: PowerPolicy,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
     pub secrets: CloudInitSecrets,
@@ -254,6 +258,13 @@ pub fn prepare_reusing<'w>(
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
         };
+        if cc.force_stop_after_timeout {
+            crate::log::event(
+                crate::log::Level::Warn,
+                "force-stop-after-timeout is ON: a guest that does not shut down within its shutdown-timeout is stopped hard (status/stop, PVE's \"pulling the plug\")",
+                &[("cluster", name.as_str())],
+            );
+        }
         if cc.allow_empty_prune {
             crate::log::event(
                 crate::log::Level::Warn,
@@ -375,6 +386,7 @@ pub fn prepare_reusing<'w>(
                             desired,
                             base_url: cc.base_url.clone(),
                             policy,
+                            power: cc.power(),
                             scope,
                             transport: Box::new(SharedLive(Arc::clone(shared))),
                             secrets: c.cloud_init,
@@ -391,9 +403,8 @@ pub fn prepare_reusing<'w>(
                     );
                 }
                 let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
-                if let Some(base) = retry_base_override() {
-                    live.retry.base = base;
-                }
+                live.retry.base = cfg.retry_base.as_std();
+                live.retry.max_retries = cfg.retries;
                 let transport = LiveTransport::new(live)
                     .map_err(|e| {
                         Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
@@ -424,6 +435,7 @@ pub fn prepare_reusing<'w>(
                 desired,
                 base_url: cc.base_url.clone(),
                 policy,
+                power: cc.power(),
                 scope,
                 transport,
                 secrets,
@@ -567,18 +579,6 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
     }
 }
 
-/// `PROXOPS_PVE_RETRY_BASE_MS`: the first retry wait in milliseconds
-/// (default 1 s, doubling). For test rigs whose faults are injected on
-/// purpose; production keeps the default.
-fn retry_base_override() -> Option<Duration> {
-    std::env::var("PROXOPS_PVE_RETRY_BASE_MS")
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_millis)
-}
-
 /// A cluster-local file name: relative paths are relative to the file that
 /// declared the cluster.
 fn relative_to_declaring_file(file: &str, declared_in: &str, root: Option<&Path>) -> String {
@@ -674,7 +674,6 @@ impl ClusterCycle {
 /// How a converge cycle runs.
 pub struct ApplyOptions<'a> {
     pub task_timeout: Duration,
-    pub poll_interval: Duration,
     pub stop: Option<&'a AtomicBool>,
     pub on_result: Option<&'a runner::ActionObserver<'a>>,
     /// Take each cluster's lock before reading it (live writes); `None`
@@ -769,7 +768,8 @@ pub fn execute_plan(
         .map(|f| move |event: &runner::Progress<'_>| f(name, event));
     let run = RunOptions {
         task_timeout: opts.task_timeout,
-        poll_interval: opts.poll_interval,
+        power: ready.power,
+        desired: Some(ready.desired),
         now: &now,
         stop: opts.stop,
         on_result: opts.on_result,

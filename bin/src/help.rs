@@ -92,6 +92,10 @@ nothing written). With no terminal on standard input and no --yes, apply
 refuses at once (exit 2, nothing read or written).
 Progress goes to stderr: a line when each action starts, one when it ends
 (its time and PVE task UPIDs), and `still running (Ns)` every 10 s of a task.
+A guest that must be off for an action is shut down (status/shutdown, waiting
+reconcile.shutdown-timeout, default 180s); one that does not shut down in time
+is left running, untouched, and the action fails, unless the cluster sets
+force-stop-after-timeout: true (then status/stop, and the action goes on).
   -y, --yes         Apply without asking (scripts, CI)
   -n, --dry-run     Plan only; write nothing (same content as diff); no question
   --diff            Also print field-level changes of every action (text only)

@@ -32,6 +32,24 @@ pub const DEFAULT_READ_CONCURRENCY: usize = 4;
 /// hundred guests), short enough that a run started by hand says at once
 /// who holds the cluster instead of seeming to hang.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+/// `reconcile.shutdown-timeout`: see [`crate::step::PowerPolicy`].
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(180);
+/// `pve.retry.base` (§22.8): 1 s, 2 s, 4 s — a call that keeps failing
+/// gives up after about 7 s, well inside a 30 s poll interval.
+pub const DEFAULT_RETRY_BASE: Duration = Duration::from_secs(1);
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// A shutdown timeout as written: a duration of at least one second (PVE
+/// takes whole seconds).
+fn shutdown_timeout_value(text: &str) -> Result<Duration, String> {
+    match Duration::parse(text) {
+        Ok(d) if d.as_millis() >= 1000 => Ok(d),
+        Ok(_) => Err(format!(
+            "shutdown-timeout {text:?} must be at least 1s (PVE takes whole seconds)"
+        )),
+        Err(e) => Err(e.0),
+    }
+}
 
 // ------------------------------------------------------------ file shapes
 
@@ -78,6 +96,18 @@ pub struct PveSection {
     pub ca_file: Option<String>,
     #[serde(default)]
     pub clusters: Option<BTreeMap<String, ClusterEntry>>,
+    /// How a call PVE did not answer, or answered "busy", is tried again.
+    #[serde(default)]
+    pub retry: Option<RetrySection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RetrySection {
+    #[serde(default)]
+    pub base: Option<String>,
+    #[serde(default)]
+    pub retries: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -112,6 +142,12 @@ pub struct ClusterEntry {
     /// prune budget).
     #[serde(default)]
     pub allow_empty_prune: Option<bool>,
+    /// This cluster's `reconcile.shutdown-timeout`.
+    #[serde(default)]
+    pub shutdown_timeout: Option<String>,
+    /// This cluster's `reconcile.force-stop-after-timeout`.
+    #[serde(default)]
+    pub force_stop_after_timeout: Option<bool>,
     /// `spec.extra` keys this cluster lets through although they are
     /// host-level or never read back (exact keys: `dev0`, not `dev*`).
     #[serde(default)]
@@ -178,6 +214,10 @@ pub struct ReconcileSection {
     pub read_concurrency: Option<i64>,
     #[serde(default)]
     pub lock_wait: Option<String>,
+    #[serde(default)]
+    pub shutdown_timeout: Option<String>,
+    #[serde(default)]
+    pub force_stop_after_timeout: Option<bool>,
 }
 
 // ------------------------------------------------------------ resolved
@@ -223,6 +263,11 @@ pub struct Config {
     /// How long `apply`, `run` and `adopt --adopt-secrets` wait for a
     /// cluster another ProxOps process holds before giving up on it.
     pub lock_wait: Duration,
+    /// The first wait before a PVE call is tried again (`pve.retry.base`),
+    /// doubling per retry.
+    pub retry_base: Duration,
+    /// Retries after the first attempt (`pve.retry.retries`).
+    pub retries: u32,
     pub listen: String,
     pub data_dir: String,
 }
@@ -246,6 +291,13 @@ pub struct ClusterConfig {
     /// `allow-extra-keys`: `spec.extra` keys let through although they are
     /// host-level or never read back (see `crate::extra`).
     pub allow_extra_keys: BTreeSet<String>,
+    /// How long a graceful shutdown of one of its guests may take
+    /// (`shutdown-timeout`, else `reconcile.shutdown-timeout`).
+    pub shutdown_timeout: Duration,
+    /// `force-stop-after-timeout: true`: a guest that did not shut down in
+    /// time is stopped hard (`status/stop`, PVE's "pulling the plug"), a
+    /// weakened safety rail named so a reviewer sees it.
+    pub force_stop_after_timeout: bool,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -253,6 +305,14 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     pub fn allows(&self, node: &NodeName) -> bool {
         self.nodes.is_empty() || self.nodes.contains(node)
+    }
+
+    /// How this cluster's guests are powered off.
+    pub fn power(&self) -> crate::step::PowerPolicy {
+        crate::step::PowerPolicy::new(
+            self.shutdown_timeout.as_std(),
+            self.force_stop_after_timeout,
+        )
     }
 }
 
@@ -714,6 +774,43 @@ fn resolve(
         }),
         None => DEFAULT_LOCK_WAIT,
     };
+    let shutdown_timeout = match rec.shutdown_timeout {
+        Some(t) => shutdown_timeout_value(&t).unwrap_or_else(|e| {
+            diags.push(err("reconcile.shutdown-timeout", e));
+            DEFAULT_SHUTDOWN_TIMEOUT
+        }),
+        None => DEFAULT_SHUTDOWN_TIMEOUT,
+    };
+    let force_stop_after_timeout = rec.force_stop_after_timeout.unwrap_or(false);
+    let retry = pve.retry.unwrap_or_default();
+    let retry_base = match retry.base {
+        Some(t) => match Duration::parse(&t) {
+            Ok(d) if d.as_millis() > 0 && d <= Duration::from_secs(30) => d,
+            Ok(_) => {
+                diags.push(err(
+                    "pve.retry.base",
+                    format!("retry base {t:?} must be above 0 and at most 30s"),
+                ));
+                DEFAULT_RETRY_BASE
+            }
+            Err(e) => {
+                diags.push(err("pve.retry.base", e.0));
+                DEFAULT_RETRY_BASE
+            }
+        },
+        None => DEFAULT_RETRY_BASE,
+    };
+    let retries = match retry.retries {
+        Some(n) if (0..=10).contains(&n) => n as u32,
+        Some(n) => {
+            diags.push(err(
+                "pve.retry.retries",
+                format!("retries {n} must be 0-10"),
+            ));
+            DEFAULT_RETRIES
+        }
+        None => DEFAULT_RETRIES,
+    };
     let budget_raw = ov
         .prune_budget
         .filter(|b| *b >= 0)
@@ -855,6 +952,13 @@ fn resolve(
                 ));
             }
         }
+        let cluster_shutdown_timeout = match &entry.shutdown_timeout {
+            Some(t) => shutdown_timeout_value(t).unwrap_or_else(|e| {
+                diags.push(cerr("shutdown-timeout", e));
+                shutdown_timeout
+            }),
+            None => shutdown_timeout,
+        };
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -870,6 +974,10 @@ fn resolve(
                     read_concurrency: rc,
                     allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
                     allow_extra_keys,
+                    shutdown_timeout: cluster_shutdown_timeout,
+                    force_stop_after_timeout: entry
+                        .force_stop_after_timeout
+                        .unwrap_or(force_stop_after_timeout),
                     declared_in,
                 },
             );
@@ -896,6 +1004,8 @@ fn resolve(
         prune_budget,
         read_concurrency,
         lock_wait,
+        retry_base,
+        retries,
         listen,
         data_dir,
     }

@@ -12,6 +12,8 @@ use std::hash::{BuildHasher, RandomState};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
+use proxops_core::step::{self, PveError};
+
 use crate::transport::{Response, TransportError};
 
 /// The class of one attempt's outcome.
@@ -30,34 +32,38 @@ pub enum Class {
     NotFound,
 }
 
-/// Classifies one attempt (§18.3, §22.8). PVE reports a missing VM, task or
-/// storage as HTTP 500 with "no such …" / "… does not exist", and a config
-/// lock held by another task as 500 "can't lock file … got timeout".
+/// Classifies one attempt (§18.3, §22.8): a thin mapping over core's one
+/// reading of PVE's answers ([`step::classify`]). No answer, 429, a
+/// config lock held by another task ("can't lock file … got timeout"), a
+/// busy or partly unreachable cluster and other 5xx are worth another
+/// attempt; a guest lock (a backup can run for hours), a digest mismatch,
+/// a guest that is not running and 501 are definite answers that an
+/// immediate retry would not change (the next cycle re-plans).
 pub fn classify(outcome: Result<&Response, &TransportError>) -> Class {
     let response = match outcome {
         Ok(response) => response,
         Err(TransportError::Io { .. }) => return Class::Retry,
         Err(_) => return Class::Fail,
     };
-    let status = response.status;
-    if (200..300).contains(&status) {
+    if response.is_success() {
         return Class::Success;
     }
-    if status == 404 {
-        return Class::NotFound;
-    }
-    let text = pve_message(response).to_lowercase();
-    if status >= 500 && (text.contains("does not exist") || text.contains("no such")) {
-        return Class::NotFound;
-    }
-    if text.contains("can't lock file") && text.contains("got timeout") {
-        return Class::Retry;
-    }
-    match status {
-        429 => Class::Retry,
-        // "Method … not implemented": asking again cannot help.
-        501 => Class::Fail,
-        500..=599 => Class::Retry,
+    match step::classify(response.status, &pve_message(response)) {
+        PveError::NotFound { .. } => Class::NotFound,
+        PveError::ConfigLockTimeout { .. } | PveError::Busy { .. } | PveError::NoAnswer { .. } => {
+            Class::Retry
+        }
+        PveError::Locked { .. }
+        | PveError::ChangedUnderUs { .. }
+        | PveError::NotRunning { .. }
+        | PveError::NotSent { .. } => Class::Fail,
+        PveError::Refused { status, .. } => match status {
+            429 => Class::Retry,
+            // "Method … not implemented": asking again cannot help.
+            501 => Class::Fail,
+            500..=599 => Class::Retry,
+            _ => Class::Fail,
+        },
         _ => Class::Fail,
     }
 }
