@@ -347,6 +347,21 @@ fn run_work(pve: &Pve<'_>, action: &Action) -> Result<(), StepError> {
             }
             pve.write_and_wait(Method::Post, &format!("{path}/template"), Vec::new())
         }
+        Work::Resize {
+            guest_type,
+            disk,
+            size,
+        } => {
+            // qemu-server and pve-container `resize_vm` answer a task UPID
+            // on PVE 9; an absolute size (no `+`) makes a retried write
+            // harmless.
+            let path = guest_path(node, *guest_type, guest_vmid(action)?);
+            let form = vec![
+                ("disk".to_owned(), disk.clone()),
+                ("size".to_owned(), size.to_wire()),
+            ];
+            pve.write_and_wait(Method::Put, &format!("{path}/resize"), form)
+        }
         Work::Delete {
             guest_type,
             stop_first,
