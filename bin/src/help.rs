@@ -70,6 +70,8 @@ Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] 
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
 Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
+A larger disk size is a `resize` action (grown online); a smaller one is a
+`shrink` anomaly, never done.
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)

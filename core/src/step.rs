@@ -1064,6 +1064,24 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             }
             out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
         }
+        Work::Resize {
+            guest_type,
+            disk,
+            size,
+        } => {
+            // qemu-server and pve-container `resize_vm` answer a task UPID
+            // on PVE 9; an absolute size (no `+`) makes a retried write
+            // harmless.
+            let path = guest(*guest_type)?;
+            let mut form = Params::new();
+            form.push("disk", disk.clone());
+            form.push("size", size.to_wire());
+            out.push_back(write(Call::with_form(
+                Method::Put,
+                format!("{path}/resize"),
+                form,
+            )));
+        }
         Work::Delete {
             guest_type,
             stop_first,

@@ -16,6 +16,7 @@ use proxops_core::names::{Kind, NodeName, Ref, ResourceName, Vmid};
 use proxops_core::step::{
     self, Answer, Call, Instant, Method, PowerPolicy, PveError, Step, StepSettings,
 };
+use proxops_core::wire::Bytes;
 use serde_json::json;
 
 const TASK_TIMEOUT: Duration = Duration::from_secs(30 * 60);
@@ -238,6 +239,26 @@ fn a_template_is_created_then_marked() {
         ]
     );
     assert_eq!(run.upids.len(), 2);
+}
+
+#[test]
+fn a_disk_grows_with_one_resize_to_its_absolute_size() {
+    // qemu-server `API2/Qemu.pm` `resize_vm` answers a task UPID on PVE 9;
+    // the size is absolute (no `+`), so a repeated write changes nothing.
+    let a = action(
+        Op::Resize,
+        Work::Resize {
+            guest_type: GuestType::Qemu,
+            disk: "scsi0".into(),
+            size: Bytes(6 << 30),
+        },
+    );
+    let run = succeeds(&a, "running");
+    assert_eq!(
+        run.writes(),
+        ["PUT /nodes/pve1/qemu/100/resize disk=scsi0&size=6G"]
+    );
+    assert_eq!(run.upids.len(), 1);
 }
 
 #[test]

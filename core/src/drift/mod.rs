@@ -40,6 +40,7 @@ use crate::live::{GuestType, LiveConfig, LiveGuest, Power};
 use crate::names::{NodeName, Ref, Vmid};
 use crate::repo::{ClusterDesired, DesiredObject};
 use crate::secret::Secret;
+use crate::wire::Bytes;
 
 pub use create::{clone_params, create_params, download_params};
 pub use owned::OwnedKey;
@@ -168,13 +169,26 @@ pub struct Drift {
     pub impact: Impact,
     /// What ProxOps will not do by itself, sorted.
     pub anomalies: Vec<Anomaly>,
+    /// Disks and mount points to grow, one `PUT …/resize` each, sorted by
+    /// key. Never in `params`: a config write cannot grow a live volume.
+    pub grows: Vec<DiskGrowth>,
 }
 
 impl Drift {
-    /// True when nothing is to be written or deleted.
+    /// True when nothing is to be written, deleted or grown.
     pub fn is_empty(&self) -> bool {
-        self.params.is_empty() && self.delete.is_empty()
+        self.params.is_empty() && self.delete.is_empty() && self.grows.is_empty()
     }
+}
+
+/// One live volume smaller than the manifest asks: PVE grows it online
+/// (`PUT …/resize`, qemu-server and pve-container `resize_vm`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DiskGrowth {
+    /// The config key: `scsi0`, `virtio1`, `rootfs`, `mp0`, …
+    pub disk: String,
+    pub from: Bytes,
+    pub to: Bytes,
 }
 
 /// Why a desired object could not be translated. The text names the object,
@@ -297,6 +311,7 @@ pub(crate) struct Acc {
     params: Vec<(String, ParamValue)>,
     delete: Vec<String>,
     anomalies: Vec<Anomaly>,
+    grows: Vec<DiskGrowth>,
 }
 
 impl Acc {
@@ -311,6 +326,7 @@ impl Acc {
             params: Vec::new(),
             delete: Vec::new(),
             anomalies: Vec::new(),
+            grows: Vec::new(),
         }
     }
 
@@ -343,6 +359,32 @@ impl Acc {
         self.delete.push(key.to_owned());
     }
 
+    /// Grows the volume at `key` from the live size to the desired one;
+    /// a desired size below the live one is a `shrink` anomaly instead
+    /// (PVE refuses to shrink: qemu-server `resize_vm` "shrinking disks
+    /// is not supported", pve-container `resize_vm` "unable to shrink
+    /// disk size"). Equal sizes are nothing: pve-container refuses a
+    /// resize to the same size ("disk is already at specified size").
+    pub(crate) fn resize(&mut self, key: &str, live: Bytes, desired: Bytes) {
+        match desired.cmp(&live) {
+            std::cmp::Ordering::Greater => self.grows.push(DiskGrowth {
+                disk: key.to_owned(),
+                from: live,
+                to: desired,
+            }),
+            std::cmp::Ordering::Less => self.anomaly(
+                AnomalyType::Shrink,
+                Some(key),
+                format!(
+                    "{key} is {} on PVE but the manifest asks for {}: PVE cannot shrink a volume; ProxOps leaves it as it is (raise the manifest's size, or move the data to a smaller volume by hand)",
+                    live.to_wire(),
+                    desired.to_wire()
+                ),
+            ),
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+
     pub(crate) fn anomaly(&mut self, t: AnomalyType, field: Option<&str>, message: String) {
         self.anomalies.push(Anomaly {
             anomaly_type: t,
@@ -371,12 +413,14 @@ impl Acc {
         self.delete.dedup();
         self.anomalies.sort();
         self.anomalies.dedup();
+        self.grows.sort();
         Drift {
             changes: self.changes.into_iter().map(|(c, _)| c).collect(),
             params: Params(self.params),
             delete: self.delete,
             impact,
             anomalies: self.anomalies,
+            grows: self.grows,
         }
     }
 }
