@@ -33,6 +33,9 @@ pub const ANNOTATION_PRUNE: &str = "proxops/prune";
 /// carry the ownership tag yet (the first apply adds it). Without it a
 /// manifest never acts on a guest ProxOps does not own.
 pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
+/// `proxops/shutdown-timeout: 5m`: how long a graceful shutdown of this
+/// guest may take, instead of the cluster's `shutdown-timeout`.
+pub const ANNOTATION_SHUTDOWN_TIMEOUT: &str = "proxops/shutdown-timeout";
 
 /// A field-level problem found by `validate`: the path below the document
 /// root and a message that says what would be valid.
@@ -73,6 +76,14 @@ impl Metadata {
     pub fn adopted_vmid(&self) -> Option<Vmid> {
         let v = self.annotations.get(ANNOTATION_ADOPTED_VMID)?;
         Vmid::new(v.trim().parse().ok()?).ok()
+    }
+
+    /// The timeout named by `proxops/shutdown-timeout`, when it is a valid
+    /// duration above zero.
+    pub fn shutdown_timeout(&self) -> Option<std::time::Duration> {
+        let v = self.annotations.get(ANNOTATION_SHUTDOWN_TIMEOUT)?;
+        let d = crate::units::Duration::parse(v).ok()?;
+        (d.as_millis() > 0).then(|| d.as_std())
     }
 }
 
@@ -795,11 +806,20 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                     format!("invalid value {v:?}: use \"disabled\" (never prune) or \"enabled\""),
                 ));
             }
+        } else if k == ANNOTATION_SHUTDOWN_TIMEOUT {
+            match crate::units::Duration::parse(v) {
+                Ok(d) if d.as_millis() >= 1000 => {}
+                Ok(_) => errs.push(FieldError::new(
+                    path,
+                    format!("invalid value {v:?}: a shutdown timeout is at least 1s"),
+                )),
+                Err(e) => errs.push(FieldError::new(path, e.0)),
+            }
         } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?} and {ANNOTATION_ADOPTED_VMID:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?} and {ANNOTATION_SHUTDOWN_TIMEOUT:?}"
                 ),
             ));
         }

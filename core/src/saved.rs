@@ -389,7 +389,8 @@ fn params_mut(work: &mut Work) -> Option<&mut Params> {
         Work::Start { .. }
         | Work::Stop { .. }
         | Work::MarkTemplate { .. }
-        | Work::Delete { .. } => None,
+        | Work::Delete { .. }
+        | Work::Resize { .. } => None,
     }
 }
 

@@ -5,8 +5,9 @@
 mod support;
 
 use proxops_core::action::{AnomalyType, Impact};
-use proxops_core::drift::{CloudInitSecrets, Context, create_params};
+use proxops_core::drift::{CloudInitSecrets, Context, DiskGrowth, create_params};
 use proxops_core::live::Power;
+use proxops_core::wire::Bytes;
 use serde_json::json;
 
 use support::fixture::{cluster, config, drift, keys, object, param, with};
@@ -285,21 +286,19 @@ fn nesting_change_keeps_the_other_live_feature_tokens() {
 }
 
 #[test]
-fn rootfs_pool_or_size_change_is_an_anomaly_not_a_write() {
+fn rootfs_pool_change_is_an_anomaly_not_a_write() {
     let c = cluster(&[&ct("")]);
-    for rootfs in [
-        "ceph:vm-200-disk-0,size=8G",
-        "local-lvm:vm-200-disk-0,size=16G",
-    ] {
-        let d = drift(
-            &c,
-            "ct1",
-            Power::Stopped,
-            &config(with(plain_live(), json!({ "rootfs": rootfs }))),
-        );
-        assert!(d.params.is_empty(), "{rootfs}");
-        assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
-    }
+    let d = drift(
+        &c,
+        "ct1",
+        Power::Stopped,
+        &config(with(
+            plain_live(),
+            json!({ "rootfs": "ceph:vm-200-disk-0,size=8G" }),
+        )),
+    );
+    assert!(d.params.is_empty() && d.grows.is_empty());
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
     // A report without a size token is compatible; the base- rename of a
     // template is not drift.
     let d = drift(
@@ -311,7 +310,53 @@ fn rootfs_pool_or_size_change_is_an_anomaly_not_a_write() {
             json!({"rootfs": "local-lvm:base-200-disk-0"}),
         )),
     );
-    assert!(d.changes.is_empty() && d.anomalies.is_empty());
+    assert!(d.changes.is_empty() && d.anomalies.is_empty() && d.grows.is_empty());
+}
+
+// pve-container src/PVE/API2/LXC.pm `resize_vm`: `PUT …/resize` with
+// `disk` (rootfs, mpN) and `size` (`\+?\d+(\.\d+)?[KMGT]?`, binary units,
+// absolute without `+`) grows the volume, running or not.
+#[test]
+fn a_larger_rootfs_is_a_resize_not_a_config_write() {
+    let c = cluster(&[&ct("")]);
+    let d = drift(
+        &c,
+        "ct1",
+        Power::Running,
+        &config(with(
+            plain_live(),
+            json!({ "rootfs": "local-lvm:vm-200-disk-0,size=4G" }),
+        )),
+    );
+    assert!(d.params.is_empty() && d.anomalies.is_empty(), "{d:#?}");
+    assert_eq!(
+        d.grows,
+        vec![DiskGrowth {
+            disk: "rootfs".into(),
+            from: Bytes(4 << 30),
+            to: Bytes(8 << 30),
+        }]
+    );
+}
+
+// Same function: "unable to shrink disk size" — a `shrink` anomaly, never
+// an action, and not called data loss.
+#[test]
+fn a_smaller_rootfs_is_a_shrink_anomaly() {
+    let c = cluster(&[&ct("")]);
+    let d = drift(
+        &c,
+        "ct1",
+        Power::Stopped,
+        &config(with(
+            plain_live(),
+            json!({ "rootfs": "local-lvm:vm-200-disk-0,size=16G" }),
+        )),
+    );
+    assert!(d.params.is_empty() && d.grows.is_empty());
+    assert_eq!(d.anomalies.len(), 1);
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::Shrink);
+    assert_eq!(d.anomalies[0].field.as_deref(), Some("rootfs"));
 }
 
 #[test]
@@ -341,10 +386,19 @@ fn mount_point_options_and_path_converge_via_the_live_form() {
         Power::Stopped,
         &config(with(
             plain_live(),
-            json!({"mp0": "local-lvm:vm-200-disk-1,mp=/data,size=2G"}),
+            json!({"mp0": "local-lvm:vm-200-disk-1,mp=/data,size=2G,ro=1,backup=0,mountoptions=noatime"}),
         )),
     );
-    assert!(d.params.is_empty() && d.anomalies[0].anomaly_type == AnomalyType::DataLoss);
+    // pve-container `resize_vm` takes any mount point key (`disk=mp0`).
+    assert!(d.params.is_empty() && d.anomalies.is_empty(), "{d:#?}");
+    assert_eq!(
+        d.grows,
+        vec![DiskGrowth {
+            disk: "mp0".into(),
+            from: Bytes(2 << 30),
+            to: Bytes(4 << 30),
+        }]
+    );
     let d = drift(&c, "ct1", Power::Stopped, &config(plain_live()));
     assert_eq!(
         param(&d, "mp0"),

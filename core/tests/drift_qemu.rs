@@ -5,10 +5,11 @@ mod support;
 
 use proxops_core::action::{AnomalyType, Impact, ParamValue};
 use proxops_core::drift::{
-    CloudInitSecrets, Context, clone_params, create_params, download_params,
+    CloudInitSecrets, Context, DiskGrowth, clone_params, create_params, download_params,
 };
 use proxops_core::live::Power;
 use proxops_core::secret::Secret;
+use proxops_core::wire::Bytes;
 use serde_json::json;
 
 use support::fixture::{cluster, config, drift, drift_with, keys, object, param, with};
@@ -551,16 +552,29 @@ fn disk_pool_change_is_an_anomaly_not_a_write() {
     assert_eq!(d.anomalies[0].field.as_deref(), Some("scsi0"));
 }
 
+// qemu-server src/PVE/API2/Qemu.pm `resize_vm`: `PUT …/resize` takes
+// `size` as `\+?\d+(\.\d+)?[KMGT]?` (binary units; without `+` an absolute
+// size), grows the volume online and dies with "shrinking disks is not
+// supported" when the new size is smaller.
 #[test]
-fn disk_size_change_is_an_anomaly_not_a_write() {
+fn a_larger_disk_is_a_resize_to_the_absolute_size_not_a_config_write() {
     let doc = vm(&format!(
-        "  disks:\n    - storage: local-lvm\n      size: 64GiB\n{NIC}"
+        "  disks:\n    - storage: local-lvm\n      size: 40GiB\n{NIC}"
     ));
     let c = cluster(&[&doc]);
     let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
-    assert!(d.params.is_empty());
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
-    // A live report without a size token is compatible.
+    assert!(d.params.is_empty() && d.anomalies.is_empty(), "{d:#?}");
+    assert_eq!(
+        d.grows,
+        vec![DiskGrowth {
+            disk: "scsi0".into(),
+            from: Bytes(32 << 30),
+            to: Bytes(40 << 30),
+        }]
+    );
+    assert_eq!(d.grows[0].to.to_wire(), "40G");
+    assert!(!d.is_empty());
+    // A live report without a size token is compatible: nothing to grow.
     let d = drift(
         &c,
         "vm1",
@@ -570,7 +584,65 @@ fn disk_size_change_is_an_anomaly_not_a_write() {
             json!({"scsi0": "local-lvm:vm-100-disk-0"}),
         )),
     );
-    assert!(d.anomalies.is_empty() && d.params.is_empty());
+    assert!(d.anomalies.is_empty() && d.params.is_empty() && d.grows.is_empty());
+}
+
+// Same source: PVE cannot shrink ("shrinking disks is not supported").
+#[test]
+fn a_smaller_disk_is_a_shrink_anomaly_never_an_action() {
+    let doc = vm(&format!(
+        "  disks:\n    - storage: local-lvm\n      size: 16GiB\n{NIC}"
+    ));
+    let c = cluster(&[&doc]);
+    let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
+    assert!(d.params.is_empty() && d.grows.is_empty(), "{d:#?}");
+    assert_eq!(d.anomalies.len(), 1);
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::Shrink);
+    assert_eq!(d.anomalies[0].anomaly_type.as_str(), "shrink");
+    assert_eq!(d.anomalies[0].field.as_deref(), Some("scsi0"));
+    assert!(
+        d.anomalies[0].message.contains("cannot shrink"),
+        "{}",
+        d.anomalies[0].message
+    );
+    assert!(!d.anomalies[0].message.contains("data loss"));
+}
+
+// The cloud-init drive and a CD drive are not disks: `resize_vm` dies with
+// "you can't resize a cdrom", and a manifest disk over one is for a person.
+#[test]
+fn a_cd_drive_in_a_disk_slot_is_never_resized() {
+    let doc = vm(&format!(
+        "  disks:\n    - storage: local-lvm\n      size: 40GiB\n{NIC}"
+    ));
+    let c = cluster(&[&doc]);
+    let d = drift(
+        &c,
+        "vm1",
+        Power::Running,
+        &config(with(
+            plain_live(),
+            json!({"scsi0": "local-lvm:vm-100-cloudinit,media=cdrom,size=4M"}),
+        )),
+    );
+    assert!(d.grows.is_empty() && d.params.is_empty(), "{d:#?}");
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+}
+
+// A grow and an option change together: the option goes through the live
+// form in the config write, the size through `resize` alone.
+#[test]
+fn a_grow_keeps_the_option_write_on_the_live_form() {
+    let doc = vm(&format!(
+        "  disks:\n    - storage: local-lvm\n      size: 40GiB\n      discard: \"on\"\n{NIC}"
+    ));
+    let c = cluster(&[&doc]);
+    let d = drift(&c, "vm1", Power::Stopped, &config(plain_live()));
+    assert_eq!(
+        param(&d, "scsi0"),
+        Some("local-lvm:vm-100-disk-0,discard=on,size=32G")
+    );
+    assert_eq!(d.grows.len(), 1);
 }
 
 #[test]

@@ -387,3 +387,34 @@ fn real_trimmed_resources_split_tags_on_semicolons() {
         "no node row"
     );
 }
+
+// pve-manager src/PVE/API2Tools.pm `extract_storage_stats`: every storage
+// row of /cluster/resources carries storage.cfg's `shared` (0 or 1), the
+// flag qemu-server `clone_vm` checks before cloning to another node.
+#[test]
+fn storage_rows_say_which_storages_are_shared_without_another_request() {
+    let mut rows = resources();
+    let list = rows.as_array_mut().unwrap();
+    list.push(json!({"type": "storage", "id": "storage/pve1/ceph", "storage": "ceph", "node": "pve1", "shared": 1, "plugintype": "rbd"}));
+    list.push(json!({"type": "storage", "id": "storage/pve2/ceph", "storage": "ceph", "node": "pve2", "shared": 1, "plugintype": "rbd"}));
+    list.push(json!({"type": "storage", "id": "storage/pve1/local-lvm", "storage": "local-lvm", "node": "pve1", "shared": 0, "plugintype": "lvmthin"}));
+    let mut answers = full();
+    answers[0] = ok("/cluster/resources", rows);
+    let t = Counting {
+        inner: replay(answers),
+        calls: Mutex::new(vec![]),
+    };
+    let snap = read_snapshot(&t, &scope_with_storage()).unwrap();
+    let id = |s: &str| StorageId::new(s).unwrap();
+    assert!(snap.is_shared(&id("ceph")));
+    assert!(!snap.is_shared(&id("local-lvm")));
+    // A row without the flag (older PVE) and an unlisted storage are not
+    // known to be shared.
+    assert!(!snap.is_shared(&id("local")));
+    assert!(!snap.is_shared(&id("nfs")));
+    assert_eq!(
+        t.calls.lock().unwrap().len(),
+        full().len(),
+        "no request beyond the ones the snapshot always makes"
+    );
+}

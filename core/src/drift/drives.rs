@@ -277,16 +277,12 @@ fn disk_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, d: &VmDisk, want: Dri
         );
         return;
     }
+    // A disk made from an image takes the image's size: only a declared
+    // size is owned. Larger grows (`resize`), smaller is a `shrink` anomaly.
     if d.image.is_none()
         && let (Some(ls), Some(ds)) = (ld.size, d.size)
-        && ls.get() != ds.bytes()
     {
-        acc.anomaly(
-            AnomalyType::DataLoss,
-            Some(slot),
-            format!("{slot} is {} on PVE but the manifest asks for {}: ProxOps never re-creates or resizes a live volume; resize it by hand or change the manifest", ls.to_wire(), Bytes(ds.bytes()).to_wire()),
-        );
-        return;
+        acc.resize(slot, ls, Bytes(ds.bytes()));
     }
     // Option tokens converge through the live form: same volume, new tokens [PROBE].
     let next = disk_overlay(&ld, d);

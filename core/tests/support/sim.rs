@@ -18,7 +18,8 @@
 //! clone copies the config (not `name`) with fresh MACs and renamed volumes;
 //! config updates set and delete keys, keeping live forms as sent (and
 //! allocating a create form written into an empty slot); start/stop flip
-//! power; delete removes the guest; download adds a content entry.
+//! power; delete removes the guest; download adds a content entry; resize
+//! writes the grown `size=`.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -242,6 +243,31 @@ fn apply_guest(
         }
         Work::Delete { .. } => {
             snapshot.guests.remove(&key);
+        }
+        Work::Resize { disk, size, .. } => {
+            // qemu-server and pve-container `resize_vm`: the volume grows
+            // and the key's `size=` says the new size; never smaller.
+            let g = snapshot.guests.get_mut(&key).expect("no such guest");
+            let mut cfg = g.config.clone().unwrap();
+            let live = cfg.get(disk).expect("no such disk").to_owned();
+            let value = match g.guest_type {
+                GuestType::Qemu => {
+                    let mut d = Drive::parse(&live).unwrap();
+                    assert!(d.size.is_none_or(|s| s <= *size), "PVE cannot shrink");
+                    d.size = Some(*size);
+                    d.to_wire()
+                }
+                GuestType::Lxc => match LxcMount::parse(&live).unwrap() {
+                    LxcMount::Allocated(mut m) => {
+                        assert!(m.size.is_none_or(|s| s <= *size), "PVE cannot shrink");
+                        m.size = Some(*size);
+                        m.to_wire()
+                    }
+                    LxcMount::Bind(_) => panic!("a bind mount has no size"),
+                },
+            };
+            cfg.values.insert(disk.clone(), value);
+            g.config = Ok(cfg);
         }
         Work::Download { .. } => unreachable!(),
     }
