@@ -30,7 +30,7 @@ Global flags:
   --git-branch <BRANCH>   Branch to reconcile in URL mode (default main)
   --git-poll-sec <N>      Poll interval in seconds for `run`
   --prune-budget <N>      Deletions per cluster per cycle; 0 = unlimited, -1 = configured
-  --pve-user <USER>       Bootstrap PVE user (e.g. root@pam)
+  --pve-user <USER>       Bootstrap PVE user as user@realm (e.g. root@pam)
   --pve-auth <METHOD>     token | ticket
   --ca-file <FILE>        PEM CA bundle trusted for PVE endpoints
   -h, --help              Print help (also `proxops <command> --help`)
@@ -61,7 +61,10 @@ A manifest file under a kind directory that no resources.yaml lists is a
 A file over its size cap (1 MiB for a manifest or resources.yaml, 256 KiB for
 a configuration file) or nested deeper than 32 levels is refused before it is
 parsed. spec.extra keys are checked per cluster against the cluster's
-allow-extra-keys (docs/configuration.md).
+allow-extra-keys (docs/configuration.md). Values are checked as PVE stores
+them: an upper-case tag is refused with its lower-case spelling unless the
+cluster declares tag-style: case-sensitive, and a storage file name PVE would
+rewrite is refused with the name PVE would store.
 "
         }
         Command::Diff => {

@@ -152,6 +152,10 @@ pub struct ClusterEntry {
     /// host-level or never read back (exact keys: `dev0`, not `dev*`).
     #[serde(default)]
     pub allow_extra_keys: Vec<String>,
+    /// The cluster's datacenter `tag-style`: `case-sensitive` when PVE keeps
+    /// the case of tags (PVE's default lower-cases them).
+    #[serde(default)]
+    pub tag_style: Option<String>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -291,6 +295,9 @@ pub struct ClusterConfig {
     /// `allow-extra-keys`: `spec.extra` keys let through although they are
     /// host-level or never read back (see `crate::extra`).
     pub allow_extra_keys: BTreeSet<String>,
+    /// `tag-style: case-sensitive`: PVE keeps the case of tags (datacenter
+    /// `tag-style` `case-sensitive=1`); otherwise PVE lower-cases them.
+    pub tag_case_sensitive: bool,
     /// How long a graceful shutdown of one of its guests may take
     /// (`shutdown-timeout`, else `reconcile.shutdown-timeout`).
     pub shutdown_timeout: Duration,
@@ -952,6 +959,17 @@ fn resolve(
                 ));
             }
         }
+        let tag_case_sensitive = match entry.tag_style.as_deref() {
+            None | Some("lower-case") => false,
+            Some("case-sensitive") => true,
+            Some(other) => {
+                diags.push(cerr(
+                    "tag-style",
+                    format!("invalid tag-style {other:?}: use \"lower-case\" (PVE's default) or \"case-sensitive\" (the datacenter's tag-style has case-sensitive=1)"),
+                ));
+                false
+            }
+        };
         let cluster_shutdown_timeout = match &entry.shutdown_timeout {
             Some(t) => shutdown_timeout_value(t).unwrap_or_else(|e| {
                 diags.push(cerr("shutdown-timeout", e));
@@ -974,6 +992,7 @@ fn resolve(
                     read_concurrency: rc,
                     allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
                     allow_extra_keys,
+                    tag_case_sensitive,
                     shutdown_timeout: cluster_shutdown_timeout,
                     force_stop_after_timeout: entry
                         .force_stop_after_timeout

@@ -48,6 +48,10 @@ pub struct DesiredObject {
 pub struct ClusterDesired {
     pub name: ClusterName,
     pub objects: BTreeMap<Ref, DesiredObject>,
+    /// The cluster declares PVE's case-sensitive `tag-style`: tags keep
+    /// their case and compare exactly (otherwise PVE lower-cases them and
+    /// they compare ignoring case).
+    pub tag_case_sensitive: bool,
 }
 
 impl ClusterDesired {
@@ -225,6 +229,7 @@ pub fn load(
             keys: &cc.allow_extra_keys,
             cluster: name.as_str(),
             declared_in: &cc.declared_in,
+            tag_case_sensitive: cc.tag_case_sensitive,
         };
         let mut outside = false;
         let composed = compose_cluster(input, name, &cc.nodes, &extra, &mut listed, &mut outside);
@@ -495,6 +500,7 @@ fn compose_cluster(
     Ok(ClusterDesired {
         name: name.clone(),
         objects,
+        tag_case_sensitive: extra.tag_case_sensitive,
     })
 }
 

@@ -10,7 +10,7 @@ use proxops_core::live::Power;
 use proxops_core::wire::Bytes;
 use serde_json::json;
 
-use support::fixture::{cluster, config, drift, keys, object, param};
+use support::fixture::{cluster, config, drift, keys, object, param, with};
 
 fn ct(body: &str) -> String {
     format!(
@@ -25,17 +25,6 @@ fn plain_live() -> serde_json::Value {
         "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,type=veth",
         "tags": "proxops", "digest": "0123456789abcdef0123456789abcdef01234567"
     })
-}
-
-fn with(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            base.as_object_mut().unwrap().remove(k);
-        } else {
-            base[k] = v.clone();
-        }
-    }
-    base
 }
 
 fn create(doc: &str) -> Result<Vec<(String, String)>, String> {
@@ -215,7 +204,7 @@ fn nic_rewrite_keeps_the_assigned_hwaddr_and_never_compares_type() {
     );
     assert_eq!(
         param(&d, "net0"),
-        Some("name=eth0,type=veth,bridge=vmbr0,hwaddr=bc:24:11:aa:bb:cc,ip=dhcp")
+        Some("name=eth0,type=veth,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,ip=dhcp")
     );
     let d = drift(
         &c,
@@ -229,20 +218,22 @@ fn nic_rewrite_keeps_the_assigned_hwaddr_and_never_compares_type() {
     assert!(d.changes.is_empty());
 }
 
+// pve-container src/PVE/API2/LXC.pm `create_vm`: `unprivileged: 1` is
+// stored only when set, so absent is privileged.
 #[test]
-fn unprivileged_absent_live_means_unprivileged_and_divergence_is_an_anomaly_without_write() {
+fn unprivileged_absent_live_means_privileged_and_divergence_is_an_anomaly_without_write() {
     let c = cluster(&[&ct("  options:\n    unprivileged: true\n")]);
     assert!(
-        drift(&c, "ct1", Power::Running, &config(plain_live()))
-            .anomalies
-            .is_empty()
+        drift(
+            &c,
+            "ct1",
+            Power::Running,
+            &config(with(plain_live(), json!({"unprivileged": 1})))
+        )
+        .anomalies
+        .is_empty()
     );
-    let d = drift(
-        &c,
-        "ct1",
-        Power::Running,
-        &config(with(plain_live(), json!({"unprivileged": 0}))),
-    );
+    let d = drift(&c, "ct1", Power::Running, &config(plain_live()));
     assert!(d.params.is_empty());
     assert_eq!(
         (d.anomalies[0].anomaly_type, d.anomalies[0].field.as_deref()),

@@ -57,8 +57,12 @@ pub fn classify(outcome: Result<&Response, &TransportError>) -> Class {
         | PveError::ChangedUnderUs { .. }
         | PveError::NotRunning { .. }
         | PveError::NotSent { .. } => Class::Fail,
-        PveError::Refused { status, .. } => match status {
+        PveError::Refused { status, text } => match status {
             429 => Class::Retry,
+            // A create refused because its id or volume is taken: asking
+            // again at once gets the same answer (`create_disks`,
+            // `alloc_image`); the next cycle re-reads and decides afresh.
+            500 if text.to_lowercase().contains("already exists") => Class::Fail,
             // "Method … not implemented": asking again cannot help.
             501 => Class::Fail,
             500..=599 => Class::Retry,
@@ -222,7 +226,27 @@ mod tests {
         assert_eq!(class(500, "Internal Server Error"), Class::Retry);
         assert_eq!(class(502, "Bad Gateway"), Class::Retry);
         assert_eq!(class(595, "No route to host"), Class::Retry);
+        // 596, like 595, is PVE's own status for a connection between
+        // nodes that failed (pve-http-server `AnyEvent.pm`): transient.
+        assert_eq!(class(596, "Connection timed out"), Class::Retry);
         assert_eq!(class(429, "Too Many Requests"), Class::Retry);
+    }
+
+    #[test]
+    fn writes_refused_for_the_guests_state_are_not_retried_at_once() {
+        // qemu-server `QemuConfig.pm` / pve-guest-common
+        // `AbstractConfig.pm` `check_lock` ("VM is locked (…)"),
+        // pve-common `Tools.pm` `assert_if_modified` (digest), `create_disks`
+        // / `alloc_image` ("already exists").
+        for reason in [
+            "VM 100 is locked (backup)",
+            "CT 101 is locked (snapshot)",
+            "detected modified configuration - file changed by other user? Try again.",
+            "checksum mismatch",
+            "unable to create VM 100: config file already exists",
+        ] {
+            assert_eq!(class(500, reason), Class::Fail, "{reason}");
+        }
     }
 
     #[test]

@@ -131,7 +131,8 @@ fn snapshot_reads_nodes_guests_configs_and_storage() {
         Some("18389648fd69603dd93ab0c443e1f32267f6c436")
     );
     let nic: QemuNet = cfg.typed("net0").unwrap().unwrap();
-    assert_eq!(nic.mac.unwrap().to_wire(), "bc:24:11:4e:8f:d1");
+    // Kept as PVE spells it (pve-common `Tools.pm` `random_ether_addr`).
+    assert_eq!(nic.mac.unwrap().to_wire(), "BC:24:11:4E:8F:D1");
     let disk: Drive = cfg.typed("scsi0").unwrap().unwrap();
     assert_eq!(disk.size.unwrap().get(), 160 << 30);
 

@@ -44,6 +44,7 @@ use crate::wire::Bytes;
 
 pub use create::{clone_params, create_params, download_params};
 pub use owned::OwnedKey;
+pub use qemu::NESTED_VIRT_FLAG;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
 
 /// The keys and slot families a VM or TemplateVM owns, in create-form
@@ -454,7 +455,7 @@ pub(crate) fn desired_tags(
     Ok(set)
 }
 
-/// A MBit/s rate as PVE spells it: `100`, `12.5`.
+/// A rate (a NIC's MB/s, a CPU limit) as PVE spells it: `100`, `12.5`.
 pub(crate) fn rate_text(r: f64) -> String {
     if r.fract() == 0.0 && r.abs() < 1e15 {
         format!("{}", r as i64)
