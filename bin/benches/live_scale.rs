@@ -186,8 +186,6 @@ fn proxops(pve: &FakePve, dir: &Path, args: &[&str]) -> (Output, Duration) {
         .env_remove("PROXOPS_GIT_PATH")
         .env_remove("PROXOPS_CONFIG")
         .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-        // Tasks have finished when their POST answers (time scale 0).
-        .env("PROXOPS_TASK_POLL_MS", "1")
         .arg("--git-path")
         .arg(dir)
         .args(args)

@@ -25,7 +25,7 @@ use proxops_core::exec::{ActionState, Outcome};
 use proxops_core::names::ClusterName;
 use proxops_core::plan::Plan;
 use proxops_core::render;
-use proxops_pve::runner::{Progress, RunOptions};
+use proxops_pve::runner::Progress;
 use serde_json::{Value, json};
 
 use crate::args::{CommandArgs, GlobalArgs, Output};
@@ -171,7 +171,6 @@ pub(crate) fn execute_shown(
     let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
     let opts = ApplyOptions {
         task_timeout: config.task_timeout.as_std(),
-        poll_interval: poll_interval(),
         stop: Some(&stop_flag),
         on_result: None,
         lock: None,
@@ -407,16 +406,6 @@ pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
             ("reason", &action.reason),
         ],
     );
-}
-
-/// The pause between two task status reads: 2 s (spec §14.2), or
-/// `PROXOPS_TASK_POLL_MS` for test rigs whose tasks finish at once.
-pub(crate) fn poll_interval() -> Duration {
-    std::env::var("PROXOPS_TASK_POLL_MS")
-        .ok()
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(RunOptions::DEFAULT_POLL_INTERVAL)
 }
 
 /// One line per action: `ok`, `failed` (with PVE's message), `deferred`;

@@ -263,11 +263,16 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
             "invalid --log-level {level:?}: use debug, info, warn or error"
         )));
     }
+    // `-1` is how the original spelled "the configured value": accepted,
+    // and the same as leaving the flag out.
+    if g.prune_budget == Some(-1) {
+        g.prune_budget = None;
+    }
     if let Some(b) = g.prune_budget
         && b < 0
     {
         return Err(usage(format!(
-            "invalid --prune-budget {b}: use 0 (unlimited) or more"
+            "invalid --prune-budget {b}: use 0 (unlimited) or more, or -1 for the configured value"
         )));
     }
     // Every command's flags are taken out wherever they stand; whether the

@@ -6,7 +6,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
-use proxops_core::config::{ConfigSource, Overrides};
+use proxops_core::config::{ConfigShape, ConfigSource, Overrides};
 use proxops_core::diag::Diagnostic;
 use proxops_core::repo::{self, Loaded, RepoInput};
 use proxops_core::secret::Secret;
@@ -170,12 +170,30 @@ pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
         Some(p) => Some(read_config(p)?),
         None => None,
     };
-    let root = match (&config_path, &g.git_path, &env.git_path) {
-        // A --config without a work tree around it still works.
-        (Some(p), None, None) => {
-            config_root(p).or_else(|| find_root(g, env).ok().map(|r| r.path().to_path_buf()))
+    let root = match (&config_path, &explicit_bytes, &g.git_path, &env.git_path) {
+        (Some(p), Some((name, bytes)), None, None) => {
+            let shape = ConfigShape::of(&ConfigSource {
+                name: name.clone(),
+                bytes,
+            });
+            match shape.git_path.as_deref() {
+                Some(git_path) => Some(git_path_root(p, git_path)?),
+                // A --config without a work tree around it still works.
+                None => config_root(p)
+                    .or_else(|| find_root(g, env).ok().map(|r| r.path().to_path_buf())),
+            }
         }
         _ => Some(find_root(g, env)?.path().to_path_buf()),
+    };
+    // Inside the work tree, the --config file is named as the tree names
+    // it (`clusters/<name>/config.yaml`): its relative paths (secrets-file,
+    // ca-file) resolve from its own directory there, whatever the working
+    // directory.
+    let explicit_bytes = match (explicit_bytes, &config_path, &root) {
+        (Some((name, bytes)), Some(p), Some(r)) => {
+            (repo_relative(p, r).unwrap_or(name), bytes).into()
+        }
+        (explicit, _, _) => explicit,
     };
     let (files, cluster_dirs, commit) = match &root {
         Some(r) => {
@@ -245,6 +263,44 @@ pub fn load_tree(
         }
     }
     Ok(loaded)
+}
+
+/// The work tree a `--config` file's `git.path` names (spec §2.4): an
+/// absolute path as it is, `"."` the work tree that contains the file.
+/// Fails closed (exit 2, saying why) when there is no such tree: the
+/// process never falls back to whatever tree the working directory is in.
+fn git_path_root(config: &Path, git_path: &str) -> Result<PathBuf, Failure> {
+    let refuse = |why: String| {
+        Failure::input(format!(
+            "invalid configuration: {}: git.path: {git_path:?} {why}",
+            config.display()
+        ))
+    };
+    if git_path == "." {
+        return config_root(config).ok_or_else(|| {
+            refuse(
+                "means the git work tree that contains this file, and no directory at or above it holds .git: move the file into the work tree, or set git.path to the work tree's absolute path".to_owned(),
+            )
+        });
+    }
+    let path = Path::new(git_path);
+    if !path.is_absolute() {
+        return Err(refuse(
+            "must be an absolute path, or \".\" for the work tree that contains this file"
+                .to_owned(),
+        ));
+    }
+    proxops_git::RepoRoot::explicit(path)
+        .map(|r| r.path().to_path_buf())
+        .map_err(|e| refuse(format!("is not a work tree ProxOps can read: {e}")))
+}
+
+/// `config`'s path relative to the work tree `root`, when it is inside it.
+fn repo_relative(config: &Path, root: &Path) -> Option<String> {
+    let abs = std::fs::canonicalize(config).ok()?;
+    let root = std::fs::canonicalize(root).ok()?;
+    let rel = abs.strip_prefix(&root).ok()?.to_str()?.to_owned();
+    (!rel.is_empty()).then_some(rel)
 }
 
 /// The work tree that holds a `--config` file, if any.

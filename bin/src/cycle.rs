@@ -26,6 +26,7 @@ use proxops_core::names::ClusterName;
 use proxops_core::plan::{self, AbortCause, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::state;
+use proxops_core::step::PowerPolicy;
 use proxops_pve::auth::{CredentialError, Credentials};
 use proxops_pve::identity::{self, PveIdentity};
 use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
@@ -111,6 +112,9 @@ pub struct Ready<'w> {
     /// The cluster's PVE endpoint (what its lock is named by).
     pub base_url: String,
     pub policy: Policy,
+    /// How its guests are powered off (`shutdown-timeout`,
+    /// `force-stop-after-timeout`).
+    pub power: PowerPolicy,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
     pub secrets: CloudInitSecrets,
@@ -227,15 +231,21 @@ pub fn prepare_reusing<'w>(
             Ok(d) => d,
             Err(diags) => {
                 invalid.extend(diags.iter().cloned());
+                let cause = ws.loaded.refusal_cause(name);
+                let reason = if cause == AbortCause::UnknownNode {
+                    format!(
+                        "unknown node: a manifest names a node outside the cluster's node allowlist ({} problem(s) in the repository); nothing read or written",
+                        diags.len()
+                    )
+                } else {
+                    format!(
+                        "invalid input: {} problem(s) in the repository; nothing read or written",
+                        diags.len()
+                    )
+                };
                 clusters.push(Prepared {
                     name: name.clone(),
-                    ready: Err(Unready::new(
-                        AbortCause::InvalidInput,
-                        format!(
-                            "invalid input: {} problem(s) in the repository; nothing read or written",
-                            diags.len()
-                        ),
-                    )),
+                    ready: Err(Unready::new(cause, reason)),
                 });
                 continue;
             }
@@ -250,6 +260,13 @@ pub fn prepare_reusing<'w>(
             restart_policy: cc.restart_policy,
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
         };
+        if cc.force_stop_after_timeout {
+            crate::log::event(
+                crate::log::Level::Warn,
+                "force-stop-after-timeout is ON: a guest that does not shut down within its shutdown-timeout is stopped hard (status/stop, PVE's \"pulling the plug\")",
+                &[("cluster", name.as_str())],
+            );
+        }
         if cc.allow_empty_prune {
             crate::log::event(
                 crate::log::Level::Warn,
@@ -265,7 +282,13 @@ pub fn prepare_reusing<'w>(
         let (transport, secrets, live) = match source {
             Source::Replay(dir) => {
                 let secrets = if cc.secrets_file.is_some() {
-                    creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?.cloud_init
+                    match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
+                        Ok(c) => c.cloud_init,
+                        Err(f) => {
+                            clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
+                            continue;
+                        }
+                    }
                 } else {
                     CloudInitSecrets::default()
                 };
@@ -285,7 +308,13 @@ pub fn prepare_reusing<'w>(
                 }
             }
             Source::Live => {
-                let c = creds::resolve(cfg, cc, ws.root.as_deref(), &sources)?;
+                let c = match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
+                    Ok(c) => c,
+                    Err(f) => {
+                        clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
+                        continue;
+                    }
+                };
                 c.check(name.as_str())?;
                 let credentials = Credentials::from_settings(
                     c.auth,
@@ -345,12 +374,21 @@ pub fn prepare_reusing<'w>(
                     &c,
                 );
                 if let Some(shared) = reuse.live.get(&key) {
+                    if let Some(unready) = unresolved_secrets(desired, &c.cloud_init, &mut invalid)
+                    {
+                        clusters.push(Prepared {
+                            name: name.clone(),
+                            ready: Err(unready),
+                        });
+                        continue;
+                    }
                     clusters.push(Prepared {
                         name: name.clone(),
                         ready: Ok(Ready {
                             desired,
                             base_url: cc.base_url.clone(),
                             policy,
+                            power: cc.power(),
                             scope,
                             transport: Box::new(SharedLive(Arc::clone(shared))),
                             secrets: c.cloud_init,
@@ -367,9 +405,8 @@ pub fn prepare_reusing<'w>(
                     );
                 }
                 let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
-                if let Some(base) = retry_base_override() {
-                    live.retry.base = base;
-                }
+                live.retry.base = cfg.retry_base.as_std();
+                live.retry.max_retries = cfg.retries;
                 let transport = LiveTransport::new(live)
                     .map_err(|e| {
                         Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
@@ -387,12 +424,20 @@ pub fn prepare_reusing<'w>(
                 )
             }
         };
+        if let Some(unready) = unresolved_secrets(desired, &secrets, &mut invalid) {
+            clusters.push(Prepared {
+                name: name.clone(),
+                ready: Err(unready),
+            });
+            continue;
+        }
         clusters.push(Prepared {
             name: name.clone(),
             ready: Ok(Ready {
                 desired,
                 base_url: cc.base_url.clone(),
                 policy,
+                power: cc.power(),
                 scope,
                 transport,
                 secrets,
@@ -404,6 +449,71 @@ pub fn prepare_reusing<'w>(
         confirm_distinct_pves(&mut clusters, cfg);
     }
     Ok(Session { clusters, invalid })
+}
+
+/// A SOPS file that holds no credential of its cluster (its `secrets:`
+/// block references none) carries cloud-init material only: one that does
+/// not decrypt refuses that cluster as invalid input (`parse_error`), and
+/// the other clusters go on. A SOPS file with the cluster's credentials
+/// that does not decrypt ends the command (`Err`, exit 2), as every
+/// credential problem does.
+fn cloud_init_unreadable(
+    name: &ClusterName,
+    cc: &proxops_core::config::ClusterConfig,
+    ws: &Workspace,
+    failure: Failure,
+    invalid: &mut Vec<Diagnostic>,
+) -> Result<Prepared<'static>, Failure> {
+    // A secrets-file the repository may not name stays a refusal of the
+    // whole command, before any request.
+    creds::secrets_path(cc, ws.root.as_deref())?;
+    let refs = &cc.secrets;
+    let holds_credentials = refs.pve.as_ref().is_some_and(|p| *p != Default::default())
+        || refs.git.as_ref().is_some_and(|g| g.token.is_some());
+    if holds_credentials {
+        return Err(failure);
+    }
+    let message = format!(
+        "cloud-init secrets unreadable, the cluster does nothing this cycle: {}",
+        failure.message
+    );
+    invalid.push(
+        Diagnostic::file(&cc.declared_in, message.clone())
+            .with_field(format!("pve.clusters.{}.secrets-file", name.as_str())),
+    );
+    Ok(Prepared {
+        name: name.clone(),
+        ready: Err(Unready::new(
+            AbortCause::InvalidInput,
+            format!("invalid input: {message}; nothing read or written"),
+        )),
+    })
+}
+
+/// A cluster whose manifests reference cloud-init secrets its SOPS file
+/// does not hold is refused for the cycle as invalid input (`parse_error`):
+/// nothing read, nothing written, nothing pruned. The diagnostics join
+/// `invalid`, so `diff` prints them and exits 2.
+fn unresolved_secrets(
+    desired: &ClusterDesired,
+    secrets: &CloudInitSecrets,
+    invalid: &mut Vec<Diagnostic>,
+) -> Option<Unready> {
+    let missing = proxops_core::drift::unresolved_secrets(desired, secrets);
+    if missing.is_empty() {
+        return None;
+    }
+    let reason = format!(
+        "invalid input: {} cloud-init secret reference(s) the cluster's SOPS file does not resolve ({}); nothing read or written",
+        missing.len(),
+        missing
+            .iter()
+            .map(|d| d.to_string())
+            .collect::<Vec<_>>()
+            .join("; ")
+    );
+    invalid.extend(missing);
+    Some(Unready::new(AbortCause::InvalidInput, reason))
 }
 
 /// Two clusters whose `base-url`s lead to one PVE in a way no comparison of
@@ -469,18 +579,6 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
     for (i, reason) in refused {
         clusters[i].ready = Err(Unready::new(AbortCause::SharedPve, reason));
     }
-}
-
-/// `PROXOPS_PVE_RETRY_BASE_MS`: the first retry wait in milliseconds
-/// (default 1 s, doubling). For test rigs whose faults are injected on
-/// purpose; production keeps the default.
-fn retry_base_override() -> Option<Duration> {
-    std::env::var("PROXOPS_PVE_RETRY_BASE_MS")
-        .ok()?
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .map(Duration::from_millis)
 }
 
 /// A cluster-local file name: relative paths are relative to the file that
@@ -578,7 +676,6 @@ impl ClusterCycle {
 /// How a converge cycle runs.
 pub struct ApplyOptions<'a> {
     pub task_timeout: Duration,
-    pub poll_interval: Duration,
     pub stop: Option<&'a AtomicBool>,
     pub on_result: Option<&'a runner::ActionObserver<'a>>,
     /// Take each cluster's lock before reading it (live writes); `None`
@@ -673,7 +770,8 @@ pub fn execute_plan(
         .map(|f| move |event: &runner::Progress<'_>| f(name, event));
     let run = RunOptions {
         task_timeout: opts.task_timeout,
-        poll_interval: opts.poll_interval,
+        power: ready.power,
+        desired: Some(ready.desired),
         now: &now,
         stop: opts.stop,
         on_result: opts.on_result,

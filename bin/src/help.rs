@@ -20,7 +20,8 @@ Commands:
 Global flags:
   --git-path <DIR>        The GitOps work tree (default: $PROXOPS_GIT_PATH, else the
                           nearest directory at or above the working directory holding .git)
-  --config <FILE>         A single configuration file (default: $PROXOPS_CONFIG)
+  --config <FILE>         A single configuration file (default: $PROXOPS_CONFIG): a URL-mode
+                          file, or clusters/<name>/config.yaml to run that cluster alone
   --cluster <NAME>        Only this cluster; repeat for several
   --log-level <LEVEL>     debug | info | warn | error
   --log-format <FORMAT>   text | json
@@ -28,8 +29,8 @@ Global flags:
   --git-url <URL>         URL mode: fetch desired state from this remote
   --git-branch <BRANCH>   Branch to reconcile in URL mode (default main)
   --git-poll-sec <N>      Poll interval in seconds for `run`
-  --prune-budget <N>      Deletions per cluster per cycle; 0 = unlimited
-  --pve-user <USER>       Bootstrap PVE user (e.g. root@pam)
+  --prune-budget <N>      Deletions per cluster per cycle; 0 = unlimited, -1 = configured
+  --pve-user <USER>       Bootstrap PVE user as user@realm (e.g. root@pam)
   --pve-auth <METHOD>     token | ticket
   --ca-file <FILE>        PEM CA bundle trusted for PVE endpoints
   -h, --help              Print help (also `proxops <command> --help`)
@@ -60,7 +61,10 @@ A manifest file under a kind directory that no resources.yaml lists is a
 A file over its size cap (1 MiB for a manifest or resources.yaml, 256 KiB for
 a configuration file) or nested deeper than 32 levels is refused before it is
 parsed. spec.extra keys are checked per cluster against the cluster's
-allow-extra-keys (docs/configuration.md).
+allow-extra-keys (docs/configuration.md). Values are checked as PVE stores
+them: an upper-case tag is refused with its lower-case spelling unless the
+cluster declares tag-style: case-sensitive, and a storage file name PVE would
+rewrite is refused with the name PVE would store.
 "
         }
         Command::Diff => {
@@ -69,6 +73,8 @@ Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] 
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
 Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
+A larger disk size is a `resize` action (grown online); a smaller one is a
+`shrink` anomaly, never done.
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)
@@ -92,6 +98,10 @@ nothing written). With no terminal on standard input and no --yes, apply
 refuses at once (exit 2, nothing read or written).
 Progress goes to stderr: a line when each action starts, one when it ends
 (its time and PVE task UPIDs), and `still running (Ns)` every 10 s of a task.
+A guest that must be off for an action is shut down (status/shutdown, waiting
+reconcile.shutdown-timeout, default 180s); one that does not shut down in time
+is left running, untouched, and the action fails, unless the cluster sets
+force-stop-after-timeout: true (then status/stop, and the action goes on).
   -y, --yes         Apply without asking (scripts, CI)
   -n, --dry-run     Plan only; write nothing (same content as diff); no question
   --diff            Also print field-level changes of every action (text only)

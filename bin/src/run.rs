@@ -36,7 +36,7 @@ use proxops_http::{
 use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
 
-use crate::apply::{log_action, poll_interval};
+use crate::apply::log_action;
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env, Workspace};
 use crate::cycle::{self, ApplyOptions, Source, Transports};
@@ -300,7 +300,6 @@ fn one_cycle(
     let locking = Locking::new(&ws.loaded.config, "proxops run");
     let opts = ApplyOptions {
         task_timeout: ws.loaded.config.task_timeout.as_std(),
-        poll_interval: poll_interval(),
         stop: Some(stop),
         on_result: Some(&log_action),
         lock: Some(&locking),

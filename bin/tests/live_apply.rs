@@ -251,7 +251,6 @@ fn ticket_login_as_root_creates_the_whole_demo_including_the_bind_mount() {
             .env_remove("PROXOPS_CONFIG")
             .env("PROXOPS_PVE_USER", "root@pam")
             .env("PROXOPS_PVE_PASSWORD", pve.password().expose())
-            .env("PROXOPS_TASK_POLL_MS", "20")
             .arg("--git-path")
             .arg(repo.path())
             .args(["--cluster", "home", "--pve-auth", "ticket"])

@@ -70,8 +70,10 @@ fn apply_without_a_terminal_and_without_yes_refuses_before_any_request() {
 fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_every_10s() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = one_iso(&pve);
-    // A download is 5 PVE seconds; at 2.2 real seconds each it runs ~11 s.
-    pve.settings(json!({"time_scale": 2.2})).unwrap();
+    // A download is 5 PVE seconds; at 2.8 real seconds each it runs ~14 s.
+    // Its status is read at 0.1, 0.3, 0.7, 1.5, 3.1, 6.3, 11.3 s (the wait
+    // doubling up to 5 s): the read at 11.3 s finds it running past 10 s.
+    pve.settings(json!({"time_scale": 2.8})).unwrap();
     let (code, text) = interleaved(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(code, 0, "{text}");
 
@@ -89,7 +91,7 @@ fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_ever
     let lines: Vec<&str> = text.lines().collect();
     assert!(lines[started].ends_with(" started"), "{text}");
     assert!(lines[started].starts_with("home [1/1] "), "{text}");
-    // Only one "still running" for an 11 s task.
+    // Only one "still running" for a 14 s task.
     assert_eq!(text.matches("still running").count(), 1, "{text}");
     // The end line: elapsed time and the task's UPID.
     let end = lines[done];

@@ -28,8 +28,8 @@ fn orphan(vmid: u32, running: bool) -> Value {
                       "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=1G")}})
 }
 
-/// Six proxops-tagged orphans, 302–307; 302 runs and takes 3 s to stop, so
-/// the first apply holds the cluster for at least that long.
+/// Six proxops-tagged orphans, 302–307; 302 runs and takes 3 s to shut
+/// down, so the first apply holds the cluster for at least that long.
 fn slow_orphans() -> FakePve {
     let mut seed = empty_seed();
     seed["guests"] = json!(
@@ -39,7 +39,7 @@ fn slow_orphans() -> FakePve {
     );
     let pve = FakePve::start(&seed).unwrap();
     pve.settings(json!({"time_scale": 0.01})).unwrap();
-    pve.set_guest(302, json!({"stop_secs": 300})).unwrap();
+    pve.set_guest(302, json!({"shutdown_secs": 300})).unwrap();
     pve
 }
 
@@ -49,6 +49,8 @@ fn repo_for(pve: &FakePve, lock_wait: &str) -> Repo {
     let repo = Repo::demo_for(pve);
     repo.set_resources(&["../../vm/base/monitoring.yaml"]);
     repo.set_lock_wait(lock_wait);
+    // Longer than 302's 300 PVE seconds of shutdown.
+    repo.set_reconcile("shutdown-timeout", "10m");
     repo
 }
 
@@ -72,7 +74,7 @@ fn wait_until_stopping(pve: &FakePve, first: &mut Child) {
         .requests()
         .unwrap()
         .iter()
-        .any(|(m, p, _)| m == "POST" && p.ends_with("/qemu/302/status/stop"))
+        .any(|(m, p, _)| m == "POST" && p.ends_with("/qemu/302/status/shutdown"))
     {
         assert!(
             first.try_wait().unwrap().is_none(),

@@ -46,12 +46,17 @@ fn only_tagged_orphans_are_pruned_within_the_budget_and_the_rest_later() {
         "{}",
         first.all()
     );
-    // The running orphan is stopped first (never forced).
+    // The running orphan is shut down first (never stopped hard, never
+    // forced).
     let all = pve.requests().unwrap();
     let stop = all
         .iter()
-        .position(|(m, p, _)| m == "POST" && p.ends_with("/qemu/302/status/stop"))
+        .position(|(m, p, _)| m == "POST" && p.ends_with("/qemu/302/status/shutdown"))
         .unwrap();
+    assert!(
+        !all.iter().any(|(_, p, _)| p.ends_with("/status/stop")),
+        "{all:?}"
+    );
     let del = all
         .iter()
         .position(|(m, p, _)| m == "DELETE" && p.ends_with("/qemu/302"))

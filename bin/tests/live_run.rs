@@ -53,11 +53,7 @@ impl Daemon {
         args.extend_from_slice(extra);
         Daemon::spawn(
             repo.path(),
-            &[
-                ("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose()),
-                ("PROXOPS_TASK_POLL_MS", "20"),
-                ("PROXOPS_PVE_RETRY_BASE_MS", "5"),
-            ],
+            &[("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())],
             &args,
         )
     }

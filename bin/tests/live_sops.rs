@@ -103,7 +103,6 @@ impl SopsRepo {
             .env_remove("PROXOPS_CONFIG")
             .env_remove("SOPS_AGE_KEY")
             .env("SOPS_AGE_KEY_FILE", &self.key)
-            .env("PROXOPS_TASK_POLL_MS", "20")
             .arg("--git-path")
             .arg(self.repo.path())
             .args(["--cluster", "home"])

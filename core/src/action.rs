@@ -19,6 +19,7 @@ use serde::{Deserialize, Serialize};
 use crate::live::GuestType;
 use crate::names::{Kind, NodeName, Ref, StorageId, Vmid};
 use crate::secret::Secret;
+use crate::wire::Bytes;
 
 /// What applying an action does to the running guest.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
@@ -256,6 +257,15 @@ pub enum Work {
     Reboot {
         guest_type: GuestType,
     },
+    /// `PUT /nodes/{n}/{type}/{id}/resize` with `disk=<key>` and the new
+    /// absolute `size` (PVE's binary K/M/G/T spelling): grows one disk or
+    /// mount point, online too. PVE refuses to shrink, so `size` is
+    /// always larger than the live one.
+    Resize {
+        guest_type: GuestType,
+        disk: String,
+        size: Bytes,
+    },
 }
 
 /// The kind of an action, as renderings and metrics name it.
@@ -267,6 +277,7 @@ pub enum Op {
     Download,
     MarkTemplate,
     Update,
+    Resize,
     Start,
     Stop,
     /// A restart that applies the changes PVE holds pending.
@@ -282,6 +293,7 @@ impl Op {
             Op::Download => "download",
             Op::MarkTemplate => "mark-template",
             Op::Update => "update",
+            Op::Resize => "resize",
             Op::Start => "start",
             Op::Stop => "stop",
             Op::Reboot => "reboot",
@@ -297,10 +309,13 @@ impl Op {
             Op::Create | Op::Clone => 1,
             Op::MarkTemplate => 2,
             Op::Update => 3,
-            Op::Start => 4,
-            Op::Stop => 5,
+            // After the guest's config write: a write that carries the
+            // disk's live form (with its old `size=`) never undoes a grow.
+            Op::Resize => 4,
+            Op::Start => 5,
+            Op::Stop => 6,
             // After the update whose changes it applies.
-            Op::Reboot => 6,
+            Op::Reboot => 7,
             Op::Prune => 9,
         }
     }
@@ -442,6 +457,20 @@ pub enum SkipReason {
     /// guest only takes at its next restart, and the restart policy is
     /// `never`: the keys are named, nothing is written.
     PendingRestart { keys: Vec<String> },
+    /// A clone on another node than its template's, whose template has a
+    /// volume on storage not known to be shared: PVE refuses that clone
+    /// ("can't clone VM to node … (VM uses local storage)").
+    CloneNeedsSharedStorage {
+        template: Vmid,
+        template_node: NodeName,
+        storage: StorageId,
+    },
+    /// A clone on another node than its template's whose template's
+    /// volumes are not known this cycle (its config was not read).
+    CloneStorageUnknown {
+        template: Vmid,
+        template_node: NodeName,
+    },
 }
 
 impl SkipReason {
@@ -513,6 +542,21 @@ impl fmt::Display for SkipReason {
                 "pending restart: PVE holds {} pending until the guest restarts (restart-policy never: restart it, or set proxops/restart-policy: reboot)",
                 keys.join(", ")
             ),
+            SkipReason::CloneNeedsSharedStorage {
+                template,
+                template_node,
+                storage,
+            } => write!(
+                f,
+                "clone refused: template {template} is on node {template_node} with a volume on storage {storage}, which is not shared; PVE clones to another node only from shared storage (put the VM on {template_node}, or the template on shared storage)"
+            ),
+            SkipReason::CloneStorageUnknown {
+                template,
+                template_node,
+            } => write!(
+                f,
+                "create deferred: template {template} on node {template_node} could not be read this cycle, so whether its volumes are on shared storage is unknown"
+            ),
         }
     }
 }
@@ -527,6 +571,10 @@ pub enum AnomalyType {
     LiveOnlySlot,
     /// A change PVE would implement by re-creating a volume.
     DataLoss,
+    /// A disk or mount point larger on PVE than in the manifest: PVE
+    /// cannot shrink a volume (`resize_vm`: "shrinking disks is not
+    /// supported"), so ProxOps never tries.
+    Shrink,
     /// Needs a person: template vs guest, create-only options, …
     NeedsPerson,
 }
@@ -537,6 +585,7 @@ impl AnomalyType {
             AnomalyType::EmptyDesired => "empty_desired",
             AnomalyType::LiveOnlySlot => "live_only_slot",
             AnomalyType::DataLoss => "data_loss",
+            AnomalyType::Shrink => "shrink",
             AnomalyType::NeedsPerson => "needs_person",
         }
     }

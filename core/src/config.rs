@@ -32,6 +32,24 @@ pub const DEFAULT_READ_CONCURRENCY: usize = 4;
 /// hundred guests), short enough that a run started by hand says at once
 /// who holds the cluster instead of seeming to hang.
 pub const DEFAULT_LOCK_WAIT: Duration = Duration::from_secs(5);
+/// `reconcile.shutdown-timeout`: see [`crate::step::PowerPolicy`].
+pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(180);
+/// `pve.retry.base` (§22.8): 1 s, 2 s, 4 s — a call that keeps failing
+/// gives up after about 7 s, well inside a 30 s poll interval.
+pub const DEFAULT_RETRY_BASE: Duration = Duration::from_secs(1);
+pub const DEFAULT_RETRIES: u32 = 3;
+
+/// A shutdown timeout as written: a duration of at least one second (PVE
+/// takes whole seconds).
+fn shutdown_timeout_value(text: &str) -> Result<Duration, String> {
+    match Duration::parse(text) {
+        Ok(d) if d.as_millis() >= 1000 => Ok(d),
+        Ok(_) => Err(format!(
+            "shutdown-timeout {text:?} must be at least 1s (PVE takes whole seconds)"
+        )),
+        Err(e) => Err(e.0),
+    }
+}
 
 // ------------------------------------------------------------ file shapes
 
@@ -78,6 +96,18 @@ pub struct PveSection {
     pub ca_file: Option<String>,
     #[serde(default)]
     pub clusters: Option<BTreeMap<String, ClusterEntry>>,
+    /// How a call PVE did not answer, or answered "busy", is tried again.
+    #[serde(default)]
+    pub retry: Option<RetrySection>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct RetrySection {
+    #[serde(default)]
+    pub base: Option<String>,
+    #[serde(default)]
+    pub retries: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize, Clone)]
@@ -112,6 +142,12 @@ pub struct ClusterEntry {
     /// prune budget).
     #[serde(default)]
     pub allow_empty_prune: Option<bool>,
+    /// This cluster's `reconcile.shutdown-timeout`.
+    #[serde(default)]
+    pub shutdown_timeout: Option<String>,
+    /// This cluster's `reconcile.force-stop-after-timeout`.
+    #[serde(default)]
+    pub force_stop_after_timeout: Option<bool>,
     /// `spec.extra` keys this cluster lets through although they are
     /// host-level or never read back (exact keys: `dev0`, not `dev*`).
     #[serde(default)]
@@ -122,6 +158,10 @@ pub struct ClusterEntry {
     /// This cluster's `reconcile.purge-ha-and-replicated`.
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// The cluster's datacenter `tag-style`: `case-sensitive` when PVE keeps
+    /// the case of tags (PVE's default lower-cases them).
+    #[serde(default)]
+    pub tag_style: Option<String>,
 }
 
 /// The closed `secrets:` reference block: which SOPS key holds which credential.
@@ -184,6 +224,10 @@ pub struct ReconcileSection {
     pub read_concurrency: Option<i64>,
     #[serde(default)]
     pub lock_wait: Option<String>,
+    #[serde(default)]
+    pub shutdown_timeout: Option<String>,
+    #[serde(default)]
+    pub force_stop_after_timeout: Option<bool>,
     #[serde(default)]
     pub restart_policy: Option<String>,
     #[serde(default)]
@@ -267,6 +311,11 @@ pub struct Config {
     pub restart_policy: RestartPolicy,
     /// `reconcile.purge-ha-and-replicated` (default `false`).
     pub purge_ha_and_replicated: bool,
+    /// The first wait before a PVE call is tried again (`pve.retry.base`),
+    /// doubling per retry.
+    pub retry_base: Duration,
+    /// Retries after the first attempt (`pve.retry.retries`).
+    pub retries: u32,
     pub listen: String,
     pub data_dir: String,
 }
@@ -296,6 +345,16 @@ pub struct ClusterConfig {
     /// `purge-ha-and-replicated`: prunes of HA-managed or replicated guests
     /// are sent with `purge=1` (a weakened rail, named so a reviewer sees it).
     pub purge_ha_and_replicated: bool,
+    /// `tag-style: case-sensitive`: PVE keeps the case of tags (datacenter
+    /// `tag-style` `case-sensitive=1`); otherwise PVE lower-cases them.
+    pub tag_case_sensitive: bool,
+    /// How long a graceful shutdown of one of its guests may take
+    /// (`shutdown-timeout`, else `reconcile.shutdown-timeout`).
+    pub shutdown_timeout: Duration,
+    /// `force-stop-after-timeout: true`: a guest that did not shut down in
+    /// time is stopped hard (`status/stop`, PVE's "pulling the plug"), a
+    /// weakened safety rail named so a reviewer sees it.
+    pub force_stop_after_timeout: bool,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -303,6 +362,14 @@ pub struct ClusterConfig {
 impl ClusterConfig {
     pub fn allows(&self, node: &NodeName) -> bool {
         self.nodes.is_empty() || self.nodes.contains(node)
+    }
+
+    /// How this cluster's guests are powered off.
+    pub fn power(&self) -> crate::step::PowerPolicy {
+        crate::step::PowerPolicy::new(
+            self.shutdown_timeout.as_std(),
+            self.force_stop_after_timeout,
+        )
     }
 }
 
@@ -388,15 +455,66 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     }
 }
 
+/// What a `--config` file declares that decides how it is used (spec
+/// §2.4): a URL-mode process file (`git.url`), a cluster-local file (one
+/// or more `pve.clusters` entries and no `git.url`), or a process file.
+/// Read leniently: a file that does not parse has an empty shape, and
+/// [`load`] reports what is wrong with it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ConfigShape {
+    /// `git.url` is set.
+    pub git_url: bool,
+    /// `git.path` as written.
+    pub git_path: Option<String>,
+    /// The names under `pve.clusters`, sorted.
+    pub clusters: Vec<String>,
+}
+
+impl ConfigShape {
+    pub fn of(src: &ConfigSource<'_>) -> ConfigShape {
+        let Some(file) = parse_file(src, &mut Vec::new()) else {
+            return ConfigShape::default();
+        };
+        let git = file.git.unwrap_or_default();
+        ConfigShape {
+            git_url: non_empty(git.url).is_some(),
+            git_path: non_empty(git.path),
+            clusters: file
+                .pve
+                .and_then(|p| p.clusters)
+                .map(|c| c.into_keys().collect())
+                .unwrap_or_default(),
+        }
+    }
+
+    /// A cluster-local file: the process runs exactly its clusters.
+    pub fn is_cluster_local(&self) -> bool {
+        !self.git_url && !self.clusters.is_empty()
+    }
+}
+
 /// Loads, layers and validates the configuration. Every error is returned
 /// at once.
 pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config, Vec<Diagnostic>> {
+    load_over(sources, None, overrides)
+}
+
+/// As [`load`], with `underneath` (the tree's `proxops.yaml` under a
+/// cluster-local `--config` file, spec §2.4) filling every setting the
+/// process file does not set. Its `git` section and its clusters are left
+/// out: the operator's file decides the git source and which clusters run.
+pub fn load_over(
+    sources: &ConfigSources<'_>,
+    underneath: Option<&ConfigSource<'_>>,
+    overrides: &Overrides,
+) -> Result<Config, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     // Positions of every key, per file, so a rule about a value can point at its line.
     let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
     for src in sources
         .process
         .iter()
+        .chain(underneath)
         .chain(sources.cluster_local.iter().map(|(_, s)| s))
     {
         if let Ok(text) = std::str::from_utf8(src.bytes) {
@@ -406,6 +524,17 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
     let process = match &sources.process {
         Some(src) => parse_file(src, &mut diags).map(|f| (src.name.clone(), f)),
         None => Some(("proxops.yaml".to_owned(), ConfigFile::default())),
+    };
+    let process = match (process, underneath, &sources.process) {
+        (Some((name, file)), Some(base), Some(top)) => {
+            let merged = parse_file(base, &mut diags).and_then(|_| fill_from(top, base));
+            Some((name, merged.unwrap_or(file)))
+        }
+        (None, Some(base), _) => {
+            parse_file(base, &mut diags);
+            None
+        }
+        (process, _, _) => process,
     };
     let process_name = process.as_ref().map(|(n, _)| n.clone()).unwrap_or_default();
     let mut process = process.map(|(_, f)| f).unwrap_or_default();
@@ -485,12 +614,91 @@ pub fn load(sources: &ConfigSources<'_>, overrides: &Overrides) -> Result<Config
         any_cluster_local,
         &mut diags,
     ));
+    if let Some(base) = underneath {
+        point_at_underneath(&mut diags, sources.process.as_ref(), base, &indexes);
+    }
     match cfg {
         Some(cfg) if diags.is_empty() => Ok(cfg),
         _ => {
             diags.sort();
             diags.dedup();
             Err(diags)
+        }
+    }
+}
+
+/// The process file `top` with every key it does not set taken from
+/// `base` (nested sections key by key; an empty value counts as not set),
+/// leaving out `base`'s `git` section and `pve.clusters`. Both files have
+/// parsed on their own, so the merge parses too; `None` only if it does not.
+fn fill_from(top: &ConfigSource<'_>, base: &ConfigSource<'_>) -> Option<ConfigFile> {
+    use serde_yaml::Value;
+    fn value(src: &ConfigSource<'_>) -> Option<Value> {
+        let text = std::str::from_utf8(src.bytes).ok()?;
+        match crate::yaml::document_values(text).ok()?.into_iter().next() {
+            None | Some(Value::Null) => Some(Value::Mapping(Default::default())),
+            v => v,
+        }
+    }
+    fn fill(top: &mut Value, base: &Value) {
+        match (top, base) {
+            (Value::Mapping(t), Value::Mapping(b)) => {
+                for (k, bv) in b {
+                    match t.get_mut(k) {
+                        Some(tv) if !tv.is_null() => fill(tv, bv),
+                        _ => {
+                            t.insert(k.clone(), bv.clone());
+                        }
+                    }
+                }
+            }
+            (t @ Value::Null, b) => *t = b.clone(),
+            _ => {}
+        }
+    }
+    let mut merged = value(top)?;
+    let mut base = value(base)?;
+    if let Value::Mapping(m) = &mut base {
+        m.remove("git");
+        if let Some(Value::Mapping(pve)) = m.get_mut("pve") {
+            pve.remove("clusters");
+        }
+    }
+    fill(&mut merged, &base);
+    crate::yaml::from_value(&merged)
+}
+
+/// A rule about a value the process file took from `base` names `base`
+/// and the value's line there, not the process file.
+fn point_at_underneath(
+    diags: &mut [Diagnostic],
+    top: Option<&ConfigSource<'_>>,
+    base: &ConfigSource<'_>,
+    indexes: &BTreeMap<String, YamlIndex>,
+) {
+    let Some(top) = top else { return };
+    let set_in_top = |field: &str| {
+        let text = std::str::from_utf8(top.bytes).unwrap_or("");
+        let doc = crate::yaml::document_values(text)
+            .ok()
+            .and_then(|d| d.into_iter().next());
+        let mut at = doc.as_ref();
+        for key in field.split('.') {
+            at = at.and_then(|v| v.get(key)).filter(|v| !v.is_null());
+        }
+        at.is_some()
+    };
+    for d in diags.iter_mut() {
+        let Some(field) = d.field.clone() else {
+            continue;
+        };
+        if d.file != top.name || set_in_top(&field) {
+            continue;
+        }
+        if let Some(pos) = indexes.get(&base.name).and_then(|i| i.locate(0, &field)) {
+            d.file = base.name.clone();
+            d.line = Some(pos.0);
+            d.column = Some(pos.1);
         }
     }
 }
@@ -622,6 +830,43 @@ fn resolve(
             DEFAULT_LOCK_WAIT
         }),
         None => DEFAULT_LOCK_WAIT,
+    };
+    let shutdown_timeout = match rec.shutdown_timeout {
+        Some(t) => shutdown_timeout_value(&t).unwrap_or_else(|e| {
+            diags.push(err("reconcile.shutdown-timeout", e));
+            DEFAULT_SHUTDOWN_TIMEOUT
+        }),
+        None => DEFAULT_SHUTDOWN_TIMEOUT,
+    };
+    let force_stop_after_timeout = rec.force_stop_after_timeout.unwrap_or(false);
+    let retry = pve.retry.unwrap_or_default();
+    let retry_base = match retry.base {
+        Some(t) => match Duration::parse(&t) {
+            Ok(d) if d.as_millis() > 0 && d <= Duration::from_secs(30) => d,
+            Ok(_) => {
+                diags.push(err(
+                    "pve.retry.base",
+                    format!("retry base {t:?} must be above 0 and at most 30s"),
+                ));
+                DEFAULT_RETRY_BASE
+            }
+            Err(e) => {
+                diags.push(err("pve.retry.base", e.0));
+                DEFAULT_RETRY_BASE
+            }
+        },
+        None => DEFAULT_RETRY_BASE,
+    };
+    let retries = match retry.retries {
+        Some(n) if (0..=10).contains(&n) => n as u32,
+        Some(n) => {
+            diags.push(err(
+                "pve.retry.retries",
+                format!("retries {n} must be 0-10"),
+            ));
+            DEFAULT_RETRIES
+        }
+        None => DEFAULT_RETRIES,
     };
     let budget_raw = ov
         .prune_budget
@@ -781,6 +1026,24 @@ fn resolve(
                 restart_policy
             }
         };
+        let tag_case_sensitive = match entry.tag_style.as_deref() {
+            None | Some("lower-case") => false,
+            Some("case-sensitive") => true,
+            Some(other) => {
+                diags.push(cerr(
+                    "tag-style",
+                    format!("invalid tag-style {other:?}: use \"lower-case\" (PVE's default) or \"case-sensitive\" (the datacenter's tag-style has case-sensitive=1)"),
+                ));
+                false
+            }
+        };
+        let cluster_shutdown_timeout = match &entry.shutdown_timeout {
+            Some(t) => shutdown_timeout_value(t).unwrap_or_else(|e| {
+                diags.push(cerr("shutdown-timeout", e));
+                shutdown_timeout
+            }),
+            None => shutdown_timeout,
+        };
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -800,6 +1063,11 @@ fn resolve(
                     purge_ha_and_replicated: entry
                         .purge_ha_and_replicated
                         .unwrap_or(purge_ha_and_replicated),
+                    tag_case_sensitive,
+                    shutdown_timeout: cluster_shutdown_timeout,
+                    force_stop_after_timeout: entry
+                        .force_stop_after_timeout
+                        .unwrap_or(force_stop_after_timeout),
                     declared_in,
                 },
             );
@@ -828,6 +1096,8 @@ fn resolve(
         lock_wait,
         restart_policy,
         purge_ha_and_replicated,
+        retry_base,
+        retries,
         listen,
         data_dir,
     }

@@ -61,6 +61,9 @@ pub struct AllowList<'a> {
     pub cluster: &'a str,
     /// The configuration file that declares the cluster.
     pub declared_in: &'a str,
+    /// The cluster declares PVE's case-sensitive `tag-style`, so `validate`
+    /// lets upper-case tags through.
+    pub tag_case_sensitive: bool,
 }
 
 static NO_KEYS: BTreeSet<String> = BTreeSet::new();
@@ -72,6 +75,7 @@ impl AllowList<'static> {
             keys: &NO_KEYS,
             cluster: "",
             declared_in: "",
+            tag_case_sensitive: false,
         }
     }
 }
@@ -491,6 +495,7 @@ mod tests {
             keys: &keys,
             cluster: "home",
             declared_in: "clusters/home/config.yaml",
+            tag_case_sensitive: false,
         };
         let args = class(GuestType::Qemu, "args", "x");
         assert!(args.is_some_and(|r| message("args", r, &allow).is_none()));

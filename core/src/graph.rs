@@ -208,18 +208,13 @@ fn check_clone(
     indexes: &BTreeMap<String, YamlIndex>,
     diags: &mut Vec<Diagnostic>,
 ) {
-    let (Some((vnode, vid)), Some((tnode, tid))) = (vm.spec.guest_id(), template.spec.guest_id())
-    else {
+    // A VM on another node than its template is no input error: PVE
+    // clones there (`target`) when the template's volumes are on shared
+    // storage, which only the live cluster can tell; the planner decides
+    // per VM.
+    let (Some((_, vid)), Some((_, tid))) = (vm.spec.guest_id(), template.spec.guest_id()) else {
         return;
     };
-    if vnode != tnode {
-        diags.push(object_diag(
-            vm,
-            indexes,
-            "spec.clone",
-            format!("{} lives on node {tnode} but this VM is on {vnode}: clone from a template on the same node", template.r#ref),
-        ));
-    }
     if vid == tid {
         diags.push(object_diag(
             vm,

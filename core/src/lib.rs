@@ -31,6 +31,7 @@ pub mod report;
 pub mod saved;
 pub mod secret;
 pub mod state;
+pub mod step;
 pub mod time;
 pub mod units;
 pub mod wire;

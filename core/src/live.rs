@@ -409,6 +409,12 @@ pub struct LiveSnapshot {
     /// Every failure of this read (also the ones held by a guest or a
     /// storage entry), sorted.
     pub failures: Vec<ReadFailure>,
+    /// The storages `/cluster/resources` lists, with their `shared` flag
+    /// (storage.cfg's `shared`, one value per storage whichever node lists
+    /// it). Only a storage listed here as shared may hold the volumes of a
+    /// template cloned to another node.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub shared_storage: BTreeMap<StorageId, bool>,
 }
 
 impl LiveSnapshot {
@@ -423,6 +429,11 @@ impl LiveSnapshot {
 
     pub fn node_state(&self, node: &NodeName) -> NodeState {
         self.nodes.get(node).copied().unwrap_or(NodeState::Unknown)
+    }
+
+    /// True only when `/cluster/resources` listed `storage` as shared.
+    pub fn is_shared(&self, storage: &StorageId) -> bool {
+        self.shared_storage.get(storage).copied().unwrap_or(false)
     }
 
     /// `None` when the pair was not read this cycle.

@@ -33,6 +33,9 @@ pub const ANNOTATION_PRUNE: &str = "proxops/prune";
 /// carry the ownership tag yet (the first apply adds it). Without it a
 /// manifest never acts on a guest ProxOps does not own.
 pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
+/// `proxops/shutdown-timeout: 5m`: how long a graceful shutdown of this
+/// guest may take, instead of the cluster's `shutdown-timeout`.
+pub const ANNOTATION_SHUTDOWN_TIMEOUT: &str = "proxops/shutdown-timeout";
 
 /// `proxops/restart-policy: never|reboot`: this guest's restart policy,
 /// over the cluster's `restart-policy`.
@@ -83,6 +86,14 @@ impl Metadata {
     pub fn adopted_vmid(&self) -> Option<Vmid> {
         let v = self.annotations.get(ANNOTATION_ADOPTED_VMID)?;
         Vmid::new(v.trim().parse().ok()?).ok()
+    }
+
+    /// The timeout named by `proxops/shutdown-timeout`, when it is a valid
+    /// duration above zero.
+    pub fn shutdown_timeout(&self) -> Option<std::time::Duration> {
+        let v = self.annotations.get(ANNOTATION_SHUTDOWN_TIMEOUT)?;
+        let d = crate::units::Duration::parse(v).ok()?;
+        (d.as_millis() > 0).then(|| d.as_std())
     }
 }
 
@@ -395,7 +406,8 @@ pub struct EfiDisk {
     pub storage: StorageId,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Quantity>,
-    /// `efitype=`: `byos`, `2m`, `4m`, `8m`.
+    /// `efitype=`: `2m` or `4m`, the only values PVE accepts
+    /// (qemu-server `QemuServer/Drive.pm`, `efitype`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -696,7 +708,18 @@ pub struct ArtifactSpec {
     pub url: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<Checksum>,
+    /// download-url `verify-certificates` (PVE's default: on).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verify_certificates: Option<bool>,
+    /// download-url `compression`: PVE decompresses the download (ISO
+    /// only); one of `ARTIFACT_COMPRESSIONS`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub compression: Option<String>,
 }
+
+/// The `compression` values PVE's download-url takes (pve-storage
+/// `src/PVE/Storage.pm` `KNOWN_COMPRESSION_FORMATS`).
+pub const ARTIFACT_COMPRESSIONS: &[&str] = &["gz", "lzo", "zst", "bz2"];
 
 impl ArtifactSpec {
     /// `node` and `nodes` merged, sorted, without duplicates.
@@ -742,10 +765,12 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
     validate_metadata(metadata, &mut errs);
     match spec {
         Spec::Vm(s) | Spec::TemplateVm(s) => {
-            check_extra(&s.extra, GuestType::Qemu, allow, &mut errs)
+            check_extra(&s.extra, GuestType::Qemu, allow, &mut errs);
+            check_tags(&s.tags, allow.tag_case_sensitive, &mut errs);
         }
         Spec::Lxc(s) | Spec::TemplateCt(s) => {
-            check_extra(&s.extra, GuestType::Lxc, allow, &mut errs)
+            check_extra(&s.extra, GuestType::Lxc, allow, &mut errs);
+            check_tags(&s.tags, allow.tag_case_sensitive, &mut errs);
         }
         _ => {}
     }
@@ -795,11 +820,20 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
             if let Err(e) = crate::config::RestartPolicy::parse(v) {
                 errs.push(FieldError::new(path, e));
             }
+        } else if k == ANNOTATION_SHUTDOWN_TIMEOUT {
+            match crate::units::Duration::parse(v) {
+                Ok(d) if d.as_millis() >= 1000 => {}
+                Ok(_) => errs.push(FieldError::new(
+                    path,
+                    format!("invalid value {v:?}: a shutdown timeout is at least 1s"),
+                )),
+                Err(e) => errs.push(FieldError::new(path, e.0)),
+            }
         } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?} and {ANNOTATION_RESTART_POLICY:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?} and {ANNOTATION_SHUTDOWN_TIMEOUT:?}"
                 ),
             ));
         }
@@ -827,7 +861,11 @@ pub fn parse_depends_on(text: &str) -> Result<Vec<crate::names::Ref>, String> {
     Ok(out)
 }
 
-fn check_tags(tags: &[String], errs: &mut Vec<FieldError>) {
+/// Tags as PVE stores them (pve-guest-common `GuestHelpers.pm`
+/// `get_unique_tags`): PVE lower-cases every tag unless the datacenter's
+/// `tag-style` is case-sensitive, so an upper-case tag would be rewritten
+/// by PVE and is refused here, with the spelling PVE would store.
+fn check_tags(tags: &[String], case_sensitive: bool, errs: &mut Vec<FieldError>) {
     for (i, t) in tags.iter().enumerate() {
         let ok = !t.is_empty()
             && t.bytes()
@@ -842,6 +880,14 @@ fn check_tags(tags: &[String], errs: &mut Vec<FieldError>) {
             errs.push(FieldError::new(
                 format!("spec.tags[{i}]"),
                 "the ownership tag \"proxops\" is added by ProxOps; do not list it",
+            ));
+        } else if !case_sensitive && t.bytes().any(|b| b.is_ascii_uppercase()) {
+            errs.push(FieldError::new(
+                format!("spec.tags[{i}]"),
+                format!(
+                    "tag {t:?} has upper case, which PVE lower-cases when it stores tags: write {:?} (or declare tag-style: case-sensitive in the cluster's configuration when PVE's datacenter keeps the case)",
+                    t.to_ascii_lowercase()
+                ),
             ));
         }
     }
@@ -1055,7 +1101,6 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             format!("invalid PVE name {name:?}: a DNS name of letters, digits, '-' and '.'"),
         ));
     }
-    check_tags(&s.tags, errs);
 
     if s.clone.is_some() {
         if !s.disks.is_empty() {
@@ -1187,11 +1232,11 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             ));
         }
         if let Some(v) = n.vlan
-            && !(1..=4094).contains(&v)
+            && v > 4094
         {
             errs.push(FieldError::new(
                 format!("{base}.vlan"),
-                format!("invalid VLAN {v}: use 1-4094"),
+                format!("invalid VLAN {v}: use 1-4094 (0 = untagged)"),
             ));
         }
         if let Some(r) = n.rate_limit
@@ -1199,7 +1244,7 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         {
             errs.push(FieldError::new(
                 format!("{base}.rate-limit"),
-                "rate-limit is MBit/s and must be 0 or more",
+                "rate-limit is in MB/s (megabytes per second) and must be 0 or more (0 = unlimited)",
             ));
         }
     }
@@ -1235,11 +1280,11 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         }
         if let Some(e) = &h.efi_disk {
             if let Some(t) = &e.template
-                && !["byos", "2m", "4m", "8m"].contains(&t.as_str())
+                && !["2m", "4m"].contains(&t.as_str())
             {
                 errs.push(FieldError::new(
                     "spec.hardware.efi-disk.template",
-                    format!("invalid efi type {t:?}: use byos, 2m, 4m or 8m"),
+                    format!("invalid efi type {t:?}: PVE accepts 2m or 4m only"),
                 ));
             }
             if h.bios != Some(Bios::Ovmf) {
@@ -1466,6 +1511,10 @@ pub fn lxc_nic_slot(nic: &LxcNic, index: usize) -> String {
     nic.slot.clone().unwrap_or_else(|| format!("net{index}"))
 }
 
+/// The container architectures PVE accepts, spelled as PVE spells them
+/// (pve-container `src/PVE/LXC/Config.pm`, `$confdesc` `arch`).
+pub const LXC_ARCHES: &[&str] = &["amd64", "i386", "arm64", "armhf", "riscv32", "riscv64"];
+
 fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
@@ -1498,14 +1547,21 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
         ));
     }
     if let Some(a) = &s.arch
-        && !["amd64", "arm64", "i686", "armhf", "riscv32", "riscv64"].contains(&a.as_str())
+        && !LXC_ARCHES.contains(&a.as_str())
     {
+        let hint = if a == "i686" {
+            " (PVE calls 32-bit x86 \"i386\")"
+        } else {
+            ""
+        };
         errs.push(FieldError::new(
             "spec.arch",
-            format!("invalid arch {a:?}: use amd64 or arm64"),
+            format!(
+                "invalid arch {a:?}{hint}: use one of {}",
+                LXC_ARCHES.join(", ")
+            ),
         ));
     }
-    check_tags(&s.tags, errs);
     if s.networks.is_empty() {
         errs.push(FieldError::new(
             "spec.networks",
@@ -1554,11 +1610,11 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             ));
         }
         if let Some(v) = n.tag
-            && !(1..=4094).contains(&v)
+            && v > 4094
         {
             errs.push(FieldError::new(
                 format!("{base}.tag"),
-                format!("invalid VLAN {v}: use 1-4094"),
+                format!("invalid VLAN {v}: use 1-4094 (0 = untagged)"),
             ));
         }
         if let Some(mac) = &n.hwaddr
@@ -1574,7 +1630,7 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
         {
             errs.push(FieldError::new(
                 format!("{base}.rate-limit"),
-                "rate-limit is MBit/s and must be 0 or more",
+                "rate-limit is in MB/s (megabytes per second) and must be 0 or more (0 = unlimited)",
             ));
         }
         if let Some(ip) = &n.ip
@@ -1690,11 +1746,13 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     }
 }
 
-/// The file extensions PVE's download-url accepts per content type [PROBE].
+/// The file extensions PVE's download-url accepts per content type
+/// (pve-storage `src/PVE/Storage.pm` `ISO_EXT_RE_0`, `VZTMPL_EXT_RE_1`:
+/// a CT template is `.tar` or `.tar.{gz,xz,zst,bz2}`, never `.tgz`).
 pub fn artifact_extensions(kind: Kind) -> &'static [&'static str] {
     match kind {
         Kind::ISO => &[".iso", ".img"],
-        Kind::CTTemplate => &[".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tgz", ".tar"],
+        Kind::CTTemplate => &[".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tar"],
         Kind::DiskImage => &[".qcow2", ".vmdk", ".raw"],
         _ => &[],
     }
@@ -1727,6 +1785,15 @@ fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
             "spec.filename",
             format!("invalid file name {f:?}: a plain file name with no path, spaces, ':' or ','"),
         ));
+    } else if crate::names::pve_content_filename(f) != *f {
+        errs.push(FieldError::new(
+            "spec.filename",
+            format!(
+                "file name {f:?} would be stored by PVE as {:?} (PVE replaces every character outside a-z, A-Z, 0-9, '_', '.' and '-' with '_'): write {:?}",
+                crate::names::pve_content_filename(f),
+                crate::names::pve_content_filename(f)
+            ),
+        ));
     } else {
         let lower = f.to_ascii_lowercase();
         let exts = artifact_extensions(kind);
@@ -1746,6 +1813,22 @@ fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
     }
     if let Err(e) = check_url(&s.url) {
         errs.push(FieldError::new("spec.url", e));
+    }
+    if let Some(c) = &s.compression {
+        if kind != Kind::ISO {
+            errs.push(FieldError::new(
+                "spec.compression",
+                format!("PVE decompresses downloads of ISO files only, not of {} {kind}: remove compression", crate::repo::article(kind)),
+            ));
+        } else if !ARTIFACT_COMPRESSIONS.contains(&c.as_str()) {
+            errs.push(FieldError::new(
+                "spec.compression",
+                format!(
+                    "invalid compression {c:?}: use one of {}",
+                    ARTIFACT_COMPRESSIONS.join(", ")
+                ),
+            ));
+        }
     }
     if let Some(c) = &s.checksum {
         let alg = c.algorithm.to_ascii_lowercase();

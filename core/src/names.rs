@@ -299,6 +299,25 @@ impl fmt::Display for Ref {
     }
 }
 
+/// The name PVE stores a downloaded file under (pve-storage
+/// `src/PVE/Storage.pm` `normalize_content_filename`): everything up to the
+/// last `/` or `\\` dropped, then every character outside
+/// `[a-zA-Z0-9_.-]` replaced by `_`. A name this leaves unchanged is one
+/// PVE keeps as written.
+pub fn pve_content_filename(name: &str) -> String {
+    let name = name.strip_suffix('\n').unwrap_or(name);
+    let base = name.rsplit(['/', '\\']).next().unwrap_or(name);
+    base.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-') {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

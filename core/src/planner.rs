@@ -576,6 +576,7 @@ impl Builder<'_> {
                         (RestartPolicy::Never, _) => {}
                     }
                 }
+                self.grow(obj, live, &d.grows);
                 if kind.is_template() && !live.template {
                     if running && let Some(state) = &ha {
                         self.ha_anomaly(obj, live, state, "marking it a template (a stop first)");
@@ -725,6 +726,42 @@ impl Builder<'_> {
         });
     }
 
+    /// One `resize` action per volume to grow: PVE grows a disk or mount
+    /// point online (qemu-server and pve-container `resize_vm`), so the
+    /// impact is live whatever the guest's power.
+    fn grow(&mut self, obj: &DesiredObject, live: &LiveGuest, grows: &[drift::DiskGrowth]) {
+        for g in grows {
+            self.plan.actions.push(Action {
+                op: Op::Resize,
+                kind: obj.r#ref.kind,
+                name: obj.r#ref.name.to_string(),
+                node: live.node.clone(),
+                target: Target::Guest(live.vmid),
+                impact: Impact::Live,
+                changes: vec![Change {
+                    field: format!("{}.size", g.disk),
+                    from: Some(g.from.to_wire()),
+                    to: Some(g.to.to_wire()),
+                }],
+                reason: format!(
+                    "{}: grow {} from {} to {}",
+                    obj.r#ref,
+                    g.disk,
+                    g.from.to_wire(),
+                    g.to.to_wire()
+                ),
+                level: obj.level,
+                deps: obj.deps.iter().cloned().collect(),
+                object: Some(obj.r#ref.clone()),
+                work: Work::Resize {
+                    guest_type: live.guest_type,
+                    disk: g.disk.clone(),
+                    size: g.to,
+                },
+            });
+        }
+    }
+
     /// Where a clone's template is: its live node when PVE has it (ids are
     /// cluster-wide), else the node its manifest puts it on (it is created
     /// earlier in this plan), else the clone's own node.
@@ -738,6 +775,63 @@ impl Builder<'_> {
             .filter_map(|d| self.desired.objects.get(d)?.spec.guest_id())
             .find(|(_, vmid)| *vmid == source)
             .map_or_else(|| node.clone(), |(n, _)| n.clone())
+    }
+
+    /// A clone on another node than its template's: PVE copies the
+    /// template's volumes there only from storage every node sees
+    /// (qemu-server `API2/Qemu.pm` `clone_vm` with `target`, through
+    /// `$check_storage_access_clone`: "can't clone VM to node '<n>' (VM
+    /// uses local storage)"). Every volume counts — disks, CD image,
+    /// cloud-init drive, EFI and TPM state — and each must be on a storage
+    /// `/cluster/resources` lists as shared. A refusal concerns this VM
+    /// alone.
+    fn clone_across_nodes(
+        &self,
+        obj: &DesiredObject,
+        source: Vmid,
+        source_node: &NodeName,
+    ) -> Result<(), SkipReason> {
+        let unknown = || SkipReason::CloneStorageUnknown {
+            template: source,
+            template_node: source_node.clone(),
+        };
+        let volumes: Vec<String> = if let Some(live) = self.by_vmid.get(&source) {
+            let cfg = live.config.as_ref().map_err(|_| unknown())?;
+            cfg.values
+                .iter()
+                .filter(|(k, _)| is_volume_key(k))
+                .map(|(_, v)| v.clone())
+                .collect()
+        } else {
+            // Created earlier in this plan: its create form says where
+            // its volumes go.
+            let template = obj
+                .deps
+                .iter()
+                .filter(|d| d.kind == Kind::TemplateVM)
+                .filter_map(|d| self.desired.objects.get(d))
+                .find(|t| t.spec.guest_id().is_some_and(|(_, v)| v == source))
+                .ok_or_else(unknown)?;
+            let params = drift::create_params(template, self.ctx).map_err(|_| unknown())?;
+            params
+                .0
+                .iter()
+                .filter(|(k, _)| is_volume_key(k))
+                .map(|(_, v)| v.expose().to_owned())
+                .collect()
+        };
+        match volumes
+            .iter()
+            .filter_map(|v| volume_storage(v))
+            .find(|s| !self.live.is_shared(s))
+        {
+            Some(storage) => Err(SkipReason::CloneNeedsSharedStorage {
+                template: source,
+                template_node: source_node.clone(),
+                storage,
+            }),
+            None => Ok(()),
+        }
     }
 
     fn create(&mut self, obj: &DesiredObject, node: &NodeName) {
@@ -811,6 +905,17 @@ impl Builder<'_> {
                 format!("cannot create: {e}"),
             ),
             Ok((op, changes, work)) => {
+                if let Work::CloneGuest {
+                    source,
+                    source_node,
+                    ..
+                } = &work
+                    && source_node != node
+                    && let Err(why) = self.clone_across_nodes(obj, *source, source_node)
+                {
+                    self.skip(kind, &name, node, Target::Guest(id), why);
+                    return;
+                }
                 let reason = match (&clone_of, kind.is_template()) {
                     (Some(src), _) => {
                         let src_id = self
@@ -1054,4 +1159,26 @@ impl Builder<'_> {
             },
         }
     }
+}
+
+/// A qemu config key that holds a volume (PVE's `foreach_volume`: the
+/// drive buses, `efidisk0`, `tpmstate0`).
+fn is_volume_key(key: &str) -> bool {
+    if key == "efidisk0" || key == "tpmstate0" {
+        return true;
+    }
+    ["ide", "sata", "scsi", "virtio"].iter().any(|bus| {
+        key.strip_prefix(bus)
+            .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+    })
+}
+
+/// The storage a drive value's volume is on (`local-lvm:vm-9000-disk-0,…`,
+/// the create form `ceph:8`, `file=…`); `None` for no volume (`none`, a
+/// host CD drive `cdrom`) or a host path, which names no storage.
+fn volume_storage(value: &str) -> Option<crate::names::StorageId> {
+    let first = value.split(',').next()?.trim();
+    let volume = first.strip_prefix("file=").unwrap_or(first);
+    let (storage, _) = volume.split_once(':')?;
+    crate::names::StorageId::new(storage).ok()
 }

@@ -11,12 +11,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Deserialize;
 
 use crate::bounds::{self, FileRole};
-use crate::config::{self, Config, ConfigSource, ConfigSources, Overrides};
+use crate::config::{self, Config, ConfigShape, ConfigSource, ConfigSources, Overrides};
 use crate::diag::{Diagnostic, YamlIndex};
 use crate::extra::AllowList;
 use crate::graph;
 use crate::manifest::{self, ArtifactSpec, Document, LxcSpec, Metadata, Spec, VmSpec};
 use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
+use crate::plan::AbortCause;
 use crate::yaml::{deserialize_document, document_values, from_value};
 
 /// The files of a repository, as the git adapter read them.
@@ -47,6 +48,10 @@ pub struct DesiredObject {
 pub struct ClusterDesired {
     pub name: ClusterName,
     pub objects: BTreeMap<Ref, DesiredObject>,
+    /// The cluster declares PVE's case-sensitive `tag-style`: tags keep
+    /// their case and compare exactly (otherwise PVE lower-cases them and
+    /// they compare ignoring case).
+    pub tag_case_sensitive: bool,
 }
 
 impl ClusterDesired {
@@ -68,6 +73,9 @@ pub struct Loaded {
     /// Problems that refuse nothing but must not pass silently: a manifest
     /// file under a kind directory that no cluster lists. Sorted.
     pub warnings: Vec<Diagnostic>,
+    /// Refused clusters whose only problem is a manifest naming a node
+    /// outside the cluster's node allowlist.
+    pub outside_allowlist: BTreeSet<ClusterName>,
 }
 
 impl Loaded {
@@ -77,6 +85,17 @@ impl Loaded {
             .filter_map(|c| c.as_ref().ok())
             .map(|c| c.objects.len())
             .sum()
+    }
+
+    /// Why a refused cluster does nothing this cycle: `unknown_node` when
+    /// its only problem is a node outside its allowlist, else invalid input
+    /// (`parse_error`).
+    pub fn refusal_cause(&self, cluster: &ClusterName) -> AbortCause {
+        if self.outside_allowlist.contains(cluster) {
+            AbortCause::UnknownNode
+        } else {
+            AbortCause::InvalidInput
+        }
     }
 
     pub fn diagnostics(&self) -> Vec<&Diagnostic> {
@@ -98,26 +117,43 @@ pub fn load(
 ) -> Result<Loaded, Vec<Diagnostic>> {
     let mut global = Vec::new();
 
+    // A `--config` file decides which clusters run (spec §2.4): a URL-mode
+    // file the ones it declares inline, a cluster-local file exactly its
+    // own. Only without one (or with a process file declaring no cluster)
+    // do the tree's clusters/<name>/config.yaml declare them.
+    let shape = explicit_config.as_ref().map(ConfigShape::of);
+    let cluster_local_only = shape.as_ref().is_some_and(ConfigShape::is_cluster_local);
+    let url_mode = shape.as_ref().is_some_and(|s| s.git_url);
     let mut cluster_local = Vec::new();
     for dir in input.cluster_dirs {
         let path = format!("clusters/{dir}/config.yaml");
-        if let Some(bytes) = input.files.get(&path) {
+        if let Some(bytes) = input.files.get(&path)
+            && !cluster_local_only
+            && !url_mode
+        {
             cluster_local.push((dir.clone(), ConfigSource { name: path, bytes }));
         }
     }
     let process_is_explicit = explicit_config.is_some();
-    let process = explicit_config.or_else(|| {
-        input.files.get("proxops.yaml").map(|b| ConfigSource {
-            name: "proxops.yaml".into(),
-            bytes: b,
-        })
+    let explicit_name = explicit_config.as_ref().map(|s| s.name.clone());
+    let tree_process = input.files.get("proxops.yaml").map(|b| ConfigSource {
+        name: "proxops.yaml".into(),
+        bytes: b,
     });
+    // Under a cluster-local file, the tree's proxops.yaml fills what the
+    // file leaves unset (its prune budget, listen address, poll interval).
+    let underneath = if cluster_local_only {
+        tree_process.clone()
+    } else {
+        None
+    };
+    let process = explicit_config.or(tree_process);
     let sources = ConfigSources {
         process,
         cluster_local,
         process_is_explicit,
     };
-    let config = match config::load(&sources, overrides) {
+    let config = match config::load_over(&sources, underneath.as_ref(), overrides) {
         Ok(c) => Some(c),
         Err(d) => {
             global.extend(d);
@@ -140,7 +176,20 @@ pub fn load(
             let has_config = input
                 .files
                 .contains_key(&format!("clusters/{dir}/config.yaml"));
-            if !configured && !has_composition && !has_config && !process_is_explicit {
+            if cluster_local_only {
+                // The other clusters of the tree are other processes'.
+                continue;
+            }
+            if url_mode && !configured {
+                global.push(Diagnostic::file(
+                    format!("clusters/{dir}/"),
+                    format!(
+                        "composition directory {dir:?} is not a cluster the URL-mode configuration declares: declare pve.clusters.{dir} in {}, or remove the directory from the repository (declared: {})",
+                        explicit_name.as_deref().unwrap_or("the --config file"),
+                        cfg.clusters.keys().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                ));
+            } else if !configured && !has_composition && !has_config && !process_is_explicit {
                 global.push(Diagnostic::file(
                     format!("clusters/{dir}/"),
                     format!(
@@ -171,23 +220,30 @@ pub fn load(
     }
 
     let mut clusters = BTreeMap::new();
-    let mut listed = Some(BTreeSet::new());
+    // With one cluster of the tree loaded, a manifest only another cluster
+    // lists would look unlisted: no warnings then.
+    let mut listed = (!cluster_local_only).then(BTreeSet::new);
+    let mut outside_allowlist = BTreeSet::new();
     for (name, cc) in &config.clusters {
         let extra = AllowList {
             keys: &cc.allow_extra_keys,
             cluster: name.as_str(),
             declared_in: &cc.declared_in,
+            tag_case_sensitive: cc.tag_case_sensitive,
         };
-        clusters.insert(
-            name.clone(),
-            compose_cluster(input, name, &cc.nodes, &extra, &mut listed),
-        );
+        let mut outside = false;
+        let composed = compose_cluster(input, name, &cc.nodes, &extra, &mut listed, &mut outside);
+        if outside && composed.is_err() {
+            outside_allowlist.insert(name.clone());
+        }
+        clusters.insert(name.clone(), composed);
     }
     let warnings = listed.map_or_else(Vec::new, |l| unlisted_manifests(input, &l));
     Ok(Loaded {
         config,
         clusters,
         warnings,
+        outside_allowlist,
     })
 }
 
@@ -297,6 +353,7 @@ fn compose_cluster(
     allow: &BTreeSet<NodeName>,
     extra: &AllowList<'_>,
     listed_anywhere: &mut Option<BTreeSet<String>>,
+    outside_allowlist: &mut bool,
 ) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let comp_path = format!("clusters/{name}/resources.yaml");
@@ -424,8 +481,11 @@ fn compose_cluster(
         parse_file(file, bytes, extra, &mut objects, &mut indexes, &mut diags);
     }
 
-    cross_checks(&objects, &indexes, allow, &mut diags);
+    let outside = cross_checks(&objects, &indexes, allow, &mut diags);
     let levels = graph::resolve(&objects, &indexes, &mut diags);
+    // Only when nothing else is wrong: the original checked the allowlist
+    // after a clean parse, and a dashboard's unknown_node must mean that.
+    *outside_allowlist = outside > 0 && outside == diags.len();
     if !diags.is_empty() {
         diags.sort();
         diags.dedup();
@@ -440,6 +500,7 @@ fn compose_cluster(
     Ok(ClusterDesired {
         name: name.clone(),
         objects,
+        tag_case_sensitive: extra.tag_case_sensitive,
     })
 }
 
@@ -674,7 +735,8 @@ fn cross_checks(
     indexes: &BTreeMap<String, YamlIndex>,
     allow: &BTreeSet<NodeName>,
     diags: &mut Vec<Diagnostic>,
-) {
+) -> usize {
+    let mut outside = 0;
     // One vmid pool per node, shared by qemu and lxc guests.
     let mut ids: BTreeMap<(NodeName, Vmid), &Ref> = BTreeMap::new();
     for (r, o) in objects {
@@ -698,6 +760,7 @@ fn cross_checks(
                 Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => {
                     for (i, n) in a.nodes.iter().enumerate() {
                         if !allow.contains(n) {
+                            outside += 1;
                             diags.push(object_diag(
                                 o,
                                 indexes,
@@ -709,6 +772,7 @@ fn cross_checks(
                     if let Some(n) = &a.node
                         && !allow.contains(n)
                     {
+                        outside += 1;
                         diags.push(object_diag(
                             o,
                             indexes,
@@ -721,6 +785,7 @@ fn cross_checks(
                     if let Some((n, _)) = o.spec.guest_id()
                         && !allow.contains(n)
                     {
+                        outside += 1;
                         diags.push(object_diag(
                             o,
                             indexes,
@@ -732,6 +797,7 @@ fn cross_checks(
             }
         }
     }
+    outside
 }
 
 impl ClusterDesired {

@@ -819,20 +819,22 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
 // /metrics
 
 /// Every anomaly type, for zero samples.
-const ANOMALY_TYPES: [AnomalyType; 4] = [
+const ANOMALY_TYPES: [AnomalyType; 5] = [
     AnomalyType::EmptyDesired,
     AnomalyType::LiveOnlySlot,
     AnomalyType::DataLoss,
+    AnomalyType::Shrink,
     AnomalyType::NeedsPerson,
 ];
 
 /// Every action, for zero samples.
-const OPS: [Op; 9] = [
+const OPS: [Op; 10] = [
     Op::Create,
     Op::Clone,
     Op::Download,
     Op::MarkTemplate,
     Op::Update,
+    Op::Resize,
     Op::Start,
     Op::Stop,
     Op::Reboot,
@@ -871,6 +873,7 @@ fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
         | Op::Download
         | Op::MarkTemplate
         | Op::Update
+        | Op::Resize
         | Op::Start
         | Op::Stop
         | Op::Reboot
@@ -880,6 +883,7 @@ fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
         AnomalyType::EmptyDesired
         | AnomalyType::LiveOnlySlot
         | AnomalyType::DataLoss
+        | AnomalyType::Shrink
         | AnomalyType::NeedsPerson => {}
     }
     match s {

@@ -390,7 +390,8 @@ fn params_mut(work: &mut Work) -> Option<&mut Params> {
         | Work::Stop { .. }
         | Work::Reboot { .. }
         | Work::MarkTemplate { .. }
-        | Work::Delete { .. } => None,
+        | Work::Delete { .. }
+        | Work::Resize { .. } => None,
     }
 }
 

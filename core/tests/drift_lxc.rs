@@ -5,11 +5,12 @@
 mod support;
 
 use proxops_core::action::{AnomalyType, Impact};
-use proxops_core::drift::{CloudInitSecrets, Context, create_params};
+use proxops_core::drift::{CloudInitSecrets, Context, DiskGrowth, create_params};
 use proxops_core::live::Power;
+use proxops_core::wire::Bytes;
 use serde_json::json;
 
-use support::fixture::{cluster, config, drift, keys, object, param};
+use support::fixture::{cluster, config, drift, keys, object, param, with};
 
 fn ct(body: &str) -> String {
     format!(
@@ -24,17 +25,6 @@ fn plain_live() -> serde_json::Value {
         "net0": "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,type=veth",
         "tags": "proxops", "digest": "0123456789abcdef0123456789abcdef01234567"
     })
-}
-
-fn with(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            base.as_object_mut().unwrap().remove(k);
-        } else {
-            base[k] = v.clone();
-        }
-    }
-    base
 }
 
 fn create(doc: &str) -> Result<Vec<(String, String)>, String> {
@@ -216,7 +206,7 @@ fn nic_rewrite_keeps_the_assigned_hwaddr_and_never_compares_type() {
     );
     assert_eq!(
         param(&d, "net0"),
-        Some("name=eth0,type=veth,bridge=vmbr0,hwaddr=bc:24:11:aa:bb:cc,ip=dhcp")
+        Some("name=eth0,type=veth,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,ip=dhcp")
     );
     let d = drift(
         &c,
@@ -230,20 +220,22 @@ fn nic_rewrite_keeps_the_assigned_hwaddr_and_never_compares_type() {
     assert!(d.changes.is_empty());
 }
 
+// pve-container src/PVE/API2/LXC.pm `create_vm`: `unprivileged: 1` is
+// stored only when set, so absent is privileged.
 #[test]
-fn unprivileged_absent_live_means_unprivileged_and_divergence_is_an_anomaly_without_write() {
+fn unprivileged_absent_live_means_privileged_and_divergence_is_an_anomaly_without_write() {
     let c = cluster(&[&ct("  options:\n    unprivileged: true\n")]);
     assert!(
-        drift(&c, "ct1", Power::Running, &config(plain_live()))
-            .anomalies
-            .is_empty()
+        drift(
+            &c,
+            "ct1",
+            Power::Running,
+            &config(with(plain_live(), json!({"unprivileged": 1})))
+        )
+        .anomalies
+        .is_empty()
     );
-    let d = drift(
-        &c,
-        "ct1",
-        Power::Running,
-        &config(with(plain_live(), json!({"unprivileged": 0}))),
-    );
+    let d = drift(&c, "ct1", Power::Running, &config(plain_live()));
     assert!(d.params.is_empty());
     assert_eq!(
         (d.anomalies[0].anomaly_type, d.anomalies[0].field.as_deref()),
@@ -296,21 +288,19 @@ fn nesting_change_keeps_the_other_live_feature_tokens() {
 }
 
 #[test]
-fn rootfs_pool_or_size_change_is_an_anomaly_not_a_write() {
+fn rootfs_pool_change_is_an_anomaly_not_a_write() {
     let c = cluster(&[&ct("")]);
-    for rootfs in [
-        "ceph:vm-200-disk-0,size=8G",
-        "local-lvm:vm-200-disk-0,size=16G",
-    ] {
-        let d = drift(
-            &c,
-            "ct1",
-            Power::Stopped,
-            &config(with(plain_live(), json!({ "rootfs": rootfs }))),
-        );
-        assert!(d.params.is_empty(), "{rootfs}");
-        assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
-    }
+    let d = drift(
+        &c,
+        "ct1",
+        Power::Stopped,
+        &config(with(
+            plain_live(),
+            json!({ "rootfs": "ceph:vm-200-disk-0,size=8G" }),
+        )),
+    );
+    assert!(d.params.is_empty() && d.grows.is_empty());
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
     // A report without a size token is compatible; the base- rename of a
     // template is not drift.
     let d = drift(
@@ -322,7 +312,53 @@ fn rootfs_pool_or_size_change_is_an_anomaly_not_a_write() {
             json!({"rootfs": "local-lvm:base-200-disk-0"}),
         )),
     );
-    assert!(d.changes.is_empty() && d.anomalies.is_empty());
+    assert!(d.changes.is_empty() && d.anomalies.is_empty() && d.grows.is_empty());
+}
+
+// pve-container src/PVE/API2/LXC.pm `resize_vm`: `PUT …/resize` with
+// `disk` (rootfs, mpN) and `size` (`\+?\d+(\.\d+)?[KMGT]?`, binary units,
+// absolute without `+`) grows the volume, running or not.
+#[test]
+fn a_larger_rootfs_is_a_resize_not_a_config_write() {
+    let c = cluster(&[&ct("")]);
+    let d = drift(
+        &c,
+        "ct1",
+        Power::Running,
+        &config(with(
+            plain_live(),
+            json!({ "rootfs": "local-lvm:vm-200-disk-0,size=4G" }),
+        )),
+    );
+    assert!(d.params.is_empty() && d.anomalies.is_empty(), "{d:#?}");
+    assert_eq!(
+        d.grows,
+        vec![DiskGrowth {
+            disk: "rootfs".into(),
+            from: Bytes(4 << 30),
+            to: Bytes(8 << 30),
+        }]
+    );
+}
+
+// Same function: "unable to shrink disk size" — a `shrink` anomaly, never
+// an action, and not called data loss.
+#[test]
+fn a_smaller_rootfs_is_a_shrink_anomaly() {
+    let c = cluster(&[&ct("")]);
+    let d = drift(
+        &c,
+        "ct1",
+        Power::Stopped,
+        &config(with(
+            plain_live(),
+            json!({ "rootfs": "local-lvm:vm-200-disk-0,size=16G" }),
+        )),
+    );
+    assert!(d.params.is_empty() && d.grows.is_empty());
+    assert_eq!(d.anomalies.len(), 1);
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::Shrink);
+    assert_eq!(d.anomalies[0].field.as_deref(), Some("rootfs"));
 }
 
 #[test]
@@ -352,10 +388,19 @@ fn mount_point_options_and_path_converge_via_the_live_form() {
         Power::Stopped,
         &config(with(
             plain_live(),
-            json!({"mp0": "local-lvm:vm-200-disk-1,mp=/data,size=2G"}),
+            json!({"mp0": "local-lvm:vm-200-disk-1,mp=/data,size=2G,ro=1,backup=0,mountoptions=noatime"}),
         )),
     );
-    assert!(d.params.is_empty() && d.anomalies[0].anomaly_type == AnomalyType::DataLoss);
+    // pve-container `resize_vm` takes any mount point key (`disk=mp0`).
+    assert!(d.params.is_empty() && d.anomalies.is_empty(), "{d:#?}");
+    assert_eq!(
+        d.grows,
+        vec![DiskGrowth {
+            disk: "mp0".into(),
+            from: Bytes(2 << 30),
+            to: Bytes(4 << 30),
+        }]
+    );
     let d = drift(&c, "ct1", Power::Stopped, &config(plain_live()));
     assert_eq!(
         param(&d, "mp0"),

@@ -5,13 +5,14 @@ mod support;
 
 use proxops_core::action::{AnomalyType, Impact, ParamValue};
 use proxops_core::drift::{
-    CloudInitSecrets, Context, clone_params, create_params, download_params,
+    CloudInitSecrets, Context, DiskGrowth, clone_params, create_params, download_params,
 };
 use proxops_core::live::Power;
 use proxops_core::secret::Secret;
+use proxops_core::wire::Bytes;
 use serde_json::json;
 
-use support::fixture::{cluster, config, drift, drift_with, keys, object, param};
+use support::fixture::{cluster, config, drift, drift_with, keys, object, param, with};
 
 const KEY_A: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F7zRdhBlKjk7aywMT alice@laptop";
@@ -42,17 +43,6 @@ fn plain_live() -> serde_json::Value {
         "smbios1": "uuid=42ecc256-a7c5-4d93-b630-0e7a06c051c2", "vmgenid": "abac705c-31ed-4b75-8587-8c86d5c810c4",
         "digest": "18389648fd69603dd93ab0c443e1f32267f6c436"
     })
-}
-
-fn with(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
-    for (k, v) in extra.as_object().unwrap() {
-        if v.is_null() {
-            base.as_object_mut().unwrap().remove(k);
-        } else {
-            base[k] = v.clone();
-        }
-    }
-    base
 }
 
 fn create(doc: &str) -> Vec<(String, String)> {
@@ -162,7 +152,7 @@ fn vm_nic_vlan_key_is_tag_and_unpinned_nic_sends_the_bare_model() {
     );
     assert_eq!(
         get(&p, "net1"),
-        Some("e1000=bc:24:11:00:00:01,bridge=vmbr1")
+        Some("e1000=BC:24:11:00:00:01,bridge=vmbr1")
     );
 }
 
@@ -213,12 +203,13 @@ fn hostpci_is_lower_cased_bdf_with_owned_pcie() {
 }
 
 #[test]
-fn options_booleans_are_sent_only_when_true() {
+fn options_booleans_are_sent_in_both_states_and_absent_is_not_sent() {
     let p = create(&vm(&format!(
         "{DISK}{NIC}  options:\n    onboot: true\n    protection: false\n    agent: true\n    boot-order: [scsi0, net0]\n    hotplug: [disk, network]\n    startup: order=3\n"
     )));
     assert_eq!(get(&p, "onboot"), Some("1"));
-    assert_eq!(get(&p, "protection"), None);
+    assert_eq!(get(&p, "protection"), Some("0"));
+    assert_eq!(get(&p, "acpi"), None);
     assert_eq!(get(&p, "agent"), Some("1"));
     assert_eq!(get(&p, "boot"), Some("order=scsi0;net0"));
     assert_eq!(get(&p, "hotplug"), Some("disk,network"));
@@ -235,18 +226,6 @@ fn nested_virt_never_sends_an_invalid_key() {
             .all(|(k, v)| k != "nestedvirt" && !v.contains("vmx") && !v.contains("svm"))
     );
     assert_eq!(get(&p, "cpu"), Some("host,hidden=1"));
-    let doc = vm(&format!("{DISK}{NIC}  options:\n    nested-virt: true\n"))
-        .replace("type: host", "type: x86-64-v2-AES");
-    let c = cluster(&[&doc]);
-    let e = create_params(
-        object(&c, "vm1"),
-        &Context {
-            cluster: &c,
-            secrets: &CloudInitSecrets::default(),
-        },
-    )
-    .unwrap_err();
-    assert!(e.to_string().contains("nested-virt"), "{e}");
 }
 
 #[test]
@@ -555,7 +534,7 @@ fn nic_rewrite_keeps_the_assigned_mac_and_unowned_tokens() {
     );
     assert_eq!(
         param(&d, "net0"),
-        Some("virtio=bc:24:11:4e:8f:d1,bridge=vmbr1,tag=30,firewall=1,mtu=9000")
+        Some("virtio=BC:24:11:4E:8F:D1,bridge=vmbr1,tag=30,firewall=1,mtu=9000")
     );
     // qemu-server `vmconfig_update_net` re-applies bridge and tag to the
     // running tap device.
@@ -575,16 +554,29 @@ fn disk_pool_change_is_an_anomaly_not_a_write() {
     assert_eq!(d.anomalies[0].field.as_deref(), Some("scsi0"));
 }
 
+// qemu-server src/PVE/API2/Qemu.pm `resize_vm`: `PUT …/resize` takes
+// `size` as `\+?\d+(\.\d+)?[KMGT]?` (binary units; without `+` an absolute
+// size), grows the volume online and dies with "shrinking disks is not
+// supported" when the new size is smaller.
 #[test]
-fn disk_size_change_is_an_anomaly_not_a_write() {
+fn a_larger_disk_is_a_resize_to_the_absolute_size_not_a_config_write() {
     let doc = vm(&format!(
-        "  disks:\n    - storage: local-lvm\n      size: 64GiB\n{NIC}"
+        "  disks:\n    - storage: local-lvm\n      size: 40GiB\n{NIC}"
     ));
     let c = cluster(&[&doc]);
     let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
-    assert!(d.params.is_empty());
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
-    // A live report without a size token is compatible.
+    assert!(d.params.is_empty() && d.anomalies.is_empty(), "{d:#?}");
+    assert_eq!(
+        d.grows,
+        vec![DiskGrowth {
+            disk: "scsi0".into(),
+            from: Bytes(32 << 30),
+            to: Bytes(40 << 30),
+        }]
+    );
+    assert_eq!(d.grows[0].to.to_wire(), "40G");
+    assert!(!d.is_empty());
+    // A live report without a size token is compatible: nothing to grow.
     let d = drift(
         &c,
         "vm1",
@@ -594,7 +586,65 @@ fn disk_size_change_is_an_anomaly_not_a_write() {
             json!({"scsi0": "local-lvm:vm-100-disk-0"}),
         )),
     );
-    assert!(d.anomalies.is_empty() && d.params.is_empty());
+    assert!(d.anomalies.is_empty() && d.params.is_empty() && d.grows.is_empty());
+}
+
+// Same source: PVE cannot shrink ("shrinking disks is not supported").
+#[test]
+fn a_smaller_disk_is_a_shrink_anomaly_never_an_action() {
+    let doc = vm(&format!(
+        "  disks:\n    - storage: local-lvm\n      size: 16GiB\n{NIC}"
+    ));
+    let c = cluster(&[&doc]);
+    let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
+    assert!(d.params.is_empty() && d.grows.is_empty(), "{d:#?}");
+    assert_eq!(d.anomalies.len(), 1);
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::Shrink);
+    assert_eq!(d.anomalies[0].anomaly_type.as_str(), "shrink");
+    assert_eq!(d.anomalies[0].field.as_deref(), Some("scsi0"));
+    assert!(
+        d.anomalies[0].message.contains("cannot shrink"),
+        "{}",
+        d.anomalies[0].message
+    );
+    assert!(!d.anomalies[0].message.contains("data loss"));
+}
+
+// The cloud-init drive and a CD drive are not disks: `resize_vm` dies with
+// "you can't resize a cdrom", and a manifest disk over one is for a person.
+#[test]
+fn a_cd_drive_in_a_disk_slot_is_never_resized() {
+    let doc = vm(&format!(
+        "  disks:\n    - storage: local-lvm\n      size: 40GiB\n{NIC}"
+    ));
+    let c = cluster(&[&doc]);
+    let d = drift(
+        &c,
+        "vm1",
+        Power::Running,
+        &config(with(
+            plain_live(),
+            json!({"scsi0": "local-lvm:vm-100-cloudinit,media=cdrom,size=4M"}),
+        )),
+    );
+    assert!(d.grows.is_empty() && d.params.is_empty(), "{d:#?}");
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+}
+
+// A grow and an option change together: the option goes through the live
+// form in the config write, the size through `resize` alone.
+#[test]
+fn a_grow_keeps_the_option_write_on_the_live_form() {
+    let doc = vm(&format!(
+        "  disks:\n    - storage: local-lvm\n      size: 40GiB\n      discard: \"on\"\n{NIC}"
+    ));
+    let c = cluster(&[&doc]);
+    let d = drift(&c, "vm1", Power::Stopped, &config(plain_live()));
+    assert_eq!(
+        param(&d, "scsi0"),
+        Some("local-lvm:vm-100-disk-0,discard=on,size=32G")
+    );
+    assert_eq!(d.grows.len(), 1);
 }
 
 #[test]
@@ -770,10 +820,22 @@ fn cloud_init_drive_is_written_only_into_an_empty_slot() {
     );
     assert!(d.params.is_empty());
     assert_eq!(d.anomalies[0].field.as_deref(), Some("ide2"));
+    // ide2 holding a CD drive while no cloud-init drive exists: a person.
+    let d = drift(
+        &c,
+        "vm1",
+        Power::Stopped,
+        &config(with(
+            plain_live(),
+            json!({"ide2": "local:iso/debian.iso,media=cdrom"}),
+        )),
+    );
+    assert!(d.params.is_empty());
+    assert_eq!(d.anomalies[0].field.as_deref(), Some("ide2"));
 }
 
 #[test]
-fn efidisk_pre_enrolled_keys_toggle_in_place_keeping_ms_cert_and_size_clamp_is_not_drift() {
+fn efidisk_pre_enrolled_keys_change_is_for_a_person_and_size_clamp_is_not_drift() {
     let c = cluster(&[&vm(&format!(
         "{DISK}{NIC}  hardware:\n    bios: ovmf\n    efi-disk:\n      storage: local-lvm\n      size: 1MiB\n      secure-boot: disabled\n"
     ))]);
@@ -787,11 +849,8 @@ fn efidisk_pre_enrolled_keys_toggle_in_place_keeping_ms_cert_and_size_clamp_is_n
             json!({"efidisk0": "local-lvm:vm-100-disk-1,efitype=4m,pre-enrolled-keys=1,ms-cert=2023,size=4M"}),
         )),
     );
-    assert_eq!(
-        param(&d, "efidisk0"),
-        Some("local-lvm:vm-100-disk-1,efitype=4m,pre-enrolled-keys=0,ms-cert=2023,size=4M")
-    );
-    assert_eq!(d.impact, Impact::Reboot);
+    assert!(d.params.is_empty(), "{:?}", d.params);
+    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
     let d = drift(
         &c,
         "vm1",

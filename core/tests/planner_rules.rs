@@ -730,6 +730,8 @@ fn a_clone_is_sent_to_the_node_pve_has_the_template_on() {
         "proxops",
         "tmpl",
     );
+    s.shared_storage
+        .insert(StorageId::new("local-lvm").unwrap(), true);
     let p = run(&c, &s, 3);
     let source = clone_source(&p);
     assert_eq!(
@@ -898,4 +900,156 @@ fn a_guest_locked_in_its_config_is_skipped_with_the_lock_named() {
         }
     );
     assert!(p.skipped[0].reason.to_string().contains("resume"));
+}
+
+/// The template of `CLONE` moved to pve2 by hand, its disk on `storage`
+/// (shared or not as `/cluster/resources` says), beside a plain VM `other`.
+fn template_on_pve2(storage: &str, shared: bool) -> LiveSnapshot {
+    let mut s = snapshot();
+    let mut cfg = vm_config(9000, "1024", "proxops", true);
+    cfg.values.insert(
+        "scsi0".into(),
+        format!("{storage}:base-9000-disk-0,size=8G"),
+    );
+    add(
+        &mut s,
+        "pve2",
+        9000,
+        Power::Stopped,
+        true,
+        Ok(cfg),
+        "proxops",
+        "tmpl",
+    );
+    s.shared_storage
+        .insert(StorageId::new(storage).unwrap(), shared);
+    s
+}
+
+const OTHER: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: other\nspec:\n  node: pve1\n  vmid: 101\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
+
+// qemu-server src/PVE/API2/Qemu.pm `clone_vm`: with `target`, every volume
+// of the source must be on shared storage (`$check_storage_access_clone`),
+// else "can't clone VM to node '<n>' (VM uses local storage)".
+#[test]
+fn a_clone_across_nodes_from_shared_storage_is_planned() {
+    let c = cluster(&[TEMPLATE, CLONE, OTHER]);
+    let p = run(&c, &template_on_pve2("ceph", true), 3);
+    assert_eq!(
+        clone_source(&p),
+        Some((Vmid::new(9000).unwrap(), node("pve2"))),
+        "{p:#?}"
+    );
+    assert!(p.skipped.is_empty(), "{:#?}", p.skipped);
+}
+
+#[test]
+fn a_clone_across_nodes_from_local_storage_refuses_that_vm_alone() {
+    let c = cluster(&[TEMPLATE, CLONE, OTHER]);
+    let p = run(&c, &template_on_pve2("local-lvm", false), 3);
+    assert!(!p.aborted, "{p:#?}");
+    assert_eq!(clone_source(&p), None, "{:#?}", p.actions);
+    let refused: Vec<_> = p.skipped.iter().filter(|s| s.name == "web").collect();
+    assert_eq!(refused.len(), 1, "{:#?}", p.skipped);
+    assert_eq!(
+        refused[0].reason,
+        SkipReason::CloneNeedsSharedStorage {
+            template: Vmid::new(9000).unwrap(),
+            template_node: node("pve2"),
+            storage: StorageId::new("local-lvm").unwrap(),
+        }
+    );
+    assert!(refused[0].reason.to_string().contains("not shared"));
+    // The rest of the cluster goes on.
+    assert!(
+        p.actions
+            .iter()
+            .any(|a| a.name == "other" && a.op == Op::Create),
+        "{:#?}",
+        p.actions
+    );
+}
+
+#[test]
+fn a_storage_pve_did_not_list_counts_as_not_shared() {
+    let c = cluster(&[TEMPLATE, CLONE]);
+    let mut s = template_on_pve2("ceph", true);
+    s.shared_storage.clear();
+    let p = run(&c, &s, 3);
+    assert_eq!(clone_source(&p), None);
+    assert!(matches!(
+        p.skipped[0].reason,
+        SkipReason::CloneNeedsSharedStorage { .. }
+    ));
+}
+
+const BIG: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\nspec:\n  node: pve1\n  vmid: 100\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 20GiB\n  networks:\n    - bridge: vmbr0\n";
+
+// qemu-server src/PVE/API2/Qemu.pm `resize_vm`: a disk grows online
+// (`PUT …/resize`, `size` absolute in binary units), so the action's impact
+// is live and nothing is stopped.
+#[test]
+fn a_larger_disk_is_one_live_resize_action() {
+    let c = cluster(&[BIG]);
+    let mut s = snapshot();
+    add_running(&mut s, 100, "proxops", "web");
+    let p = run(&c, &s, 3);
+    assert_eq!(p.actions.len(), 1, "{:#?}", p.actions);
+    let a = &p.actions[0];
+    assert_eq!((a.op, a.impact), (Op::Resize, Impact::Live));
+    assert_eq!(
+        a.work,
+        Work::Resize {
+            guest_type: GuestType::Qemu,
+            disk: "scsi0".into(),
+            size: proxops_core::wire::Bytes(20 << 30),
+        }
+    );
+    assert_eq!(a.changes[0].from.as_deref(), Some("8G"));
+    assert_eq!(a.changes[0].to.as_deref(), Some("20G"));
+    assert!(!a.is_destructive());
+}
+
+// Same source: "shrinking disks is not supported".
+#[test]
+fn a_smaller_disk_is_a_shrink_anomaly_and_no_action() {
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        Ok(LiveConfig::from_json(&serde_json::json!({
+            "name": "web", "memory": "1024", "cpu": "host", "cores": 1,
+            "scsi0": "local-lvm:vm-100-disk-0,size=32G",
+            "net0": "virtio=BC:24:11:00:00:01,bridge=vmbr0",
+            "tags": "proxops", "digest": "d1",
+        }))
+        .unwrap()),
+        "proxops",
+        "web",
+    );
+    let p = run(&c, &s, 3);
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(p.anomalies.len(), 1);
+    assert_eq!(p.anomalies[0].anomaly_type, AnomalyType::Shrink);
+}
+
+#[test]
+fn a_grow_applied_as_pve_applies_it_re_plans_to_nothing() {
+    let c = cluster(&[BIG]);
+    let mut s = snapshot();
+    add_running(&mut s, 100, "proxops", "web");
+    let p = run(&c, &s, 3);
+    assert_eq!(p.actions.len(), 1);
+    for a in &p.actions {
+        support::sim::apply(&mut s, &a.node, &a.target, &a.work);
+    }
+    let again = run(&c, &s, 3);
+    assert!(
+        again.actions.is_empty() && again.anomalies.is_empty(),
+        "{again:#?}"
+    );
 }

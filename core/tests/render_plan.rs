@@ -778,3 +778,45 @@ fn documented_example_has_the_rendered_keys() {
         keys(&out_lab["actions"][3]["changes"][0])
     );
 }
+
+/// A grown disk and a refused shrink, as the planner makes them (qemu-server
+/// and pve-container `resize_vm`: PVE grows online, never shrinks).
+fn resize_plan() -> Plan {
+    let mut grow = with_changes(
+        guest(
+            Op::Resize,
+            Kind::VM,
+            "db-01",
+            "pve1",
+            102,
+            Impact::Live,
+            "VM/db-01: grow scsi0 from 32G to 40G",
+        ),
+        vec![change("scsi0.size", Some("32G"), Some("40G"))],
+    );
+    grow.work = Work::Resize {
+        guest_type: GuestType::Qemu,
+        disk: "scsi0".into(),
+        size: proxops_core::wire::Bytes(40 << 30),
+    };
+    let mut plan = empty_plan("lab");
+    plan.actions.push(grow);
+    plan.anomalies.push(anomaly(
+        AnomalyType::Shrink,
+        Some(Kind::LXC),
+        Some(("dns", "pve2", 200)),
+        Some("rootfs"),
+        "rootfs is 16G on PVE but the manifest asks for 8G: PVE cannot shrink a volume",
+    ));
+    plan
+}
+
+#[test]
+fn a_resize_is_an_update_and_a_shrink_an_anomaly_in_every_rendering() {
+    let plans = [resize_plan()];
+    let [_, text, json, markdown] = all_renderings(&plans);
+    assert!(text.contains("=== will update (1) ==="), "{text}");
+    insta::assert_snapshot!("resize_text_with_changes", text);
+    insta::assert_snapshot!("resize_json", json);
+    insta::assert_snapshot!("resize_markdown", markdown);
+}

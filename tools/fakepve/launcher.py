@@ -82,6 +82,47 @@ GUEST_ATTRS = frozenset((
 EXIT_ADDRESS_IN_USE = 3
 
 
+class LauncherPve(FakePve):
+    """FakePve with the qemu disk resize PVE does.
+
+    fakepve 0.5.0 answers `PUT /nodes/{node}/qemu/{vmid}/resize` with a task that changes nothing
+    (its container resize is modelled). This follows qemu-server src/PVE/API2/Qemu.pm `resize_vm`:
+    a `resize` task that grows the drive's `size=` to the new absolute size (or adds a `+` size),
+    fails on a CD drive, a missing disk or a smaller size, and leaves an equal size alone.
+    """
+
+    def _routes_launcher_qemu_resize(self):
+        return [('PUT', '/nodes/{node}/qemu/{vmid}/resize', self._launcher_qm_resize)]
+
+    async def _launcher_qm_resize(self, v, user):
+        from fakepve.lxc import parse_size, format_size
+        from fakepve.model import TaskError
+        from fakepve.qemu import split_drive, join_drive, is_cdrom
+        vm = self.find(v['node'], v['vmid'])
+        disk, text = v['disk'], str(v['size'])
+
+        async def body():
+            if v.get('digest') and v['digest'] != vm.digest():
+                raise TaskError('checksum mismatch (file change by other user?)')
+            value = vm.config.get(disk)
+            if not value:
+                raise TaskError("disk '{0}' does not exist".format(disk))
+            volume, props = split_drive(value)
+            if is_cdrom(volume, props):
+                raise TaskError("you can't resize a cdrom")
+            request = parse_size(text.lstrip('+'))
+            if request is None:
+                raise TaskError('internal error')
+            size = parse_size(props.get('size', '0')) or 0
+            new = size + request if text.startswith('+') else request
+            if new < size:
+                raise TaskError('shrinking disks is not supported')
+            if new != size:
+                props['size'] = format_size(new)
+                vm.config[disk] = join_drive(volume, props)
+        return await self.task(vm.node, 'resize', vm.vmid, user, body, vm=vm)
+
+
 class SeedError(Exception):
     """The seed file asks for something this launcher does not do."""
 
@@ -277,7 +318,7 @@ async def serve(args):
     with open(args.seed) as fh:
         spec = json.load(fh)
     password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
-    pve = FakePve(user=args.user, password=password, host=args.host, port=args.port)
+    pve = LauncherPve(user=args.user, password=password, host=args.host, port=args.port)
     pve.time_scale = args.time_scale
     with_pending_digest(pve)
     try:

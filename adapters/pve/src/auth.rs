@@ -139,11 +139,17 @@ pub struct TicketLogin {
 }
 
 impl TicketLogin {
-    /// A bare user name is sent as is (PVE then assumes `@pam`).
+    /// The user must name its realm (`user@realm`): `/access/ticket` does
+    /// not assume `@pam` for a bare user name (pve-access-control
+    /// `API2/AccessControl.pm` `create_ticket` needs a realm in the name or
+    /// a `realm` parameter), so a bare name is refused here, clearly.
     pub fn new(user: &str, password: Secret) -> Result<TicketLogin, CredentialError> {
         let user = user.trim();
         if user.is_empty() {
             return Err(CredentialError::MissingUser);
+        }
+        if !user.contains('@') {
+            return Err(CredentialError::NoRealm);
         }
         if !plain(user, &[]) {
             return Err(CredentialError::InvalidCharacter("PVE user"));
@@ -332,6 +338,17 @@ mod tests {
         assert_eq!(err, CredentialError::NoRealm);
         assert!(err.to_string().contains("root@pam"));
         assert!(!err.to_string().contains("\"root\""), "{err}");
+    }
+
+    #[test]
+    fn ticket_user_without_realm_is_refused_naming_user_at_realm() {
+        // pve-access-control src/PVE/API2/AccessControl.pm `create_ticket`
+        // (via `PVE::AccessControl::verify_username`): a bare name has no
+        // realm, and PVE does not assume @pam.
+        let err = TicketLogin::new("root", Secret::new("hunter2-password")).unwrap_err();
+        assert_eq!(err, CredentialError::NoRealm);
+        assert!(err.to_string().contains("user@realm"), "{err}");
+        assert!(TicketLogin::new("root@pam", Secret::new("pw")).is_ok());
     }
 
     #[test]

@@ -127,6 +127,16 @@ pub fn read_snapshot(
                 .insert(node, NodeState::from_status(text("status").as_deref()));
             continue;
         }
+        if kind == "storage" {
+            // `shared` is storage.cfg's flag (pve-manager API2Tools.pm
+            // `extract_storage_stats`): what decides whether a template's
+            // volumes can be cloned to another node. No extra request.
+            if let Some(id) = text("storage").and_then(|s| StorageId::new(&s).ok()) {
+                let shared = text("shared").is_some_and(|v| v == "1");
+                *snap.shared_storage.entry(id).or_default() |= shared;
+            }
+            continue;
+        }
         let Some(guest_type) = GuestType::from_resource_type(&kind) else {
             continue;
         };

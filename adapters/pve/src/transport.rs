@@ -7,47 +7,7 @@
 //!
 //! **Architecture Invariant:** only this crate knows PVE's JSON envelope.
 
-use std::fmt;
-
-/// HTTP method of a PVE API call.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Method {
-    Get,
-    Post,
-    Put,
-    Delete,
-}
-
-impl Method {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Method::Get => "GET",
-            Method::Post => "POST",
-            Method::Put => "PUT",
-            Method::Delete => "DELETE",
-        }
-    }
-
-    pub fn parse(s: &str) -> Option<Method> {
-        match s {
-            "GET" => Some(Method::Get),
-            "POST" => Some(Method::Post),
-            "PUT" => Some(Method::Put),
-            "DELETE" => Some(Method::Delete),
-            _ => None,
-        }
-    }
-
-    pub fn is_write(self) -> bool {
-        self != Method::Get
-    }
-}
-
-impl fmt::Display for Method {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+pub use proxops_core::step::{Method, encode_segment};
 
 /// One API call. `path` is below `/api2/json` and starts with `/`; each path
 /// segment that came from data is already percent-encoded. `params` go into
@@ -135,17 +95,4 @@ pub enum TransportError {
 /// hence `Send + Sync` and `&self`.
 pub trait Transport: Send + Sync {
     fn call(&self, request: &Request) -> Result<Response, TransportError>;
-}
-
-/// Percent-encodes one path segment (a node name, a storage id, a UPID).
-pub fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

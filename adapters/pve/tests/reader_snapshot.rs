@@ -151,7 +151,8 @@ fn snapshot_reads_nodes_guests_configs_and_storage() {
         Some("18389648fd69603dd93ab0c443e1f32267f6c436")
     );
     let nic: QemuNet = cfg.typed("net0").unwrap().unwrap();
-    assert_eq!(nic.mac.unwrap().to_wire(), "bc:24:11:4e:8f:d1");
+    // Kept as PVE spells it (pve-common `Tools.pm` `random_ether_addr`).
+    assert_eq!(nic.mac.unwrap().to_wire(), "BC:24:11:4E:8F:D1");
     let disk: Drive = cfg.typed("scsi0").unwrap().unwrap();
     assert_eq!(disk.size.unwrap().get(), 160 << 30);
 
@@ -477,4 +478,40 @@ fn a_server_without_pending_is_read_through_config() {
     assert_eq!(cfg.memory_mib().unwrap().unwrap(), 4096);
     assert!(cfg.pending.is_empty());
     assert!(cfg.digest.is_some());
+}
+
+// pve-manager src/PVE/API2Tools.pm `extract_storage_stats`: every storage
+// row of /cluster/resources carries storage.cfg's `shared` (0 or 1), the
+// flag qemu-server `clone_vm` checks before cloning to another node.
+#[test]
+fn storage_rows_say_which_storages_are_shared_without_another_request() {
+    let mut rows = resources();
+    let list = rows.as_array_mut().unwrap();
+    list.push(json!({"type": "storage", "id": "storage/pve1/ceph", "storage": "ceph", "node": "pve1", "shared": 1, "plugintype": "rbd"}));
+    list.push(json!({"type": "storage", "id": "storage/pve2/ceph", "storage": "ceph", "node": "pve2", "shared": 1, "plugintype": "rbd"}));
+    list.push(json!({"type": "storage", "id": "storage/pve1/local-lvm", "storage": "local-lvm", "node": "pve1", "shared": 0, "plugintype": "lvmthin"}));
+    let mut answers = full();
+    answers[0] = ok("/cluster/resources", rows);
+    let t = Counting {
+        inner: replay(answers),
+        calls: Mutex::new(vec![]),
+    };
+    let snap = read_snapshot(&t, &scope_with_storage()).unwrap();
+    let id = |s: &str| StorageId::new(s).unwrap();
+    assert!(snap.is_shared(&id("ceph")));
+    assert!(!snap.is_shared(&id("local-lvm")));
+    // A row without the flag (older PVE) and an unlisted storage are not
+    // known to be shared.
+    assert!(!snap.is_shared(&id("local")));
+    assert!(!snap.is_shared(&id("nfs")));
+    let baseline = Counting {
+        inner: replay(full()),
+        calls: Mutex::new(vec![]),
+    };
+    read_snapshot(&baseline, &scope_with_storage()).unwrap();
+    assert_eq!(
+        t.calls.lock().unwrap().len(),
+        baseline.calls.lock().unwrap().len(),
+        "no request beyond the ones the snapshot always makes"
+    );
 }

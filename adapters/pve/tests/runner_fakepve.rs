@@ -14,6 +14,7 @@ use proxops_core::exec::{ActionState, Outcome};
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Vmid};
 use proxops_core::plan::Plan;
+use proxops_core::step::PowerPolicy;
 use proxops_pve::auth::Credentials;
 use proxops_pve::fakepve::FakePve;
 use proxops_pve::live::LiveTransport;
@@ -42,7 +43,8 @@ fn now() -> u64 {
 fn opts<'a>(stop: Option<&'a AtomicBool>) -> RunOptions<'a> {
     RunOptions {
         task_timeout: Duration::from_secs(10),
-        poll_interval: Duration::from_millis(10),
+        power: PowerPolicy::default(),
+        desired: None,
         now: &now,
         stop,
         on_result: None,
@@ -236,8 +238,12 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
     pve.settings(json!({"time_scale": 0.01})).unwrap();
-    pve.set_guest(100, json!({"stop_secs": 500})).unwrap();
+    // The shutdown gives up after 1 PVE second; the hard stop that the
+    // policy then sends runs 500.
+    pve.set_guest(100, json!({"shutdown_secs": 500, "stop_secs": 500}))
+        .unwrap();
     let mut o = opts(None);
+    o.power = PowerPolicy::new(Duration::from_secs(1), true);
     o.task_timeout = Duration::from_millis(300);
     let exec = stop_vm_100(&t, &o);
     match &exec.states()[0] {
@@ -246,7 +252,10 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
             ..
         } => {
             assert!(
-                error.contains("still not finished") && error.contains("running"),
+                error.contains("still not finished")
+                    && error.contains("running")
+                    && error.contains("reconcile.task-timeout")
+                    && error.contains("status/stop"),
                 "{error}"
             );
             assert!(*transient);
@@ -312,7 +321,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
 }
 
 #[test]
-fn a_running_guest_is_stopped_then_deleted_never_forced() {
+fn a_running_guest_is_shut_down_then_deleted_never_forced() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
     pve.forget_requests().unwrap();
@@ -335,7 +344,7 @@ fn a_running_guest_is_stopped_then_deleted_never_forced() {
         .collect();
     assert_eq!(writes.len(), 2, "{writes:?}");
     assert!(
-        writes[0].1.ends_with("/qemu/100/status/stop") && writes[0].2.is_empty(),
+        writes[0].1.ends_with("/qemu/100/status/shutdown") && writes[0].2 == "timeout=180",
         "{writes:?}"
     );
     assert!(
@@ -382,9 +391,10 @@ fn a_revoked_ticket_is_renewed_for_the_next_write() {
 fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
     let pve = FakePve::start(&seed()).unwrap();
     let t = live(&pve);
-    // A stop of 30 PVE seconds runs ~300 ms: several status reads see it running.
+    // A shutdown of 30 PVE seconds runs ~300 ms: several status reads see
+    // it running.
     pve.settings(json!({"time_scale": 0.01})).unwrap();
-    pve.set_guest(100, json!({"stop_secs": 30})).unwrap();
+    pve.set_guest(100, json!({"shutdown_secs": 30})).unwrap();
     let heard: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let observer = |p: &runner::Progress<'_>| {
         let line = match p {
@@ -424,7 +434,7 @@ fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
         last.starts_with("finished 0 Succeeded UPID:pve1:"),
         "{heard:?}"
     );
-    assert!(last.contains(":qmstop:100:"), "{heard:?}");
+    assert!(last.contains(":qmshutdown:100:"), "{heard:?}");
     let upid = last.rsplit(' ').next().unwrap();
     let running: Vec<&String> = heard.iter().filter(|l| l.starts_with("running")).collect();
     assert!(!running.is_empty(), "{heard:?}");

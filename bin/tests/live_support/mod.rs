@@ -87,11 +87,13 @@ impl Repo {
 
     /// Points `data-dir` (cluster locks, caches) into the copy, under a
     /// name the repository reader never looks at, instead of the real
-    /// HOME.
+    /// HOME; and retries PVE calls after 5 ms instead of 1 s, since the
+    /// faults these tests inject are on purpose.
     pub fn keep_data_inside(&self) {
         let p = self.path().join("proxops.yaml");
         let mut text = std::fs::read_to_string(&p).unwrap();
         text.push_str(&format!("data-dir: {}\n", self.data_dir().display()));
+        text.push_str("pve:\n  retry:\n    base: 5ms\n");
         std::fs::write(p, text).unwrap();
     }
 
@@ -100,15 +102,20 @@ impl Repo {
         self.path().join(".proxops-data")
     }
 
-    /// Sets `reconcile.lock-wait` (the demo's `proxops.yaml` has a
-    /// `reconcile:` section).
+    /// Sets `reconcile.lock-wait`.
     pub fn set_lock_wait(&self, wait: &str) {
+        self.set_reconcile("lock-wait", wait);
+    }
+
+    /// Sets `reconcile.<key>` (the demo's `proxops.yaml` has a
+    /// `reconcile:` section).
+    pub fn set_reconcile(&self, key: &str, value: &str) {
         let path = self.path().join("proxops.yaml");
         let text = std::fs::read_to_string(&path).unwrap();
         assert!(text.contains("\nreconcile:\n"), "{text}");
         let text = text.replace(
             "\nreconcile:\n",
-            &format!("\nreconcile:\n  lock-wait: {wait}\n"),
+            &format!("\nreconcile:\n  {key}: {value}\n"),
         );
         std::fs::write(path, text).unwrap();
     }
@@ -234,7 +241,8 @@ impl Repo {
     }
 }
 
-fn copy_dir(from: &Path, to: &Path) {
+/// Copies the directory tree `from` to `to`.
+pub fn copy_dir(from: &Path, to: &Path) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
@@ -290,8 +298,6 @@ fn command_selecting(pve: &FakePve, repo: &Repo, selection: &[&str], args: &[&st
         .env_remove("PROXOPS_PVE_PASSWORD")
         .env_remove("PROXOPS_PVE_USER")
         .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-        .env("PROXOPS_TASK_POLL_MS", "20")
-        .env("PROXOPS_PVE_RETRY_BASE_MS", "5")
         .arg("--git-path")
         .arg(repo.path())
         .args(selection)

@@ -82,7 +82,7 @@ pub(crate) fn cores(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
 
 pub(crate) fn arch(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     let Some(a) = cx.take("arch") else { return };
-    if ["amd64", "arm64", "i686", "armhf", "riscv32", "riscv64"].contains(&a.trim()) {
+    if crate::manifest::LXC_ARCHES.contains(&a.trim()) {
         ct.arch = Some(a.trim().to_owned());
     } else {
         cx.gap(
@@ -114,6 +114,21 @@ pub(crate) fn flag(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
             Ok(b) => *slot = Some(b),
             Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
         }
+    }
+}
+
+/// `unprivileged`, always declared: absent on PVE means privileged (the
+/// schema default is 0; pve-container `API2/LXC.pm` stores
+/// `unprivileged: 1` only when set), so a rebuild from the manifest keeps
+/// the container's privilege.
+pub(crate) fn unprivileged(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
+    let slot = &mut section(&mut ct.options).unprivileged;
+    match cx.take("unprivileged") {
+        None => *slot = Some(false),
+        Some(v) => match wire::parse_bool(v) {
+            Ok(b) => *slot = Some(b),
+            Err(_) => cx.gap("unprivileged", Some(v), "unreadable flag: not adopted"),
+        },
     }
 }
 

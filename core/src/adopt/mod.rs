@@ -636,6 +636,8 @@ fn artifacts(
             storage: storage.clone(),
             filename: filename.clone(),
             checksum: None,
+            verify_certificates: None,
+            compression: None,
         };
         let mut base = sanitize(artifact_stem(kind, &filename), 63);
         if base.is_empty() {
@@ -959,7 +961,8 @@ impl<'a> GuestCx<'a> {
         }
     }
 
-    /// Live tags without the ownership tags; `proxops-noprune` becomes the
+    /// Live tags without the ownership tags, lower-cased as PVE's default
+    /// tag style stores them; `proxops-noprune` becomes the
     /// `proxops/prune: disabled` annotation that writes it back.
     pub fn tags(&mut self) -> Vec<String> {
         let Some(raw) = self.take("tags") else {
@@ -978,8 +981,14 @@ impl<'a> GuestCx<'a> {
                             .insert(manifest::ANNOTATION_PRUNE.into(), "disabled".into());
                         continue;
                     }
-                    out.push(t.to_owned());
+                    // As PVE's default tag style stores them (pve-guest-common
+                    // `GuestHelpers.pm` `get_unique_tags`): lower case, once.
+                    let t = t.to_ascii_lowercase();
+                    if !out.contains(&t) {
+                        out.push(t);
+                    }
                 }
+                out.sort();
             }
             Err(e) => self.gap(
                 "tags",

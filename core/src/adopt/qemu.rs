@@ -74,6 +74,23 @@ pub(crate) fn cpu(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
                     section(&mut vm.options).hidden = Some(true);
                 }
             }
+            // `+nested-virt` is `options.nested-virt`; other flags stay PVE's.
+            PropToken::Pair { key, value } if key == "flags" => {
+                let mut others = Vec::new();
+                for f in value.split(';').filter(|f| !f.is_empty()) {
+                    if f == crate::drift::NESTED_VIRT_FLAG {
+                        section(&mut vm.options).nested_virt = Some(true);
+                    } else {
+                        others.push(f);
+                    }
+                }
+                if !others.is_empty() {
+                    rest.push(PropToken::Pair {
+                        key: key.clone(),
+                        value: others.join(";"),
+                    });
+                }
+            }
             _ => rest.push(t),
         }
     }
@@ -204,16 +221,12 @@ pub(crate) fn flag_when_on(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bo
     }
 }
 
-/// A boolean PVE defaults to on, owned only when on: off stays PVE's.
+/// A boolean PVE defaults to on: switched off on PVE, it is adopted as
+/// `false` (owned, so the manifest keeps it off); on, as `true`.
 pub(crate) fn flag_owned_on(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
     if let Some(v) = cx.take(key) {
         match wire::parse_bool(v) {
-            Ok(true) => *slot = Some(true),
-            Ok(false) => cx.gap(
-                key,
-                Some(v),
-                "switched off on PVE: ProxOps owns this option only when on; PVE keeps it off",
-            ),
+            Ok(b) => *slot = Some(b),
             Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
         }
     }

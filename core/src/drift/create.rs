@@ -100,6 +100,12 @@ pub fn download_params(obj: &DesiredObject) -> Params {
         p.push("checksum", c.value.to_ascii_lowercase());
         p.push("checksum-algorithm", c.algorithm.to_ascii_lowercase());
     }
+    if let Some(c) = &a.compression {
+        p.push("compression", c.clone());
+    }
+    if let Some(v) = a.verify_certificates {
+        p.push("verify-certificates", write_bool(v));
+    }
     p
 }
 

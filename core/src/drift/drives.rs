@@ -1,6 +1,7 @@
 //! The qemu drive bus (`scsiN`, `virtioN`, `sataN`, `ideN`): disks with
-//! their controller (`scsihw`), the cloud-init drive on `ide2` and the CD
-//! drive — create form, overlay on the live value, and adoption.
+//! their controller (`scsihw`), the cloud-init drive (created on `ide2`,
+//! found on any bus) and the CD drive — create form, overlay on the live
+//! value, and adoption.
 //!
 //! The three families share one slot namespace, so one adoption scan reads
 //! every drive key and sorts it into disk, cloud-init drive or CD drive;
@@ -43,7 +44,10 @@ pub(crate) const DISKS: Family<VmSpec> = Family {
     adopt: adopt_drives,
 };
 
-/// The cloud-init drive: `ide2: <storage>:cloudinit`.
+/// The cloud-init drive: created as `ide2: <storage>:cloudinit`; a live one
+/// on any bus and slot is the VM's one cloud-init drive (real PVE 9
+/// configs put it on `scsi1` or `ide0`; PVE refuses a second, qemu-server
+/// `API2/Qemu.pm` `create_disks`), kept where it is.
 pub(crate) const CLOUD_INIT_DRIVE: Family<VmSpec> = Family {
     keys: "ide2 (cloud-init drive)",
     field: "spec.hardware.cloud-init",
@@ -146,7 +150,7 @@ fn aio(a: Aio) -> wire::Aio {
     }
 }
 
-/// The cloud-init drive's storage when enabled (always `ide2`).
+/// The cloud-init drive's storage when enabled.
 pub(crate) fn cloud_init_storage(vm: &VmSpec) -> Option<StorageId> {
     hardware(vm)
         .cloud_init
@@ -180,8 +184,23 @@ fn cdrom(i: &Input<'_, VmSpec>) -> Result<Option<(&'static str, Drive)>, DriftEr
     }
 }
 
-/// Every drive slot a family owns (the live-only check spares them).
-fn owned_drive_slots(vm: &VmSpec) -> BTreeSet<String> {
+/// The live cloud-init drive, on whichever bus and slot PVE holds it:
+/// its slot and value (the first in key order; PVE allows one).
+pub(crate) fn live_cloud_init(cfg: &LiveConfig) -> Option<(&str, Drive)> {
+    cfg.values.iter().find_map(|(key, value)| {
+        if !is_disk_key(key) {
+            return None;
+        }
+        Drive::parse(value)
+            .ok()
+            .filter(Drive::is_cloudinit)
+            .map(|d| (key.as_str(), d))
+    })
+}
+
+/// Every drive slot a family owns (the live-only check spares them); the
+/// cloud-init drive's is its live slot, or `ide2` where it will be created.
+fn owned_drive_slots(vm: &VmSpec, cfg: &LiveConfig) -> BTreeSet<String> {
     let mut owned: BTreeSet<String> = vm
         .disks
         .iter()
@@ -189,7 +208,8 @@ fn owned_drive_slots(vm: &VmSpec) -> BTreeSet<String> {
         .map(|(n, d)| manifest::disk_slot(d, n))
         .collect();
     if cloud_init_storage(vm).is_some() {
-        owned.insert("ide2".to_owned());
+        let slot = live_cloud_init(cfg).map_or("ide2", |(slot, _)| slot);
+        owned.insert(slot.to_owned());
     }
     if hardware(vm)
         .cdrom
@@ -216,7 +236,7 @@ fn disks_drift(i: &Input<'_, VmSpec>, cfg: &LiveConfig, acc: &mut Acc) -> Result
         let want = disk_create(i, d, n)?;
         disk_drift(acc, cfg, &slot, d, want);
     }
-    live_only_drives(acc, cfg, &owned_drive_slots(i.spec));
+    live_only_drives(acc, cfg, &owned_drive_slots(i.spec, cfg));
     Ok(())
 }
 
@@ -257,16 +277,12 @@ fn disk_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, d: &VmDisk, want: Dri
         );
         return;
     }
+    // A disk made from an image takes the image's size: only a declared
+    // size is owned. Larger grows (`resize`), smaller is a `shrink` anomaly.
     if d.image.is_none()
         && let (Some(ls), Some(ds)) = (ld.size, d.size)
-        && ls.get() != ds.bytes()
     {
-        acc.anomaly(
-            AnomalyType::DataLoss,
-            Some(slot),
-            format!("{slot} is {} on PVE but the manifest asks for {}: ProxOps never re-creates or resizes a live volume; resize it by hand or change the manifest", ls.to_wire(), Bytes(ds.bytes()).to_wire()),
-        );
-        return;
+        acc.resize(slot, ls, Bytes(ds.bytes()));
     }
     // Option tokens converge through the live form: same volume, new tokens [PROBE].
     let next = disk_overlay(&ld, d);
@@ -301,7 +317,18 @@ fn disk_overlay(ld: &Drive, d: &VmDisk) -> Drive {
     next
 }
 
+/// A live cloud-init drive anywhere satisfies the manifest (its slot is
+/// PVE's); only when there is none is one created, on `ide2`. Never a
+/// second: PVE refuses it ("cloud-init drive is already attached").
 fn cloud_init_drift(acc: &mut Acc, cfg: &LiveConfig, storage: &StorageId) {
+    if let Some((slot, ld)) = live_cloud_init(cfg) {
+        if ld.volume.storage() != Some(storage) {
+            // Re-sending the create form over a live cloud-init volume fails
+            // ("already exists") [PROBE]; another pool is left to a person.
+            acc.anomaly(AnomalyType::DataLoss, Some(slot), format!("the cloud-init drive on {slot} lives on another storage than {storage}: remove it by hand so ProxOps can create it there"));
+        }
+        return;
+    }
     let want = DriveVolume::CloudInitCreate {
         storage: storage.clone(),
     }
@@ -320,12 +347,8 @@ fn cloud_init_drift(acc: &mut Acc, cfg: &LiveConfig, storage: &StorageId) {
     };
     if ld.volume == DriveVolume::None {
         acc.set_plain("ide2", Some(live), want, STOP);
-    } else if !ld.is_cloudinit() {
+    } else {
         acc.anomaly(AnomalyType::NeedsPerson, Some("ide2"), "ide2 holds another drive on PVE but the manifest puts the cloud-init drive there: empty ide2 by hand".into());
-    } else if ld.volume.storage() != Some(storage) {
-        // Re-sending the create form over a live cloud-init volume fails
-        // ("already exists") [PROBE]; another pool is left to a person.
-        acc.anomaly(AnomalyType::DataLoss, Some("ide2"), format!("the cloud-init drive lives on another storage than {storage}: remove it by hand so ProxOps can create it there"));
     }
 }
 
@@ -374,7 +397,7 @@ fn live_only_drives(acc: &mut Acc, cfg: &LiveConfig, owned: &BTreeSet<String>) {
             Ok(d) if d.is_cloudinit() => acc.anomaly(
                 AnomalyType::LiveOnlySlot,
                 Some(key),
-                format!("{key} holds a cloud-init drive: ProxOps models cloud-init on ide2 only, so this slot stays PVE's (never removed)"),
+                format!("{key} holds a cloud-init drive the manifest does not declare (hardware.cloud-init): it stays PVE's (never removed)"),
             ),
             _ => acc.anomaly(AnomalyType::LiveOnlySlot, Some(key), format!("{key} is on PVE but not in the manifest: ProxOps never detaches or deletes a disk; declare it or remove it by hand")),
         }
@@ -436,7 +459,8 @@ fn adopt_drives(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
 
 fn adopt_drive(cx: &mut GuestCx<'_>, scan: &mut Scan, key: &str, v: &str, d: &Drive) {
     if d.is_cloudinit() {
-        if key == "ide2"
+        // One per VM, on any bus (qemu-server `API2/Qemu.pm` `create_disks`).
+        if scan.cloud_init.is_none()
             && let Some(storage) = d.volume.storage()
         {
             scan.cloud_init = Some(CloudInitDrive {
@@ -446,7 +470,7 @@ fn adopt_drive(cx: &mut GuestCx<'_>, scan: &mut Scan, key: &str, v: &str, d: &Dr
             });
             return;
         }
-        cx.gap(key, Some(v), "a cloud-init drive outside ide2: ProxOps models cloud-init on ide2 only, so this slot stays PVE's (plans show it as a live-only slot)");
+        cx.gap(key, Some(v), "a second cloud-init drive (or one on no storage): ProxOps models one per VM, so this slot stays PVE's (plans show it as a live-only slot)");
         return;
     }
     if d.is_cdrom() || d.iso_file().is_some() || d.volume == DriveVolume::None {

@@ -10,7 +10,7 @@ use crate::wire::{Bytes, DriveVolume, EfiDisk, TpmState, TpmVersion};
 
 use super::Acc;
 use super::owned::{Family, Form};
-use super::qemu::{REBOOT, STOP, hardware};
+use super::qemu::{STOP, hardware};
 
 /// `efidisk0` and `tpmstate0`, next to each other in the create form.
 pub(crate) const FIRMWARE: Family<VmSpec> = Family {
@@ -106,13 +106,25 @@ fn efidisk_drift(acc: &mut Acc, cfg: &LiveConfig, e: &manifest::EfiDisk) {
     }
     // Size and efitype are not compared: PVE sizes the volume itself (a tiny
     // size is clamped to 4M) and changing efitype needs a new volume.
+    // `pre-enrolled-keys` only picks the OVMF VARS template when the EFI
+    // disk is created (qemu-server `QemuServer/OVMF.pm`): writing it on an
+    // existing disk enrols nothing, so a change is for a person.
     if let Some(w) = want.pre_enrolled_keys
         && le.pre_enrolled_keys.unwrap_or(false) != w
     {
-        // Live form keeps the volume and PVE's ms-cert token [PROBE].
-        let mut next = le.clone();
-        next.pre_enrolled_keys = Some(w);
-        acc.set_plain("efidisk0", Some(live), next.to_wire(), REBOOT);
+        acc.anomaly(
+            AnomalyType::NeedsPerson,
+            Some("efidisk0"),
+            secure_boot_message(w),
+        );
+    }
+}
+
+fn secure_boot_message(enable: bool) -> String {
+    if enable {
+        "the manifest turns Secure Boot on (pre-enrolled-keys) but the EFI disk exists without the keys: PVE only enrols them when the EFI disk is created, so writing the flag would change nothing. Enrol the keys in the guest's firmware setup, or remove efidisk0 by hand so ProxOps creates it with the keys (the EFI variables are lost)".to_owned()
+    } else {
+        "the manifest turns Secure Boot off (pre-enrolled-keys) but the EFI disk holds enrolled keys: PVE only chooses them when the EFI disk is created, so writing the flag would change nothing. Disable Secure Boot in the guest's firmware setup, or remove efidisk0 by hand so ProxOps creates it without keys (the EFI variables are lost)".to_owned()
     }
 }
 

@@ -108,15 +108,17 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
         |live, want| live.unwrap_or("amd64") == want,
         inverse::arch,
     )),
-    // Absent means unprivileged: PVE 9's default; only an explicit 0 is privileged.
+    // Absent means privileged: the schema default is 0 and create stores
+    // `unprivileged: 1` only when set (pve-container `API2/LXC.pm`
+    // `create_vm`, `LXC/Config.pm` `unprivileged` default 0).
     Row::Key(
         Key::new(
             "unprivileged",
             "spec.options.unprivileged",
             STOP,
             |i| Ok(either(opts(i.spec).unprivileged)),
-            |live, want| Ok(flag(live, true)) == crate::wire::parse_bool(want),
-            |cx, ct| inverse::flag(cx, "unprivileged", &mut opts_mut(ct).unprivileged),
+            same_flag_off_by_default,
+            inverse::unprivileged,
         )
         .refusing(unprivileged_refused),
     ),
@@ -196,10 +198,10 @@ fn opts_mut(ct: &mut LxcSpec) -> &mut manifest::LxcOptions {
 
 fn unprivileged_refused(live: Option<&str>, want: &str) -> String {
     let word = |b: bool| if b { "unprivileged" } else { "privileged" };
-    let want = crate::wire::parse_bool(want).unwrap_or(true);
+    let want = crate::wire::parse_bool(want).unwrap_or(false);
     format!(
         "the container is {} on PVE but the manifest asks for {}: PVE cannot change this on an existing container (recreate required)",
-        word(flag(live, true)),
+        word(flag(live, false)),
         word(want)
     )
 }

@@ -41,9 +41,11 @@ use crate::live::{GuestType, LiveConfig, LiveGuest, Power};
 use crate::names::{NodeName, Ref, Vmid};
 use crate::repo::{ClusterDesired, DesiredObject};
 use crate::secret::Secret;
+use crate::wire::Bytes;
 
 pub use create::{clone_params, create_params, download_params};
 pub use owned::OwnedKey;
+pub use qemu::NESTED_VIRT_FLAG;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
 
 /// The keys and slot families a VM or TemplateVM owns, in create-form
@@ -90,6 +92,61 @@ impl std::fmt::Debug for CloudInitSecrets {
     }
 }
 
+/// Every cloud-init secret reference of a cluster's desired state that
+/// `secrets` cannot resolve (missing, empty, or not of the form
+/// `cloud-init.ssh-keys.<name>` / `cloud-init.passwords.<name>`), one
+/// diagnostic each, naming the file, the field and the reference, never a
+/// value. Any of them refuses the whole cluster for the cycle (spec §4.5):
+/// planning the rest would prune and reconfigure around a guest whose
+/// secrets are not there. Sorted.
+pub fn unresolved_secrets(
+    desired: &ClusterDesired,
+    secrets: &CloudInitSecrets,
+) -> Vec<crate::diag::Diagnostic> {
+    let mut out = Vec::new();
+    for obj in desired.objects.values() {
+        let Some(ci) = obj.spec.vm().and_then(|v| v.cloud_init_data.as_ref()) else {
+            continue;
+        };
+        let refs = ci
+            .ssh_key_refs
+            .iter()
+            .enumerate()
+            .map(|(i, r)| (format!("ssh-key-refs[{i}]"), r, "cloud-init.ssh-keys."))
+            .chain(
+                ci.ci_password_ref
+                    .iter()
+                    .map(|r| ("ci-password-ref".to_owned(), r, "cloud-init.passwords.")),
+            );
+        for (field, reference, prefix) in refs {
+            let found = reference.strip_prefix(prefix).is_some_and(|name| {
+                if prefix == "cloud-init.passwords." {
+                    secrets.passwords.get(name).is_some_and(|s| !s.is_empty())
+                } else {
+                    secrets
+                        .ssh_keys
+                        .get(name)
+                        .is_some_and(|s| !s.trim().is_empty())
+                }
+            });
+            if !found {
+                out.push(
+                    crate::diag::Diagnostic::file(
+                        &obj.file,
+                        format!(
+                            "{}: secret {reference:?} is missing or empty in the cluster's SOPS file (cloud-init section): the cluster does nothing this cycle",
+                            obj.r#ref
+                        ),
+                    )
+                    .with_field(format!("spec.cloud-init-data.{field}")),
+                );
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
 /// What a desired object's references resolve against: its own cluster's
 /// composition (ISO, DiskImage, CTTemplate, TemplateVM) and SOPS material.
 #[derive(Debug, Clone, Copy)]
@@ -114,13 +171,26 @@ pub struct Drift {
     pub impact: Impact,
     /// What ProxOps will not do by itself, sorted.
     pub anomalies: Vec<Anomaly>,
+    /// Disks and mount points to grow, one `PUT …/resize` each, sorted by
+    /// key. Never in `params`: a config write cannot grow a live volume.
+    pub grows: Vec<DiskGrowth>,
 }
 
 impl Drift {
-    /// True when nothing is to be written or deleted.
+    /// True when nothing is to be written, deleted or grown.
     pub fn is_empty(&self) -> bool {
-        self.params.is_empty() && self.delete.is_empty()
+        self.params.is_empty() && self.delete.is_empty() && self.grows.is_empty()
     }
+}
+
+/// One live volume smaller than the manifest asks: PVE grows it online
+/// (`PUT …/resize`, qemu-server and pve-container `resize_vm`).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct DiskGrowth {
+    /// The config key: `scsi0`, `virtio1`, `rootfs`, `mp0`, …
+    pub disk: String,
+    pub from: Bytes,
+    pub to: Bytes,
 }
 
 /// Why a desired object could not be translated. The text names the object,
@@ -245,6 +315,7 @@ pub(crate) struct Acc {
     params: Vec<(String, ParamValue)>,
     delete: Vec<String>,
     anomalies: Vec<Anomaly>,
+    grows: Vec<DiskGrowth>,
 }
 
 impl Acc {
@@ -260,6 +331,7 @@ impl Acc {
             params: Vec::new(),
             delete: Vec::new(),
             anomalies: Vec::new(),
+            grows: Vec::new(),
         }
     }
 
@@ -294,6 +366,32 @@ impl Acc {
         self.delete.push(key.to_owned());
     }
 
+    /// Grows the volume at `key` from the live size to the desired one;
+    /// a desired size below the live one is a `shrink` anomaly instead
+    /// (PVE refuses to shrink: qemu-server `resize_vm` "shrinking disks
+    /// is not supported", pve-container `resize_vm` "unable to shrink
+    /// disk size"). Equal sizes are nothing: pve-container refuses a
+    /// resize to the same size ("disk is already at specified size").
+    pub(crate) fn resize(&mut self, key: &str, live: Bytes, desired: Bytes) {
+        match desired.cmp(&live) {
+            std::cmp::Ordering::Greater => self.grows.push(DiskGrowth {
+                disk: key.to_owned(),
+                from: live,
+                to: desired,
+            }),
+            std::cmp::Ordering::Less => self.anomaly(
+                AnomalyType::Shrink,
+                Some(key),
+                format!(
+                    "{key} is {} on PVE but the manifest asks for {}: PVE cannot shrink a volume; ProxOps leaves it as it is (raise the manifest's size, or move the data to a smaller volume by hand)",
+                    live.to_wire(),
+                    desired.to_wire()
+                ),
+            ),
+            std::cmp::Ordering::Equal => {}
+        }
+    }
+
     pub(crate) fn anomaly(&mut self, t: AnomalyType, field: Option<&str>, message: String) {
         self.anomalies.push(Anomaly {
             anomaly_type: t,
@@ -322,12 +420,14 @@ impl Acc {
         self.delete.dedup();
         self.anomalies.sort();
         self.anomalies.dedup();
+        self.grows.sort();
         Drift {
             changes: self.changes.into_iter().map(|(c, _)| c).collect(),
             params: Params(self.params),
             delete: self.delete,
             impact,
             anomalies: self.anomalies,
+            grows: self.grows,
         }
     }
 }
@@ -361,7 +461,7 @@ pub(crate) fn desired_tags(
     Ok(set)
 }
 
-/// A MBit/s rate as PVE spells it: `100`, `12.5`.
+/// A rate (a NIC's MB/s, a CPU limit) as PVE spells it: `100`, `12.5`.
 pub(crate) fn rate_text(r: f64) -> String {
     if r.fract() == 0.0 && r.abs() < 1e15 {
         format!("{}", r as i64)

@@ -185,14 +185,17 @@ fn volume_drift(
         LxcMount::Allocated(m) => m,
         LxcMount::Bind(_) => return other_kind(acc, slot, "a bind mount", "an allocated volume"),
     };
-    let size_differs = lm.size.is_some_and(|s| s.get() != size);
-    if lm.volume.storage() != Some(pool) || size_differs {
+    if lm.volume.storage() != Some(pool) {
         acc.anomaly(
             AnomalyType::DataLoss,
             Some(slot),
-            format!("{slot} differs from the manifest (wanted {pool}, {} bytes): a create-form write would re-create the volume; move or resize it by hand, or change the manifest", size),
+            format!("{slot} lives on {} but the manifest asks for {pool}: a create-form write would re-create the volume; move it by hand (Move Volume) or change the manifest", lm.volume.storage().map_or("an unknown storage".to_owned(), |p| p.to_string())),
         );
         return;
+    }
+    // Larger grows (`resize`), smaller is a `shrink` anomaly.
+    if let Some(live_size) = lm.size {
+        acc.resize(slot, live_size, Bytes(size));
     }
     let Some(m) = mp else { return };
     let next = mount_overlay(&lm, m);

@@ -55,7 +55,7 @@ fn qemu_net(i: &Input<'_, VmSpec>, nic: &VmNic, index: usize) -> Result<QemuNet,
                 i.unsupported(format!("spec.networks[{index}].mac"), e.to_string())
             })?);
     }
-    n.tag = nic.vlan.map(|v| v as u16);
+    n.tag = nic.vlan.filter(|v| *v > 0).map(|v| v as u16);
     n.rate = nic.rate_limit.filter(|r| *r > 0.0).map(rate_text);
     if nic.firewall == Some(true) {
         n.firewall = Some(true);
@@ -121,13 +121,10 @@ fn qemu_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &VmNic, want: 
     let mut next = ln.clone();
     next.model = want.model.clone();
     next.bridge = want.bridge.clone();
-    if want.mac.is_some() {
-        next.mac = want.mac;
-    }
+    overlay_mac(&mut next.mac, want.mac);
     overlay_common(
         (&mut next.tag, &mut next.rate, &mut next.firewall),
-        (want.tag, &want.rate, want.firewall),
-        n.rate_limit,
+        (n.vlan, n.rate_limit, n.firewall),
     );
     // A MAC PVE assigned stays: the live form keeps it.
     if next != ln {
@@ -135,25 +132,44 @@ fn qemu_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &VmNic, want: 
     }
 }
 
-/// `tag`, `rate` and `firewall`, alike on VM and container NICs: each set
-/// only when owned over the live tokens in `next`; a rate compares as a
-/// number.
+/// A desired MAC over the live one: a different address is written as the
+/// manifest spells it; the same address keeps PVE's spelling, because PVE
+/// compares the text and re-creates a container's veth when it changes
+/// (pve-container `LXC.pm` `update_net`).
+fn overlay_mac(live: &mut Option<MacAddr>, want: Option<MacAddr>) {
+    if let Some(w) = want
+        && live.as_ref() != Some(&w)
+    {
+        *live = Some(w);
+    }
+}
+
+/// `tag`, `rate` and `firewall`, alike on VM and container NICs, from the
+/// manifest's VLAN, rate (MB/s) and firewall over the live tokens in
+/// `next`. A field the manifest sets is owned in every state: VLAN `0` is
+/// untagged and rate `0` unlimited (the token is removed), `firewall:
+/// false` turns the firewall off; an absent field leaves PVE's value. A
+/// rate compares as a number.
 fn overlay_common(
     next: (&mut Option<u16>, &mut Option<String>, &mut Option<bool>),
-    want: (Option<u16>, &Option<String>, Option<bool>),
-    rate_limit: Option<f64>,
+    want: (Option<u32>, Option<f64>, Option<bool>),
 ) {
     let (tag, rate, firewall) = next;
-    if want.0.is_some() {
-        *tag = want.0;
+    match want.0 {
+        Some(0) => *tag = None,
+        Some(v) => *tag = Some(v as u16),
+        None => {}
     }
-    if let Some(r) = rate_limit.filter(|r| *r > 0.0)
-        && !same_rate(rate.as_deref(), r)
-    {
-        *rate = want.1.clone();
+    let live_rate = rate.as_deref().and_then(|l| l.parse::<f64>().ok());
+    match want.1 {
+        Some(r) if r > 0.0 && !same_rate(rate.as_deref(), r) => *rate = Some(rate_text(r)),
+        Some(r) if r <= 0.0 && live_rate.is_some_and(|l| l > 0.0) => *rate = None,
+        _ => {}
     }
-    if want.2 == Some(true) {
-        *firewall = Some(true);
+    match want.2 {
+        Some(true) => *firewall = Some(true),
+        Some(false) if *firewall == Some(true) => *firewall = None,
+        _ => {}
     }
 }
 
@@ -263,13 +279,10 @@ fn lxc_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &LxcNic, want: 
         next.name = want.name.clone();
     }
     next.bridge = want.bridge.clone();
-    if want.hwaddr.is_some() {
-        next.hwaddr = want.hwaddr;
-    }
+    overlay_mac(&mut next.hwaddr, want.hwaddr);
     overlay_common(
         (&mut next.tag, &mut next.rate, &mut next.firewall),
-        (want.tag, &want.rate, want.firewall),
-        n.rate_limit,
+        (n.tag, n.rate_limit, n.firewall),
     );
     if want.ip.is_some() {
         next.ip = want.ip.clone();

@@ -59,6 +59,9 @@ pub(crate) enum OnChange {
     Refuse(fn(Option<&str>, &str) -> String),
 }
 
+/// An equivalence that sees the cluster: `(cluster, live, desired)`.
+pub(crate) type SameIn = fn(&Context<'_>, Option<&str>, &str) -> bool;
+
 /// One scalar PVE key a guest kind owns.
 pub(crate) struct Key<S: 'static> {
     /// The PVE key.
@@ -73,6 +76,9 @@ pub(crate) struct Key<S: 'static> {
     /// PVE's equivalence: does the live value (absent = `None`) already
     /// satisfy the desired wire value?
     pub same: fn(Option<&str>, &str) -> bool,
+    /// An equivalence that depends on the cluster (tags under its
+    /// `tag-style`), used instead of `same` when set.
+    pub same_in: Option<SameIn>,
     /// The value written over `live` (the live form when PVE's value carries
     /// tokens ProxOps does not own).
     pub write: fn(Option<&str>, ParamValue) -> ParamValue,
@@ -100,6 +106,7 @@ impl<S> Key<S> {
             impact,
             desired,
             same,
+            same_in: None,
             write: write_desired,
             on_change: OnChange::Write,
             adopt,
@@ -110,6 +117,14 @@ impl<S> Key<S> {
     /// ProxOps does not own).
     pub(crate) const fn writing(self, write: fn(Option<&str>, ParamValue) -> ParamValue) -> Key<S> {
         Key { write, ..self }
+    }
+
+    /// Compares with `same_in` (which sees the cluster) instead of `same`.
+    pub(crate) const fn comparing_in(self, same_in: SameIn) -> Key<S> {
+        Key {
+            same_in: Some(same_in),
+            ..self
+        }
     }
 
     /// A create-only key: a difference is an anomaly with this text.
@@ -163,20 +178,26 @@ pub(crate) const fn description<S: GuestSpec>(impact: Impact) -> Row<S> {
     ))
 }
 
-/// `tags`: the user's tags plus the ownership tag (and `proxops-noprune`).
+/// `tags`: the user's tags plus the ownership tag (and `proxops-noprune`),
+/// compared as PVE stores them under the cluster's `tag-style`.
 pub(crate) const fn tags<S: GuestSpec>(impact: Impact) -> Row<S> {
-    Row::Key(Key::new(
-        "tags",
-        "spec.tags",
-        impact,
-        |i| {
-            Ok(plain(
-                super::desired_tags(i.obj, i.spec.user_tags())?.to_wire(),
-            ))
-        },
-        same_tags,
-        |cx, s| *s.user_tags_mut() = cx.tags(),
-    ))
+    Row::Key(
+        Key::<S>::new(
+            "tags",
+            "spec.tags",
+            impact,
+            |i: &Input<'_, S>| {
+                Ok(plain(
+                    super::desired_tags(i.obj, i.spec.user_tags())?.to_wire(),
+                ))
+            },
+            same_tags,
+            |cx, s| *s.user_tags_mut() = cx.tags(),
+        )
+        .comparing_in(|ctx, live, want| {
+            same_tags_styled(live, want, ctx.cluster.tag_case_sensitive)
+        }),
+    )
 }
 
 /// A slot family or an irregular piece of logic behind the same interface.
@@ -242,7 +263,11 @@ fn key_drift<S>(
         return Ok(());
     };
     let live = cfg.get(k.key);
-    if (k.same)(live, want.expose()) {
+    let same = match k.same_in {
+        Some(same_in) => same_in(input.ctx, live, want.expose()),
+        None => (k.same)(live, want.expose()),
+    };
+    if same {
         return Ok(());
     }
     match k.on_change {
@@ -339,9 +364,22 @@ pub(crate) fn same_memory(live: Option<&str>, want: &str) -> bool {
     matches!(live.map(crate::wire::parse_memory_mib), Some(Ok(m)) if want.parse::<u64>() == Ok(m))
 }
 
-/// The same tag set (order and duplicates do not matter).
+/// The same tag set under PVE's default `tag-style` (order, duplicates and
+/// case do not matter).
 pub(crate) fn same_tags(live: Option<&str>, want: &str) -> bool {
-    crate::wire::TagSet::parse(live.unwrap_or("")).ok() == crate::wire::TagSet::parse(want).ok()
+    same_tags_styled(live, want, false)
+}
+
+/// The same tag set as PVE stores it (pve-guest-common `GuestHelpers.pm`
+/// `get_unique_tags`): sorted and de-duplicated, and lower-cased unless the
+/// datacenter's `tag-style` is case-sensitive.
+pub(crate) fn same_tags_styled(live: Option<&str>, want: &str, case_sensitive: bool) -> bool {
+    let stored = |s: &str| {
+        crate::wire::TagSet::parse(s)
+            .ok()
+            .map(|t| t.as_pve_stores(case_sensitive))
+    };
+    stored(live.unwrap_or("")) == stored(want)
 }
 
 /// A description: PVE adds or drops surrounding blank lines; absent = empty.
@@ -378,11 +416,6 @@ pub(crate) fn text(v: Option<&String>) -> Option<ParamValue> {
     v.map(|s| s.trim())
         .filter(|s| !s.is_empty())
         .and_then(plain)
-}
-
-/// A boolean owned only when on.
-pub(crate) fn only_on(v: Option<bool>) -> Option<ParamValue> {
-    (v == Some(true)).then(|| ParamValue::Plain("1".into()))
 }
 
 /// A boolean owned in both states.

@@ -9,8 +9,7 @@
 //!   `serial0`, the cloud-init drive, the CD drive, `hostpciN`: PVE keeps
 //!   them pending, and the guest only sees them after a cold start.
 //! - `Reboot`: `vga`, `agent`, `acpi`, `tablet`, `hotplug`, `boot`, the
-//!   cloud-init data keys (read by the guest at boot), `efidisk0`'s
-//!   `pre-enrolled-keys` (enrolment takes effect at next boot [PROBE]) and
+//!   cloud-init data keys (read by the guest at boot) and
 //!   `spec.extra` keys (ProxOps cannot know whether PVE hot-applies them, so
 //!   they are written and left pending at worst).
 //! - `Live`: `name`, `description`, `tags`, `onboot`, `startup`,
@@ -32,8 +31,8 @@ use crate::repo::DesiredObject;
 use crate::wire::{Agent, Boot, PropToken, PropertyString, SshKeys};
 
 use super::owned::{
-    self, Form, Input, Key, Row, either, only_on, plain, same_dns_set, same_exact,
-    same_flag_off_by_default, same_flag_on_by_default, same_memory, same_trimmed, same_u32, text,
+    self, Form, Input, Key, Row, either, plain, same_dns_set, same_exact, same_flag_off_by_default,
+    same_flag_on_by_default, same_memory, same_trimmed, same_u32, text,
 };
 use super::resolve::{password, ssh_keys};
 use super::{Acc, Context, DriftError, rate_text, same_rate};
@@ -159,7 +158,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         "onboot",
         "spec.options.onboot",
         LIVE,
-        |i| Ok(only_on(options(i.spec).onboot)),
+        |i| Ok(either(options(i.spec).onboot)),
         same_flag_off_by_default,
         |cx, vm| inverse::flag_when_on(cx, "onboot", &mut options_mut(vm).onboot),
     )),
@@ -175,7 +174,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         "protection",
         "spec.options.protection",
         LIVE,
-        |i| Ok(only_on(options(i.spec).protection)),
+        |i| Ok(either(options(i.spec).protection)),
         same_flag_off_by_default,
         |cx, vm| inverse::flag_when_on(cx, "protection", &mut options_mut(vm).protection),
     )),
@@ -184,10 +183,11 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
             "agent",
             "spec.options.agent",
             REBOOT,
-            |i| Ok(only_on(options(i.spec).agent)),
-            |live, _| {
+            |i| Ok(either(options(i.spec).agent)),
+            |live, want| {
                 live.and_then(|l| Agent::parse(l).ok())
                     .is_some_and(|a| a.enabled)
+                    == (want == "1")
             },
             inverse::agent,
         )
@@ -197,7 +197,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         "acpi",
         "spec.options.acpi",
         REBOOT,
-        |i| Ok(only_on(options(i.spec).acpi)),
+        |i| Ok(either(options(i.spec).acpi)),
         same_flag_on_by_default,
         |cx, vm| inverse::flag_owned_on(cx, "acpi", &mut options_mut(vm).acpi),
     )),
@@ -205,7 +205,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         "tablet",
         "spec.options.tablet",
         REBOOT,
-        |i| Ok(only_on(options(i.spec).tablet)),
+        |i| Ok(either(options(i.spec).tablet)),
         same_flag_on_by_default,
         |cx, vm| inverse::flag_owned_on(cx, "tablet", &mut options_mut(vm).tablet),
     )),
@@ -337,63 +337,89 @@ fn cloud_init_list(
     (!l.is_empty()).then(|| ParamValue::Plain(l.join(" ")))
 }
 
-/// `nested-virt`: PVE 9 has no `nestedvirt` key, and `flags=+vmx`/`+svm`
-/// inside `cpu` depends on the host's CPU vendor, which ProxOps does not
-/// know. With `cpu.type: host` the host's virtualisation extensions already
-/// reach the guest, so nothing is sent; any other type fails closed.
-fn check_nested(obj: &DesiredObject, vm: &VmSpec) -> Result<(), DriftError> {
-    if options(vm).nested_virt == Some(true) && vm.cpu.cpu_type != "host" {
-        return Err(DriftError::Unsupported {
-            object: obj.r#ref.clone(),
-            field: "spec.options.nested-virt".into(),
-            message: format!(
-                "PVE has no nested-virtualisation key and the cpu flag (+vmx or +svm) depends on the host's CPU vendor: use cpu.type \"host\" (passes the host's extensions through) instead of {:?}",
-                vm.cpu.cpu_type
-            ),
-        });
-    }
-    Ok(())
+/// The CPU flag that turns nested virtualisation on for any CPU type, on
+/// either vendor (qemu-server >= 9.1, `QemuServer/CPUConfig.pm`).
+pub const NESTED_VIRT_FLAG: &str = "+nested-virt";
+
+/// `nested-virt`: with `cpu.type: host` the host's virtualisation
+/// extensions already reach the guest, so nothing is sent; any other type
+/// gets `flags=+nested-virt`.
+fn wants_nested_flag(vm: &VmSpec) -> bool {
+    options(vm).nested_virt == Some(true) && vm.cpu.cpu_type != "host"
 }
 
-/// `cpu`: the model, plus `hidden=1` when asked.
-pub(crate) fn cpu(obj: &DesiredObject, vm: &VmSpec) -> Result<String, DriftError> {
-    check_nested(obj, vm)?;
+/// `cpu`: the model, plus `hidden=1` and `flags=+nested-virt` when asked.
+pub(crate) fn cpu(_obj: &DesiredObject, vm: &VmSpec) -> Result<String, DriftError> {
     let mut v = vm.cpu.cpu_type.clone();
     if options(vm).hidden == Some(true) {
         v.push_str(",hidden=1");
     }
+    if wants_nested_flag(vm) {
+        v.push_str(",flags=");
+        v.push_str(NESTED_VIRT_FLAG);
+    }
     Ok(v)
 }
 
-/// The model and whether `hidden=1` is owned, from the desired `cpu` value.
-fn cpu_parts(want: &str) -> (&str, bool) {
-    match want.split_once(',') {
-        Some((model, rest)) => (model, rest == "hidden=1"),
-        None => (want, false),
-    }
+/// The model, whether `hidden=1` is owned and whether `+nested-virt` is,
+/// from the desired `cpu` value.
+fn cpu_parts(want: &str) -> (String, bool, bool) {
+    let p = PropertyString::parse(want).unwrap_or_default();
+    let model = p.positional().unwrap_or(want).to_owned();
+    let hidden = p.get("hidden") == Some("1");
+    let nested = p.get("flags") == Some(NESTED_VIRT_FLAG);
+    (model, hidden, nested)
 }
 
-/// `cpu`: the model always; `hidden` only when owned.
+/// The `;`-separated flags of a live `cpu` value.
+fn cpu_flags(live: &PropertyString) -> Vec<String> {
+    live.get("flags")
+        .map(|f| {
+            f.split(';')
+                .filter(|x| !x.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `cpu`: the model always; `hidden` and `+nested-virt` only when owned.
 fn same_cpu(live: Option<&str>, want: &str) -> bool {
-    let (model, hidden) = cpu_parts(want);
+    let (model, hidden, nested) = cpu_parts(want);
     let live_model = live.and_then(|c| head_of(c, "cputype"));
-    let live_hidden = live
-        .and_then(|c| PropertyString::parse(c).ok())
+    let parsed = live.and_then(|c| PropertyString::parse(c).ok());
+    let live_hidden = parsed
+        .as_ref()
         .and_then(|p| {
             p.get("hidden")
                 .map(|h| crate::wire::parse_bool(h).unwrap_or(false))
         })
         .unwrap_or(false);
-    live_model.as_deref() == Some(model) && (!hidden || live_hidden)
+    let live_nested = parsed
+        .as_ref()
+        .is_some_and(|p| cpu_flags(p).iter().any(|f| f == NESTED_VIRT_FLAG));
+    live_model.as_deref() == Some(model.as_str())
+        && (!hidden || live_hidden)
+        && (!nested || live_nested)
 }
 
-/// The live `cpu` with the desired model (and `hidden=1`), flags kept.
+/// The live `cpu` with the desired model (and `hidden=1`, and
+/// `+nested-virt` added to the live flags), other flags kept.
 fn write_cpu(live: Option<&str>, want: ParamValue) -> ParamValue {
-    let (model, hidden) = cpu_parts(want.expose());
-    let mut v = with_head(live, model, "cputype");
-    if hidden {
+    let (model, hidden, nested) = cpu_parts(want.expose());
+    let mut v = with_head(live, &model, "cputype");
+    if hidden || nested {
         let mut p = PropertyString::parse(&v).unwrap_or_default();
-        p.set("hidden", "1");
+        if hidden {
+            p.set("hidden", "1");
+        }
+        if nested {
+            let mut flags = cpu_flags(&p);
+            if !flags.iter().any(|f| f == NESTED_VIRT_FLAG) {
+                flags.push(NESTED_VIRT_FLAG.to_owned());
+            }
+            p.set("flags", &flags.join(";"));
+        }
         v = p.to_wire();
     }
     ParamValue::Plain(v)
@@ -437,11 +463,12 @@ fn write_type_head(live: Option<&str>, want: ParamValue) -> ParamValue {
 
 /// `agent`: the live form keeps PVE's other agent options.
 fn write_agent(live: Option<&str>, want: ParamValue) -> ParamValue {
+    let enabled = want.expose() == "1";
     live.and_then(|l| Agent::parse(l).ok())
         .map(|a| {
             ParamValue::Plain(
                 Agent {
-                    enabled: true,
+                    enabled,
                     extra: a.extra,
                 }
                 .to_wire(),

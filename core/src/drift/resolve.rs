@@ -99,12 +99,6 @@ pub fn resolve_clone_source(
             t.vmid
         )));
     }
-    if t.node != vm.node {
-        return Err(bad(format!(
-            "{r} lives on node {}, this VM on {}: a clone stays on the template's node",
-            t.node, vm.node
-        )));
-    }
     Ok(Some((t.vmid, t.node.clone())))
 }
 

@@ -38,7 +38,7 @@ impl Group {
     fn of(op: Op) -> Group {
         match op {
             Op::Create | Op::Clone | Op::Download | Op::MarkTemplate => Group::Create,
-            Op::Update => Group::Update,
+            Op::Update | Op::Resize => Group::Update,
             Op::Start | Op::Stop | Op::Reboot => Group::Power,
             Op::Prune => Group::Prune,
         }

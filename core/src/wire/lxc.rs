@@ -100,7 +100,7 @@ impl LxcNet {
                 pair("type", self.net_type.as_ref()),
                 pair("bridge", self.bridge.as_ref()),
                 pair("tag", self.tag.map(|t| t.to_string())),
-                pair("hwaddr", self.hwaddr.map(|m| m.to_wire())),
+                pair("hwaddr", self.hwaddr.as_ref().map(MacAddr::to_wire)),
                 pair("rate", self.rate.as_ref()),
                 pair_bool("firewall", self.firewall),
                 pair("ip", self.ip.as_ref()),
@@ -358,6 +358,8 @@ mod tests {
 
     #[test]
     fn lxc_nic_requires_name_first_and_writes_documented_order() {
+        // The hwaddr keeps PVE's spelling (pve-container src/PVE/LXC.pm
+        // `update_net` compares it as text).
         let n = LxcNet::parse(
             "name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:AA:BB:CC,ip=dhcp,type=veth",
         )
@@ -365,7 +367,7 @@ mod tests {
         assert_eq!(n.name, "eth0");
         assert_eq!(
             n.to_wire(),
-            "name=eth0,type=veth,bridge=vmbr0,hwaddr=bc:24:11:aa:bb:cc,firewall=1,ip=dhcp"
+            "name=eth0,type=veth,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC,firewall=1,ip=dhcp"
         );
         assert!(LxcNet::parse("veth,bridge=vmbr0").is_err());
         assert!(LxcNet::parse("bridge=vmbr0").is_err());

@@ -63,10 +63,18 @@ impl Volid {
     }
 }
 
-/// A MAC address; read in either case (real PVE reports both), written
-/// lower-case.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
-pub struct MacAddr(pub [u8; 6]);
+/// A MAC address, read in either case and written as it was spelled. Two
+/// spellings of one address are equal: PVE generates upper-case MACs
+/// (pve-common `Tools.pm` `random_ether_addr`) and compares the text when
+/// a NIC is updated, so a container's veth is re-created when the spelling
+/// alone changes (pve-container `LXC.pm` `update_net`); a write therefore
+/// keeps the live spelling of an unchanged address.
+#[derive(Debug, Clone, serde::Serialize)]
+#[serde(into = "String")]
+pub struct MacAddr {
+    octets: [u8; 6],
+    spelling: String,
+}
 
 impl MacAddr {
     pub fn parse(s: &str) -> Result<MacAddr, WireError> {
@@ -83,15 +91,51 @@ impl MacAddr {
         if parts.next().is_some() {
             return Err(bad());
         }
-        Ok(MacAddr(out))
+        Ok(MacAddr {
+            octets: out,
+            spelling: s.trim().to_owned(),
+        })
     }
 
+    pub fn octets(&self) -> [u8; 6] {
+        self.octets
+    }
+
+    /// The address as it was spelled (PVE's spelling for a live one).
     pub fn to_wire(&self) -> String {
-        self.0
-            .iter()
-            .map(|b| format!("{b:02x}"))
-            .collect::<Vec<_>>()
-            .join(":")
+        self.spelling.clone()
+    }
+}
+
+impl From<MacAddr> for String {
+    fn from(m: MacAddr) -> String {
+        m.spelling
+    }
+}
+
+impl PartialEq for MacAddr {
+    fn eq(&self, other: &MacAddr) -> bool {
+        self.octets == other.octets
+    }
+}
+
+impl Eq for MacAddr {}
+
+impl std::hash::Hash for MacAddr {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        self.octets.hash(state);
+    }
+}
+
+impl PartialOrd for MacAddr {
+    fn partial_cmp(&self, other: &MacAddr) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for MacAddr {
+    fn cmp(&self, other: &MacAddr) -> std::cmp::Ordering {
+        self.octets.cmp(&other.octets)
     }
 }
 
@@ -406,7 +450,8 @@ pub struct QemuNet {
     pub mac: Option<MacAddr>,
     pub bridge: Option<String>,
     pub tag: Option<u16>,
-    /// MBit/s as PVE wrote it (may be fractional).
+    /// MB/s (megabytes per second; qemu-server `Network.pm`
+    /// `tap_rate_limit`) as PVE wrote it (may be fractional).
     pub rate: Option<String>,
     pub firewall: Option<bool>,
     pub extra: Vec<PropToken>,
@@ -887,12 +932,15 @@ mod tests {
     }
 
     #[test]
-    fn qemu_net_reads_mac_in_either_case_and_writes_lower() {
+    fn qemu_net_reads_mac_in_either_case_and_keeps_its_spelling() {
+        // pve-common src/PVE/Tools.pm `random_ether_addr` generates upper
+        // case; the address compares equal in either spelling, and is
+        // written back as PVE spelled it.
         let n = QemuNet::parse("virtio=A2:7B:45:48:9C:E5,bridge=vmbr0,tag=103").unwrap();
         assert_eq!(n.model, "virtio");
         assert_eq!(n.mac, Some(MacAddr::parse("a2:7b:45:48:9c:e5").unwrap()));
         assert_eq!(n.tag, Some(103));
-        assert_eq!(n.to_wire(), "virtio=a2:7b:45:48:9c:e5,bridge=vmbr0,tag=103");
+        assert_eq!(n.to_wire(), "virtio=A2:7B:45:48:9C:E5,bridge=vmbr0,tag=103");
         let n = QemuNet::parse("virtio=bc:24:11:4e:8f:d1,bridge=vmbr0,firewall=1").unwrap();
         assert_eq!(n.firewall, Some(true));
         round_trip(

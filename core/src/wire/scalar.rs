@@ -10,7 +10,9 @@ const GIB: u128 = 1 << 30;
 
 /// A size in bytes. PVE writes sizes as a number with a binary suffix
 /// (`32G`, `1M`, `528K`, `1.5T`) or as plain bytes.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize, serde::Deserialize,
+)]
 #[serde(transparent)]
 pub struct Bytes(pub u64);
 

@@ -73,6 +73,21 @@ impl TagSet {
         self.0.iter()
     }
 
+    /// The set as PVE stores it (pve-guest-common `GuestHelpers.pm`
+    /// `get_unique_tags`): each tag lower-cased unless the datacenter's
+    /// `tag-style` is case-sensitive, duplicates dropped.
+    pub fn as_pve_stores(&self, case_sensitive: bool) -> TagSet {
+        if case_sensitive {
+            return self.clone();
+        }
+        TagSet(
+            self.0
+                .iter()
+                .map(|t| Tag(t.0.to_ascii_lowercase()))
+                .collect(),
+        )
+    }
+
     /// Sorted, `;`-joined: PVE's own storage form.
     pub fn to_wire(&self) -> String {
         self.0.iter().map(Tag::as_str).collect::<Vec<_>>().join(";")
@@ -112,6 +127,16 @@ mod tests {
         assert!(t.has("proxops") && t.has("proxops-noprune") && t.has("WEB"));
         assert!(!t.contains("proxops"));
         assert!(!t.has("proxop") && !t.has("pveconform"));
+    }
+
+    // pve-guest-common src/PVE/GuestHelpers.pm `get_unique_tags`: split on
+    // `[,;\s]`, lower-cased unless tag-style is case-sensitive, sorted,
+    // de-duplicated, joined with `;`.
+    #[test]
+    fn stored_form_lower_cases_and_dedups_unless_case_sensitive() {
+        let t = TagSet::parse("Web;prod web,PROD").unwrap();
+        assert_eq!(t.as_pve_stores(false).to_wire(), "prod;web");
+        assert_eq!(t.as_pve_stores(true).to_wire(), "PROD;Web;prod;web");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_core::config::Overrides;
+use proxops_core::diag::Diagnostic;
 use proxops_core::drift::{CloudInitSecrets, Context, Drift, guest_drift};
 use proxops_core::live::{GuestType, LiveConfig, LiveGuest, Power};
 use proxops_core::names::{NodeName, Vmid};
@@ -27,8 +28,24 @@ fn field<'a>(doc: &'a str, key: &str) -> &'a str {
 /// One cluster `t` on node `pve1` holding the artifacts plus `manifests`
 /// (full YAML documents), loaded and validated like a real repository.
 pub fn cluster(manifests: &[&str]) -> ClusterDesired {
+    match load_cluster("", manifests) {
+        Ok(c) => c,
+        Err(d) => panic!("cluster refused: {d:#?}"),
+    }
+}
+
+/// `cluster`, with `config_extra` (lines indented for the cluster entry,
+/// e.g. `"      tag-style: case-sensitive\n"`) in its configuration; the
+/// diagnostics when the repository is refused.
+pub fn load_cluster(
+    config_extra: &str,
+    manifests: &[&str],
+) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let mut files: BTreeMap<String, Vec<u8>> = BTreeMap::new();
-    files.insert("clusters/t/config.yaml".into(), b"pve:\n  clusters:\n    t:\n      base-url: https://pve.example.org:8006\n      nodes: [pve1]\n".to_vec());
+    files.insert(
+        "clusters/t/config.yaml".into(),
+        format!("pve:\n  clusters:\n    t:\n      base-url: https://pve.example.org:8006\n      nodes: [pve1]\n{config_extra}").into_bytes(),
+    );
     let mut listed = Vec::new();
     for doc in ARTIFACTS.iter().chain(manifests) {
         let kind = field(doc, "kind:").to_ascii_lowercase();
@@ -44,22 +61,33 @@ pub fn cluster(manifests: &[&str]) -> ClusterDesired {
         "clusters/t/resources.yaml".into(),
         format!("resources:\n{}", listed.concat()).into_bytes(),
     );
+    load_files(&files)
+}
+
+/// The one cluster `t` of a repository given as its files.
+pub fn load_files(files: &BTreeMap<String, Vec<u8>>) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let dirs: BTreeSet<String> = ["t".to_owned()].into();
-    let loaded = match repo::load(
+    let loaded = repo::load(
         RepoInput {
-            files: &files,
+            files,
             cluster_dirs: &dirs,
         },
         None,
         &Overrides::default(),
-    ) {
-        Ok(l) => l,
-        Err(d) => panic!("repository refused: {d:#?}"),
-    };
-    match loaded.clusters.into_values().next().unwrap() {
-        Ok(c) => c,
-        Err(d) => panic!("cluster refused: {d:#?}"),
+    )?;
+    loaded.clusters.into_values().next().unwrap()
+}
+
+/// `base` with the keys of `extra` set (a `null` removes the key).
+pub fn with(mut base: serde_json::Value, extra: serde_json::Value) -> serde_json::Value {
+    for (k, v) in extra.as_object().unwrap() {
+        if v.is_null() {
+            base.as_object_mut().unwrap().remove(k);
+        } else {
+            base[k] = v.clone();
+        }
     }
+    base
 }
 
 pub fn object<'a>(c: &'a ClusterDesired, name: &str) -> &'a DesiredObject {

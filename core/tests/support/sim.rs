@@ -4,14 +4,22 @@
 //! What it reproduces: create allocates volumes (`<pool>:<GiB>` →
 //! `<pool>:vm-<id>-disk-<n>,<opts>,size=<N>G`; `import-from` →
 //! `<pool>:vm-<id>-disk-<n>,size=3G`, the import not re-reported; cloud-init
-//! → `<pool>:vm-<id>-cloudinit,media=cdrom`), assigns upper-case MACs to
-//! unpinned NICs, stores `tags` `;`-sorted, keeps `memory` as text, reports
+//! → `<pool>:vm-<id>-cloudinit,media=cdrom`, and a second cloud-init drive
+//! refused as qemu-server `API2/Qemu.pm` `create_disks` refuses it),
+//! assigns upper-case MACs to unpinned NICs (pve-common `Tools.pm`
+//! `random_ether_addr`) and keeps a given MAC as spelled, stores `tags` as
+//! pve-guest-common `GuestHelpers.pm` `get_unique_tags` does (lower-cased,
+//! sorted, de-duplicated, `;`-joined), stores a download under the name
+//! pve-storage `Storage.pm` `normalize_content_filename` makes, writes
+//! `unprivileged` only when set (pve-container `API2/LXC.pm`: absent is
+//! privileged), keeps `memory` as text, reports
 //! `cipassword` as the `**********` mask, adds `meta`/`smbios1`/`vmgenid`
 //! and a default `boot`; template marking renames `vm-` → `base-`; a full
 //! clone copies the config (not `name`) with fresh MACs and renamed volumes;
 //! config updates set and delete keys, keeping live forms as sent (and
 //! allocating a create form written into an empty slot); start/stop flip
-//! power; delete removes the guest; download adds a content entry.
+//! power; delete removes the guest; download adds a content entry; resize
+//! writes the grown `size=`.
 //!
 //! Pending semantics (PVE 9, from Proxmox's source; each rule cites it in
 //! `takes_live`): a config write to a running guest applies at once only
@@ -41,7 +49,20 @@ pub const PASSWORD_MASK: &str = "**********";
 
 /// Applies `work` for `target` on `node`. Panics on what PVE would refuse
 /// outright (unknown guest, clone source missing): tests should not do that.
+/// Tags are stored as under PVE's default (lower-case) tag style.
 pub fn apply(snapshot: &mut LiveSnapshot, node: &NodeName, target: &Target, work: &Work) {
+    apply_styled(snapshot, node, target, work, false);
+}
+
+/// `apply` on a PVE whose datacenter `tag-style` is case-sensitive when
+/// `case_sensitive_tags` (tags then keep their case).
+pub fn apply_styled(
+    snapshot: &mut LiveSnapshot,
+    node: &NodeName,
+    target: &Target,
+    work: &Work,
+    case_sensitive_tags: bool,
+) {
     snapshot
         .nodes
         .entry(node.clone())
@@ -49,9 +70,9 @@ pub fn apply(snapshot: &mut LiveSnapshot, node: &NodeName, target: &Target, work
     match work {
         Work::Download { storage, params } => {
             let content = param(params, "content").unwrap_or("iso").to_owned();
-            let filename = param(params, "filename")
-                .expect("download needs a filename")
-                .to_owned();
+            let filename = proxops_core::names::pve_content_filename(
+                param(params, "filename").expect("download needs a filename"),
+            );
             let entry = snapshot
                 .storage
                 .entry((node.clone(), storage.clone()))
@@ -69,12 +90,21 @@ pub fn apply(snapshot: &mut LiveSnapshot, node: &NodeName, target: &Target, work
             let Target::Guest(vmid) = target else {
                 panic!("guest work needs a guest target")
             };
-            apply_guest(snapshot, node, *vmid, work);
+            apply_guest(snapshot, node, *vmid, work, case_sensitive_tags);
         }
     }
 }
 
-fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &Work) {
+fn apply_guest(
+    snapshot: &mut LiveSnapshot,
+    node: &NodeName,
+    vmid: Vmid,
+    work: &Work,
+    case_sensitive_tags: bool,
+) {
+    let store = |cfg: &mut LiveConfig, gt, vmid, k: &str, v: &str, counter: &mut u32| {
+        store(cfg, gt, vmid, k, v, counter, case_sensitive_tags)
+    };
     let key = (node.clone(), vmid);
     match work {
         Work::CreateGuest {
@@ -98,9 +128,6 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
             if *guest_type == GuestType::Qemu {
                 qemu_defaults(&mut cfg, vmid);
             } else {
-                cfg.values
-                    .entry("unprivileged".into())
-                    .or_insert_with(|| "1".into());
                 cfg.values
                     .entry("arch".into())
                     .or_insert_with(|| "amd64".into());
@@ -261,6 +288,31 @@ fn apply_guest(snapshot: &mut LiveSnapshot, node: &NodeName, vmid: Vmid, work: &
             if !protected {
                 snapshot.guests.remove(&key);
             }
+        }
+        Work::Resize { disk, size, .. } => {
+            // qemu-server and pve-container `resize_vm`: the volume grows
+            // and the key's `size=` says the new size; never smaller.
+            let g = snapshot.guests.get_mut(&key).expect("no such guest");
+            let mut cfg = g.config.clone().unwrap();
+            let live = cfg.get(disk).expect("no such disk").to_owned();
+            let value = match g.guest_type {
+                GuestType::Qemu => {
+                    let mut d = Drive::parse(&live).unwrap();
+                    assert!(d.size.is_none_or(|s| s <= *size), "PVE cannot shrink");
+                    d.size = Some(*size);
+                    d.to_wire()
+                }
+                GuestType::Lxc => match LxcMount::parse(&live).unwrap() {
+                    LxcMount::Allocated(mut m) => {
+                        assert!(m.size.is_none_or(|s| s <= *size), "PVE cannot shrink");
+                        m.size = Some(*size);
+                        m.to_wire()
+                    }
+                    LxcMount::Bind(_) => panic!("a bind mount has no size"),
+                },
+            };
+            cfg.values.insert(disk.clone(), value);
+            g.config = Ok(cfg);
         }
         Work::Download { .. } => unreachable!(),
     }
@@ -457,21 +509,13 @@ fn fresh_mac(gt: GuestType, value: &str, vmid: Vmid, slot: u32) -> String {
     }
 }
 
-/// PVE reports MACs upper-case (`virtio=BC:24:11:…`); drift must not care.
+/// A NIC as PVE stores it: the MAC as spelled (generated ones upper-case).
 fn upper_mac_qemu(n: &QemuNet) -> String {
-    let w = n.to_wire();
-    match &n.mac {
-        Some(m) => w.replacen(&m.to_wire(), &m.to_wire().to_ascii_uppercase(), 1),
-        None => w,
-    }
+    n.to_wire()
 }
 
 fn upper_mac_lxc(n: &LxcNet) -> String {
-    let w = n.to_wire();
-    match &n.hwaddr {
-        Some(m) => w.replacen(&m.to_wire(), &m.to_wire().to_ascii_uppercase(), 1),
-        None => w,
-    }
+    n.to_wire()
 }
 
 fn next_disk_number(cfg: &LiveConfig, vmid: Vmid) -> u32 {
@@ -500,9 +544,20 @@ fn allocate(storage: &StorageId, vmid: Vmid, counter: &mut u32) -> DriveVolume {
 }
 
 /// Stores one key as PVE would after a create or config write.
-fn store(cfg: &mut LiveConfig, gt: GuestType, vmid: Vmid, k: &str, v: &str, counter: &mut u32) {
+fn store(
+    cfg: &mut LiveConfig,
+    gt: GuestType,
+    vmid: Vmid,
+    k: &str,
+    v: &str,
+    counter: &mut u32,
+    case_sensitive_tags: bool,
+) {
     let value = match (gt, k) {
-        (_, "tags") => TagSet::parse(v).unwrap().to_wire(),
+        (_, "tags") => TagSet::parse(v)
+            .unwrap()
+            .as_pve_stores(case_sensitive_tags)
+            .to_wire(),
         (_, "cipassword") => PASSWORD_MASK.to_owned(),
         (GuestType::Lxc, "nameserver" | "searchdomain") => v.replace(',', " "),
         (GuestType::Qemu, "efidisk0") => {
@@ -538,6 +593,13 @@ fn store(cfg: &mut LiveConfig, gt: GuestType, vmid: Vmid, k: &str, v: &str, coun
                     });
                 }
                 DriveVolume::CloudInitCreate { storage } => {
+                    if let Some((slot, _)) = cfg.values.iter().find(|(other, value)| {
+                        other.as_str() != k
+                            && is_disk_slot(other)
+                            && Drive::parse(value).is_ok_and(|d| d.is_cloudinit())
+                    }) {
+                        panic!("cloud-init drive is already attached at '{slot}'");
+                    }
                     d.volume = DriveVolume::Volume(Volid {
                         storage,
                         volname: format!("vm-{vmid}-cloudinit"),

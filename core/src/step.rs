@@ -1,0 +1,1167 @@
+//! The PVE step protocol: the calls one action makes, in order, and what
+//! PVE's answers mean (spec §14.1, §14.2), as a sans-IO machine in the
+//! manner of quinn-proto.
+//!
+//! Owns, for every [`Work`]: the sequence of PVE calls (create then mark
+//! template; clone, configure, start; shut down, re-read the config, write,
+//! start; delete treating "gone" as done), following the tasks PVE starts
+//! until their deadline, graceful power (`status/shutdown` with a timeout,
+//! `status/stop` only when the cluster's policy allows it after that
+//! timeout), the power state read back from `status/current`, and the one
+//! classification of PVE's error text ([`classify`]) that the adapters'
+//! retry policy reuses.
+//!
+//! Call order: [`Step::new`]; then repeatedly [`Step::poll_request`] for the
+//! next call to send (its answer goes to [`Step::handle_answer`]), and when
+//! it has none, wait until [`Step::poll_timeout`] and call
+//! [`Step::handle_timeout`]; [`Step::outcome`] is `Some` when the action
+//! has ended. At most one call is in flight.
+//!
+//! **Architecture Invariant:** no I/O and no clock: the driver passes `now`
+//! (an [`Instant`] it measures from an origin of its own). Form values stay
+//! [`ParamValue`]s; only the driver exposes a secret, at send time. The
+//! protocol never retries a call (the next cycle re-plans), never sends
+//! `forceStop`, `skiplock` or a delete's `force`, and sends `status/stop`
+//! only after a shutdown that did not finish, when the cluster's
+//! `force-stop-after-timeout` says so.
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::action::{Action, Params, Target, Work};
+use crate::exec::Outcome;
+use crate::live::GuestType;
+use crate::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
+use crate::names::NodeName;
+use crate::repo::ClusterDesired;
+
+/// A point in time the driver measures from an origin of its own (a
+/// monotonic clock's start). Core reads no clock: only differences count.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Instant(Duration);
+
+impl Instant {
+    /// The instant `since` after the driver's origin.
+    pub fn from_origin(since: Duration) -> Instant {
+        Instant(since)
+    }
+
+    /// How long after the driver's origin.
+    pub fn since_origin(self) -> Duration {
+        self.0
+    }
+
+    /// `self − earlier`, zero when `earlier` is later.
+    pub fn saturating_duration_since(self, earlier: Instant) -> Duration {
+        self.0.saturating_sub(earlier.0)
+    }
+
+    fn after(self, d: Duration) -> Instant {
+        Instant(self.0.saturating_add(d))
+    }
+}
+
+/// HTTP method of a PVE API call.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Method {
+    Get,
+    Post,
+    Put,
+    Delete,
+}
+
+impl Method {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Post => "POST",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+        }
+    }
+
+    pub fn parse(s: &str) -> Option<Method> {
+        match s {
+            "GET" => Some(Method::Get),
+            "POST" => Some(Method::Post),
+            "PUT" => Some(Method::Put),
+            "DELETE" => Some(Method::Delete),
+            _ => None,
+        }
+    }
+
+    pub fn is_write(self) -> bool {
+        self != Method::Get
+    }
+}
+
+impl fmt::Display for Method {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Percent-encodes one path segment (a node name, a storage id, a UPID).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
+}
+
+/// One call the protocol asks the driver to send. `path` is below
+/// `/api2/json`, its data segments already encoded. Secrets in `form` are
+/// exposed by the driver only as it sends them ([`Params::to_wire`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Call {
+    pub method: Method,
+    pub path: String,
+    pub form: Params,
+}
+
+impl Call {
+    fn new(method: Method, path: String) -> Call {
+        Call {
+            method,
+            path,
+            form: Params::new(),
+        }
+    }
+
+    fn with_form(method: Method, path: String, form: Params) -> Call {
+        Call { method, path, form }
+    }
+
+    /// `POST /nodes/…` as errors name the call.
+    pub fn what(&self) -> String {
+        format!("{} {}", self.method, self.path)
+    }
+}
+
+/// PVE's answer to one call, as the driver hands it in.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Answer {
+    /// A 2xx answer: the envelope's `data` (`null` when absent).
+    Data(Value),
+    /// Anything else, classified once by [`classify`] (or
+    /// [`PveError::NoAnswer`] / [`PveError::NotSent`] from the transport).
+    Error(PveError),
+}
+
+/// What a PVE error means to ProxOps: the one reading of PVE's text.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum PveError {
+    /// The addressed object is not there: 404, or PVE's 5xx wording
+    /// ("does not exist", "no such …", "unable to parse worker upid").
+    #[error("{text}")]
+    NotFound { text: String },
+    /// A shutdown or reboot of a guest that is not running.
+    #[error("{text}")]
+    NotRunning { text: String },
+    /// The guest holds a lock (backup, migrate, snapshot, suspended, …):
+    /// "VM is locked (backup)". Clears when that operation ends.
+    #[error("{text}")]
+    Locked { text: String },
+    /// Another task holds the guest's config lock file: "can't lock file
+    /// … got timeout". Short-lived.
+    #[error("{text}")]
+    ConfigLockTimeout { text: String },
+    /// The config changed between our read and our write (digest mismatch).
+    #[error("{text}")]
+    ChangedUnderUs { text: String },
+    /// PVE is busy or partly unreachable: an operation already in progress,
+    /// no quorum, a node behind the proxy not answering (595, 596).
+    #[error("{text}")]
+    Busy { text: String },
+    /// No HTTP answer at all (connection refused, reset, timed out).
+    #[error("{text}")]
+    NoAnswer { text: String },
+    /// The transport sent nothing and another attempt would not help
+    /// (TLS refused, credentials refused, read-only, not in a recording).
+    #[error("{text}")]
+    NotSent { text: String },
+    /// A task ended with an exit status other than OK or `WARNINGS: n`.
+    #[error("task {upid} failed: {exitstatus}")]
+    TaskFailed { upid: String, exitstatus: String },
+    /// A task was still running at its deadline.
+    #[error(
+        "task {upid} still not finished after {}s, the {timeout} (last seen: {last})",
+        .after.as_secs()
+    )]
+    TaskTimedOut {
+        upid: String,
+        after: Duration,
+        timeout: TimeoutName,
+        last: String,
+    },
+    /// Any other refusal, with PVE's status and text.
+    #[error("{text}")]
+    Refused { status: u16, text: String },
+}
+
+impl PveError {
+    /// Expected to clear by itself: the next cycle tries again.
+    pub fn is_transient(&self) -> bool {
+        matches!(
+            self,
+            PveError::Locked { .. }
+                | PveError::ConfigLockTimeout { .. }
+                | PveError::Busy { .. }
+                | PveError::NoAnswer { .. }
+                | PveError::TaskTimedOut { .. }
+        )
+    }
+
+    /// A task's failure, read like PVE's other errors: a lock or a digest
+    /// mismatch inside a task means what it means on a synchronous call.
+    pub fn from_task_exit(upid: &str, exitstatus: &str) -> PveError {
+        let shown = if exitstatus.is_empty() {
+            "no exit status"
+        } else {
+            exitstatus
+        };
+        let failed = PveError::TaskFailed {
+            upid: upid.to_owned(),
+            exitstatus: shown.to_owned(),
+        };
+        let text = failed.to_string();
+        let lower = exitstatus.to_lowercase();
+        match classify_text(&lower, &text) {
+            Some(e) => e,
+            None if lower.contains("does not exist") || lower.contains("no such") => {
+                PveError::NotFound { text }
+            }
+            None => failed,
+        }
+    }
+}
+
+/// Reads one non-2xx answer: its status and PVE's text (reason phrase,
+/// message, field errors). The one place PVE's wording is interpreted; the
+/// retry policy, the step protocol and every other reader use it.
+pub fn classify(status: u16, message: &str) -> PveError {
+    let text = if message.trim().is_empty() {
+        format!("HTTP {status}")
+    } else {
+        format!("HTTP {status} {}", message.trim())
+    };
+    let lower = message.to_lowercase();
+    if status == 404 {
+        return PveError::NotFound { text };
+    }
+    // A 4xx names a parameter ("storage 'x' does not exist"), not absence.
+    if status >= 500
+        && (lower.contains("does not exist")
+            || lower.contains("no such")
+            || lower.contains("unable to parse worker upid"))
+    {
+        return PveError::NotFound { text };
+    }
+    if let Some(e) = classify_text(&lower, &text) {
+        return e;
+    }
+    if matches!(status, 595 | 596) {
+        return PveError::Busy { text };
+    }
+    PveError::Refused { status, text }
+}
+
+/// The wordings that mean the same whatever the status or wherever they
+/// appear (an HTTP error or a task's exit status).
+fn classify_text(lower: &str, text: &str) -> Option<PveError> {
+    let text = text.to_owned();
+    let changed = [
+        "checksum mismatch",
+        "digest mismatch",
+        "detected modified configuration",
+        "file changed by other user",
+        "file change by other user",
+    ];
+    if changed.iter().any(|m| lower.contains(m)) {
+        return Some(PveError::ChangedUnderUs { text });
+    }
+    if lower.contains("can't lock file") && lower.contains("got timeout") {
+        return Some(PveError::ConfigLockTimeout { text });
+    }
+    // pve-guest-common `AbstractConfig.pm` `check_lock`: "VM is locked (backup)";
+    // some callers name the id ("VM 100 is locked (…)").
+    if lower.contains("vm is locked")
+        || lower.contains("ct is locked")
+        || lower.contains(" is locked (")
+    {
+        return Some(PveError::Locked { text });
+    }
+    if lower.contains("operation already in progress") || lower.contains("no quorum") {
+        return Some(PveError::Busy { text });
+    }
+    if lower.contains(" not running") {
+        return Some(PveError::NotRunning { text });
+    }
+    None
+}
+
+/// Which configured limit a deadline came from, so a timeout names it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TimeoutName {
+    /// `reconcile.task-timeout`.
+    Task(Duration),
+    /// The cluster's `shutdown-timeout` (`reconcile.shutdown-timeout`).
+    Shutdown(Duration),
+    /// The guest's `proxops/shutdown-timeout` annotation.
+    ShutdownAnnotation(Duration),
+}
+
+impl fmt::Display for TimeoutName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            TimeoutName::Task(d) => write!(f, "reconcile.task-timeout of {}s", d.as_secs()),
+            TimeoutName::Shutdown(d) => write!(f, "shutdown-timeout of {}s", d.as_secs()),
+            TimeoutName::ShutdownAnnotation(d) => {
+                write!(f, "{ANNOTATION_SHUTDOWN_TIMEOUT} of {}s", d.as_secs())
+            }
+        }
+    }
+}
+
+/// How a guest is powered off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PowerPolicy {
+    /// How long PVE's shutdown task waits for the guest (its `timeout=`).
+    pub shutdown_timeout: Duration,
+    /// Whether the timeout came from the guest's annotation.
+    pub from_annotation: bool,
+    /// After a shutdown that did not finish: `status/stop` (a hard stop)
+    /// instead of failing with the guest left running.
+    pub force_stop_after_timeout: bool,
+}
+
+impl PowerPolicy {
+    /// `reconcile.shutdown-timeout`'s default: long enough for a guest OS
+    /// to flush and stop its services, short enough that a guest ignoring
+    /// ACPI does not hold the cycle for long.
+    pub const DEFAULT_SHUTDOWN_TIMEOUT: Duration = Duration::from_secs(180);
+
+    pub fn new(shutdown_timeout: Duration, force_stop_after_timeout: bool) -> PowerPolicy {
+        PowerPolicy {
+            shutdown_timeout,
+            from_annotation: false,
+            force_stop_after_timeout,
+        }
+    }
+
+    /// The policy for one action: the desired object's
+    /// `proxops/shutdown-timeout` annotation, when it has a valid one,
+    /// wins over the cluster's timeout.
+    pub fn for_action(self, desired: &ClusterDesired, action: &Action) -> PowerPolicy {
+        let annotated = action
+            .object
+            .as_ref()
+            .and_then(|r| desired.get(r))
+            .and_then(|o| o.metadata.shutdown_timeout());
+        match annotated {
+            Some(t) => PowerPolicy {
+                shutdown_timeout: t,
+                from_annotation: true,
+                ..self
+            },
+            None => self,
+        }
+    }
+
+    fn timeout_name(&self) -> TimeoutName {
+        if self.from_annotation {
+            TimeoutName::ShutdownAnnotation(self.shutdown_timeout)
+        } else {
+            TimeoutName::Shutdown(self.shutdown_timeout)
+        }
+    }
+}
+
+impl Default for PowerPolicy {
+    fn default() -> PowerPolicy {
+        PowerPolicy::new(PowerPolicy::DEFAULT_SHUTDOWN_TIMEOUT, false)
+    }
+}
+
+/// The limits one action runs under.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StepSettings {
+    /// The longest wait for one PVE task (`reconcile.task-timeout`).
+    pub task_timeout: Duration,
+    pub power: PowerPolicy,
+}
+
+/// The first task status read comes this long after the task started
+/// (most tasks PVE runs for ProxOps end within it)…
+pub const FIRST_TASK_POLL: Duration = Duration::from_millis(100);
+/// …then the wait doubles up to this, so a 20-minute clone costs a few
+/// hundred reads, not thousands.
+pub const MAX_TASK_POLL: Duration = Duration::from_secs(5);
+/// PVE's shutdown task gives up at its own `timeout`; ProxOps follows it
+/// this much longer before calling it lost.
+pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+
+/// The power state a read of `status/current` must confirm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Power {
+    Running,
+    Stopped,
+}
+
+/// One thing an action does, in order. Sequences are lists of these.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Stage {
+    /// A write; a UPID answer is a task followed to its end. With
+    /// `gone_is_done`, "not found" ends the whole action as done (a delete
+    /// that already happened). `fresh_digest`: a config write that carries
+    /// the digest re-read after a power-off instead of the planner's.
+    Write {
+        call: Call,
+        gone_is_done: bool,
+        fresh_digest: bool,
+    },
+    /// `status/shutdown` with `timeout=`; when it does not finish, either
+    /// `status/stop` (policy) or the action fails, guest left running.
+    Shutdown { guest: String, gone_is_done: bool },
+    /// `status/stop`, only after a shutdown that did not finish.
+    ForceStop { guest: String },
+    /// `status/start`. `restores`: starts a guest this action stopped,
+    /// even after a later step failed.
+    Start { guest: String, restores: bool },
+    /// `GET …/config`: the digest the next config write carries.
+    ReadDigest { guest: String },
+    /// `GET …/status/current`: PVE's own word on the power state.
+    Confirm {
+        guest: String,
+        want: Power,
+        restores: bool,
+    },
+}
+
+impl Stage {
+    fn restores(&self) -> bool {
+        matches!(
+            self,
+            Stage::Start { restores: true, .. } | Stage::Confirm { restores: true, .. }
+        )
+    }
+
+    fn call(&self, power: &PowerPolicy, digest: Option<&str>) -> Call {
+        match self {
+            Stage::Write {
+                call, fresh_digest, ..
+            } => {
+                let mut call = call.clone();
+                if *fresh_digest && let Some(d) = digest.filter(|d| !d.is_empty()) {
+                    call.form.push("digest", d);
+                }
+                call
+            }
+            Stage::Shutdown { guest, .. } => {
+                let mut form = Params::new();
+                form.push("timeout", power.shutdown_timeout.as_secs().to_string());
+                Call::with_form(Method::Post, format!("{guest}/status/shutdown"), form)
+            }
+            Stage::ForceStop { guest } => Call::new(Method::Post, format!("{guest}/status/stop")),
+            Stage::Start { guest, .. } => Call::new(Method::Post, format!("{guest}/status/start")),
+            Stage::ReadDigest { guest } => Call::new(Method::Get, format!("{guest}/config")),
+            Stage::Confirm { guest, .. } => {
+                Call::new(Method::Get, format!("{guest}/status/current"))
+            }
+        }
+    }
+}
+
+/// Following one task: when to read its status next and when to give up.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct TaskWatch {
+    upid: String,
+    status_path: String,
+    started: Instant,
+    next_read: Instant,
+    interval: Duration,
+    deadline: Instant,
+    timeout: TimeoutName,
+    /// What the last status read saw.
+    last: String,
+    /// The last status read found it running, at `last_read`.
+    running: bool,
+    last_read: Instant,
+}
+
+/// Where the current stage is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Phase {
+    /// Its call is to be sent.
+    Ready,
+    /// Its call is sent; its answer is awaited.
+    Sent(Call),
+    /// Following its task; `reading` while a status read is in flight.
+    Task { watch: TaskWatch, reading: bool },
+}
+
+/// The step protocol of one action. See the module docs for call order.
+#[derive(Debug, Clone)]
+pub struct Step {
+    settings: StepSettings,
+    node: NodeName,
+    stages: VecDeque<Stage>,
+    phase: Phase,
+    /// The digest of the config re-read after a power-off.
+    digest: Option<String>,
+    /// This action powered the guest off (a restore start may follow a
+    /// failure).
+    stopped_by_us: bool,
+    /// The first failure; restore stages may still run after it.
+    failure: Option<Outcome>,
+    outcome: Option<Outcome>,
+    upids: Vec<String>,
+}
+
+impl Step {
+    /// The protocol for `action`; nothing is sent before `poll_request`.
+    pub fn new(action: &Action, settings: StepSettings) -> Step {
+        let (stages, outcome) = match stages(action) {
+            Ok(stages) => (stages, None),
+            Err(error) => (
+                VecDeque::new(),
+                Some(Outcome::Failed {
+                    error,
+                    transient: false,
+                }),
+            ),
+        };
+        let mut step = Step {
+            settings,
+            node: action.node.clone(),
+            stages,
+            phase: Phase::Ready,
+            digest: None,
+            stopped_by_us: false,
+            failure: None,
+            outcome,
+            upids: Vec::new(),
+        };
+        step.finish_if_empty();
+        step
+    }
+
+    /// How the action ended, once it has.
+    pub fn outcome(&self) -> Option<&Outcome> {
+        self.outcome.as_ref()
+    }
+
+    /// The tasks PVE started for this action, in order.
+    pub fn upids(&self) -> &[String] {
+        &self.upids
+    }
+
+    /// The task whose last status read found it running, and how long it
+    /// had run then.
+    pub fn task_running(&self) -> Option<(&str, Duration)> {
+        match &self.phase {
+            Phase::Task { watch, .. } if watch.running => Some((
+                watch.upid.as_str(),
+                watch.last_read.saturating_duration_since(watch.started),
+            )),
+            _ => None,
+        }
+    }
+
+    /// The next call to send now, if one is due. Its answer must go to
+    /// [`Step::handle_answer`] before this hands out another.
+    pub fn poll_request(&mut self, now: Instant) -> Option<Call> {
+        if self.outcome.is_some() {
+            return None;
+        }
+        match &mut self.phase {
+            Phase::Ready => {
+                let call = self
+                    .stages
+                    .front()?
+                    .call(&self.settings.power, self.digest.as_deref());
+                self.phase = Phase::Sent(call.clone());
+                Some(call)
+            }
+            Phase::Task { watch, reading } if !*reading && now >= watch.next_read => {
+                *reading = true;
+                Some(Call::new(Method::Get, watch.status_path.clone()))
+            }
+            _ => None,
+        }
+    }
+
+    /// When the protocol next needs time: a task status read is due or a
+    /// deadline passes. `None` while a call is in flight or when done.
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Task {
+                watch,
+                reading: false,
+            } if self.outcome.is_none() => Some(watch.next_read.min(watch.deadline)),
+            _ => None,
+        }
+    }
+
+    /// Time has passed: a task past its deadline fails.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Phase::Task {
+            watch,
+            reading: false,
+        } = &self.phase
+            && now >= watch.deadline
+        {
+            let e = PveError::TaskTimedOut {
+                upid: watch.upid.clone(),
+                after: now.saturating_duration_since(watch.started),
+                timeout: watch.timeout,
+                last: watch.last.clone(),
+            };
+            self.stage_failed(e);
+        }
+    }
+
+    /// PVE's answer to the call [`Step::poll_request`] handed out last.
+    pub fn handle_answer(&mut self, now: Instant, answer: Answer) {
+        match std::mem::replace(&mut self.phase, Phase::Ready) {
+            Phase::Sent(call) => self.call_answered(now, &call, answer),
+            Phase::Task { watch, .. } => self.task_read(now, watch, answer),
+            Phase::Ready => {}
+        }
+    }
+
+    fn call_answered(&mut self, now: Instant, call: &Call, answer: Answer) {
+        let Some(stage) = self.stages.front() else {
+            return;
+        };
+        match answer {
+            Answer::Error(e) => self.stage_failed_with(e, Some(call)),
+            Answer::Data(data) => match stage {
+                Stage::ReadDigest { .. } => {
+                    self.digest = data
+                        .get("digest")
+                        .and_then(Value::as_str)
+                        .map(str::to_owned);
+                    self.stage_done();
+                }
+                Stage::Confirm { want, .. } => {
+                    let want = *want;
+                    self.confirmed(call, want, &data)
+                }
+                _ => match data {
+                    Value::String(upid) => self.follow(now, call, upid),
+                    _ => self.stage_done(),
+                },
+            },
+        }
+    }
+
+    fn follow(&mut self, now: Instant, call: &Call, upid: String) {
+        let node = upid_node(&upid).unwrap_or_else(|| self.node.to_string());
+        let (limit, timeout) = match self.stages.front() {
+            Some(Stage::Shutdown { .. }) => {
+                let p = self.settings.power;
+                (p.shutdown_timeout + SHUTDOWN_GRACE, p.timeout_name())
+            }
+            _ => (
+                self.settings.task_timeout,
+                TimeoutName::Task(self.settings.task_timeout),
+            ),
+        };
+        self.upids.push(upid.clone());
+        let watch = TaskWatch {
+            status_path: format!(
+                "/nodes/{}/tasks/{}/status",
+                encode_segment(&node),
+                encode_segment(&upid)
+            ),
+            upid,
+            started: now,
+            next_read: now.after(FIRST_TASK_POLL),
+            interval: FIRST_TASK_POLL,
+            deadline: now.after(limit),
+            timeout,
+            last: format!("started by {}", call.what()),
+            running: false,
+            last_read: now,
+        };
+        self.phase = Phase::Task {
+            watch,
+            reading: false,
+        };
+    }
+
+    fn task_read(&mut self, now: Instant, mut watch: TaskWatch, answer: Answer) {
+        match answer {
+            Answer::Data(data) => {
+                let status = data
+                    .get("status")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                if status == "stopped" {
+                    let exit = data
+                        .get("exitstatus")
+                        .and_then(Value::as_str)
+                        .unwrap_or_default();
+                    if exit.eq_ignore_ascii_case("OK") || exit.starts_with("WARNINGS") {
+                        return self.stage_done();
+                    }
+                    return self.stage_failed(PveError::from_task_exit(&watch.upid, exit));
+                }
+                watch.last = format!("status {status:?}");
+                watch.running = true;
+                watch.last_read = now;
+            }
+            // The task is unknown to PVE: waiting will not find it.
+            Answer::Error(PveError::NotFound { text }) => {
+                let e = PveError::NotFound {
+                    text: format!("task {}: {text}", watch.upid),
+                };
+                return self.stage_failed(e);
+            }
+            // A read error while polling: keep polling until the deadline.
+            Answer::Error(e) => {
+                watch.last = e.to_string();
+                watch.running = false;
+            }
+        }
+        watch.interval = (watch.interval * 2).min(MAX_TASK_POLL);
+        watch.next_read = now.after(watch.interval);
+        self.phase = Phase::Task {
+            watch,
+            reading: false,
+        };
+    }
+
+    fn confirmed(&mut self, call: &Call, want: Power, data: &Value) {
+        let status = data.get("status").and_then(Value::as_str).unwrap_or("");
+        let qmp = data.get("qmpstatus").and_then(Value::as_str);
+        let ok = match want {
+            Power::Stopped => status == "stopped",
+            // A VM paused on an I/O error has `status: running`.
+            Power::Running => status == "running" && qmp.is_none_or(|q| q == "running"),
+        };
+        if ok {
+            return self.stage_done();
+        }
+        let seen = match qmp {
+            Some(q) if q != status => format!("{status} ({q})"),
+            _ => status.to_owned(),
+        };
+        let wanted = match want {
+            Power::Running => "running",
+            Power::Stopped => "stopped",
+        };
+        let e = PveError::Refused {
+            status: 200,
+            text: format!("PVE reports the guest {seen}, not {wanted}"),
+        };
+        self.stage_failed_with(e, Some(call));
+    }
+
+    fn stage_done(&mut self) {
+        self.phase = Phase::Ready;
+        if let Some(stage) = self.stages.pop_front()
+            && matches!(stage, Stage::Shutdown { .. } | Stage::ForceStop { .. })
+        {
+            self.stopped_by_us = true;
+        }
+        self.finish_if_empty();
+    }
+
+    fn stage_failed(&mut self, e: PveError) {
+        self.stage_failed_with(e, None);
+    }
+
+    /// A stage failed. What follows depends on the stage: a shutdown that
+    /// did not finish may become a hard stop; "gone" may end a delete as
+    /// done; otherwise the action fails, and only the steps that restore a
+    /// guest this action stopped still run.
+    fn stage_failed_with(&mut self, e: PveError, call: Option<&Call>) {
+        self.phase = Phase::Ready;
+        let Some(stage) = self.stages.pop_front() else {
+            return;
+        };
+        let what = call
+            .cloned()
+            .unwrap_or_else(|| stage.call(&self.settings.power, self.digest.as_deref()))
+            .what();
+        match (&stage, &e) {
+            (
+                Stage::Write {
+                    gone_is_done: true, ..
+                }
+                | Stage::Shutdown {
+                    gone_is_done: true, ..
+                },
+                PveError::NotFound { .. },
+            ) => {
+                self.stages.clear();
+                self.outcome = Some(Outcome::Succeeded);
+                return;
+            }
+            // Already off: the shutdown's purpose is met.
+            (Stage::Shutdown { .. }, PveError::NotRunning { .. }) => {
+                self.stopped_by_us = true;
+                return self.finish_if_empty();
+            }
+            (
+                Stage::Shutdown { guest, .. },
+                PveError::TaskFailed { .. } | PveError::TaskTimedOut { .. },
+            ) => {
+                let power = self.settings.power;
+                if power.force_stop_after_timeout {
+                    self.stages.push_front(Stage::ForceStop {
+                        guest: guest.clone(),
+                    });
+                    return;
+                }
+                let error = format!(
+                    "{what}: the guest did not shut down within its {} ({e}); it is left running with its config untouched; force-stop-after-timeout: true would stop it hard after the timeout",
+                    power.timeout_name()
+                );
+                return self.fail(Outcome::Failed {
+                    error,
+                    transient: false,
+                });
+            }
+            _ => {}
+        }
+        let outcome = match e {
+            PveError::ChangedUnderUs { .. } => Outcome::ChangedUnderUs,
+            e => {
+                let mut error = format!("{what}: {e}");
+                if stage.restores() && self.failure.is_none() {
+                    error
+                        .push_str("; the guest is left stopped, the next cycle re-plans its power");
+                }
+                Outcome::Failed {
+                    transient: e.is_transient(),
+                    error,
+                }
+            }
+        };
+        self.fail(outcome);
+    }
+
+    fn fail(&mut self, outcome: Outcome) {
+        if self.failure.is_none() {
+            self.failure = Some(outcome);
+        }
+        if self.stopped_by_us {
+            self.stages.retain(Stage::restores);
+        } else {
+            self.stages.clear();
+        }
+        self.finish_if_empty();
+    }
+
+    fn finish_if_empty(&mut self) {
+        if self.stages.is_empty() && self.outcome.is_none() {
+            self.outcome = Some(self.failure.take().unwrap_or(Outcome::Succeeded));
+        }
+    }
+}
+
+/// `UPID:<node>:…` → the node that runs the task.
+pub fn upid_node(upid: &str) -> Option<String> {
+    let mut parts = upid.split(':');
+    (parts.next()? == "UPID").then_some(())?;
+    parts.next().filter(|n| !n.is_empty()).map(str::to_owned)
+}
+
+fn guest_path(node: &NodeName, guest_type: GuestType, vmid: crate::names::Vmid) -> String {
+    format!(
+        "/nodes/{}/{}/{}",
+        encode_segment(node.as_str()),
+        guest_type.path_segment(),
+        vmid
+    )
+}
+
+/// A config write's form: the values, then `delete=` (comma-joined), then
+/// the digest (the planner's, or the one re-read after a power-off, added
+/// at send time).
+pub fn config_form(params: &Params, delete: &[String], digest: Option<&str>) -> Params {
+    let mut form = params.clone();
+    if !delete.is_empty() {
+        form.push("delete", delete.join(","));
+    }
+    if let Some(d) = digest.filter(|d| !d.is_empty()) {
+        form.push("digest", d);
+    }
+    form
+}
+
+fn write(call: Call) -> Stage {
+    Stage::Write {
+        call,
+        gone_is_done: false,
+        fresh_digest: false,
+    }
+}
+
+/// The power-off of a running guest: a graceful shutdown, then PVE's word
+/// that it is off.
+fn power_off(guest: &str) -> [Stage; 2] {
+    [
+        Stage::Shutdown {
+            guest: guest.to_owned(),
+            gone_is_done: false,
+        },
+        Stage::Confirm {
+            guest: guest.to_owned(),
+            want: Power::Stopped,
+            restores: false,
+        },
+    ]
+}
+
+fn power_on(guest: &str, restores: bool) -> [Stage; 2] {
+    [
+        Stage::Start {
+            guest: guest.to_owned(),
+            restores,
+        },
+        Stage::Confirm {
+            guest: guest.to_owned(),
+            want: Power::Running,
+            restores,
+        },
+    ]
+}
+
+/// The sequence of stages each kind of work is (spec §14.1). Adding a verb
+/// is one arm here.
+fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
+    let node = &action.node;
+    let guest = |guest_type: GuestType| match &action.target {
+        Target::Guest(v) => Ok(guest_path(node, guest_type, *v)),
+        Target::File { .. } => Err(format!(
+            "{} {}/{}: a guest action without a guest id",
+            action.op, action.kind, action.name
+        )),
+    };
+    let mut out = VecDeque::new();
+    match &action.work {
+        Work::CreateGuest {
+            guest_type,
+            params,
+            mark_template,
+        } => {
+            let path = guest(*guest_type)?;
+            let base = format!(
+                "/nodes/{}/{}",
+                encode_segment(node.as_str()),
+                guest_type.path_segment()
+            );
+            out.push_back(write(Call::with_form(Method::Post, base, params.clone())));
+            if *mark_template {
+                // qemu answers a UPID, lxc `null` (synchronous) [PROBE].
+                out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
+            }
+        }
+        Work::CloneGuest {
+            source,
+            source_node,
+            name,
+            config,
+            delete,
+            start_after,
+        } => {
+            let path = guest(GuestType::Qemu)?;
+            let vmid = match &action.target {
+                Target::Guest(v) => v.to_string(),
+                Target::File { .. } => String::new(),
+            };
+            let mut form = Params::new();
+            form.push("newid", vmid);
+            form.push("name", name.clone());
+            form.push("full", "1");
+            if source_node != node {
+                form.push("target", node.to_string());
+            }
+            let source = guest_path(source_node, GuestType::Qemu, *source);
+            out.push_back(write(Call::with_form(
+                Method::Post,
+                format!("{source}/clone"),
+                form,
+            )));
+            let form = config_form(config, delete, None);
+            if !form.is_empty() {
+                out.push_back(write(Call::with_form(
+                    Method::Post,
+                    format!("{path}/config"),
+                    form,
+                )));
+            }
+            if *start_after {
+                out.extend(power_on(&path, false));
+            }
+        }
+        Work::Download { storage, params } => {
+            let path = format!(
+                "/nodes/{}/storage/{}/download-url",
+                encode_segment(node.as_str()),
+                encode_segment(storage.as_str())
+            );
+            out.push_back(write(Call::with_form(Method::Post, path, params.clone())));
+        }
+        Work::UpdateConfig {
+            guest_type,
+            params,
+            delete,
+            digest,
+            stop_first,
+            restart_after,
+        } => {
+            let path = guest(*guest_type)?;
+            // qemu: async POST (a UPID); lxc: PUT (PVE has no POST there).
+            let method = match guest_type {
+                GuestType::Qemu => Method::Post,
+                GuestType::Lxc => Method::Put,
+            };
+            if *stop_first {
+                // A power-off applies pending changes and rewrites the
+                // config: the write carries the digest read after it.
+                out.extend(power_off(&path));
+                out.push_back(Stage::ReadDigest {
+                    guest: path.clone(),
+                });
+                out.push_back(Stage::Write {
+                    call: Call::with_form(
+                        method,
+                        format!("{path}/config"),
+                        config_form(params, delete, None),
+                    ),
+                    gone_is_done: false,
+                    fresh_digest: true,
+                });
+                if *restart_after {
+                    out.extend(power_on(&path, true));
+                }
+            } else {
+                out.push_back(write(Call::with_form(
+                    method,
+                    format!("{path}/config"),
+                    config_form(params, delete, digest.as_deref()),
+                )));
+            }
+        }
+        Work::Start { guest_type } => out.extend(power_on(&guest(*guest_type)?, false)),
+        Work::Stop { guest_type } => out.extend(power_off(&guest(*guest_type)?)),
+        Work::Reboot { guest_type } => {
+            // `status/reboot`: a clean shutdown and start that applies what
+            // PVE holds pending (qemu-server `API2/Qemu.pm` `vm_reboot`).
+            let path = guest(*guest_type)?;
+            out.push_back(write(Call::new(
+                Method::Post,
+                format!("{path}/status/reboot"),
+            )));
+            out.push_back(Stage::Confirm {
+                guest: path,
+                want: Power::Running,
+                restores: false,
+            });
+        }
+        Work::MarkTemplate {
+            guest_type,
+            stop_first,
+        } => {
+            let path = guest(*guest_type)?;
+            if *stop_first {
+                out.extend(power_off(&path));
+            }
+            out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
+        }
+        Work::Resize {
+            guest_type,
+            disk,
+            size,
+        } => {
+            // qemu-server and pve-container `resize_vm` answer a task UPID
+            // on PVE 9; an absolute size (no `+`) makes a retried write
+            // harmless.
+            let path = guest(*guest_type)?;
+            let mut form = Params::new();
+            form.push("disk", disk.clone());
+            form.push("size", size.to_wire());
+            out.push_back(write(Call::with_form(
+                Method::Put,
+                format!("{path}/resize"),
+                form,
+            )));
+        }
+        Work::Delete {
+            guest_type,
+            stop_first,
+            purge,
+        } => {
+            let path = guest(*guest_type)?;
+            if *stop_first {
+                out.push_back(Stage::Shutdown {
+                    guest: path.clone(),
+                    gone_is_done: true,
+                });
+            }
+            // `purge=1`: PVE refuses to destroy an HA-managed or replicated
+            // guest without it (qemu-server `API2/Qemu.pm` `destroy_vm`).
+            let mut form = Params::new();
+            if *purge {
+                form.push("purge", "1");
+            }
+            out.push_back(Stage::Write {
+                call: Call::with_form(Method::Delete, path, form),
+                gone_is_done: true,
+                fresh_digest: false,
+            });
+        }
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upids_name_their_node() {
+        assert_eq!(
+            upid_node("UPID:pve2:000A:0001:6B0C:qmstart:100:root@pam:").as_deref(),
+            Some("pve2")
+        );
+        assert_eq!(upid_node("garbage"), None);
+    }
+
+    #[test]
+    fn config_forms_carry_delete_and_digest_after_the_values() {
+        let mut p = Params::new();
+        p.push("memory", "2048");
+        let form = config_form(&p, &["ciuser".into(), "sshkeys".into()], Some("abc"));
+        assert_eq!(
+            form.to_wire(),
+            vec![
+                ("memory".into(), "2048".into()),
+                ("delete".into(), "ciuser,sshkeys".into()),
+                ("digest".into(), "abc".into())
+            ]
+        );
+    }
+
+    #[test]
+    fn a_400_naming_a_missing_thing_is_a_parameter_error_not_absence() {
+        assert!(matches!(
+            classify(400, "storage: storage 'x' does not exist"),
+            PveError::Refused { status: 400, .. }
+        ));
+    }
+}
