@@ -257,6 +257,8 @@ pub fn prepare_reusing<'w>(
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
+            restart_policy: cc.restart_policy,
+            purge_ha_and_replicated: cc.purge_ha_and_replicated,
         };
         if cc.force_stop_after_timeout {
             crate::log::event(

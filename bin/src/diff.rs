@@ -64,7 +64,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             exit = exit.worst(f.exit);
         }
     }
-    if a.exit_code && plans.iter().any(|p| !p.actions.is_empty()) {
+    if a.exit_code && plans.iter().any(|p| p.has_changes()) {
         exit = exit.worst(Exit::Changes);
     }
     Ok(exit)

@@ -80,7 +80,8 @@ A larger disk size is a `resize` action (grown online); a smaller one is a
                     markdown (for pull-request comments)
   --diff            Also print field-level changes of every action (text only;
                     json and markdown always have them)
-  --exit-code       Exit 3 when any cluster has an action to take
+  --exit-code       Exit 3 when any cluster has an action to take or a guest
+                    waiting for a restart to take changes PVE holds pending
   --out FILE        Also save the plan for `apply --plan FILE`: the actions, the
                     commit and what PVE showed of every object they touch; no
                     secret is written (docs/saved-plans.md)

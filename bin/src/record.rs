@@ -84,15 +84,35 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
 /// PVE itself reports a set cloud-init password as the fixed mask
 /// `**********`, but a stand-in or an older node may answer the plaintext:
 /// a recording keeps only the mask, which still reads as "a password is
-/// set".
+/// set". Both answer forms are masked: `/config`'s object and `/pending`'s
+/// list of `{key, value, pending}` entries (qemu-server `vm_pending` masks
+/// both values itself).
 pub const PASSWORD_MASK: &str = "**********";
 
 fn mask_passwords(body: &mut Value) {
-    if let Some(Value::Object(data)) = body.get_mut("data")
-        && let Some(v) = data.get_mut("cipassword")
-        && !v.is_null()
-    {
-        *v = Value::String(PASSWORD_MASK.to_owned());
+    let mask = |v: &mut Value| {
+        if !v.is_null() {
+            *v = Value::String(PASSWORD_MASK.to_owned());
+        }
+    };
+    match body.get_mut("data") {
+        Some(Value::Object(data)) => {
+            if let Some(v) = data.get_mut("cipassword") {
+                mask(v);
+            }
+        }
+        Some(Value::Array(entries)) => {
+            for e in entries.iter_mut().filter(|e| e["key"] == "cipassword") {
+                if let Value::Object(e) = e {
+                    for field in ["value", "pending"] {
+                        if let Some(v) = e.get_mut(field) {
+                            mask(v);
+                        }
+                    }
+                }
+            }
+        }
+        _ => {}
     }
 }
 
@@ -107,6 +127,22 @@ mod tests {
         assert_eq!(
             body,
             serde_json::json!({"data": {"cipassword": "**********", "memory": "512"}})
+        );
+    }
+
+    #[test]
+    fn a_plaintext_cloud_init_password_in_a_pending_list_is_masked_too() {
+        let mut body = serde_json::json!({"data": [
+            {"key": "cipassword", "value": "hunter2", "pending": "hunter3"},
+            {"key": "memory", "value": "512"}
+        ]});
+        mask_passwords(&mut body);
+        assert_eq!(
+            body,
+            serde_json::json!({"data": [
+                {"key": "cipassword", "value": "**********", "pending": "**********"},
+                {"key": "memory", "value": "512"}
+            ]})
         );
     }
 }

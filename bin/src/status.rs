@@ -97,7 +97,7 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
         }
         let _ = writeln!(
             out,
-            "  {:<11}{:<12}{:<28}{:<10}{:<12}DETAIL",
+            "  {:<16}{:<12}{:<28}{:<10}{:<12}DETAIL",
             "STATE", "KIND", "NAME", "NODE", "ID"
         );
         let mine: Vec<_> = store.objects().filter(|o| o.cluster == c.name).collect();
@@ -113,7 +113,7 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
                 .unwrap_or("");
             let _ = writeln!(
                 out,
-                "  {:<11}{:<12}{:<28}{:<10}{:<12}{}",
+                "  {:<16}{:<12}{:<28}{:<10}{:<12}{}",
                 r.state.as_str(),
                 r.kind,
                 r.name,

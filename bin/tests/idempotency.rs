@@ -70,6 +70,7 @@ fn executing_the_demo_plan_converges() {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
+            ..Default::default()
         };
         let transport =
             ReplayTransport::load(&root().join(format!("fixtures/live/demo/{}.json", d.name)))
@@ -129,6 +130,7 @@ fn executing_the_demo_plan_on_an_empty_pve_converges() {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
+            ..Default::default()
         };
         let mut live = LiveSnapshot::default();
         for n in &cc.nodes {

@@ -287,15 +287,20 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
         "{two}"
     );
 
-    // A change the guest's lock refuses: the object fails, the action is
-    // counted as an error, and the loop keeps going.
-    pve.call("snapshot_lock", json!([150, "backup"]), Value::Null)
-        .unwrap();
+    // A change PVE refuses (a locked guest is skipped before any write,
+    // so the refusal is injected on the write itself): the object fails,
+    // the action is counted as an error, and the loop keeps going.
+    pve.call(
+        "fail",
+        json!(["POST", "/nodes/pve1/qemu/150/config"]),
+        json!({"status": 500, "message": "refused: storage busy"}),
+    )
+    .unwrap();
     repo.set_monitoring_description("metrics-v2");
     let failed = wait_for(&addr, "/status", deadline, "failed", |_, b| {
         monitoring_state(b).as_deref() == Some("failed")
     });
-    assert!(failed.contains("locked"), "{failed}");
+    assert!(failed.contains("storage busy"), "{failed}");
     let errors = wait_for(&addr, "/metrics", deadline, "error counted", |_, b| {
         sample(
             b,
@@ -310,7 +315,7 @@ fn the_daemon_converges_reports_a_fault_recovers_and_stops_cleanly_on_sigterm() 
     );
 
     // Cleared: the next cycle applies the change and converges again.
-    pve.call("unlock", json!([150]), Value::Null).unwrap();
+    pve.clear().unwrap();
     let recovered = wait_for(&addr, "/status", deadline, "recovered", |_, b| {
         monitoring_state(b).as_deref() == Some("converged")
     });

@@ -140,7 +140,9 @@ fn a_converged_cycle_of_2000_guests_on_8_nodes_stays_within_the_request_bound() 
     let requests = pve.requests().unwrap();
     let mut by_shape: BTreeMap<String, usize> = BTreeMap::new();
     for (method, path, _) in &requests {
-        let shape = if path.ends_with("/config") {
+        // The per-guest read is `/pending` (config, pending values and
+        // digest in one answer).
+        let shape = if path.ends_with("/pending") {
             if path.contains("/lxc/") {
                 "lxc config"
             } else {

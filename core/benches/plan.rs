@@ -92,6 +92,7 @@ fn live(n: usize) -> LiveSnapshot {
                 template: false,
                 power: Power::Running,
                 lock: None,
+                ha_state: None,
                 tags: TagSet::parse(tags).unwrap(),
                 config: Ok(config),
             },

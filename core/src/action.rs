@@ -242,10 +242,20 @@ pub enum Work {
         stop_first: bool,
     },
     /// `DELETE /nodes/{n}/{type}/{id}` (never `force`), stopping first
-    /// when the guest runs.
+    /// when the guest runs; with `purge=1` when the cluster lets ProxOps
+    /// remove an HA-managed or replicated guest from those configurations
+    /// too (`reconcile.purge-ha-and-replicated`).
     Delete {
         guest_type: GuestType,
         stop_first: bool,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        purge: bool,
+    },
+    /// `POST /nodes/{n}/{type}/{id}/status/reboot`: a clean shutdown and
+    /// start, which applies the changes PVE holds pending (qemu-server
+    /// `API2/Qemu.pm` `vm_reboot`).
+    Reboot {
+        guest_type: GuestType,
     },
     /// `PUT /nodes/{n}/{type}/{id}/resize` with `disk=<key>` and the new
     /// absolute `size` (PVE's binary K/M/G/T spelling): grows one disk or
@@ -270,6 +280,8 @@ pub enum Op {
     Resize,
     Start,
     Stop,
+    /// A restart that applies the changes PVE holds pending.
+    Reboot,
     Prune,
 }
 
@@ -284,6 +296,7 @@ impl Op {
             Op::Resize => "resize",
             Op::Start => "start",
             Op::Stop => "stop",
+            Op::Reboot => "reboot",
             Op::Prune => "prune",
         }
     }
@@ -301,6 +314,8 @@ impl Op {
             Op::Resize => 4,
             Op::Start => 5,
             Op::Stop => 6,
+            // After the update whose changes it applies.
+            Op::Reboot => 7,
             Op::Prune => 9,
         }
     }
@@ -434,6 +449,14 @@ pub enum SkipReason {
     /// A create waits for an artifact whose presence on its node is
     /// unknown this cycle.
     ArtifactUnknown { artifact: Ref, node: NodeName },
+    /// PVE holds the guest locked (`backup`, `migrate`, `snapshot`,
+    /// `suspended`, …) and refuses config changes until the lock goes:
+    /// nothing is attempted.
+    Locked { lock: String },
+    /// The config matches, but PVE holds changes pending that the running
+    /// guest only takes at its next restart, and the restart policy is
+    /// `never`: the keys are named, nothing is written.
+    PendingRestart { keys: Vec<String> },
     /// A clone on another node than its template's, whose template has a
     /// volume on storage not known to be shared: PVE refuses that clone
     /// ("can't clone VM to node … (VM uses local storage)").
@@ -454,6 +477,11 @@ impl SkipReason {
     /// A live guest ProxOps does not own.
     pub fn is_untagged(&self) -> bool {
         matches!(self, SkipReason::Untagged { .. })
+    }
+
+    /// The guest waits for a restart to take pending changes: not converged.
+    pub fn is_pending_restart(&self) -> bool {
+        matches!(self, SkipReason::PendingRestart { .. })
     }
 }
 
@@ -501,6 +529,18 @@ impl fmt::Display for SkipReason {
             SkipReason::ArtifactUnknown { artifact, node } => write!(
                 f,
                 "create deferred: {artifact} presence on node {node} is unknown this cycle"
+            ),
+            SkipReason::Locked { lock } if lock == "suspended" => f.write_str(
+                "locked (suspended): PVE refuses changes to a hibernated guest until it is resumed; resume it (qm resume), nothing is attempted until then",
+            ),
+            SkipReason::Locked { lock } => write!(
+                f,
+                "locked ({lock}): PVE refuses changes while the lock is held; nothing attempted this cycle"
+            ),
+            SkipReason::PendingRestart { keys } => write!(
+                f,
+                "pending restart: PVE holds {} pending until the guest restarts (restart-policy never: restart it, or set proxops/restart-policy: reboot)",
+                keys.join(", ")
             ),
             SkipReason::CloneNeedsSharedStorage {
                 template,

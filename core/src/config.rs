@@ -152,6 +152,12 @@ pub struct ClusterEntry {
     /// host-level or never read back (exact keys: `dev0`, not `dev*`).
     #[serde(default)]
     pub allow_extra_keys: Vec<String>,
+    /// This cluster's `reconcile.restart-policy`.
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+    /// This cluster's `reconcile.purge-ha-and-replicated`.
+    #[serde(default)]
+    pub purge_ha_and_replicated: Option<bool>,
     /// The cluster's datacenter `tag-style`: `case-sensitive` when PVE keeps
     /// the case of tags (PVE's default lower-cases them).
     #[serde(default)]
@@ -222,6 +228,40 @@ pub struct ReconcileSection {
     pub shutdown_timeout: Option<String>,
     #[serde(default)]
     pub force_stop_after_timeout: Option<bool>,
+    #[serde(default)]
+    pub restart_policy: Option<String>,
+    #[serde(default)]
+    pub purge_ha_and_replicated: Option<bool>,
+}
+
+/// Whether ProxOps restarts a guest whose changes PVE holds pending.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum RestartPolicy {
+    /// The guest is reported `pending_restart`; a person restarts it.
+    #[default]
+    Never,
+    /// ProxOps sends `status/reboot` (a clean shutdown and start).
+    Reboot,
+}
+
+impl RestartPolicy {
+    /// `never` or `reboot`.
+    pub fn parse(text: &str) -> Result<RestartPolicy, String> {
+        match text.trim() {
+            "never" => Ok(RestartPolicy::Never),
+            "reboot" => Ok(RestartPolicy::Reboot),
+            other => Err(format!(
+                "restart-policy {other:?} must be \"never\" (report pending_restart) or \"reboot\" (restart with status/reboot)"
+            )),
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RestartPolicy::Never => "never",
+            RestartPolicy::Reboot => "reboot",
+        }
+    }
 }
 
 // ------------------------------------------------------------ resolved
@@ -267,6 +307,10 @@ pub struct Config {
     /// How long `apply`, `run` and `adopt --adopt-secrets` wait for a
     /// cluster another ProxOps process holds before giving up on it.
     pub lock_wait: Duration,
+    /// `reconcile.restart-policy` (default `never`).
+    pub restart_policy: RestartPolicy,
+    /// `reconcile.purge-ha-and-replicated` (default `false`).
+    pub purge_ha_and_replicated: bool,
     /// The first wait before a PVE call is tried again (`pve.retry.base`),
     /// doubling per retry.
     pub retry_base: Duration,
@@ -295,6 +339,12 @@ pub struct ClusterConfig {
     /// `allow-extra-keys`: `spec.extra` keys let through although they are
     /// host-level or never read back (see `crate::extra`).
     pub allow_extra_keys: BTreeSet<String>,
+    /// Whether ProxOps restarts a guest waiting for a restart to take
+    /// pending changes (`restart-policy`, else `reconcile.restart-policy`).
+    pub restart_policy: RestartPolicy,
+    /// `purge-ha-and-replicated`: prunes of HA-managed or replicated guests
+    /// are sent with `purge=1` (a weakened rail, named so a reviewer sees it).
+    pub purge_ha_and_replicated: bool,
     /// `tag-style: case-sensitive`: PVE keeps the case of tags (datacenter
     /// `tag-style` `case-sensitive=1`); otherwise PVE lower-cases them.
     pub tag_case_sensitive: bool,
@@ -832,6 +882,15 @@ fn resolve(
     } else {
         budget_raw as u32
     };
+    let restart_policy = match rec.restart_policy.as_deref().map(RestartPolicy::parse) {
+        None => RestartPolicy::Never,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            diags.push(err("reconcile.restart-policy", e));
+            RestartPolicy::Never
+        }
+    };
+    let purge_ha_and_replicated = rec.purge_ha_and_replicated.unwrap_or(false);
     let read_concurrency = match rec.read_concurrency {
         Some(n) if (1..=64).contains(&n) => n as usize,
         Some(n) => {
@@ -959,6 +1018,14 @@ fn resolve(
                 ));
             }
         }
+        let cluster_restart = match entry.restart_policy.as_deref().map(RestartPolicy::parse) {
+            None => restart_policy,
+            Some(Ok(p)) => p,
+            Some(Err(e)) => {
+                diags.push(cerr("restart-policy", e));
+                restart_policy
+            }
+        };
         let tag_case_sensitive = match entry.tag_style.as_deref() {
             None | Some("lower-case") => false,
             Some("case-sensitive") => true,
@@ -992,6 +1059,10 @@ fn resolve(
                     read_concurrency: rc,
                     allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
                     allow_extra_keys,
+                    restart_policy: cluster_restart,
+                    purge_ha_and_replicated: entry
+                        .purge_ha_and_replicated
+                        .unwrap_or(purge_ha_and_replicated),
                     tag_case_sensitive,
                     shutdown_timeout: cluster_shutdown_timeout,
                     force_stop_after_timeout: entry
@@ -1023,6 +1094,8 @@ fn resolve(
         prune_budget,
         read_concurrency,
         lock_wait,
+        restart_policy,
+        purge_ha_and_replicated,
         retry_base,
         retries,
         listen,

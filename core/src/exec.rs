@@ -49,6 +49,9 @@ pub enum ObjectState {
     Skipped,
     Pruned,
     Anomalous,
+    /// PVE holds changes pending that the running guest takes only at its
+    /// next restart: not converged.
+    PendingRestart,
 }
 
 impl ObjectState {
@@ -62,6 +65,7 @@ impl ObjectState {
             ObjectState::Skipped => "skipped",
             ObjectState::Pruned => "pruned",
             ObjectState::Anomalous => "anomalous",
+            ObjectState::PendingRestart => "pending_restart",
         }
     }
 }
@@ -238,6 +242,17 @@ impl Execution {
                     .collect()
             })
             .unwrap_or_default();
+        // Objects the read-back finds waiting for a restart (their write
+        // went pending): named with the keys.
+        let restart_after: BTreeMap<(String, String), String> = readback
+            .map(|p| {
+                p.skipped
+                    .iter()
+                    .filter(|s| s.reason.is_pending_restart())
+                    .map(|s| ((s.kind.to_string(), s.name.clone()), s.reason.to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
         let anomalous: BTreeMap<(String, String), String> = plan
             .anomalies
             .iter()
@@ -291,7 +306,11 @@ impl Execution {
         for r in reports.values_mut() {
             if r.state == ObjectState::InProgress {
                 let still = pending_after.contains(&(r.kind.clone(), r.name.clone()));
-                if readback.is_some() && !still {
+                let waiting = restart_after.get(&(r.kind.clone(), r.name.clone()));
+                if let Some(why) = waiting.filter(|_| !still) {
+                    r.state = ObjectState::PendingRestart;
+                    r.last_error = Some(why.clone());
+                } else if readback.is_some() && !still {
                     r.state = ObjectState::Converged;
                     r.last_converged_at = Some(now);
                 } else {

@@ -95,14 +95,24 @@ impl Power {
     }
 }
 
-/// A guest's `/config`, every value normalised to text (numbers in decimal,
-/// booleans `1`/`0`, LXC's raw `lxc` pairs as `key: value` lines).
+/// A guest's config as PVE will have it, every value normalised to text
+/// (numbers in decimal, booleans `1`/`0`, LXC's raw `lxc` pairs as
+/// `key: value` lines).
+///
+/// `values` is the config with pending changes applied: what real PVE's
+/// `GET …/config` returns (qemu-server `API2/Qemu.pm` `vm_config`) and what
+/// the guest runs with after its next cold start. `pending` names the keys
+/// PVE holds back for that start, with the value the running guest has now.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveConfig {
     pub values: BTreeMap<String, String>,
     /// PVE's config digest (kept out of `values`): opaque, sent back for
     /// optimistic locking.
     pub digest: Option<String>,
+    /// Keys with a queued new value or a queued removal, each with its
+    /// current value (`None`: the running guest has no such key). Empty when
+    /// read from `/config`, which shows no pending state.
+    pub pending: BTreeMap<String, Option<String>>,
 }
 
 impl LiveConfig {
@@ -127,8 +137,69 @@ impl LiveConfig {
         Ok(cfg)
     }
 
+    /// From the `data` array of `GET …/pending`: one entry per key with
+    /// `value` (current), `pending` (queued new value) and `delete` (queued
+    /// removal: 1, or 2 for a forced one), and a `digest` entry carrying the
+    /// config's digest (pve-guest-common `GuestHelpers.pm`
+    /// `config_with_pending_array`, which walks every scalar key of the
+    /// loaded config, `digest` included; `format_pending` skips it when
+    /// printing).
+    pub fn from_pending_json(data: &serde_json::Value) -> Result<LiveConfig, WireError> {
+        let bad = |expected: &str| WireError::Invalid {
+            key: "pending".into(),
+            value: truncate(&data.to_string()),
+            expected: expected.into(),
+        };
+        let items = data
+            .as_array()
+            .ok_or_else(|| bad("a JSON array of pending entries"))?;
+        let mut cfg = LiveConfig::default();
+        for item in items {
+            let key = item
+                .get("key")
+                .and_then(json_to_text)
+                .ok_or_else(|| bad("entries with a key"))?;
+            let current = item.get("value").and_then(json_to_text);
+            if key == "digest" {
+                cfg.digest = current;
+                continue;
+            }
+            let queued = item.get("pending").and_then(json_to_text);
+            let delete = item
+                .get("delete")
+                .and_then(json_to_text)
+                .is_some_and(|d| d != "0");
+            let will_be = if delete {
+                None
+            } else {
+                queued.clone().or(current.clone())
+            };
+            if delete || queued.as_ref().is_some_and(|q| Some(q) != current.as_ref()) {
+                cfg.pending.insert(key.clone(), current);
+            }
+            if let Some(v) = will_be {
+                cfg.values.insert(key, v);
+            }
+        }
+        Ok(cfg)
+    }
+
     pub fn get(&self, key: &str) -> Option<&str> {
         self.values.get(key).map(String::as_str)
+    }
+
+    /// The value the running guest has now: the current value of a pending
+    /// key, else the config's.
+    pub fn current(&self, key: &str) -> Option<&str> {
+        match self.pending.get(key) {
+            Some(now) => now.as_deref(),
+            None => self.get(key),
+        }
+    }
+
+    /// The keys PVE holds pending, sorted.
+    pub fn pending_keys(&self) -> Vec<&str> {
+        self.pending.keys().map(String::as_str).collect()
     }
 
     /// The value of `key` parsed with its wire grammar; `None` when absent.
@@ -194,6 +265,9 @@ pub struct LiveGuest {
     pub template: bool,
     pub power: Power,
     pub lock: Option<String>,
+    /// `hastate` from `/cluster/resources`: present when the HA manager
+    /// manages the guest (its power is then the HA manager's to change).
+    pub ha_state: Option<String>,
     pub tags: TagSet,
     pub config: Result<LiveConfig, ReadFailure>,
 }
@@ -213,6 +287,27 @@ impl LiveGuest {
     /// Carries the old `pveconform` tag (which confers no ownership).
     pub fn has_legacy_tag(&self) -> bool {
         self.tags.has(crate::manifest::LEGACY_TAG)
+    }
+
+    /// The guest's lock: from `/cluster/resources`, else from its config.
+    pub fn lock(&self) -> Option<&str> {
+        self.lock.as_deref().or_else(|| {
+            self.config
+                .as_ref()
+                .ok()
+                .and_then(|c| c.current("lock"))
+                .filter(|l| !l.is_empty())
+        })
+    }
+
+    /// `protection=1` in the config: PVE refuses to destroy the guest
+    /// (qemu-server `API2/Qemu.pm` `destroy_vm`, `check_protection`).
+    pub fn is_protected(&self) -> bool {
+        self.config
+            .as_ref()
+            .ok()
+            .and_then(|c| c.current("protection"))
+            .is_some_and(|p| crate::wire::parse_bool(p).unwrap_or(false))
     }
 
     /// The PVE name, or `vmid-<id>` for a guest without one.

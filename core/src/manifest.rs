@@ -37,6 +37,10 @@ pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
 /// guest may take, instead of the cluster's `shutdown-timeout`.
 pub const ANNOTATION_SHUTDOWN_TIMEOUT: &str = "proxops/shutdown-timeout";
 
+/// `proxops/restart-policy: never|reboot`: this guest's restart policy,
+/// over the cluster's `restart-policy`.
+pub const ANNOTATION_RESTART_POLICY: &str = "proxops/restart-policy";
+
 /// A field-level problem found by `validate`: the path below the document
 /// root and a message that says what would be valid.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -70,6 +74,12 @@ impl Metadata {
         self.annotations
             .get(ANNOTATION_PRUNE)
             .is_some_and(|v| v.trim() == "disabled")
+    }
+
+    /// The policy named by `proxops/restart-policy` (validated at load).
+    pub fn restart_policy(&self) -> Option<crate::config::RestartPolicy> {
+        let v = self.annotations.get(ANNOTATION_RESTART_POLICY)?;
+        crate::config::RestartPolicy::parse(v).ok()
     }
 
     /// The vmid named by `proxops/adopted-vmid`, when it is one.
@@ -806,6 +816,10 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                     format!("invalid value {v:?}: use \"disabled\" (never prune) or \"enabled\""),
                 ));
             }
+        } else if k == ANNOTATION_RESTART_POLICY {
+            if let Err(e) = crate::config::RestartPolicy::parse(v) {
+                errs.push(FieldError::new(path, e));
+            }
         } else if k == ANNOTATION_SHUTDOWN_TIMEOUT {
             match crate::units::Duration::parse(v) {
                 Ok(d) if d.as_millis() >= 1000 => {}
@@ -819,7 +833,7 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?} and {ANNOTATION_SHUTDOWN_TIMEOUT:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?} and {ANNOTATION_SHUTDOWN_TIMEOUT:?}"
                 ),
             ));
         }

@@ -39,6 +39,13 @@ pub struct Policy {
     /// be pruned (within the budget) instead of being held by the
     /// empty-desired guard.
     pub allow_empty_prune: bool,
+    /// `restart-policy`: whether ProxOps restarts a guest that waits for a
+    /// restart to take pending changes (a manifest's
+    /// `proxops/restart-policy` overrides it).
+    pub restart_policy: crate::config::RestartPolicy,
+    /// `purge-ha-and-replicated`: a prune of an HA-managed or replicated
+    /// guest is sent with `purge=1` instead of being an anomaly.
+    pub purge_ha_and_replicated: bool,
 }
 
 impl Default for Policy {
@@ -47,6 +54,8 @@ impl Default for Policy {
             prune_budget: crate::config::DEFAULT_PRUNE_BUDGET,
             nodes: Default::default(),
             allow_empty_prune: false,
+            restart_policy: crate::config::RestartPolicy::Never,
+            purge_ha_and_replicated: false,
         }
     }
 }
@@ -176,6 +185,19 @@ impl Plan {
             && self.actions.is_empty()
             && self.deferred.is_empty()
             && self.anomalies.is_empty()
+            && !self.waits_for_restart()
+    }
+
+    /// A guest waits for a restart to take changes PVE holds pending: a
+    /// change not yet in effect, though nothing is written for it.
+    pub fn waits_for_restart(&self) -> bool {
+        self.skipped.iter().any(|s| s.reason.is_pending_restart())
+    }
+
+    /// `diff --exit-code`'s question: does this plan change something, or
+    /// leave a change waiting for a restart?
+    pub fn has_changes(&self) -> bool {
+        !self.actions.is_empty() || self.waits_for_restart()
     }
 }
 

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::action::{
     Action, Anomaly, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target, Work,
 };
+use crate::config::RestartPolicy;
 use crate::drift::{self, Context};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
 use crate::manifest::{PowerState, Spec};
@@ -71,6 +72,7 @@ struct Builder<'a> {
     downloads: BTreeSet<(Ref, NodeName)>,
     /// Live guests by vmid (ids are unique across a PVE cluster).
     by_vmid: BTreeMap<Vmid, &'a LiveGuest>,
+    policy: &'a Policy,
 }
 
 /// Plans one cluster. `live` must come from a read that succeeded as a
@@ -122,6 +124,7 @@ pub fn plan(
         },
         downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
+        policy,
     };
     // Artifacts first: guests check whether their prerequisites are present
     // or about to be downloaded.
@@ -449,6 +452,23 @@ impl Builder<'_> {
             );
             return;
         }
+        if live.is_owned()
+            && let Some(lock) = live.lock()
+        {
+            // PVE refuses config changes and power actions on a locked
+            // guest ("VM is locked (backup)": qemu-server `QemuConfig.pm`
+            // `check_lock`); trying every cycle only fails.
+            self.skip(
+                kind,
+                &name,
+                &node,
+                Target::Guest(id),
+                SkipReason::Locked {
+                    lock: lock.to_owned(),
+                },
+            );
+            return;
+        }
         let running = live.power == Power::Running;
         let want_power = desired_power(&obj.spec);
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
@@ -469,12 +489,30 @@ impl Builder<'_> {
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 let mut power_done = false;
+                let ha = live.ha_state.clone();
+                let restart = obj
+                    .metadata
+                    .restart_policy()
+                    .unwrap_or(self.policy.restart_policy);
+                let mut reboot_after = false;
+                let mut stops = false;
                 if !d.changes.is_empty() {
                     let stop_for_state = running && want_power == Some(PowerState::Stopped);
                     let stop_first = running
                         && (d.impact == Impact::StopStart
                             || stop_for_state
                             || (kind.is_template() && !live.template));
+                    if stop_first && let Some(state) = &ha {
+                        let what = if stop_for_state {
+                            "a stop"
+                        } else {
+                            "a stop-start update"
+                        };
+                        self.ha_anomaly(obj, live, state, what);
+                        return;
+                    }
+                    reboot_after = running && d.impact == Impact::Reboot && !stop_first;
+                    stops = stop_first;
                     let restart_after = stop_first && want_power == Some(PowerState::Started);
                     let impact = if stop_first {
                         Impact::StopStart
@@ -508,8 +546,42 @@ impl Builder<'_> {
                         },
                     });
                 }
+                // A stop (planned, or for `state: stopped`) applies what PVE
+                // holds pending; a template never runs.
+                let pending = config.pending_keys();
+                if running
+                    && !stops
+                    && !kind.is_template()
+                    && want_power != Some(PowerState::Stopped)
+                    && (reboot_after || !pending.is_empty())
+                {
+                    match (restart, &ha) {
+                        (RestartPolicy::Reboot, Some(state)) => {
+                            self.ha_anomaly(obj, live, state, "a reboot (restart-policy reboot)");
+                        }
+                        (RestartPolicy::Reboot, None) => {
+                            self.reboot(obj, live, config, &d, deps.clone());
+                        }
+                        (RestartPolicy::Never, _) if d.changes.is_empty() => {
+                            self.skip(
+                                kind,
+                                &name,
+                                &node,
+                                Target::Guest(id),
+                                SkipReason::PendingRestart {
+                                    keys: pending.iter().map(|k| (*k).to_owned()).collect(),
+                                },
+                            );
+                        }
+                        (RestartPolicy::Never, _) => {}
+                    }
+                }
                 self.grow(obj, live, &d.grows);
                 if kind.is_template() && !live.template {
+                    if running && let Some(state) = &ha {
+                        self.ha_anomaly(obj, live, state, "marking it a template (a stop first)");
+                        return;
+                    }
                     self.plan.actions.push(Action {
                         op: Op::MarkTemplate,
                         kind,
@@ -552,6 +624,10 @@ impl Builder<'_> {
                     }
                     _ => None,
                 };
+                if let (Some(_), Some(state)) = (power, &ha) {
+                    self.ha_anomaly(obj, live, state, "a power change (state)");
+                    return;
+                }
                 if let Some((op, from, to)) = power {
                     self.plan.actions.push(Action {
                         op,
@@ -582,6 +658,72 @@ impl Builder<'_> {
                 }
             }
         }
+    }
+
+    /// A power-changing action on an HA-managed guest: `status/stop` and
+    /// `start` only ask the HA manager and return at once (qemu-server
+    /// `API2/Qemu.pm` `vm_stop`/`vm_start`: `ha-manager crm-command`), so a
+    /// write after them races the guest. HA-aware power is not built:
+    /// nothing is done, an anomaly says why.
+    fn ha_anomaly(&mut self, obj: &DesiredObject, live: &LiveGuest, state: &str, what: &str) {
+        self.anomaly(
+            AnomalyType::NeedsPerson,
+            (obj.r#ref.kind, obj.r#ref.name.as_str(), &live.node, live.vmid),
+            None,
+            format!(
+                "{what} is needed, but vmid {} is HA-managed (hastate {state}): PVE's HA manager owns its power and ProxOps does not drive HA (no stop, start or reboot through it); change it through ha-manager, or take the guest out of HA",
+                live.vmid
+            ),
+        );
+    }
+
+    /// `status/reboot` for a running guest whose changes PVE holds pending
+    /// (or will, once this plan's update is written): the restart applies
+    /// them (qemu-server `API2/Qemu.pm` `vm_reboot`).
+    fn reboot(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &crate::live::LiveConfig,
+        d: &drift::Drift,
+        deps: Vec<Ref>,
+    ) {
+        let mut changes: Vec<Change> = config
+            .pending
+            .iter()
+            .map(|(k, now)| Change {
+                field: k.clone(),
+                from: now.clone(),
+                to: config.get(k).map(str::to_owned),
+            })
+            .collect();
+        for c in &d.changes {
+            if !changes.iter().any(|p| p.field == c.field) {
+                changes.push(c.clone());
+            }
+        }
+        changes.sort();
+        let keys: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
+        self.plan.actions.push(Action {
+            op: Op::Reboot,
+            kind: obj.r#ref.kind,
+            name: obj.r#ref.name.to_string(),
+            node: live.node.clone(),
+            target: Target::Guest(live.vmid),
+            impact: Impact::Reboot,
+            reason: format!(
+                "{}: pending restart: {} take effect at the next restart (restart-policy reboot)",
+                obj.r#ref,
+                keys.join(", ")
+            ),
+            changes,
+            level: obj.level,
+            deps,
+            object: Some(obj.r#ref.clone()),
+            work: Work::Reboot {
+                guest_type: live.guest_type,
+            },
+        });
     }
 
     /// One `resize` action per volume to grow: PVE grows a disk or mount
@@ -893,6 +1035,27 @@ impl Builder<'_> {
                 );
                 continue;
             }
+            if let Some(why) = self.refused_prune(g, policy) {
+                self.anomaly(
+                    AnomalyType::NeedsPerson,
+                    (kind, &display, &g.node, g.vmid),
+                    None,
+                    why,
+                );
+                continue;
+            }
+            if let Some(lock) = g.lock() {
+                self.skip(
+                    kind,
+                    &display,
+                    &g.node,
+                    Target::Guest(g.vmid),
+                    SkipReason::Locked {
+                        lock: lock.to_owned(),
+                    },
+                );
+                continue;
+            }
             candidates.entry(kind).or_default().push(g);
         }
 
@@ -946,6 +1109,35 @@ impl Builder<'_> {
         }
     }
 
+    /// Why PVE would refuse to delete `g`, so ProxOps must not even stop
+    /// it: `protection=1` (qemu-server `API2/Qemu.pm` `destroy_vm`:
+    /// `check_protection`, "can't remove VM … - protection mode enabled"),
+    /// or an HA-managed guest without the cluster's consent to `purge`
+    /// ("used in HA resources and purge parameter not set"), or an
+    /// HA-managed guest that runs (stopping it is the HA manager's job).
+    fn refused_prune(&self, g: &LiveGuest, policy: &Policy) -> Option<String> {
+        if g.is_protected() {
+            return Some(format!(
+                "proxops-tagged guest \"{}\" (vmid {}) is absent in git but has protection=1: PVE refuses to destroy it, so ProxOps neither stops nor deletes it; clear protection on PVE to let it be pruned, or restore its manifest",
+                g.display_name(),
+                g.vmid
+            ));
+        }
+        let state = g.ha_state.as_deref()?;
+        if !policy.purge_ha_and_replicated {
+            return Some(format!(
+                "proxops-tagged guest \"{}\" (vmid {}) is absent in git but HA-managed (hastate {state}): PVE deletes an HA resource only with purge; remove it from HA by hand, or set purge-ha-and-replicated: true for this cluster",
+                g.display_name(),
+                g.vmid
+            ));
+        }
+        (g.power != Power::Stopped).then(|| format!(
+            "proxops-tagged guest \"{}\" (vmid {}) is absent in git and HA-managed (hastate {state}) and not stopped: ProxOps does not drive HA power, so it is not stopped for the prune; stop it through ha-manager, the next cycle deletes it with purge",
+            g.display_name(),
+            g.vmid
+        ))
+    }
+
     fn prune_action(&self, g: &LiveGuest, reason: &str) -> Action {
         Action {
             op: Op::Prune,
@@ -963,6 +1155,7 @@ impl Builder<'_> {
             work: Work::Delete {
                 guest_type: g.guest_type,
                 stop_first: g.power == Power::Running,
+                purge: self.policy.purge_ha_and_replicated && g.ha_state.is_some(),
             },
         }
     }

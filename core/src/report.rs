@@ -828,7 +828,7 @@ const ANOMALY_TYPES: [AnomalyType; 5] = [
 ];
 
 /// Every action, for zero samples.
-const OPS: [Op; 9] = [
+const OPS: [Op; 10] = [
     Op::Create,
     Op::Clone,
     Op::Download,
@@ -837,6 +837,7 @@ const OPS: [Op; 9] = [
     Op::Resize,
     Op::Start,
     Op::Stop,
+    Op::Reboot,
     Op::Prune,
 ];
 
@@ -850,7 +851,7 @@ fn pending_by_action(c: &ClusterReport) -> BTreeMap<&'static str, u64> {
 }
 
 /// Every object state, for zero samples.
-const OBJECT_STATES: [ObjectState; 8] = [
+const OBJECT_STATES: [ObjectState; 9] = [
     ObjectState::Desired,
     ObjectState::Drift,
     ObjectState::Converged,
@@ -859,6 +860,7 @@ const OBJECT_STATES: [ObjectState; 8] = [
     ObjectState::Skipped,
     ObjectState::Pruned,
     ObjectState::Anomalous,
+    ObjectState::PendingRestart,
 ];
 
 /// A new variant must be added to the lists above: this match stops the
@@ -874,6 +876,7 @@ fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
         | Op::Resize
         | Op::Start
         | Op::Stop
+        | Op::Reboot
         | Op::Prune => {}
     }
     match t {
@@ -891,7 +894,8 @@ fn lists_are_exhaustive(t: AnomalyType, s: ObjectState, o: Op) {
         | ObjectState::Failed
         | ObjectState::Skipped
         | ObjectState::Pruned
-        | ObjectState::Anomalous => {}
+        | ObjectState::Anomalous
+        | ObjectState::PendingRestart => {}
     }
 }
 

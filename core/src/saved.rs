@@ -388,6 +388,7 @@ fn params_mut(work: &mut Work) -> Option<&mut Params> {
         Work::CloneGuest { config, .. } => Some(config),
         Work::Start { .. }
         | Work::Stop { .. }
+        | Work::Reboot { .. }
         | Work::MarkTemplate { .. }
         | Work::Delete { .. }
         | Work::Resize { .. } => None,

@@ -30,7 +30,7 @@ use crate::repo::ClusterDesired;
 /// | 2 | a plan anomaly names it, and it was not skipped by the plan (rule 5) | `anomalous` | the anomaly |
 /// | 3 | its prune succeeded | `pruned` | — |
 /// | 4 | an action of it was deferred by the execution (failed prerequisite, shutdown) | `skipped` | the reason |
-/// | 5 | the plan skipped it, or deferred its prune (budget, empty-desired guard) | `skipped` | the reason (`prune deferred: …` for a prune) |
+/// | 5 | the plan skipped it, or deferred its prune (budget, empty-desired guard) | `skipped` (`pending_restart` when PVE holds changes pending for a restart the policy leaves to a person) | the reason (`prune deferred: …` for a prune; the pending keys) |
 /// | 6 | its actions succeeded and the read-back plan has nothing for it | `converged` | — (`last_converged_at` = `now`) |
 /// | 7 | its actions succeeded but the read-back still differs, or failed | `drift` | says which |
 /// | 8 | an action was planned and not executed (no execution, or not reached) | `drift` | — (`last_action` = the op) |
@@ -97,12 +97,17 @@ pub(crate) fn complete(
         records
             .entry((s.kind.to_string(), s.name.clone()))
             .or_insert_with(|| {
+                let state = if s.reason.is_pending_restart() {
+                    ObjectState::PendingRestart
+                } else {
+                    ObjectState::Skipped
+                };
                 let mut r = blank(
                     s.kind.as_str(),
                     &s.name,
                     s.node.as_str(),
                     &s.id.to_string(),
-                    ObjectState::Skipped,
+                    state,
                 );
                 r.last_error = Some(s.reason.to_string());
                 r
@@ -182,6 +187,7 @@ fn severity(s: ObjectState) -> u8 {
         ObjectState::Desired => 2,
         ObjectState::InProgress => 3,
         ObjectState::Skipped => 4,
+        ObjectState::PendingRestart => 4,
         ObjectState::Drift => 5,
         ObjectState::Anomalous => 6,
         ObjectState::Failed => 7,

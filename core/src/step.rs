@@ -292,7 +292,12 @@ fn classify_text(lower: &str, text: &str) -> Option<PveError> {
     if lower.contains("can't lock file") && lower.contains("got timeout") {
         return Some(PveError::ConfigLockTimeout { text });
     }
-    if lower.contains("vm is locked") || lower.contains("ct is locked") {
+    // pve-guest-common `AbstractConfig.pm` `check_lock`: "VM is locked (backup)";
+    // some callers name the id ("VM 100 is locked (…)").
+    if lower.contains("vm is locked")
+        || lower.contains("ct is locked")
+        || lower.contains(" is locked (")
+    {
         return Some(PveError::Locked { text });
     }
     if lower.contains("operation already in progress") || lower.contains("no quorum") {
@@ -1054,6 +1059,20 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
         }
         Work::Start { guest_type } => out.extend(power_on(&guest(*guest_type)?, false)),
         Work::Stop { guest_type } => out.extend(power_off(&guest(*guest_type)?)),
+        Work::Reboot { guest_type } => {
+            // `status/reboot`: a clean shutdown and start that applies what
+            // PVE holds pending (qemu-server `API2/Qemu.pm` `vm_reboot`).
+            let path = guest(*guest_type)?;
+            out.push_back(write(Call::new(
+                Method::Post,
+                format!("{path}/status/reboot"),
+            )));
+            out.push_back(Stage::Confirm {
+                guest: path,
+                want: Power::Running,
+                restores: false,
+            });
+        }
         Work::MarkTemplate {
             guest_type,
             stop_first,
@@ -1085,6 +1104,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
         Work::Delete {
             guest_type,
             stop_first,
+            purge,
         } => {
             let path = guest(*guest_type)?;
             if *stop_first {
@@ -1093,8 +1113,14 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
                     gone_is_done: true,
                 });
             }
+            // `purge=1`: PVE refuses to destroy an HA-managed or replicated
+            // guest without it (qemu-server `API2/Qemu.pm` `destroy_vm`).
+            let mut form = Params::new();
+            if *purge {
+                form.push("purge", "1");
+            }
             out.push_back(Stage::Write {
-                call: Call::new(Method::Delete, path),
+                call: Call::with_form(Method::Delete, path, form),
                 gone_is_done: true,
                 fresh_digest: false,
             });

@@ -127,6 +127,7 @@ fn snapshot(qemu: &[(usize, String)], lxc: &[(usize, String)], listing: &[String
                 template: false,
                 power: Power::Running,
                 lock: None,
+                ha_state: None,
                 tags: cfg.tags().unwrap_or_else(|_| TagSet::default()),
                 config: Ok(cfg),
             },
@@ -233,6 +234,7 @@ fn plan_listed(
             prune_budget: 0,
             nodes: Default::default(),
             allow_empty_prune: false,
+            ..Default::default()
         },
     ))
 }

@@ -61,6 +61,7 @@ fn add(s: &mut LiveSnapshot, n: &str, gt: GuestType, vmid: u64, power: Power, cf
             template,
             power: if template { Power::Stopped } else { power },
             lock: None,
+            ha_state: None,
             tags,
             config: Ok(cfg),
         },
@@ -658,6 +659,7 @@ fn plan_of(c: &ClusterDesired, s: &LiveSnapshot) -> Plan {
             prune_budget: 3,
             nodes: [node("pve1"), node("pve2")].into(),
             allow_empty_prune: false,
+            ..Default::default()
         },
     )
 }

@@ -336,3 +336,151 @@ mod generated {
         }
     }
 }
+
+mod pending_semantics {
+    //! The same round trip through the planner, with the simulated PVE
+    //! keeping pending what real PVE keeps pending (support/sim.rs): every
+    //! demo object is created, the plan applied, and the re-plan is empty —
+    //! nothing waits for a restart. A hand edit of a running guest is
+    //! converged by an update whose pending part a reboot applies.
+    use super::*;
+    use proxops_core::action::{Op, SkipReason};
+    use proxops_core::config::RestartPolicy;
+    use proxops_core::live::{NodeState, Power, StorageContent};
+    use proxops_core::plan::{Plan, Policy};
+
+    fn replan(
+        c: &proxops_core::repo::ClusterDesired,
+        live: &LiveSnapshot,
+        policy: &Policy,
+    ) -> Plan {
+        let secrets = CloudInitSecrets::default();
+        let ctx = Context {
+            cluster: c,
+            secrets: &secrets,
+        };
+        proxops_core::planner::plan(c, live, &ctx, policy)
+    }
+
+    fn execute(plan: &Plan, live: &mut LiveSnapshot) {
+        for a in &plan.actions {
+            sim::apply(live, &a.node, &a.target, &a.work);
+        }
+    }
+
+    fn empty_pve(c: &proxops_core::repo::ClusterDesired) -> LiveSnapshot {
+        let mut live = LiveSnapshot::default();
+        for o in c.objects.values() {
+            if let Some((node, _)) = o.spec.guest_id() {
+                live.nodes.insert(node.clone(), NodeState::Online);
+            }
+            if let Some(a) = o.spec.artifact() {
+                for n in a.all_nodes() {
+                    live.nodes.insert(n.clone(), NodeState::Online);
+                }
+            }
+        }
+        for pair in c.storage_pairs() {
+            live.storage.insert(pair, Ok(StorageContent::default()));
+        }
+        live
+    }
+
+    #[test]
+    fn every_demo_object_created_and_applied_replans_empty() {
+        let policy = Policy {
+            prune_budget: 0,
+            ..Default::default()
+        };
+        let mut checked = 0;
+        for c in demo::clusters() {
+            let mut live = empty_pve(&c);
+            let first = replan(&c, &live, &policy);
+            assert!(
+                first.anomalies.is_empty(),
+                "{}: {:#?}",
+                c.name,
+                first.anomalies
+            );
+            execute(&first, &mut live);
+            let again = replan(&c, &live, &policy);
+            assert!(
+                again.actions.is_empty() && !again.waits_for_restart(),
+                "{}: {:#?}\n{:#?}",
+                c.name,
+                again.actions,
+                again.skipped
+            );
+            assert!(again.is_empty(), "{}: {:#?}", c.name, again);
+            checked += c.objects.len();
+        }
+        assert!(checked >= 10, "only {checked} objects checked");
+    }
+
+    #[test]
+    fn a_pending_update_waits_for_a_restart_and_a_reboot_converges_it() {
+        let mut rebooted = 0;
+        for c in demo::clusters() {
+            let mut live = empty_pve(&c);
+            let never = Policy {
+                prune_budget: 0,
+                ..Default::default()
+            };
+            execute(&replan(&c, &live, &never), &mut live);
+            // Someone switched the agent off by hand on every running VM that
+            // should have it (and restarted it: nothing pending).
+            let mut touched = Vec::new();
+            for g in live.guests.values_mut() {
+                if g.power != Power::Running || g.guest_type != GuestType::Qemu {
+                    continue;
+                }
+                let cfg = g.config.as_mut().unwrap();
+                if !cfg.values.contains_key("agent") {
+                    continue;
+                }
+                cfg.values.insert("agent".into(), "0".into());
+                touched.push(g.vmid);
+            }
+            let plan = replan(&c, &live, &never);
+            for vmid in &touched {
+                // The manifest says agent 1: an update, which PVE keeps
+                // pending on the running guest.
+                let update = plan
+                    .actions
+                    .iter()
+                    .find(|a| a.target == Target::Guest(*vmid) && a.op == Op::Update)
+                    .unwrap_or_else(|| panic!("{}: {vmid}: {:#?}", c.name, plan.actions));
+                sim::apply(&mut live, &update.node, &update.target, &update.work);
+            }
+            let waiting = replan(&c, &live, &never);
+            for vmid in &touched {
+                let skip = waiting
+                    .skipped
+                    .iter()
+                    .find(|s| s.id == Target::Guest(*vmid))
+                    .unwrap_or_else(|| panic!("{}: {vmid}: {:#?}", c.name, waiting));
+                assert!(
+                    matches!(&skip.reason, SkipReason::PendingRestart { keys } if keys == &["agent"]),
+                    "{skip:?}"
+                );
+            }
+            let reboot = Policy {
+                restart_policy: RestartPolicy::Reboot,
+                ..never
+            };
+            let plan = replan(&c, &live, &reboot);
+            assert_eq!(
+                plan.actions.iter().filter(|a| a.op == Op::Reboot).count(),
+                touched.len(),
+                "{}: {:#?}",
+                c.name,
+                plan.actions
+            );
+            execute(&plan, &mut live);
+            let done = replan(&c, &live, &reboot);
+            assert!(done.is_empty(), "{}: {:#?}", c.name, done);
+            rebooted += touched.len();
+        }
+        assert!(rebooted > 0, "no demo VM runs with the agent on");
+    }
+}

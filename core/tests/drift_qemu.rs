@@ -536,7 +536,9 @@ fn nic_rewrite_keeps_the_assigned_mac_and_unowned_tokens() {
         param(&d, "net0"),
         Some("virtio=BC:24:11:4E:8F:D1,bridge=vmbr1,tag=30,firewall=1,mtu=9000")
     );
-    assert_eq!(d.impact, Impact::StopStart);
+    // qemu-server `vmconfig_update_net` re-applies bridge and tag to the
+    // running tap device.
+    assert_eq!(d.impact, Impact::Live);
 }
 
 #[test]
@@ -747,7 +749,9 @@ fn cdrom_is_three_state_and_pve_size_token_is_not_drift() {
         param(&d, "ide2"),
         Some("local:iso/debian-13.iso,media=cdrom")
     );
-    assert_eq!(d.impact, Impact::StopStart);
+    // qemu-server `vmconfig_update_disk` swaps a CD-ROM's medium live
+    // (`change_medium`).
+    assert_eq!(d.impact, Impact::Live);
     let detach = cluster(&[&vm(&format!(
         "{DISK}{NIC}  hardware:\n    cdrom:\n      iso: none\n"
     ))]);

@@ -25,6 +25,7 @@ fn action(op: Op, kind: Kind, name: &str, node: &str, target: Target, deps: Vec<
         Op::Prune => Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: false,
+            purge: false,
         },
         Op::Start => Work::Start {
             guest_type: GuestType::Lxc,

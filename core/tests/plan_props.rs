@@ -220,6 +220,7 @@ fn snapshot(live: &[LiveSpec], n2_online: bool, storage_ok: bool) -> LiveSnapsho
                     Power::Stopped
                 },
                 lock: None,
+                ha_state: None,
                 tags: TagSet::parse(&l.tags.join(";")).unwrap(),
                 config,
             },
@@ -264,6 +265,7 @@ fn make_plan_with(
             .map(|n| NodeName::new(n).unwrap())
             .collect(),
         allow_empty_prune,
+        ..Default::default()
     };
     plan(desired, live, &ctx, &policy)
 }

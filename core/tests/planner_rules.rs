@@ -73,6 +73,7 @@ fn add(
             template,
             power,
             lock: None,
+            ha_state: None,
             tags: TagSet::parse(tags).unwrap(),
             config: cfg,
         },
@@ -110,6 +111,7 @@ fn run_with(c: &ClusterDesired, s: &LiveSnapshot, budget: u32, allow_empty_prune
             prune_budget: budget,
             nodes: Default::default(),
             allow_empty_prune,
+            ..Default::default()
         },
     )
 }
@@ -305,7 +307,7 @@ fn a_template_manifest_over_a_plain_guest_marks_it_stopping_first() {
         mark.work,
         Work::MarkTemplate {
             guest_type: GuestType::Qemu,
-            stop_first: true
+            stop_first: true,
         }
     );
     assert!(
@@ -486,7 +488,8 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
         prunes[0].work,
         Work::Delete {
             guest_type: GuestType::Qemu,
-            stop_first: true
+            stop_first: true,
+            purge: false
         }
     );
     assert_eq!(p.deferred.len(), 1);
@@ -737,6 +740,166 @@ fn a_clone_is_sent_to_the_node_pve_has_the_template_on() {
         "{:#?}",
         p
     );
+}
+
+fn with_ha(s: &mut LiveSnapshot, vmid: u32, state: &str) {
+    let g = s
+        .guests
+        .get_mut(&(node("pve1"), Vmid::new(vmid as u64).unwrap()))
+        .unwrap();
+    g.ha_state = Some(state.into());
+}
+
+// qemu-server `API2/Qemu.pm` `vm_stop`/`vm_start`: for an HA-managed guest
+// they only ask the HA manager (`ha-manager crm-command`) and return: a
+// write after them would race the guest. No stop-start, an anomaly naming
+// HA; a change PVE applies live is still written.
+#[test]
+fn an_ha_managed_guest_gets_no_stop_start_but_its_live_changes_are_written() {
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        Ok(vm_config(100, "2048", "proxops", false)),
+        "proxops",
+        "web",
+    );
+    with_ha(&mut s, 100, "started");
+    let p = run(&c, &s, 3);
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.message.contains("HA-managed") && a.message.contains("stop-start")),
+        "{:#?}",
+        p.anomalies
+    );
+
+    // Memory as desired, only the tags differ: a live write goes ahead.
+    let mut s = snapshot();
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        Ok(vm_config(100, "1024", "proxops;old", false)),
+        "proxops;old",
+        "web",
+    );
+    with_ha(&mut s, 100, "started");
+    let p = run(&c, &s, 3);
+    assert_eq!(p.actions.len(), 1, "{:#?}", p.actions);
+    assert_eq!(
+        (p.actions[0].op, p.actions[0].impact),
+        (Op::Update, Impact::Live)
+    );
+    assert!(p.anomalies.is_empty(), "{:#?}", p.anomalies);
+}
+
+// qemu-server `destroy_vm`: an HA-managed guest is destroyed only with
+// `purge=1`; ProxOps sends it only when the cluster opts in, and never
+// stops an HA-managed guest itself.
+#[test]
+fn an_ha_managed_orphan_is_purged_only_by_consent_and_only_when_stopped() {
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    add_running(&mut s, 100, "proxops", "web");
+    add(
+        &mut s,
+        "pve1",
+        300,
+        Power::Stopped,
+        false,
+        Ok(vm_config(300, "1024", "proxops", false)),
+        "proxops",
+        "gone-stopped",
+    );
+    add_running(&mut s, 301, "proxops", "gone-running");
+    with_ha(&mut s, 300, "stopped");
+    with_ha(&mut s, 301, "started");
+
+    let p = run(&c, &s, 3);
+    assert!(
+        p.actions.iter().all(|a| a.op != Op::Prune),
+        "{:#?}",
+        p.actions
+    );
+    assert_eq!(
+        p.anomalies
+            .iter()
+            .filter(|a| a.message.contains("purge"))
+            .count(),
+        2,
+        "{:#?}",
+        p.anomalies
+    );
+
+    let secrets = CloudInitSecrets::default();
+    let p = plan(
+        &c,
+        &s,
+        &Context {
+            cluster: &c,
+            secrets: &secrets,
+        },
+        &Policy {
+            prune_budget: 3,
+            purge_ha_and_replicated: true,
+            ..Default::default()
+        },
+    );
+    let prunes: Vec<_> = p.actions.iter().filter(|a| a.op == Op::Prune).collect();
+    assert_eq!(prunes.len(), 1, "{:#?}", p.actions);
+    assert_eq!(
+        prunes[0].work,
+        Work::Delete {
+            guest_type: GuestType::Qemu,
+            stop_first: false,
+            purge: true,
+        }
+    );
+    assert!(
+        p.anomalies
+            .iter()
+            .any(|a| a.name.as_deref() == Some("gone-running") && a.message.contains("ha-manager")),
+        "{:#?}",
+        p.anomalies
+    );
+}
+
+// A lock in the config (not only in /cluster/resources) is a lock:
+// qemu-server `QemuConfig.pm` `check_lock` refuses the write.
+#[test]
+fn a_guest_locked_in_its_config_is_skipped_with_the_lock_named() {
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    let mut cfg = vm_config(100, "2048", "proxops", false);
+    cfg.values.insert("lock".into(), "suspended".into());
+    add(
+        &mut s,
+        "pve1",
+        100,
+        Power::Running,
+        false,
+        Ok(cfg),
+        "proxops",
+        "web",
+    );
+    let p = run(&c, &s, 3);
+    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(p.skipped.len(), 1);
+    assert_eq!(
+        p.skipped[0].reason,
+        SkipReason::Locked {
+            lock: "suspended".into()
+        }
+    );
+    assert!(p.skipped[0].reason.to_string().contains("resume"));
 }
 
 /// The template of `CLONE` moved to pve2 by hand, its disk on `storage`

@@ -154,6 +154,7 @@ fn make_plan(c: &ClusterDesired, s: &LiveSnapshot) -> Plan {
             prune_budget: 3,
             nodes: [node()].into(),
             allow_empty_prune: false,
+            ..Default::default()
         },
     )
 }

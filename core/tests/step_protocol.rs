@@ -79,6 +79,7 @@ fn delete(stop_first: bool) -> Action {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first,
+            purge: false,
         },
     )
 }
@@ -259,6 +260,42 @@ fn a_disk_grows_with_one_resize_to_its_absolute_size() {
         ["PUT /nodes/pve1/qemu/100/resize disk=scsi0&size=6G"]
     );
     assert_eq!(run.upids.len(), 1);
+}
+
+#[test]
+fn a_reboot_is_one_status_reboot_confirmed_by_status_current() {
+    // qemu-server `API2/Qemu.pm` `vm_reboot`: a clean shutdown and start
+    // that applies what PVE holds pending; never a stop.
+    let a = action(
+        Op::Reboot,
+        Work::Reboot {
+            guest_type: GuestType::Qemu,
+        },
+    );
+    let run = succeeds(&a, "running");
+    assert_eq!(run.writes(), ["POST /nodes/pve1/qemu/100/status/reboot"]);
+    assert!(
+        run.sent()
+            .contains(&"GET /nodes/pve1/qemu/100/status/current"),
+        "{:?}",
+        run.calls
+    );
+}
+
+#[test]
+fn a_purging_delete_asks_pve_to_purge() {
+    // qemu-server `API2/Qemu.pm` `destroy_vm`: an HA-managed or replicated
+    // guest is destroyed only with `purge=1`.
+    let a = action(
+        Op::Prune,
+        Work::Delete {
+            guest_type: GuestType::Qemu,
+            stop_first: false,
+            purge: true,
+        },
+    );
+    let run = succeeds(&a, "stopped");
+    assert_eq!(run.writes(), ["DELETE /nodes/pve1/qemu/100 purge=1"]);
 }
 
 #[test]

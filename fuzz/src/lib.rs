@@ -207,6 +207,7 @@ pub fn propstr(data: &[u8]) {
             let cfg = LiveConfig {
                 values: [(key.trim().to_owned(), value.trim().to_owned())].into(),
                 digest: None,
+                pending: Default::default(),
             };
             let key = key.trim();
             let _ = cfg.typed::<Drive>(key);

@@ -32,7 +32,9 @@ Seed file keys (all optional):
   tokens    {"root@pam!proxops": "<secret>"}     API tokens fakepve accepts
   users     {"alice@pve": "<password>"}          extra password logins
   guests    [{"vmid", "name", "node", "status", "type": "qemu"|"lxc", "template",
-              "lock", "pool", "ostemplate", "config": {...}, "attrs": {...}}]
+              "lock", "pool", "ostemplate", "config": {...}, "pending": {...}, "attrs": {...}}]
+            ("pending": key -> value the next start takes, null for a queued removal;
+            GET .../pending also lists the digest, as real PVE does)
   settings  {"version": "9.2.0", "ticket_ttl": 7200, ...}   see SETTINGS
 
 Control port (JSON in, JSON out):
@@ -156,7 +158,8 @@ def seed(pve, spec):
         pve.storages[name] = merged
     for g in spec.get('guests', []):
         common = dict(node=g.get('node', 'pve1'), status=g.get('status', 'stopped'), config=g.get('config', {}),
-                      template=bool(g.get('template', False)), lock=g.get('lock'), pool=g.get('pool'))
+                      template=bool(g.get('template', False)), lock=g.get('lock'), pool=g.get('pool'),
+                      pending=g.get('pending', {}))
         kind = g.get('type', 'qemu')
         if kind == 'lxc':
             guest = pve.add_ct(g['vmid'], g.get('name'), ostemplate=g.get('ostemplate'), **common)
@@ -187,6 +190,33 @@ def redactor(pve):
             text = text.replace(secret, '***')
         return text
     return redact
+
+
+def with_pending_digest(pve):
+    """List the config digest among `GET .../pending`'s entries, as real PVE does.
+
+    pve-guest-common `GuestHelpers.pm` `config_with_pending_array` (which
+    qemu-server's and pve-container's `vm_pending` return) walks every scalar
+    key of the loaded config, `digest` included; fakepve 0.5.0 leaves it out.
+    Without it a client reading /pending could not send the digest back.
+    """
+    qemu_pending, lxc_pending = pve._pending, pve._lxc_pending
+
+    async def pending(request):
+        response = await qemu_pending(request)
+        if response.status != 200:
+            return response
+        vm = pve._vm(request)
+        body = json.loads(response.body)
+        body['data'].append({'key': 'digest', 'value': vm.digest()})
+        return web.json_response(body)
+
+    async def ct_pending(user, v):
+        data = await lxc_pending(user, v)
+        data.append({'key': 'digest', 'value': pve._find_ct(v['node'], v['vmid']).digest()})
+        return data
+
+    pve._pending, pve._lxc_pending = pending, ct_pending
 
 
 def control_app(pve):
@@ -290,6 +320,7 @@ async def serve(args):
     password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
     pve = LauncherPve(user=args.user, password=password, host=args.host, port=args.port)
     pve.time_scale = args.time_scale
+    with_pending_digest(pve)
     try:
         seed(pve, spec)
     except (SeedError, KeyError, TypeError, ValueError) as exc:

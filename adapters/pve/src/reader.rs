@@ -1,12 +1,21 @@
 //! The snapshot reader: one cluster's PVE state read into a `LiveSnapshot`.
 //!
 //! Requests, for N guests and S (node, storage) pairs: exactly one
-//! `GET /cluster/resources`, then one `GET /nodes/{n}/{qemu|lxc}/{id}/config`
+//! `GET /cluster/resources`, then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
 //! per guest on an online node in scope, then one bare
 //! `GET /nodes/{n}/storage/{s}/content` per requested pair (never the
 //! per-type `…/content/iso` form: PVE 9.2 answers 500 there on dir storage
 //! [PROBE]). Config and content reads run with bounded concurrency; results
 //! are assembled in a fixed order whatever the timing.
+//!
+//! `/pending` rather than `/config`: it lists every key with its current
+//! value, its queued value and a queued removal, plus the `digest` (real
+//! PVE: pve-guest-common `GuestHelpers.pm` `config_with_pending_array`,
+//! called by qemu-server `API2/Qemu.pm` `vm_pending` and pve-container
+//! `API2/LXC.pm` `vm_pending`), so one request gives both the config as PVE
+//! will have it and what is still waiting for a restart. A server without
+//! the endpoint (a 404 or 501, or a recording made before ProxOps read it)
+//! is read through `/config` instead, which shows nothing pending.
 //!
 //! **Architecture Invariant:** a read that failed stays a failure. Only a
 //! config read PVE answers with "does not exist" drops a guest (it vanished
@@ -167,6 +176,7 @@ pub fn read_snapshot(
             template,
             power: Power::from_status(text("status").as_deref()),
             lock: text("lock").filter(|l| !l.is_empty()),
+            ha_state: text("hastate").filter(|h| !h.is_empty()),
             tags,
             config: Err(ReadFailure {
                 what: String::new(),
@@ -191,12 +201,7 @@ pub fn read_snapshot(
     let mut jobs: Vec<Request> = Vec::new();
     let mut config_jobs: Vec<((NodeName, Vmid), usize)> = Vec::new();
     for (key, guest) in snap.guests.iter_mut() {
-        let req = Request::get(format!(
-            "/nodes/{}/{}/{}/config",
-            encode_segment(guest.node.as_str()),
-            guest.guest_type.path_segment(),
-            guest.vmid
-        ));
+        let req = Request::get(format!("{}/pending", guest_path(guest)));
         let what = describe(&req);
         if let Some(problem) = row_problems.get(key) {
             guest.config = Err(ReadFailure {
@@ -262,9 +267,18 @@ pub fn read_snapshot(
     let mut results = run_bounded(transport, &jobs, scope.concurrency);
 
     for (key, idx) in config_jobs {
-        let what = describe(&jobs[idx]);
-        let outcome = results[idx].take();
-        match read_config(what, outcome) {
+        let mut what = describe(&jobs[idx]);
+        let mut outcome = results[idx].take();
+        let mut from_pending = true;
+        if lacks_pending(&outcome)
+            && let Some(g) = snap.guests.get(&key)
+        {
+            let req = Request::get(format!("{}/config", guest_path(g)));
+            what = describe(&req);
+            outcome = Some(transport.call(&req));
+            from_pending = false;
+        }
+        match read_config(what, outcome, from_pending) {
             ConfigRead::Vanished => {
                 snap.guests.remove(&key);
             }
@@ -319,7 +333,36 @@ enum ConfigRead {
     Read(Result<LiveConfig, ReadFailure>),
 }
 
-fn read_config(what: String, outcome: Option<Result<Response, TransportError>>) -> ConfigRead {
+/// `/{nodes}/{n}/{qemu|lxc}/{id}`.
+fn guest_path(g: &LiveGuest) -> String {
+    format!(
+        "/nodes/{}/{}/{}",
+        encode_segment(g.node.as_str()),
+        g.guest_type.path_segment(),
+        g.vmid
+    )
+}
+
+/// The server has no `/pending` endpoint (404, 501), or the recording being
+/// replayed holds no answer to it: the config is read through `/config`.
+fn lacks_pending(outcome: &Option<Result<Response, TransportError>>) -> bool {
+    match outcome {
+        Some(Ok(r)) => r.status == 501 || (r.status == 404 && !is_not_found_text(r)),
+        Some(Err(TransportError::NotRecorded { .. })) => true,
+        _ => false,
+    }
+}
+
+/// A 404 whose text says the guest is gone (not that the path is unknown).
+fn is_not_found_text(r: &Response) -> bool {
+    r.reason.to_ascii_lowercase().contains("does not exist")
+}
+
+fn read_config(
+    what: String,
+    outcome: Option<Result<Response, TransportError>>,
+    from_pending: bool,
+) -> ConfigRead {
     let fail = |message: String| {
         ConfigRead::Read(Err(ReadFailure {
             what: what.clone(),
@@ -331,6 +374,10 @@ fn read_config(what: String, outcome: Option<Result<Response, TransportError>>) 
         Some(Err(e)) => fail(e.to_string()),
         Some(Ok(r)) if is_not_found(&r) => ConfigRead::Vanished,
         Some(Ok(r)) if !r.is_success() => fail(status_message(&r)),
+        Some(Ok(r)) if from_pending => match LiveConfig::from_pending_json(r.data()) {
+            Ok(c) => ConfigRead::Read(Ok(c)),
+            Err(e) => fail(e.to_string()),
+        },
         Some(Ok(r)) => match LiveConfig::from_json(r.data()) {
             Ok(c) => ConfigRead::Read(Ok(c)),
             Err(e) => fail(e.to_string()),

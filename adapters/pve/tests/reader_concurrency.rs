@@ -33,8 +33,9 @@ impl Transport for Gauge {
             std::thread::sleep(Duration::from_millis(5));
             json!([])
         } else {
+            // `…/pending`: one entry per key.
             std::thread::sleep(Duration::from_millis(5));
-            json!({"memory": "1024"})
+            json!([{"key": "memory", "value": "1024"}])
         };
         self.in_flight.fetch_sub(1, Ordering::SeqCst);
         Ok(Response {

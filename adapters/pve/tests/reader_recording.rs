@@ -32,10 +32,11 @@ impl Transport for Scripted {
                 {"vmid": 100, "type": "qemu", "node": "pve1", "status": "running", "name": "a", "tags": "b;a"},
                 {"vmid": "101", "type": "lxc", "node": "pve1", "status": "stopped", "name": "c"}
             ])),
-            (Method::Get, "/nodes/pve1/qemu/100/config") => {
-                ok(json!({"memory": "2048", "cores": 2, "digest": "ab"}))
-            }
-            (Method::Get, "/nodes/pve1/lxc/101/config") => Ok(Response {
+            (Method::Get, "/nodes/pve1/qemu/100/pending") => ok(json!([
+                {"key": "memory", "value": "2048"}, {"key": "cores", "value": 2, "pending": 4},
+                {"key": "digest", "value": "ab"}
+            ])),
+            (Method::Get, "/nodes/pve1/lxc/101/pending") => Ok(Response {
                 status: 500,
                 reason: "got timeout".into(),
                 body: json!({"data": null}),

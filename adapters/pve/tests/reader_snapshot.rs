@@ -54,13 +54,33 @@ fn qemu100() -> Value {
         "memory": "4096", "cores": 4, "onboot": 1, "tags": "proxops;web", "boot": "order=scsi0"})
 }
 
+/// A config as `GET …/pending` lists it with nothing pending: one entry
+/// per scalar key with its `value`, the digest among them
+/// (pve-guest-common `GuestHelpers.pm` `config_with_pending_array`, which
+/// skips array values such as LXC's raw `lxc` keys).
+fn as_pending(config: Value) -> Value {
+    Value::Array(
+        config
+            .as_object()
+            .unwrap()
+            .iter()
+            .filter(|(_, v)| !v.is_array())
+            .map(|(k, v)| json!({"key": k, "value": v}))
+            .collect(),
+    )
+}
+
+/// VMs 100 and 101 answer `/pending`; container 106 only `/config` (a
+/// recording made before ProxOps read `/pending`): it is read from there.
 fn full() -> Vec<Value> {
     vec![
         ok("/cluster/resources", resources()),
-        ok("/nodes/pve1/qemu/100/config", qemu100()),
+        ok("/nodes/pve1/qemu/100/pending", as_pending(qemu100())),
         ok(
-            "/nodes/pve1/qemu/101/config",
-            json!({"memory": 8192, "template": 1, "digest": "a2019681a11059dc5602d474c3443b907db213b7", "ide2": "none,media=cdrom"}),
+            "/nodes/pve1/qemu/101/pending",
+            as_pending(
+                json!({"memory": 8192, "template": 1, "digest": "a2019681a11059dc5602d474c3443b907db213b7", "ide2": "none,media=cdrom"}),
+            ),
         ),
         ok(
             "/nodes/pve1/lxc/106/config",
@@ -158,9 +178,13 @@ fn snapshot_reads_nodes_guests_configs_and_storage() {
     assert!(local.has_file("iso", "debian-13.1.0-amd64-netinst.iso"));
     assert!(local.has_file("vztmpl", "debian-13-standard_13.6.1-1_amd64.tar.zst"));
 
-    // 1 resources + 3 configs on the online node + 1 storage on the online node.
+    // 1 resources + 3 `/pending` reads on the online node (the container's
+    // is not recorded, so it is read through `/config`: one more) + 1
+    // storage on the online node.
     let calls = t.calls.lock().unwrap().clone();
-    assert_eq!(calls.len(), 1 + 3 + 1, "{calls:?}");
+    assert_eq!(calls.len(), 1 + 3 + 1 + 1, "{calls:?}");
+    assert!(calls.contains(&"GET /nodes/pve1/qemu/100/pending".to_owned()));
+    assert!(!calls.contains(&"GET /nodes/pve1/qemu/100/config".to_owned()));
     assert_eq!(calls[0], "GET /cluster/resources");
     assert!(
         calls.iter().all(|c| !c.contains("/content/")),
@@ -173,7 +197,7 @@ fn offline_node_keeps_failures_and_sends_no_request_there() {
     let snap = read_snapshot(&replay(full()), &scope_with_storage()).unwrap();
     let far = snap.guest(&node("pve2"), vmid(200)).unwrap();
     let failure = far.config.as_ref().unwrap_err();
-    assert_eq!(failure.what, "GET /nodes/pve2/qemu/200/config");
+    assert_eq!(failure.what, "GET /nodes/pve2/qemu/200/pending");
     assert!(failure.message.contains("offline"));
     assert_eq!(far.power, Power::Running, "resource status still reported");
     let st = snap
@@ -186,7 +210,7 @@ fn offline_node_keeps_failures_and_sends_no_request_there() {
 #[test]
 fn a_failed_config_read_stays_a_failure() {
     let mut r = full();
-    r[1] = fail("/nodes/pve1/qemu/100/config", 500, "proxy loop detected");
+    r[1] = fail("/nodes/pve1/qemu/100/pending", 500, "proxy loop detected");
     r[4] = fail(
         "/nodes/pve1/storage/local/content",
         500,
@@ -213,14 +237,14 @@ fn a_failed_config_read_stays_a_failure() {
     assert!(
         snap.failures
             .iter()
-            .any(|f| f.what == "GET /nodes/pve1/qemu/100/config")
+            .any(|f| f.what == "GET /nodes/pve1/qemu/100/pending")
     );
 }
 
 #[test]
 fn node_unreachable_595_is_a_failure_not_absence() {
     let mut r = full();
-    r[2] = fail("/nodes/pve1/qemu/101/config", 595, "Connection refused");
+    r[2] = fail("/nodes/pve1/qemu/101/pending", 595, "Connection refused");
     let snap = read_snapshot(&replay(r), &ReadScope::default()).unwrap();
     assert!(
         snap.guest(&node("pve1"), vmid(101))
@@ -234,7 +258,7 @@ fn node_unreachable_595_is_a_failure_not_absence() {
 fn a_guest_whose_config_does_not_exist_vanished_and_is_dropped() {
     let mut r = full();
     r[2] = fail(
-        "/nodes/pve1/qemu/101/config",
+        "/nodes/pve1/qemu/101/pending",
         500,
         "Configuration file 'nodes/pve1/qemu-server/101.conf' does not exist",
     );
@@ -388,6 +412,74 @@ fn real_trimmed_resources_split_tags_on_semicolons() {
     );
 }
 
+#[test]
+fn pending_values_are_what_pve_will_have_and_the_pending_keys_are_named() {
+    // qemu-server `API2/Qemu.pm` `vm_pending` (through pve-guest-common
+    // `config_with_pending_array`): `value` is what the guest runs with,
+    // `pending` the queued value, `delete` a queued removal (2: forced).
+    let mut r = full();
+    r[1] = ok(
+        "/nodes/pve1/qemu/100/pending",
+        json!([
+            {"key": "memory", "value": "4096", "pending": "8192"},
+            {"key": "cores", "value": 4},
+            {"key": "vga", "pending": "virtio"},
+            {"key": "agent", "value": "1", "delete": 1},
+            {"key": "tablet", "value": 1, "delete": 2},
+            {"key": "onboot", "value": 1, "pending": 1},
+            {"key": "digest", "value": "18389648fd69603dd93ab0c443e1f32267f6c436"}
+        ]),
+    );
+    let snap = read_snapshot(&replay(r), &ReadScope::default()).unwrap();
+    let cfg = snap
+        .guest(&node("pve1"), vmid(100))
+        .unwrap()
+        .config
+        .as_ref()
+        .unwrap();
+    assert_eq!(cfg.get("memory"), Some("8192"));
+    assert_eq!(cfg.current("memory"), Some("4096"));
+    assert_eq!(cfg.get("vga"), Some("virtio"));
+    assert_eq!(cfg.current("vga"), None);
+    assert_eq!(cfg.get("agent"), None);
+    assert_eq!(cfg.current("agent"), Some("1"));
+    assert_eq!(cfg.get("cores"), Some("4"));
+    assert_eq!(cfg.get("onboot"), Some("1"));
+    assert_eq!(
+        cfg.pending_keys(),
+        vec!["agent", "memory", "tablet", "vga"],
+        "a queued value equal to the current one changes nothing"
+    );
+    assert_eq!(
+        cfg.digest.as_deref(),
+        Some("18389648fd69603dd93ab0c443e1f32267f6c436")
+    );
+    assert!(cfg.get("digest").is_none());
+}
+
+#[test]
+fn a_server_without_pending_is_read_through_config() {
+    // An older PVE or a proxy answering 501 (or 404 for the path): the
+    // config is read instead, with nothing pending.
+    let mut r = full();
+    r[1] = fail(
+        "/nodes/pve1/qemu/100/pending",
+        501,
+        "Method not implemented",
+    );
+    r.push(ok("/nodes/pve1/qemu/100/config", qemu100()));
+    let snap = read_snapshot(&replay(r), &ReadScope::default()).unwrap();
+    let cfg = snap
+        .guest(&node("pve1"), vmid(100))
+        .unwrap()
+        .config
+        .as_ref()
+        .unwrap();
+    assert_eq!(cfg.memory_mib().unwrap().unwrap(), 4096);
+    assert!(cfg.pending.is_empty());
+    assert!(cfg.digest.is_some());
+}
+
 // pve-manager src/PVE/API2Tools.pm `extract_storage_stats`: every storage
 // row of /cluster/resources carries storage.cfg's `shared` (0 or 1), the
 // flag qemu-server `clone_vm` checks before cloning to another node.
@@ -412,9 +504,14 @@ fn storage_rows_say_which_storages_are_shared_without_another_request() {
     // known to be shared.
     assert!(!snap.is_shared(&id("local")));
     assert!(!snap.is_shared(&id("nfs")));
+    let baseline = Counting {
+        inner: replay(full()),
+        calls: Mutex::new(vec![]),
+    };
+    read_snapshot(&baseline, &scope_with_storage()).unwrap();
     assert_eq!(
         t.calls.lock().unwrap().len(),
-        full().len(),
+        baseline.calls.lock().unwrap().len(),
         "no request beyond the ones the snapshot always makes"
     );
 }

@@ -313,6 +313,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            purge: false,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -330,6 +331,7 @@ fn a_running_guest_is_shut_down_then_deleted_never_forced() {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            purge: false,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));

@@ -8,14 +8,16 @@
 //! - `Live`: `cores`, `memory`, `swap` (cgroup limits, applied at once),
 //!   `netN` (PVE re-plugs the veth of a running container: a short link
 //!   drop, no stop), `tags`, `description`, `protection`, `onboot`,
-//!   `startup` (config only).
-//! - `Reboot`: `hostname`, `nameserver`, `searchdomain`, `console` and
+//!   `startup` (config only), `hostname` (pve-container
+//!   `vmconfig_hotplug_pending` writes it into the running container).
+//! - `Reboot`: `nameserver`, `searchdomain`, `console` and
 //!   `spec.extra` keys: PVE keeps them pending and writes them into the
 //!   container at its next start; nothing forces that start.
 //! - `StopStart`: `features` (nesting), `arch`, `rootfs`/`mpN` writes (new
 //!   volumes, mount options, guest paths, binds): they only take effect on
 //!   a fresh start, so ProxOps stops and starts the container (kept from
-//!   upstream; shown in the plan as a stop-start).
+//!   upstream; shown in the plan as a stop-start); a new `mpN` is
+//!   hot-plugged, so it is `Live` (decided in `hotplug.rs`).
 
 use crate::action::{AnomalyType, Impact, Params};
 use crate::adopt::lxc as inverse;
@@ -42,7 +44,7 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
     Row::Key(Key::new(
         "hostname",
         "spec.dns.hostname",
-        REBOOT,
+        LIVE,
         |i| Ok(plain(hostname(i.obj, i.spec))),
         same_exact,
         inverse::hostname,

@@ -25,6 +25,7 @@ mod cloudinit;
 mod create;
 mod drives;
 mod efi;
+mod hotplug;
 mod lxc;
 mod mounts;
 mod nic;
@@ -238,7 +239,7 @@ pub fn guest_drift(
     live: &LiveGuest,
     config: &LiveConfig,
 ) -> Result<Drift, DriftError> {
-    let mut acc = Acc::new(obj, live);
+    let mut acc = Acc::new(obj, live, config);
     let live_template = live.template || config.is_template().unwrap_or(false);
     match &obj.spec {
         crate::manifest::Spec::Vm(vm) | crate::manifest::Spec::TemplateVm(vm) => {
@@ -305,6 +306,8 @@ fn kind_mismatch(
 /// Collects one drift: changes with their impact, anomalies.
 pub(crate) struct Acc {
     running: bool,
+    /// What the running guest takes live (its `hotplug`, `numa`).
+    hotplug: hotplug::Hotplug,
     object: Ref,
     node: NodeName,
     id: Vmid,
@@ -316,10 +319,11 @@ pub(crate) struct Acc {
 }
 
 impl Acc {
-    fn new(obj: &DesiredObject, live: &LiveGuest) -> Acc {
+    fn new(obj: &DesiredObject, live: &LiveGuest, config: &LiveConfig) -> Acc {
         Acc {
             // Unknown power counts as running; a template never runs.
             running: live.power != Power::Stopped && !live.template,
+            hotplug: hotplug::Hotplug::of(live.guest_type, config),
             object: obj.r#ref.clone(),
             node: live.node.clone(),
             id: live.vmid,
@@ -336,13 +340,15 @@ impl Acc {
         &self.object
     }
 
-    /// Writes `key=to`; `impact` is what it means for a running guest.
+    /// Writes `key=to`; `impact` is what it means for a running guest when
+    /// PVE cannot apply it live (the guest's hotplug settings decide).
     pub(crate) fn set(&mut self, key: &str, from: Option<&str>, to: ParamValue, impact: Impact) {
         self.change(key, from, Some(to.shown().to_owned()), impact);
         self.params.push((key.to_owned(), to));
     }
 
     fn change(&mut self, key: &str, from: Option<&str>, to: Option<String>, impact: Impact) {
+        let impact = self.hotplug.impact(key, from, to.as_deref(), impact);
         let change = Change {
             field: key.to_owned(),
             from: from.map(str::to_owned),

@@ -15,6 +15,13 @@
 //! - `Live`: `name`, `description`, `tags`, `onboot`, `startup`,
 //!   `protection`: PVE applies them to the config at once; `cpulimit`:
 //!   PVE changes the running guest's CPU quota.
+//!
+//! The column is the cost when PVE cannot apply a change live; `hotplug.rs`
+//! lowers it to `Live` where PVE hot-applies it from the guest's own
+//! `hotplug` and `numa` (NIC bridge/tag/firewall/rate always, model/MAC and
+//! new NICs with network hotplug, a CD-ROM medium, a new scsi/virtio disk
+//! with disk hotplug, memory with memory hotplug and NUMA, cores with cpu
+//! hotplug).
 
 use crate::action::{Impact, ParamValue, Params};
 use crate::adopt::qemu as inverse;

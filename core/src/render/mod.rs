@@ -39,7 +39,7 @@ impl Group {
         match op {
             Op::Create | Op::Clone | Op::Download | Op::MarkTemplate => Group::Create,
             Op::Update | Op::Resize => Group::Update,
-            Op::Start | Op::Stop => Group::Power,
+            Op::Start | Op::Stop | Op::Reboot => Group::Power,
             Op::Prune => Group::Prune,
         }
     }

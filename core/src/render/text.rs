@@ -61,8 +61,18 @@ fn cluster(out: &mut String, plan: &Plan, with_changes: bool) {
         action_line(out, a, with_changes)
     });
 
+    let (waiting, skipped): (Vec<&Skipped>, Vec<&Skipped>) = plan
+        .skipped
+        .iter()
+        .partition(|s| s.reason.is_pending_restart());
+    section(
+        out,
+        "pending restart (PVE applies these at the next restart)",
+        &waiting,
+        skipped_line,
+    );
     let (untagged, other): (Vec<&Skipped>, Vec<&Skipped>) =
-        plan.skipped.iter().partition(|s| is_untagged(s));
+        skipped.into_iter().partition(|s| is_untagged(s));
     section(out, "skipped (no proxops tag)", &untagged, skipped_line);
     section(out, "skipped (other reasons)", &other, skipped_line);
 
@@ -119,7 +129,11 @@ fn skipped_line(out: &mut String, s: &&Skipped) {
     let _ = writeln!(
         out,
         "  {:<w$} {:<24} {:<10} id={}  {}",
-        "skip",
+        if s.reason.is_pending_restart() {
+            "wait"
+        } else {
+            "skip"
+        },
         object_label(s.kind.as_str(), &s.name),
         or_dash(s.node.as_str()),
         or_dash(&s.id.to_string()),

@@ -115,6 +115,7 @@ pub fn live(guest_type: GuestType, vmid: u64, power: Power, cfg: &LiveConfig) ->
         template: cfg.is_template().unwrap_or(false),
         power,
         lock: None,
+        ha_state: None,
         tags: cfg.tags().unwrap_or_default(),
         config: Ok(cfg.clone()),
     }

@@ -20,6 +20,16 @@
 //! allocating a create form written into an empty slot); start/stop flip
 //! power; delete removes the guest; download adds a content entry; resize
 //! writes the grown `size=`.
+//!
+//! Pending semantics (PVE 9, from Proxmox's source; each rule cites it in
+//! `takes_live`): a config write to a running guest applies at once only
+//! what PVE hot-applies; every other key is stored as PVE will have it and
+//! recorded as pending with the value the guest runs with. A stop, a
+//! reboot or a start applies what is pending (qemu-server `API2/Qemu.pm`
+//! `vm_reboot`, `QemuServer.pm` `vm_stop_cleanup` → `vmconfig_apply_pending`;
+//! pve-container's poststop hook). A delete of a `protection=1` guest is
+//! refused and changes nothing (qemu-server `API2/Qemu.pm` `destroy_vm`,
+//! `check_protection`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -209,16 +219,35 @@ fn apply_guest(
             let g = snapshot.guests.get_mut(&key).expect("no such guest");
             let gt = g.guest_type;
             let was_running = g.power == Power::Running;
+            let mut cfg = g.config.clone().unwrap();
             if *stop_first {
                 g.power = Power::Stopped;
+                cfg.pending.clear();
             }
-            let mut cfg = g.config.clone().unwrap();
+            let running = g.power == Power::Running;
+            let before = cfg.clone();
             let mut counter = next_disk_number(&cfg, vmid);
             for (k, v) in &params.0 {
                 store(&mut cfg, gt, vmid, k, v.expose(), &mut counter);
             }
             for k in delete {
                 cfg.values.remove(k);
+            }
+            if running {
+                let written = params.0.iter().map(|(k, _)| k).chain(delete.iter());
+                for k in written {
+                    let (old, new) = (before.current(k), cfg.get(k));
+                    if old == new {
+                        // pve-guest-common `AbstractConfig.pm`
+                        // `cleanup_pending`: a pending value equal to the
+                        // current one is dropped.
+                        cfg.pending.remove(k);
+                    } else if !takes_live(gt, &before, k, old, new) {
+                        cfg.pending
+                            .entry(k.clone())
+                            .or_insert_with(|| old.map(str::to_owned));
+                    }
+                }
             }
             g.tags = cfg.tags().unwrap_or_default();
             let name_key = if gt == GuestType::Qemu {
@@ -233,16 +262,32 @@ fn apply_guest(
             }
         }
         Work::Start { .. } => {
-            snapshot.guests.get_mut(&key).expect("no such guest").power = Power::Running
+            let g = snapshot.guests.get_mut(&key).expect("no such guest");
+            g.power = Power::Running;
+            apply_pending(g);
         }
         Work::Stop { .. } => {
-            snapshot.guests.get_mut(&key).expect("no such guest").power = Power::Stopped
+            let g = snapshot.guests.get_mut(&key).expect("no such guest");
+            g.power = Power::Stopped;
+            apply_pending(g);
+        }
+        Work::Reboot { .. } => {
+            apply_pending(snapshot.guests.get_mut(&key).expect("no such guest"));
         }
         Work::MarkTemplate { .. } => {
             mark_as_template(snapshot.guests.get_mut(&key).expect("no such guest"))
         }
         Work::Delete { .. } => {
-            snapshot.guests.remove(&key);
+            let protected = snapshot.guests.get(&key).is_some_and(|g| {
+                g.config
+                    .as_ref()
+                    .is_ok_and(|c| c.current("protection") == Some("1"))
+            });
+            // qemu-server `destroy_vm` → `check_protection`: "can't remove
+            // VM … - protection mode enabled"; the guest stays.
+            if !protected {
+                snapshot.guests.remove(&key);
+            }
         }
         Work::Resize { disk, size, .. } => {
             // qemu-server and pve-container `resize_vm`: the volume grows
@@ -273,6 +318,101 @@ fn apply_guest(
     }
 }
 
+/// A cold start (stop, reboot, start) takes what PVE held pending: the
+/// config already holds the new values, the pending list empties.
+fn apply_pending(g: &mut LiveGuest) {
+    if let Ok(cfg) = g.config.as_mut() {
+        cfg.pending.clear();
+    }
+}
+
+/// Whether PVE changes `key` from `old` to `new` on the running guest at
+/// once, given the guest's config `now` (its `hotplug` and `numa`). Written
+/// from the sources, not from ProxOps' classifier:
+fn takes_live(
+    gt: GuestType,
+    now: &LiveConfig,
+    key: &str,
+    old: Option<&str>,
+    new: Option<&str>,
+) -> bool {
+    // qemu-server `QemuServer.pm`: `hotplug` defaults to
+    // "network,disk,usb"; `1` is that default, `0` nothing.
+    let hotplug: Vec<&str> = match now.current("hotplug") {
+        None | Some("1") => vec!["network", "disk", "usb"],
+        Some("0") => Vec::new(),
+        Some(h) => h.split(',').collect(),
+    };
+    let plugs = |f: &str| hotplug.contains(&f);
+    let digits = key.trim_start_matches(|c: char| c.is_ascii_alphabetic());
+    let bus = &key[..key.len() - digits.len()];
+    if gt == GuestType::Lxc {
+        // pve-container `LXC/Config.pm` `vmconfig_hotplug_pending`: cgroup
+        // values and fast-plug options live; `LXC.pm` `update_net` for NICs;
+        // a new mount point is hot-plugged, an existing one waits.
+        return match bus {
+            "net" => true,
+            "mp" => old.is_none(),
+            _ => matches!(
+                key,
+                "cores"
+                    | "memory"
+                    | "swap"
+                    | "hostname"
+                    | "description"
+                    | "onboot"
+                    | "startup"
+                    | "protection"
+                    | "tags"
+            ),
+        };
+    }
+    match bus {
+        // `vmconfig_update_net`: a NIC whose model, MAC, queues or mtu
+        // change (or a new or removed NIC) needs network hotplug; bridge,
+        // tag, trunks, firewall, rate and link_down are changed on the tap.
+        "net" => {
+            let parse = |v: Option<&str>| v.and_then(|v| QemuNet::parse(v).ok());
+            match (parse(old), parse(new)) {
+                (Some(a), Some(b)) => {
+                    let same_device = a.model == b.model && a.mac == b.mac;
+                    let rest = |n: &QemuNet| {
+                        let mut e: Vec<String> = n
+                            .extra
+                            .iter()
+                            .map(|t| format!("{t:?}"))
+                            .filter(|t| !t.contains("trunks") && !t.contains("link_down"))
+                            .collect();
+                        e.sort();
+                        e
+                    };
+                    (same_device && rest(&a) == rest(&b)) || plugs("network")
+                }
+                _ => plugs("network"),
+            }
+        }
+        // `vmconfig_update_disk`: a CD-ROM medium is swapped with
+        // `change_medium`; a new disk on scsi/virtio is hot-plugged with
+        // disk hotplug; ide/sata disks and option changes wait.
+        "ide" | "sata" | "scsi" | "virtio" if !digits.is_empty() => {
+            let cd = |v: Option<&str>| v.is_some_and(|v| v.contains("media=cdrom"));
+            if cd(old) && cd(new) {
+                return true;
+            }
+            old.is_none() && !cd(new) && (bus == "scsi" || bus == "virtio") && plugs("disk")
+        }
+        // `QemuServer/Memory.pm`: memory hotplug needs NUMA.
+        _ if key == "memory" => plugs("memory") && now.current("numa") == Some("1"),
+        _ if key == "cores" || key == "vcpus" => plugs("cpu"),
+        // `vmconfig_hotplug_pending`'s fast-plug options and the cgroup
+        // `cpulimit`; PVE 9.2 also fast-plugs the cloud-init keys.
+        _ => matches!(
+            key,
+            "name" | "description" | "tags" | "onboot" | "startup" | "protection" | "cpulimit"
+        ),
+    }
+}
+
 fn param<'a>(p: &'a Params, key: &str) -> Option<&'a str> {
     p.get(key).map(|v| v.expose())
 }
@@ -297,6 +437,7 @@ fn guest(
         template: cfg.is_template().unwrap_or(false),
         power: Power::Stopped,
         lock: None,
+        ha_state: None,
         tags: cfg.tags().unwrap_or_default(),
         config: Ok(cfg),
     }
