@@ -12,7 +12,8 @@
 //!   NIC change, a new NIC or a removed one with `network` hotplug; a CD-ROM
 //!   medium always (`change_medium`); a new scsi/virtio disk with `disk`
 //!   hotplug (ide/sata stay pending); `memory` with `memory` hotplug and
-//!   `numa=1`; `cores`/`vcpus` with `cpu` hotplug.
+//!   `numa=1`; `vcpus` with `cpu` hotplug (`qemu_cpu_hotplug`). `cores` is not
+//!   in that list: a changed core count always waits for a restart.
 //! - LXC (pve-container `LXC/Config.pm` `vmconfig_hotplug_pending`, `LXC.pm`
 //!   `update_net`): `cores`, `memory`, `swap` (cgroups), `netN`, a new `mpN`.
 //!
@@ -83,7 +84,8 @@ impl Hotplug {
         let slot = family.len() < key.len();
         match (family, slot) {
             ("memory", false) => self.has("memory") && self.numa,
-            ("cores" | "vcpus", false) => self.has("cpu"),
+            // Only `vcpus` is hot-plugged; `cores` falls through to pending.
+            ("vcpus", false) => self.has("cpu"),
             ("net", true) => match (from, to) {
                 (Some(old), Some(new)) => {
                     changed_options(old, new)

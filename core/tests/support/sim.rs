@@ -403,7 +403,9 @@ fn takes_live(
         }
         // `QemuServer/Memory.pm`: memory hotplug needs NUMA.
         _ if key == "memory" => plugs("memory") && now.current("numa") == Some("1"),
-        _ if key == "cores" || key == "vcpus" => plugs("cpu"),
+        // Only `vcpus` has a hot-plug branch (`qemu_cpu_hotplug`); `cores`
+        // has none and waits for a restart.
+        _ if key == "vcpus" => plugs("cpu"),
         // `vmconfig_hotplug_pending`'s fast-plug options and the cgroup
         // `cpulimit`; PVE 9.2 also fast-plugs the cloud-init keys.
         _ => matches!(
