@@ -295,15 +295,7 @@ impl Builder<'_> {
                 Some(Ok(c)) if c.has_file(content, &spec.filename) => {}
                 Some(Ok(_)) => {
                     let params = drift::download_params(obj);
-                    let changes = params
-                        .0
-                        .iter()
-                        .map(|(k, v)| Change {
-                            field: k.clone(),
-                            from: None,
-                            to: Some(v.shown().to_owned()),
-                        })
-                        .collect();
+                    let changes = params.as_new_changes();
                     self.downloads.insert((obj.r#ref.clone(), node.clone()));
                     self.plan.actions.push(Action {
                         op: Op::Download,
@@ -853,15 +845,7 @@ impl Builder<'_> {
         let start_after = desired_power(&obj.spec) == Some(PowerState::Started);
         let built = if clone_of.is_some() {
             drift::clone_params(obj, self.ctx).map(|(source, pve_name, config, delete)| {
-                let changes = config
-                    .0
-                    .iter()
-                    .map(|(k, v)| Change {
-                        field: k.clone(),
-                        from: None,
-                        to: Some(v.shown().to_owned()),
-                    })
-                    .collect();
+                let changes = config.as_new_changes();
                 (
                     Op::Clone,
                     changes,
@@ -877,15 +861,7 @@ impl Builder<'_> {
             })
         } else {
             drift::create_params(obj, self.ctx).map(|params| {
-                let changes = params
-                    .0
-                    .iter()
-                    .map(|(k, v)| Change {
-                        field: k.clone(),
-                        from: None,
-                        to: Some(v.shown().to_owned()),
-                    })
-                    .collect();
+                let changes = params.as_new_changes();
                 (
                     Op::Create,
                     changes,
