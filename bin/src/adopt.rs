@@ -353,6 +353,18 @@ pub fn adopted_key_name(key: &SshKey) -> String {
     format!("adopted-{hex}")
 }
 
+/// The value under `key` in a SOPS map, an empty map added last when absent.
+fn map_entry<'a>(entries: &'a mut Vec<(String, SecretNode)>, key: &str) -> &'a mut SecretNode {
+    let i = match entries.iter().position(|(k, _)| k == key) {
+        Some(i) => i,
+        None => {
+            entries.push((key.into(), SecretNode::Map(Vec::new())));
+            entries.len() - 1
+        }
+    };
+    &mut entries[i].1
+}
+
 /// Adds every `live` key line whose key (type and blob) is not yet in the
 /// SOPS file's `cloud-init.ssh-keys` block under its `adopted-…` name,
 /// re-encrypts for the file's own recipients and rule, and replaces the
@@ -419,25 +431,10 @@ pub fn merge_ssh_keys(
         file: file.clone(),
         reason: reason.to_owned(),
     };
-    let entries = doc.entries_mut();
-    let ci = match entries.iter().position(|(k, _)| k == "cloud-init") {
-        Some(i) => i,
-        None => {
-            entries.push(("cloud-init".into(), SecretNode::Map(Vec::new())));
-            entries.len() - 1
-        }
-    };
-    let SecretNode::Map(ci_map) = &mut entries[ci].1 else {
+    let SecretNode::Map(ci_map) = map_entry(doc.entries_mut(), "cloud-init") else {
         return Err(shape("`cloud-init` is not a map"));
     };
-    let sk = match ci_map.iter().position(|(k, _)| k == "ssh-keys") {
-        Some(i) => i,
-        None => {
-            ci_map.push(("ssh-keys".into(), SecretNode::Map(Vec::new())));
-            ci_map.len() - 1
-        }
-    };
-    let SecretNode::Map(sk_map) = &mut ci_map[sk].1 else {
+    let SecretNode::Map(sk_map) = map_entry(ci_map, "ssh-keys") else {
         return Err(shape("`cloud-init.ssh-keys` is not a map"));
     };
     for (name, line) in &new {

@@ -75,6 +75,19 @@ impl ClusterCredentials {
     }
 }
 
+/// The folder of the file that declared a cluster, where the cluster's own
+/// relative file names start: below `root` unless it is absolute.
+pub fn declaring_dir(declared_in: &str, root: Option<&Path>) -> PathBuf {
+    let declared = Path::new(declared_in);
+    let dir = declared.parent().unwrap_or(Path::new(""));
+    if declared.is_absolute() {
+        dir.to_path_buf()
+    } else {
+        root.map(|r| r.join(dir))
+            .unwrap_or_else(|| dir.to_path_buf())
+    }
+}
+
 /// Where a cluster's `secrets-file` is, on disk: relative to the file that
 /// declared the cluster, and inside the repository (the work tree root, or
 /// for a `--config` file outside any work tree, that file's directory).
@@ -98,14 +111,7 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Result<Option<Pa
     if p.is_absolute() {
         return Err(refuse("is an absolute path".to_owned()));
     }
-    let declared = Path::new(&cc.declared_in);
-    let dir = declared.parent().unwrap_or(Path::new(""));
-    let base = if declared.is_absolute() {
-        dir.to_path_buf()
-    } else {
-        root.map(|r| r.join(dir))
-            .unwrap_or_else(|| dir.to_path_buf())
-    };
+    let base = declaring_dir(&cc.declared_in, root);
     let path = base.join(p);
     let fence = root.map(Path::to_path_buf).unwrap_or(base);
     let fence = if fence.as_os_str().is_empty() {

@@ -41,8 +41,9 @@ use crate::adopt::ReadOnly;
 use crate::args::GlobalArgs;
 use crate::context::{self, Env, Workspace};
 use crate::creds;
-use crate::exit::Failure;
+use crate::exit::{Exit, Failure};
 use crate::lock::{ClusterLock, Locking};
+use crate::out;
 
 /// Where live state comes from.
 #[derive(Debug, Clone)]
@@ -64,6 +65,23 @@ pub struct PlanAll {
     pub plans: Vec<ClusterPlan>,
     /// Diagnostics of clusters refused for invalid input.
     pub invalid: Vec<Diagnostic>,
+}
+
+impl PlanAll {
+    /// Prints the diagnostics of clusters refused for invalid input; the
+    /// exit code planning alone earns: invalid input, then an aborted plan.
+    pub fn exit(&self) -> Exit {
+        let mut exit = Exit::Ok;
+        if !self.invalid.is_empty() {
+            let refs: Vec<&Diagnostic> = self.invalid.iter().collect();
+            out::errors(&context::render_diagnostics(&refs));
+            exit = exit.worst(Exit::Input);
+        }
+        if self.plans.iter().any(|p| p.plan.aborted) {
+            exit = exit.worst(Exit::Runtime);
+        }
+        exit
+    }
 }
 
 /// A boxed transport is a transport (so it can be wrapped, e.g. recorded).
@@ -223,7 +241,7 @@ pub fn prepare_reusing<'w>(
     let sources = IdentitySources::from_process_env();
     let mut clusters = Vec::new();
     let mut invalid = Vec::new();
-    for (name, result) in &ws.loaded.clusters {
+    'clusters: for (name, result) in &ws.loaded.clusters {
         if !context::selected(g, name.as_str()) {
             continue;
         }
@@ -307,12 +325,12 @@ pub fn prepare_reusing<'w>(
                     }
                 }
             }
-            Source::Live => {
+            Source::Live => 'live: {
                 let c = match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
                     Ok(c) => c,
                     Err(f) => {
                         clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
-                        continue;
+                        continue 'clusters;
                     }
                 };
                 c.check(name.as_str())?;
@@ -374,28 +392,11 @@ pub fn prepare_reusing<'w>(
                     &c,
                 );
                 if let Some(shared) = reuse.live.get(&key) {
-                    if let Some(unready) = unresolved_secrets(desired, &c.cloud_init, &mut invalid)
-                    {
-                        clusters.push(Prepared {
-                            name: name.clone(),
-                            ready: Err(unready),
-                        });
-                        continue;
-                    }
-                    clusters.push(Prepared {
-                        name: name.clone(),
-                        ready: Ok(Ready {
-                            desired,
-                            base_url: cc.base_url.clone(),
-                            policy,
-                            power: cc.power(),
-                            scope,
-                            transport: Box::new(SharedLive(Arc::clone(shared))),
-                            secrets: c.cloud_init,
-                            live: Some(Arc::clone(shared)),
-                        }),
-                    });
-                    continue;
+                    break 'live (
+                        Box::new(SharedLive(Arc::clone(shared))) as Box<dyn Transport>,
+                        c.cloud_init,
+                        Some(Arc::clone(shared)),
+                    );
                 }
                 if tls.is_insecure() {
                     crate::log::event(
@@ -588,15 +589,10 @@ fn relative_to_declaring_file(file: &str, declared_in: &str, root: Option<&Path>
     if p.is_absolute() {
         return file.to_owned();
     }
-    let declared = Path::new(declared_in);
-    let dir = declared.parent().unwrap_or(Path::new(""));
-    let base = if declared.is_absolute() {
-        dir.to_path_buf()
-    } else {
-        root.map(|r| r.join(dir))
-            .unwrap_or_else(|| dir.to_path_buf())
-    };
-    base.join(p).display().to_string()
+    creds::declaring_dir(declared_in, root)
+        .join(p)
+        .display()
+        .to_string()
 }
 
 impl Ready<'_> {

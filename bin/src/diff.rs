@@ -48,15 +48,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // A reader that went away early (`| head -1`) does not change what the
     // plan says: the plan is still saved and the exit code still counts.
     out::report_line(&text)?;
-    let mut exit = Exit::Ok;
-    if !outcome.invalid.is_empty() {
-        let refs: Vec<&proxops_core::diag::Diagnostic> = outcome.invalid.iter().collect();
-        out::errors(&context::render_diagnostics(&refs));
-        exit = exit.worst(Exit::Input);
-    }
-    if plans.iter().any(|p| p.aborted) {
-        exit = exit.worst(Exit::Runtime);
-    }
+    let mut exit = outcome.exit();
     if let Some(file) = &a.out {
         // Printed first, so a refused save still shows what was planned.
         if let Err(f) = crate::saved::write(&ws, &outcome, file) {

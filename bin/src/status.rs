@@ -66,15 +66,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Output::Json => out::report(&render_status_json(&store, finished_at))?,
         _ => out::report(&table(&store, &plans))?,
     }
-    let mut exit = Exit::Ok;
-    if !outcome.invalid.is_empty() {
-        let refs: Vec<&proxops_core::diag::Diagnostic> = outcome.invalid.iter().collect();
-        out::errors(&context::render_diagnostics(&refs));
-        exit = exit.worst(Exit::Input);
-    }
-    if plans.iter().any(|p| p.aborted) {
-        exit = exit.worst(Exit::Runtime);
-    }
+    let exit = outcome.exit();
     Ok(exit)
 }
 

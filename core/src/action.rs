@@ -179,6 +179,18 @@ impl Params {
         })
     }
 
+    /// Every key as a change from absent, values shown as in plans.
+    pub fn as_new_changes(&self) -> Vec<Change> {
+        self.0
+            .iter()
+            .map(|(k, v)| Change {
+                field: k.clone(),
+                from: None,
+                to: Some(v.shown().to_owned()),
+            })
+            .collect()
+    }
+
     /// `(key, value)` pairs for the wire, secrets exposed.
     pub fn to_wire(&self) -> Vec<(String, String)> {
         self.0

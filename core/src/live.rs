@@ -118,11 +118,9 @@ pub struct LiveConfig {
 impl LiveConfig {
     /// From the `data` object of a config response. `null` values are unset.
     pub fn from_json(data: &serde_json::Value) -> Result<LiveConfig, WireError> {
-        let obj = data.as_object().ok_or_else(|| WireError::Invalid {
-            key: "config".into(),
-            value: truncate(&data.to_string()),
-            expected: "a JSON object of config keys".into(),
-        })?;
+        let obj = data
+            .as_object()
+            .ok_or_else(|| not_json_of("config", data, "a JSON object of config keys"))?;
         let mut cfg = LiveConfig::default();
         for (k, v) in obj {
             let Some(text) = json_to_text(v) else {
@@ -145,11 +143,7 @@ impl LiveConfig {
     /// loaded config, `digest` included; `format_pending` skips it when
     /// printing).
     pub fn from_pending_json(data: &serde_json::Value) -> Result<LiveConfig, WireError> {
-        let bad = |expected: &str| WireError::Invalid {
-            key: "pending".into(),
-            value: truncate(&data.to_string()),
-            expected: expected.into(),
-        };
+        let bad = |expected: &str| not_json_of("pending", data, expected);
         let items = data
             .as_array()
             .ok_or_else(|| bad("a JSON array of pending entries"))?;
@@ -251,6 +245,15 @@ impl LiveConfig {
     }
 }
 
+/// `data` (shortened) is not the JSON `expected` for `key`.
+fn not_json_of(key: &str, data: &serde_json::Value, expected: &str) -> WireError {
+    WireError::Invalid {
+        key: key.into(),
+        value: truncate(&data.to_string()),
+        expected: expected.into(),
+    }
+}
+
 fn truncate(s: &str) -> String {
     s.chars().take(120).collect()
 }
@@ -348,11 +351,7 @@ impl StorageContent {
     /// JSON type differs between builds); `size` may be an integer, a float
     /// or a numeric string.
     pub fn from_json(data: &serde_json::Value) -> Result<StorageContent, WireError> {
-        let bad = |what: &str| WireError::Invalid {
-            key: "storage content".into(),
-            value: truncate(&data.to_string()),
-            expected: what.into(),
-        };
+        let bad = |what: &str| not_json_of("storage content", data, what);
         let items = data
             .as_array()
             .ok_or_else(|| bad("a JSON array of content entries"))?;

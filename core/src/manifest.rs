@@ -184,12 +184,12 @@ pub enum PowerState {
 
 // ---------------------------------------------------------------- VM
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmSpec {
     pub node: NodeName,
     pub vmid: Vmid,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PowerState>,
     pub memory: Quantity,
     pub cpu: VmCpu,
@@ -197,24 +197,19 @@ pub struct VmSpec {
     pub disks: Vec<VmDisk>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<VmNic>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hardware: Option<VmHardware>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<VmOptions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init_data: Option<CloudInitData>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pve_name: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pve_description: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub clone: Option<ResourceName>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmCpu {
@@ -222,35 +217,27 @@ pub struct VmCpu {
     pub cpu_type: String,
     pub cores: u32,
     /// PVE `cpulimit`: host CPUs' worth of time, 0 (unlimited) to 128.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<f64>,
     /// Parsed and round-tripped, never sent (a documented gap).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmDisk {
     pub storage: StorageId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Quantity>,
     /// A DiskImage `metadata.name` to import from.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub image: Option<ResourceName>,
     /// `scsiN`, `virtioN`, `sataN`, `ideN`; default `scsi<index>`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interface: Option<String>,
     /// VM-wide `scsihw`; the first disk that declares one wins.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub controller: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iothread: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub discard: Option<Discard>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ssd: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub aio: Option<Aio>,
 }
 
@@ -288,46 +275,32 @@ impl Aio {
     }
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmNic {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model: Option<String>,
     pub bridge: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mac: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vlan: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmHardware {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub machine: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bios: Option<Bios>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub display: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sockets: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub numa: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub serial0: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cdrom: Option<Cdrom>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub efi_disk: Option<EfiDisk>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cloud_init: Option<CloudInitDrive>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tpm: Option<Tpm>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pci_devices: Vec<PciDevice>,
@@ -349,13 +322,12 @@ impl Bios {
     }
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Cdrom {
     /// An ISO `metadata.name`, or `none` to own an empty drive.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iso: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub media: Option<CdMedia>,
 }
 
@@ -400,17 +372,15 @@ impl Cdrom {
     }
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct EfiDisk {
     pub storage: StorageId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Quantity>,
     /// `efitype=`: `2m` or `4m`, the only values PVE accepts
     /// (qemu-server `QemuServer/Drive.pm`, `efitype`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub template: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secure_boot: Option<SecureBoot>,
 }
 
@@ -421,13 +391,12 @@ pub enum SecureBoot {
     Disabled,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CloudInitDrive {
     pub enabled: bool,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub storage: Option<StorageId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub size: Option<Quantity>,
 }
 
@@ -437,21 +406,21 @@ impl CloudInitDrive {
     }
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Tpm {
     pub storage: StorageId,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub version: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PciDevice {
     /// N in `hostpci<N>` (0–999); `hostpci<N>` is accepted too.
     pub slot: PciSlot,
     pub device: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pcie: Option<bool>,
 }
 
@@ -488,41 +457,33 @@ impl<'de> Deserialize<'de> for PciSlot {
     }
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onboot: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub agent: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acpi: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tablet: Option<bool>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hotplug: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub boot_order: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nested_virt: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hidden: Option<bool>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CloudInitData {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci_user: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_keys: Vec<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_key_refs: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ci_password_ref: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nameservers: Vec<String>,
@@ -532,17 +493,18 @@ pub struct CloudInitData {
     pub ipconfigs: Vec<IpConfig>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IpConfig {
     pub nic: u32,
     pub ip: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gateway: Option<String>,
 }
 
 // ---------------------------------------------------------------- LXC
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcSpec {
@@ -550,10 +512,8 @@ pub struct LxcSpec {
     pub vmid: Vmid,
     /// A CTTemplate `metadata.name` (PVE `ostemplate`, create-only).
     pub template: ResourceName,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub state: Option<PowerState>,
     pub memory: Quantity,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub swap: Option<Quantity>,
     pub cpu: LxcCpu,
     pub root: LxcRoot,
@@ -563,13 +523,9 @@ pub struct LxcSpec {
     pub bind_mounts: Vec<BindMount>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<LxcNic>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub dns: Option<LxcDns>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub arch: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<LxcOptions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pve_description: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
@@ -577,12 +533,12 @@ pub struct LxcSpec {
     pub extra: BTreeMap<String, String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcCpu {
     pub cores: u32,
     /// Parsed, never sent (PVE `cpuunits` is a documented gap).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub units: Option<u32>,
 }
 
@@ -593,127 +549,100 @@ pub struct LxcRoot {
     pub size: Quantity,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MountPoint {
     pub storage: StorageId,
     pub size: Quantity,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_point: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub options: Option<MountOptions>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MountOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub backup: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub acl: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub quota: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub shared: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mount_options: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BindMount {
     pub host_path: String,
     pub mount_point: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub read_only: Option<bool>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcNic {
     pub bridge: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub iface: Option<String>,
-    #[serde(default, rename = "type", skip_serializing_if = "Option::is_none")]
+    #[serde(rename = "type")]
     pub nic_type: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tag: Option<u32>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hwaddr: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub rate_limit: Option<f64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub firewall: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ip: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub gw: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub slot: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcDns {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hostname: Option<String>,
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nameservers: Vec<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub domain: Option<String>,
 }
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcOptions {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub unprivileged: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub protection: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nesting: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub keyctl: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub fuse: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub onboot: Option<bool>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub startup: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub console: Option<bool>,
     /// Never sent: PVE 9.2 rejects `ttys=` at create [PROBE].
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ttys: Option<u32>,
 }
 
 // ---------------------------------------------------------------- artifacts
 
+#[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ArtifactSpec {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeName>,
     /// Legacy single node, merged into `nodes`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub node: Option<NodeName>,
     pub storage: StorageId,
     pub filename: String,
     pub url: String,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub checksum: Option<Checksum>,
     /// download-url `verify-certificates` (PVE's default: on).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verify_certificates: Option<bool>,
     /// download-url `compression`: PVE decompresses the download (ISO
     /// only); one of `ARTIFACT_COMPRESSIONS`.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub compression: Option<String>,
 }
 

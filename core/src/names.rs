@@ -173,53 +173,54 @@ string_newtype!(
     check_storage_id
 );
 
-fn check_resource_name(s: &str) -> Result<(), NameError> {
+/// A DNS-label-like name: 1..=`max` bytes that `allowed` accepts or '-',
+/// not starting or ending with '-' and, unless `double_dash`, without "--".
+/// The error reads "invalid {what} {s:?}: {hint}".
+fn check_label(
+    s: &str,
+    max: usize,
+    allowed: fn(u8) -> bool,
+    double_dash: bool,
+    (what, hint): (&str, &str),
+) -> Result<(), NameError> {
     let ok = !s.is_empty()
-        && s.len() <= 63
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
+        && s.len() <= max
+        && s.bytes().all(|b| allowed(b) || b == b'-')
         && !s.starts_with('-')
         && !s.ends_with('-')
-        && !s.contains("--");
+        && (double_dash || !s.contains("--"));
     if ok {
         Ok(())
     } else {
-        Err(NameError(format!(
-            "invalid name {s:?}: use 1-63 lowercase letters and digits with single dashes between them, e.g. \"web-01\""
-        )))
+        Err(NameError(format!("invalid {what} {s:?}: {hint}")))
     }
 }
 
+fn lower_or_digit(b: u8) -> bool {
+    b.is_ascii_lowercase() || b.is_ascii_digit()
+}
+
+fn check_resource_name(s: &str) -> Result<(), NameError> {
+    let hint =
+        "use 1-63 lowercase letters and digits with single dashes between them, e.g. \"web-01\"";
+    check_label(s, 63, lower_or_digit, false, ("name", hint))
+}
+
 fn check_cluster_name(s: &str) -> Result<(), NameError> {
-    let ok = !s.is_empty()
-        && s.len() <= 64
-        && s.bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(NameError(format!(
-            "invalid cluster name {s:?}: use 1-64 lowercase letters, digits and '-', not starting or ending with '-'"
-        )))
-    }
+    let hint = "use 1-64 lowercase letters, digits and '-', not starting or ending with '-'";
+    check_label(s, 64, lower_or_digit, true, ("cluster name", hint))
 }
 
 fn check_node_name(s: &str) -> Result<(), NameError> {
     // PVE node names are DNS labels: letters, digits and '-'.
-    let ok = !s.is_empty()
-        && s.len() <= 63
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        && !s.starts_with('-')
-        && !s.ends_with('-');
-    if ok {
-        Ok(())
-    } else {
-        Err(NameError(format!(
-            "invalid node name {s:?}: a PVE node name is 1-63 letters, digits and '-' (no spaces, dots or '/')"
-        )))
-    }
+    let hint = "a PVE node name is 1-63 letters, digits and '-' (no spaces, dots or '/')";
+    check_label(
+        s,
+        63,
+        |b| b.is_ascii_alphanumeric(),
+        true,
+        ("node name", hint),
+    )
 }
 
 fn check_storage_id(s: &str) -> Result<(), NameError> {

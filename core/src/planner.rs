@@ -39,6 +39,24 @@ fn guest_type_of(kind: Kind) -> GuestType {
     }
 }
 
+/// An action on a live guest of `obj`, with no changes and no reason yet.
+fn on_guest(obj: &DesiredObject, live: &LiveGuest, op: Op, impact: Impact, work: Work) -> Action {
+    Action {
+        op,
+        kind: obj.r#ref.kind,
+        name: obj.r#ref.name.to_string(),
+        node: live.node.clone(),
+        target: Target::Guest(live.vmid),
+        impact,
+        changes: Vec::new(),
+        reason: String::new(),
+        level: obj.level,
+        deps: obj.deps.iter().cloned().collect(),
+        object: Some(obj.r#ref.clone()),
+        work,
+    }
+}
+
 fn live_kind(g: &LiveGuest) -> Kind {
     match (g.guest_type, g.template) {
         (GuestType::Qemu, false) => Kind::VM,
@@ -257,25 +275,22 @@ impl Builder<'_> {
         let mut params = crate::action::Params::new();
         params.0.push(("tags".into(), tags.clone()));
         self.plan.actions.push(Action {
-            op: Op::Update,
-            kind: obj.r#ref.kind,
-            name: obj.r#ref.name.to_string(),
-            node: live.node.clone(),
-            target: Target::Guest(live.vmid),
-            impact: Impact::Live,
             changes: vec![change.clone()],
             reason,
-            level: obj.level,
-            deps: obj.deps.iter().cloned().collect(),
-            object: Some(obj.r#ref.clone()),
-            work: Work::UpdateConfig {
-                guest_type: live.guest_type,
-                params,
-                delete: Vec::new(),
-                digest,
-                stop_first: false,
-                restart_after: false,
-            },
+            ..on_guest(
+                obj,
+                live,
+                Op::Update,
+                Impact::Live,
+                Work::UpdateConfig {
+                    guest_type: live.guest_type,
+                    params,
+                    delete: Vec::new(),
+                    digest,
+                    stop_first: false,
+                    restart_after: false,
+                },
+            )
         });
     }
 
@@ -295,15 +310,7 @@ impl Builder<'_> {
                 Some(Ok(c)) if c.has_file(content, &spec.filename) => {}
                 Some(Ok(_)) => {
                     let params = drift::download_params(obj);
-                    let changes = params
-                        .0
-                        .iter()
-                        .map(|(k, v)| Change {
-                            field: k.clone(),
-                            from: None,
-                            to: Some(v.shown().to_owned()),
-                        })
-                        .collect();
+                    let changes = params.as_new_changes();
                     self.downloads.insert((obj.r#ref.clone(), node.clone()));
                     self.plan.actions.push(Action {
                         op: Op::Download,
@@ -705,24 +712,22 @@ impl Builder<'_> {
         changes.sort();
         let keys: Vec<&str> = changes.iter().map(|c| c.field.as_str()).collect();
         self.plan.actions.push(Action {
-            op: Op::Reboot,
-            kind: obj.r#ref.kind,
-            name: obj.r#ref.name.to_string(),
-            node: live.node.clone(),
-            target: Target::Guest(live.vmid),
-            impact: Impact::Reboot,
             reason: format!(
                 "{}: pending restart: {} take effect at the next restart (restart-policy reboot)",
                 obj.r#ref,
                 keys.join(", ")
             ),
             changes,
-            level: obj.level,
             deps,
-            object: Some(obj.r#ref.clone()),
-            work: Work::Reboot {
-                guest_type: live.guest_type,
-            },
+            ..on_guest(
+                obj,
+                live,
+                Op::Reboot,
+                Impact::Reboot,
+                Work::Reboot {
+                    guest_type: live.guest_type,
+                },
+            )
         });
     }
 
@@ -732,12 +737,6 @@ impl Builder<'_> {
     fn grow(&mut self, obj: &DesiredObject, live: &LiveGuest, grows: &[drift::DiskGrowth]) {
         for g in grows {
             self.plan.actions.push(Action {
-                op: Op::Resize,
-                kind: obj.r#ref.kind,
-                name: obj.r#ref.name.to_string(),
-                node: live.node.clone(),
-                target: Target::Guest(live.vmid),
-                impact: Impact::Live,
                 changes: vec![Change {
                     field: format!("{}.size", g.disk),
                     from: Some(g.from.to_wire()),
@@ -750,14 +749,17 @@ impl Builder<'_> {
                     g.from.to_wire(),
                     g.to.to_wire()
                 ),
-                level: obj.level,
-                deps: obj.deps.iter().cloned().collect(),
-                object: Some(obj.r#ref.clone()),
-                work: Work::Resize {
-                    guest_type: live.guest_type,
-                    disk: g.disk.clone(),
-                    size: g.to,
-                },
+                ..on_guest(
+                    obj,
+                    live,
+                    Op::Resize,
+                    Impact::Live,
+                    Work::Resize {
+                        guest_type: live.guest_type,
+                        disk: g.disk.clone(),
+                        size: g.to,
+                    },
+                )
             });
         }
     }
@@ -853,15 +855,7 @@ impl Builder<'_> {
         let start_after = desired_power(&obj.spec) == Some(PowerState::Started);
         let built = if clone_of.is_some() {
             drift::clone_params(obj, self.ctx).map(|(source, pve_name, config, delete)| {
-                let changes = config
-                    .0
-                    .iter()
-                    .map(|(k, v)| Change {
-                        field: k.clone(),
-                        from: None,
-                        to: Some(v.shown().to_owned()),
-                    })
-                    .collect();
+                let changes = config.as_new_changes();
                 (
                     Op::Clone,
                     changes,
@@ -877,15 +871,7 @@ impl Builder<'_> {
             })
         } else {
             drift::create_params(obj, self.ctx).map(|params| {
-                let changes = params
-                    .0
-                    .iter()
-                    .map(|(k, v)| Change {
-                        field: k.clone(),
-                        from: None,
-                        to: Some(v.shown().to_owned()),
-                    })
-                    .collect();
+                let changes = params.as_new_changes();
                 (
                     Op::Create,
                     changes,

@@ -15,7 +15,7 @@ use crate::config::{self, Config, ConfigShape, ConfigSource, ConfigSources, Over
 use crate::diag::{Diagnostic, YamlIndex};
 use crate::extra::AllowList;
 use crate::graph;
-use crate::manifest::{self, ArtifactSpec, Document, LxcSpec, Metadata, Spec, VmSpec};
+use crate::manifest::{self, Document, Metadata, Spec};
 use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
 use crate::plan::AbortCause;
 use crate::yaml::{deserialize_document, document_values, from_value};
@@ -640,21 +640,14 @@ fn parse_file(
             );
             continue;
         }
-        let parsed: Result<(Metadata, Spec), crate::yaml::DocError> = match kind {
-            Kind::VM => read_doc::<Document<VmSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::Vm(d.spec))),
-            Kind::TemplateVM => read_doc::<Document<VmSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::TemplateVm(d.spec))),
-            Kind::LXC => read_doc::<Document<LxcSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::Lxc(d.spec))),
-            Kind::TemplateCT => read_doc::<Document<LxcSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::TemplateCt(d.spec))),
-            Kind::ISO => read_doc::<Document<ArtifactSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::Iso(d.spec))),
-            Kind::CTTemplate => read_doc::<Document<ArtifactSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::CtTemplate(d.spec))),
-            Kind::DiskImage => read_doc::<Document<ArtifactSpec>>(value, text, doc)
-                .map(|d| (d.metadata, Spec::DiskImage(d.spec))),
+        let parsed = match kind {
+            Kind::VM => read_spec(value, text, doc, Spec::Vm),
+            Kind::TemplateVM => read_spec(value, text, doc, Spec::TemplateVm),
+            Kind::LXC => read_spec(value, text, doc, Spec::Lxc),
+            Kind::TemplateCT => read_spec(value, text, doc, Spec::TemplateCt),
+            Kind::ISO => read_spec(value, text, doc, Spec::Iso),
+            Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
+            Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
         };
         let (metadata, spec) = match parsed {
             Ok(p) => p,
@@ -719,6 +712,16 @@ fn read_doc<T: serde::de::DeserializeOwned>(
     }
 }
 
+/// Reads one document as a `Document<S>` and wraps its spec by kind.
+fn read_spec<S: serde::de::DeserializeOwned>(
+    value: &serde_yaml::Value,
+    text: &str,
+    doc: usize,
+    wrap: fn(S) -> Spec,
+) -> Result<(Metadata, Spec), crate::yaml::DocError> {
+    read_doc::<Document<S>>(value, text, doc).map(|d| (d.metadata, wrap(d.spec)))
+}
+
 /// Diagnostic for a field of a desired object.
 pub(crate) fn object_diag(
     o: &DesiredObject,
@@ -756,43 +759,33 @@ fn cross_checks(
                 .map(|n| n.as_str())
                 .collect::<Vec<_>>()
                 .join(", ");
-            match &o.spec {
-                Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => {
-                    for (i, n) in a.nodes.iter().enumerate() {
-                        if !allow.contains(n) {
-                            outside += 1;
-                            diags.push(object_diag(
-                                o,
-                                indexes,
-                                &format!("spec.nodes[{i}]"),
-                                format!("node {n} is not in this cluster's node allowlist (allowed: {allowed})"),
-                            ));
-                        }
-                    }
-                    if let Some(n) = &a.node
-                        && !allow.contains(n)
-                    {
-                        outside += 1;
-                        diags.push(object_diag(
-                            o,
-                            indexes,
-                            "spec.node",
-                            format!("node {n} is not in this cluster's node allowlist (allowed: {allowed})"),
-                        ));
-                    }
-                }
-                _ => {
-                    if let Some((n, _)) = o.spec.guest_id()
-                        && !allow.contains(n)
-                    {
-                        outside += 1;
-                        diags.push(object_diag(
-                            o,
-                            indexes,
-                            "spec.node",
-                            format!("node {n} is not in this cluster's node allowlist (allowed: {allowed})"),
-                        ));
-                    }
+            // Every node the object names, with the field that names it.
+            let named: Vec<(String, &NodeName)> = match &o.spec {
+                Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => a
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .map(|(i, n)| (format!("spec.nodes[{i}]"), n))
+                    .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n)))
+                    .collect(),
+                _ => o
+                    .spec
+                    .guest_id()
+                    .map(|(n, _)| ("spec.node".to_owned(), n))
+                    .into_iter()
+                    .collect(),
+            };
+            for (field, n) in named {
+                if !allow.contains(n) {
+                    outside += 1;
+                    diags.push(object_diag(
+                        o,
+                        indexes,
+                        &field,
+                        format!(
+                            "node {n} is not in this cluster's node allowlist (allowed: {allowed})"
+                        ),
+                    ));
                 }
             }
         }

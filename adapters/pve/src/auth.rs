@@ -41,8 +41,9 @@ pub enum CredentialError {
     MalformedTokenValue,
 }
 
-/// A PVE API token: `<user>!<token id>=<secret>`.
-#[derive(Clone, PartialEq, Eq)]
+/// A PVE API token: `<user>!<token id>=<secret>`. Its Debug shows the
+/// secret as `Secret` does: redacted.
+#[derive(Clone, PartialEq, Eq, Debug)]
 pub struct ApiToken {
     user: String,
     token_id: String,
@@ -116,16 +117,6 @@ impl ApiToken {
             self.token_id,
             self.secret.expose()
         ))
-    }
-}
-
-impl fmt::Debug for ApiToken {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("ApiToken")
-            .field("user", &self.user)
-            .field("token_id", &self.token_id)
-            .field("secret", &self.secret)
-            .finish()
     }
 }
 

@@ -171,14 +171,17 @@ pub(crate) fn client_config(trust: &TlsTrust) -> Result<Arc<ClientConfig>, TlsEr
             .with_no_client_auth(),
         TlsTrust::Fingerprint(pin) => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(PinnedCertificate {
-                pin: *pin,
+            .with_custom_certificate_verifier(Arc::new(CertificateCheck {
+                pin: Some(*pin),
                 algorithms,
             }))
             .with_no_client_auth(),
         TlsTrust::DangerInsecure => builder
             .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AnyCertificate { algorithms }))
+            .with_custom_certificate_verifier(Arc::new(CertificateCheck {
+                pin: None,
+                algorithms,
+            }))
             .with_no_client_auth(),
     };
     Ok(Arc::new(config))
@@ -220,10 +223,13 @@ fn ca_file_roots(path: &Path) -> Result<RootCertStore, TlsError> {
     Ok(store)
 }
 
-/// Accepts exactly one end-entity certificate, by fingerprint.
+/// `TlsTrust::Fingerprint` (`pin: Some`): accepts exactly one end-entity
+/// certificate, by fingerprint. `TlsTrust::DangerInsecure` (`pin: None`):
+/// any certificate. Either way the handshake signature is still checked, so
+/// the peer at least holds the key of what it presented.
 #[derive(Debug)]
-struct PinnedCertificate {
-    pin: Fingerprint,
+struct CertificateCheck {
+    pin: Option<Fingerprint>,
     algorithms: WebPkiSupportedAlgorithms,
 }
 
@@ -245,7 +251,7 @@ impl fmt::Display for FingerprintMismatch {
 
 impl std::error::Error for FingerprintMismatch {}
 
-impl ServerCertVerifier for PinnedCertificate {
+impl ServerCertVerifier for CertificateCheck {
     fn verify_server_cert(
         &self,
         end_entity: &CertificateDer<'_>,
@@ -254,56 +260,17 @@ impl ServerCertVerifier for PinnedCertificate {
         _ocsp_response: &[u8],
         _now: UnixTime,
     ) -> Result<ServerCertVerified, rustls::Error> {
+        let Some(pin) = self.pin else {
+            return Ok(ServerCertVerified::assertion());
+        };
         let seen = Fingerprint::of_der(end_entity.as_ref());
-        if seen == self.pin {
+        if seen == pin {
             Ok(ServerCertVerified::assertion())
         } else {
             Err(rustls::Error::InvalidCertificate(CertificateError::Other(
                 rustls::OtherError(Arc::new(FingerprintMismatch { seen })),
             )))
         }
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(message, cert, dss, &self.algorithms)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
-        self.algorithms.supported_schemes()
-    }
-}
-
-/// `TlsTrust::DangerInsecure`: any certificate; the handshake signature is
-/// still checked so the peer at least holds the key of what it presented.
-#[derive(Debug)]
-struct AnyCertificate {
-    algorithms: WebPkiSupportedAlgorithms,
-}
-
-impl ServerCertVerifier for AnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
     }
 
     fn verify_tls12_signature(

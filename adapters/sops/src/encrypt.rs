@@ -187,16 +187,10 @@ impl Writer<'_> {
 /// A plaintext float in YAML source that yaml.v3 reads back as the same
 /// float (never as an int).
 fn yaml_float(f: f64) -> String {
-    if f.is_nan() {
-        ".nan".into()
-    } else if f == f64::INFINITY {
-        ".inf".into()
-    } else if f == f64::NEG_INFINITY {
-        "-.inf".into()
-    } else {
+    resolve::non_finite(f, [".nan", ".inf", "-.inf"]).unwrap_or_else(|| {
         let s = resolve::go_float(f);
         if s.contains('.') { s } else { format!("{s}.0") }
-    }
+    })
 }
 
 fn wrap_data_key(key: &DataKey, recipient: &age::x25519::Recipient) -> Result<String, String> {

@@ -66,15 +66,21 @@ pub(crate) fn resolve_plain(text: &str) -> Result<Resolved, String> {
 /// Go `strconv.FormatFloat(f, 'f', -1, 64)`: shortest digits, never an
 /// exponent.
 pub(crate) fn go_float(f: f64) -> String {
+    // Rust's Display for f64 is also shortest-round-trip without exponent.
+    non_finite(f, ["NaN", "+Inf", "-Inf"]).unwrap_or_else(|| format!("{f}"))
+}
+
+/// The word for NaN, +infinity or -infinity, in that order; `None` for a
+/// finite `f`.
+pub(crate) fn non_finite(f: f64, [nan, inf, neg_inf]: [&str; 3]) -> Option<String> {
     if f.is_nan() {
-        "NaN".into()
+        Some(nan.into())
     } else if f == f64::INFINITY {
-        "+Inf".into()
+        Some(inf.into())
     } else if f == f64::NEG_INFINITY {
-        "-Inf".into()
+        Some(neg_inf.into())
     } else {
-        // Rust's Display for f64 is also shortest-round-trip without exponent.
-        format!("{f}")
+        None
     }
 }
 

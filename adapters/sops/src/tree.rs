@@ -182,21 +182,26 @@ fn collect_leaves(node: &SecretNode, path: String, out: &mut Vec<(String, Zeroiz
 fn lookup_in_map<'a>(entries: &'a [(String, SecretNode)], path: &str) -> Option<&'a SecretNode> {
     // A key may itself contain dots, so every key that prefixes the path is
     // tried and the first one that resolves the whole path wins.
-    entries.iter().find_map(|(key, node)| {
-        let rest = path.strip_prefix(key.as_str())?;
-        if rest.is_empty() {
-            Some(node)
-        } else if let Some(rest) = rest.strip_prefix('.') {
-            match node {
-                SecretNode::Map(m) => lookup_in_map(m, rest),
-                _ => None,
-            }
-        } else if rest.starts_with('[') {
-            lookup_in_list(node, rest)
-        } else {
-            None
+    entries
+        .iter()
+        .find_map(|(key, node)| lookup_below(node, path.strip_prefix(key.as_str())?))
+}
+
+/// `node` itself for an empty `rest`, else what `.key…` or `[i]…` names
+/// inside it.
+fn lookup_below<'a>(node: &'a SecretNode, rest: &str) -> Option<&'a SecretNode> {
+    if rest.is_empty() {
+        Some(node)
+    } else if let Some(rest) = rest.strip_prefix('.') {
+        match node {
+            SecretNode::Map(m) => lookup_in_map(m, rest),
+            _ => None,
         }
-    })
+    } else if rest.starts_with('[') {
+        lookup_in_list(node, rest)
+    } else {
+        None
+    }
 }
 
 fn lookup_in_list<'a>(node: &'a SecretNode, path: &str) -> Option<&'a SecretNode> {
@@ -207,19 +212,7 @@ fn lookup_in_list<'a>(node: &'a SecretNode, path: &str) -> Option<&'a SecretNode
     let close = inner.find(']')?;
     let index: usize = inner[..close].parse().ok()?;
     let child = items.get(index)?;
-    let rest = &inner[close + 1..];
-    if rest.is_empty() {
-        Some(child)
-    } else if let Some(rest) = rest.strip_prefix('.') {
-        match child {
-            SecretNode::Map(m) => lookup_in_map(m, rest),
-            _ => None,
-        }
-    } else if rest.starts_with('[') {
-        lookup_in_list(child, rest)
-    } else {
-        None
-    }
+    lookup_below(child, &inner[close + 1..])
 }
 
 #[cfg(test)]

@@ -2,7 +2,7 @@
 //! `features`.
 
 use super::WireError;
-use super::propstr::{PropToken, PropertyString, join_tokens};
+use super::propstr::{PropToken, PropertyString, join_tokens, owned_pairs};
 use super::qemu::{DriveVolume, MacAddr, decimal_text};
 use super::scalar::{Bytes, parse_bool, write_bool};
 
@@ -157,22 +157,20 @@ impl LxcVolumeMount {
             ));
         }
         let mut m = LxcVolumeMount::new(DriveVolume::parse(&head).map_err(|e| e.for_key("mpN"))?);
-        for t in rest {
-            match &t {
-                PropToken::Pair { key, value } => match key.as_str() {
-                    "size" => m.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
-                    "mp" => m.mp = Some(value.clone()),
-                    "ro" => m.ro = Some(opt_bool("ro", value)?),
-                    "backup" => m.backup = Some(opt_bool("backup", value)?),
-                    "acl" => m.acl = Some(opt_bool("acl", value)?),
-                    "quota" => m.quota = Some(opt_bool("quota", value)?),
-                    "shared" => m.shared = Some(opt_bool("shared", value)?),
-                    "mountoptions" => m.mountoptions = Some(value.clone()),
-                    _ => m.extra.push(t),
-                },
-                PropToken::Positional(_) => m.extra.push(t),
+        m.extra = owned_pairs(rest, |key, value| {
+            match key {
+                "size" => m.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
+                "mp" => m.mp = Some(value.to_owned()),
+                "ro" => m.ro = Some(opt_bool("ro", value)?),
+                "backup" => m.backup = Some(opt_bool("backup", value)?),
+                "acl" => m.acl = Some(opt_bool("acl", value)?),
+                "quota" => m.quota = Some(opt_bool("quota", value)?),
+                "shared" => m.shared = Some(opt_bool("shared", value)?),
+                "mountoptions" => m.mountoptions = Some(value.to_owned()),
+                _ => return Ok(false),
             }
-        }
+            Ok(true)
+        })?;
         Ok(m)
     }
 

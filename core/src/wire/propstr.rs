@@ -34,6 +34,26 @@ impl PropToken {
     }
 }
 
+/// Hands every `key=value` token to `own`, which answers `Ok(false)` for
+/// a key it does not model; those tokens and positional ones are returned
+/// in order, to be kept verbatim.
+pub(super) fn owned_pairs(
+    tokens: Vec<PropToken>,
+    mut own: impl FnMut(&str, &str) -> Result<bool, WireError>,
+) -> Result<Vec<PropToken>, WireError> {
+    let mut extra = Vec::new();
+    for t in tokens {
+        let owned = match &t {
+            PropToken::Pair { key, value } => own(key, value)?,
+            PropToken::Positional(_) => false,
+        };
+        if !owned {
+            extra.push(t);
+        }
+    }
+    Ok(extra)
+}
+
 /// A property string as PVE sent it: the ordered tokens.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, serde::Serialize)]
 pub struct PropertyString {

@@ -2,7 +2,7 @@
 //! `efidisk0`, `tpmstate0`, `hostpciN`, and the volume ids inside them.
 
 use super::WireError;
-use super::propstr::{PropToken, PropertyString, join_tokens};
+use super::propstr::{PropToken, PropertyString, join_tokens, owned_pairs};
 use super::scalar::{Bytes, parse_bool, write_bool};
 use crate::names::StorageId;
 
@@ -376,24 +376,21 @@ impl Drive {
         let (head, rest) = split_head(p, &["file"]);
         let head = head.ok_or_else(|| WireError::missing("drive", "volume", s))?;
         let mut d = Drive::new(DriveVolume::parse(&head).map_err(|e| e.for_key("drive"))?);
-        for t in rest {
-            match &t {
-                PropToken::Pair { key, value } => match key.as_str() {
-                    "import-from" => {
-                        d.import_from =
-                            Some(Volid::parse(value).map_err(|e| e.for_key("import-from"))?)
-                    }
-                    "media" => d.media = Some(Media::parse(value)?),
-                    "iothread" => d.iothread = Some(opt_bool("iothread", value)?),
-                    "discard" => d.discard = Some(Discard::parse(value)?),
-                    "ssd" => d.ssd = Some(opt_bool("ssd", value)?),
-                    "aio" => d.aio = Some(Aio::parse(value)?),
-                    "size" => d.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
-                    _ => d.extra.push(t),
-                },
-                PropToken::Positional(_) => d.extra.push(t),
+        d.extra = owned_pairs(rest, |key, value| {
+            match key {
+                "import-from" => {
+                    d.import_from = Some(Volid::parse(value).map_err(|e| e.for_key("import-from"))?)
+                }
+                "media" => d.media = Some(Media::parse(value)?),
+                "iothread" => d.iothread = Some(opt_bool("iothread", value)?),
+                "discard" => d.discard = Some(Discard::parse(value)?),
+                "ssd" => d.ssd = Some(opt_bool("ssd", value)?),
+                "aio" => d.aio = Some(Aio::parse(value)?),
+                "size" => d.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
+                _ => return Ok(false),
             }
-        }
+            Ok(true)
+        })?;
         Ok(d)
     }
 
@@ -591,20 +588,18 @@ impl EfiDisk {
             size: None,
             extra: Vec::new(),
         };
-        for t in rest {
-            match &t {
-                PropToken::Pair { key, value } => match key.as_str() {
-                    "efitype" => d.efitype = Some(value.clone()),
-                    "pre-enrolled-keys" => {
-                        d.pre_enrolled_keys = Some(opt_bool("pre-enrolled-keys", value)?)
-                    }
-                    "ms-cert" => d.ms_cert = Some(value.clone()),
-                    "size" => d.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
-                    _ => d.extra.push(t),
-                },
-                PropToken::Positional(_) => d.extra.push(t),
+        d.extra = owned_pairs(rest, |key, value| {
+            match key {
+                "efitype" => d.efitype = Some(value.to_owned()),
+                "pre-enrolled-keys" => {
+                    d.pre_enrolled_keys = Some(opt_bool("pre-enrolled-keys", value)?)
+                }
+                "ms-cert" => d.ms_cert = Some(value.to_owned()),
+                "size" => d.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
+                _ => return Ok(false),
             }
-        }
+            Ok(true)
+        })?;
         Ok(d)
     }
 
@@ -678,16 +673,14 @@ impl TpmState {
             size: None,
             extra: Vec::new(),
         };
-        for t in rest {
-            match &t {
-                PropToken::Pair { key, value } => match key.as_str() {
-                    "version" => d.version = Some(TpmVersion::parse(value)?),
-                    "size" => d.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
-                    _ => d.extra.push(t),
-                },
-                PropToken::Positional(_) => d.extra.push(t),
+        d.extra = owned_pairs(rest, |key, value| {
+            match key {
+                "version" => d.version = Some(TpmVersion::parse(value)?),
+                "size" => d.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
+                _ => return Ok(false),
             }
-        }
+            Ok(true)
+        })?;
         Ok(d)
     }
 
