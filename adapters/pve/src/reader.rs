@@ -31,6 +31,9 @@ use proxops_core::live::{
 use proxops_core::names::{NodeName, StorageId, Vmid};
 use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
 
+use proxops_core::step::{self, PveError};
+
+use crate::retry::pve_message;
 use crate::transport::{Request, Response, Transport, TransportError, encode_segment};
 
 /// What to read.
@@ -355,7 +358,9 @@ fn lacks_pending(outcome: &Option<Result<Response, TransportError>>) -> bool {
 
 /// A 404 whose text says the guest is gone (not that the path is unknown).
 fn is_not_found_text(r: &Response) -> bool {
-    r.reason.to_ascii_lowercase().contains("does not exist")
+    pve_message(r)
+        .to_ascii_lowercase()
+        .contains("does not exist")
 }
 
 fn read_config(
@@ -387,9 +392,13 @@ fn read_config(
 
 /// PVE answers a config read of a guest that is gone with 500 "Configuration
 /// file '…' does not exist" (or 404 from some proxies). A 595 (node
-/// unreachable) is never "not found".
+/// unreachable) is never "not found". Read by the one classification of
+/// PVE's answers, the one the runner and the retry policy use.
 fn is_not_found(r: &Response) -> bool {
-    r.status == 404 || (r.status == 500 && r.reason.to_ascii_lowercase().contains("does not exist"))
+    matches!(
+        step::classify(r.status, &pve_message(r)),
+        PveError::NotFound { .. }
+    )
 }
 
 fn status_message(r: &Response) -> String {
