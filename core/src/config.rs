@@ -27,6 +27,14 @@ pub const DEFAULT_PRUNE_BUDGET: u32 = 3;
 /// only queue on that production node beside its web UI and other clients.
 pub const DEFAULT_READ_CONCURRENCY: usize = 4;
 
+/// Default `daemon.parallel-clusters`: clusters `proxops run` reads, plans
+/// and applies at the same time. Each has its own PVE, so they do not
+/// compete there; what they share is this host's CPU and the status store.
+/// 4 keeps one slow or hung cluster (a task waiting out `task-timeout`)
+/// from holding back the others' cycles, while a process with dozens of
+/// clusters does not open dozens of connections at once.
+pub const DEFAULT_PARALLEL_CLUSTERS: usize = 4;
+
 /// Default `reconcile.lock-wait`: long enough for a cron `apply` to wait
 /// out a daemon cycle that is only reading (a converged cycle of a few
 /// hundred guests), short enough that a run started by hand says at once
@@ -68,6 +76,30 @@ pub struct ConfigFile {
     pub listen: Option<String>,
     #[serde(default)]
     pub data_dir: Option<String>,
+    /// What identifies the host ProxOps runs on, for a host where it cannot
+    /// be read from `/sys` (it then replaces detection).
+    #[serde(default, rename = "self")]
+    pub host: Option<SelfSection>,
+    #[serde(default)]
+    pub daemon: Option<DaemonSection>,
+}
+
+/// `self:`: the MACs and SMBIOS UUID of the host ProxOps runs on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SelfSection {
+    #[serde(default)]
+    pub macs: Vec<String>,
+    #[serde(default)]
+    pub smbios_uuid: Option<String>,
+}
+
+/// `daemon:`: how `proxops run` schedules its clusters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DaemonSection {
+    #[serde(default)]
+    pub parallel_clusters: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -318,6 +350,11 @@ pub struct Config {
     pub retries: u32,
     pub listen: String,
     pub data_dir: String,
+    /// `self:`: the host's identity as configured; `None` = read it from
+    /// the host.
+    pub host: Option<crate::host::HostIdentity>,
+    /// `daemon.parallel-clusters`: clusters `run` cycles at the same time.
+    pub parallel_clusters: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -917,6 +954,37 @@ fn resolve(
         ));
     }
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    let host = file.host.and_then(|h| {
+        let mut bad = false;
+        for (i, m) in h.macs.iter().enumerate() {
+            if let Err(e) = crate::host::HostIdentity::new([m.as_str()], None) {
+                diags.push(err(&format!("self.macs[{i}]"), e.0));
+                bad = true;
+            }
+        }
+        if let Some(u) = &h.smbios_uuid
+            && let Err(e) = crate::host::HostIdentity::new(None, Some(u))
+        {
+            diags.push(err("self.smbios-uuid", e.0));
+            bad = true;
+        }
+        if bad {
+            return None;
+        }
+        crate::host::HostIdentity::new(h.macs.iter().map(String::as_str), h.smbios_uuid.as_deref())
+            .ok()
+    });
+    let parallel_clusters = match file.daemon.and_then(|d| d.parallel_clusters) {
+        Some(n) if (1..=64).contains(&n) => n as usize,
+        Some(n) => {
+            diags.push(err(
+                "daemon.parallel-clusters",
+                format!("parallel-clusters {n} must be 1-64"),
+            ));
+            DEFAULT_PARALLEL_CLUSTERS
+        }
+        None => DEFAULT_PARALLEL_CLUSTERS,
+    };
     let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
 
     if clusters.is_empty() && !any_cluster_local {
@@ -1100,6 +1168,8 @@ fn resolve(
         retries,
         listen,
         data_dir,
+        host,
+        parallel_clusters,
     }
 }
 

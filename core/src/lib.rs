@@ -20,6 +20,7 @@ pub mod drift;
 pub mod exec;
 pub mod extra;
 pub mod graph;
+pub mod host;
 pub mod live;
 pub mod manifest;
 pub mod names;

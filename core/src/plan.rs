@@ -19,7 +19,10 @@
 //! - tags are matched as PVE matches them, ignoring case;
 //! - a failed PVE read is never absence: nothing is created or pruned from it;
 //! - a change PVE would implement by re-creating a volume is an anomaly,
-//!   never a write.
+//!   never a write;
+//! - the guest ProxOps runs in (its MAC or SMBIOS UUID, [`crate::host`]) is
+//!   never stopped, restarted, marked a template or pruned: such a change is
+//!   an anomaly naming it, while a change PVE applies live is still written.
 
 use serde::Serialize;
 
@@ -46,6 +49,9 @@ pub struct Policy {
     /// `purge-ha-and-replicated`: a prune of an HA-managed or replicated
     /// guest is sent with `purge=1` instead of being an anomaly.
     pub purge_ha_and_replicated: bool,
+    /// What identifies the host ProxOps runs on: a live guest that shows
+    /// it is never stopped, restarted or deleted (see [`crate::host`]).
+    pub host: crate::host::HostIdentity,
 }
 
 impl Default for Policy {
@@ -56,6 +62,7 @@ impl Default for Policy {
             allow_empty_prune: false,
             restart_policy: crate::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
+            host: Default::default(),
         }
     }
 }
@@ -161,6 +168,8 @@ pub struct Plan {
     /// Prunes held back by the budget or the empty-desired guard.
     pub deferred: Vec<Action>,
     pub anomalies: Vec<Anomaly>,
+    /// The live guests ProxOps runs in (matched by [`Policy::host`]).
+    pub self_guests: Vec<crate::host::SelfGuest>,
 }
 
 impl Plan {
@@ -176,6 +185,7 @@ impl Plan {
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            self_guests: Vec::new(),
         }
     }
 

@@ -139,6 +139,7 @@ pub fn plan(
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            self_guests: Vec::new(),
         },
         downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
@@ -158,6 +159,7 @@ pub fn plan(
     }
     b.prunes(policy);
     let mut plan = b.plan;
+    crate::host::guard(&mut plan, live, &policy.host);
     sort_actions(&mut plan.actions);
     plan.deferred
         .sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
@@ -1028,6 +1030,19 @@ impl Builder<'_> {
                     None,
                     why,
                 );
+                continue;
+            }
+            if let Some(matched) = policy.host.matches(g) {
+                // Refused before the budget: a prune that can never happen
+                // must not hold back the others.
+                let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
+                let me = crate::host::SelfGuest {
+                    node: g.node.clone(),
+                    vmid: g.vmid,
+                    name: display.clone(),
+                    matched,
+                };
+                self.plan.anomalies.push(crate::host::refusal(&a, &me));
                 continue;
             }
             if let Some(lock) = g.lock() {

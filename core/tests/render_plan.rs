@@ -349,6 +349,7 @@ fn busy_plan() -> Plan {
                  probable bad push; suppresses prunes for LXC this cycle",
             ),
         ],
+        self_guests: Vec::new(),
     }
 }
 
@@ -362,6 +363,7 @@ fn empty_plan(cluster: &str) -> Plan {
         skipped: Vec::new(),
         deferred: Vec::new(),
         anomalies: Vec::new(),
+        self_guests: Vec::new(),
     }
 }
 

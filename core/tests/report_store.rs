@@ -86,6 +86,7 @@ fn first_cycle() -> CycleReport {
         read_only: false,
         pve_read_at: Some(START + 10),
         pending: Vec::new(),
+        self_guests: Vec::new(),
     };
     let lab = ClusterReport::aborted(
         "lab",
@@ -136,6 +137,7 @@ fn second_cycle() -> CycleReport {
         read_only: false,
         pve_read_at: Some(START + 95),
         pending: Vec::new(),
+        self_guests: Vec::new(),
     };
     let mut lab = ClusterReport::aborted("lab", AbortCause::PveRead, "");
     lab.result = CycleResult::DryRun;
