@@ -12,9 +12,10 @@
 //! reaches the runner, and reads through a transport that refuses every
 //! write: an observing process cannot write to PVE.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{AuthMethod, Config};
@@ -181,9 +182,15 @@ pub struct Session<'w> {
 /// process, so the write breaker and the ticket outlive a cycle. Keyed by
 /// cluster, endpoint, TLS settings and a digest of the credentials: a
 /// change of any of them builds a new transport.
+///
+/// Also what each cluster's PVE last said it is, so a cluster cycled on
+/// its own (the daemon runs clusters in parallel) is still told apart from
+/// the others. Shared between the daemon's cluster threads: each lock is
+/// held for a map look-up only, never across a request.
 #[derive(Default)]
 pub struct Transports {
-    live: std::collections::BTreeMap<String, Arc<LiveTransport>>,
+    live: Mutex<BTreeMap<String, Arc<LiveTransport>>>,
+    identities: Mutex<BTreeMap<ClusterName, PveIdentity>>,
 }
 
 /// The key of a cluster's transport. Secrets enter only through a SHA-256
@@ -226,7 +233,7 @@ pub fn prepare<'w>(
     ws: &'w Workspace,
     source: &Source,
 ) -> Result<Session<'w>, Failure> {
-    prepare_reusing(g, env, ws, source, &mut Transports::default())
+    prepare_reusing(g, env, ws, source, &Transports::default())
 }
 
 /// As [`prepare`], reusing (and remembering) live transports in `reuse`.
@@ -235,7 +242,7 @@ pub fn prepare_reusing<'w>(
     _env: &Env,
     ws: &'w Workspace,
     source: &Source,
-    reuse: &mut Transports,
+    reuse: &Transports,
 ) -> Result<Session<'w>, Failure> {
     let cfg = &ws.loaded.config;
     let sources = IdentitySources::from_process_env();
@@ -277,6 +284,7 @@ pub fn prepare_reusing<'w>(
             allow_empty_prune: cc.allow_empty_prune,
             restart_policy: cc.restart_policy,
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
+            host: crate::host::identity(cfg),
         };
         if cc.force_stop_after_timeout {
             crate::log::event(
@@ -391,11 +399,12 @@ pub fn prepare_reusing<'w>(
                     cc.insecure,
                     &c,
                 );
-                if let Some(shared) = reuse.live.get(&key) {
+                let kept = reuse.live.lock().ok().and_then(|m| m.get(&key).cloned());
+                if let Some(shared) = kept {
                     break 'live (
-                        Box::new(SharedLive(Arc::clone(shared))) as Box<dyn Transport>,
+                        Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
                         c.cloud_init,
-                        Some(Arc::clone(shared)),
+                        Some(shared),
                     );
                 }
                 if tls.is_insecure() {
@@ -414,10 +423,10 @@ pub fn prepare_reusing<'w>(
                     })?
                     .with_request_log(log_request);
                 let shared = Arc::new(transport);
-                reuse
-                    .live
-                    .retain(|k, _| !k.starts_with(&format!("{name}|")));
-                reuse.live.insert(key, Arc::clone(&shared));
+                if let Ok(mut live) = reuse.live.lock() {
+                    live.retain(|k, _| !k.starts_with(&format!("{name}|")));
+                    live.insert(key, Arc::clone(&shared));
+                }
                 (
                     Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
                     c.cloud_init,
@@ -447,7 +456,7 @@ pub fn prepare_reusing<'w>(
         });
     }
     if matches!(source, Source::Live) {
-        confirm_distinct_pves(&mut clusters, cfg);
+        confirm_distinct_pves(&mut clusters, cfg, &reuse.identities);
     }
     Ok(Session { clusters, invalid })
 }
@@ -525,11 +534,30 @@ fn unresolved_secrets(
 /// before its first inventory read and any write. A cluster whose answer
 /// does not say is refused too (fail closed); the others go on. With one
 /// cluster there is nothing to tell apart and nothing is read.
-fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
+///
+/// `known` holds what the other configured clusters' PVEs said when last
+/// asked: a session of one cluster (the daemon cycles each cluster on its
+/// own) is compared with them too, and its answer is kept for them.
+fn confirm_distinct_pves(
+    clusters: &mut [Prepared<'_>],
+    cfg: &Config,
+    known: &Mutex<BTreeMap<ClusterName, PveIdentity>>,
+) {
     let ready: Vec<usize> = (0..clusters.len())
         .filter(|&i| clusters[i].ready.is_ok())
         .collect();
-    if ready.len() < 2 {
+    let elsewhere: Vec<(ClusterName, PveIdentity)> = known
+        .lock()
+        .map(|m| {
+            m.iter()
+                .filter(|(n, _)| {
+                    cfg.clusters.contains_key(*n) && !clusters.iter().any(|p| &p.name == *n)
+                })
+                .map(|(n, id)| (n.clone(), id.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if ready.is_empty() || ready.len() + elsewhere.len() < 2 {
         return;
     }
     let mut identities: Vec<(usize, PveIdentity)> = Vec::new();
@@ -547,31 +575,39 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
             }
         }
     }
-    let describe = |i: usize| {
-        let name = &clusters[i].name;
-        match cfg.clusters.get(name) {
-            Some(cc) => format!(
-                "{:?} (base-url {:?} in {})",
-                name.as_str(),
-                cc.base_url,
-                cc.declared_in
-            ),
-            None => format!("{:?}", name.as_str()),
+    if let Ok(mut m) = known.lock() {
+        for (i, id) in &identities {
+            m.insert(clusters[*i].name.clone(), id.clone());
         }
+    }
+    let describe = |name: &ClusterName| match cfg.clusters.get(name) {
+        Some(cc) => format!(
+            "{:?} (base-url {:?} in {})",
+            name.as_str(),
+            cc.base_url,
+            cc.declared_in
+        ),
+        None => format!("{:?}", name.as_str()),
     };
     let mut refused = Vec::new();
     for (a, id) in &identities {
         let others: Vec<String> = identities
             .iter()
             .filter(|(b, other)| b != a && id.same_pve(other))
-            .map(|(b, _)| describe(*b))
+            .map(|(b, _)| describe(&clusters[*b].name))
+            .chain(
+                elsewhere
+                    .iter()
+                    .filter(|(_, other)| id.same_pve(other))
+                    .map(|(n, _)| describe(n)),
+            )
             .collect();
         if !others.is_empty() {
             refused.push((
                 *a,
                 format!(
                     "cluster {} leads to {id}, the same PVE as cluster {}: two cluster configs must never manage one PVE (each would prune the other's guests); no inventory read, no write",
-                    describe(*a),
+                    describe(&clusters[*a].name),
                     others.join(", ")
                 ),
             ));

@@ -122,7 +122,9 @@ Exit 1 when any action failed or any cluster aborted.
             "\
 Usage: proxops [GLOBAL FLAGS] status [--output text|json]
 
-Run a read-only cycle and print each cluster's convergence table.
+Run a read-only cycle and print each cluster's convergence table, with the
+guest proxops itself runs in (`self:` lines; matched by this host's MACs or
+SMBIOS UUID, or the configuration's `self:`).
   --output FORMAT   text (default) or json (the /status document, as an
                     observing daemon serves it after one cycle)
 "
@@ -132,14 +134,18 @@ Run a read-only cycle and print each cluster's convergence table.
 Usage: proxops [GLOBAL FLAGS] run [-n|--dry-run]
 
 Daemon: every reconcile.poll-interval (--git-poll-sec) re-read the repository
-(a git fetch in URL mode) and run one cycle per cluster; serve GET /healthz,
+(a git fetch in URL mode) and run one cycle per cluster, up to
+daemon.parallel-clusters (default 4) clusters at once, each on its own
+schedule: a slow PVE delays only its own cluster; serve GET /healthz,
 /metrics and /status on --listen (port 0 picks a free one; the start-up log
 line names it). A cycle that fails (invalid tree, PVE unreachable) is
 reported and the loop goes on; a cluster another proxops process holds
 (its lock) is skipped that cycle as `locked`. --log-level debug logs every
 PVE request.
 Unattended by design: it asks nobody before writing.
-SIGINT/SIGTERM: finish the action in flight, start no new one, exit 0.
+The guest proxops runs in is never stopped, restarted or pruned
+(docs/operations.md, \"Highly available\").
+SIGINT/SIGTERM: finish the actions in flight, start no new one, exit 0.
   -n, --dry-run     Observe only: read and plan every cycle, log the plan and
                     serve the pending changes; never write to PVE. The first
                     log line and /status say \"mode\": observe or apply

@@ -13,6 +13,7 @@ mod diff;
 mod exit;
 mod gitsource;
 mod help;
+mod host;
 mod lock;
 mod log;
 mod out;

@@ -200,6 +200,19 @@ pub fn apply(
             let lines: Vec<String> = moved.iter().map(ToString::to_string).collect();
             return Err(refused(lines.join("\n")));
         }
+        // Saved on another host, the plan may stop the guest this process
+        // runs in: all or nothing, so the whole plan is refused.
+        let mut guarded = plan.clone();
+        proxops_core::host::guard(&mut guarded, &live, &ready.policy.host);
+        if guarded.actions.len() != plan.actions.len() {
+            let lines: Vec<String> = guarded
+                .anomalies
+                .iter()
+                .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
+                .map(|an| format!("cluster {}: {}", c.cluster, an.message))
+                .collect();
+            return Err(refused(lines.join("\n")));
+        }
         saved::resolve_secrets(&c.cluster, &mut plan.actions, &ready.secrets)
             .map_err(|e| Failure::input(format!("apply --plan: {e}; nothing was written")))?;
         runs.push((ready, plan));

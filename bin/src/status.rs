@@ -123,6 +123,13 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
             mine.len(),
             summary.join(", ")
         );
+        for me in &c.self_guests {
+            let _ = writeln!(
+                out,
+                "self: {} (vmid {} on node {}, matched by {}): ProxOps runs in this guest and never stops, restarts or prunes it",
+                me.name, me.vmid, me.node, me.matched
+            );
+        }
         let whole = plans
             .iter()
             .filter(|p| p.cluster.as_str() == c.name)
