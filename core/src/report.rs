@@ -463,6 +463,9 @@ pub struct StatusStore {
     mode: RunMode,
     last_cycle: Option<CycleReport>,
     last_full_cycle_finished_at: Option<Timestamp>,
+    /// When each cluster's last complete cycle finished: with clusters on
+    /// schedules of their own, a full cycle is as old as the stalest one.
+    cluster_finished_at: BTreeMap<String, Timestamp>,
     /// Keyed `cluster|kind|name`.
     objects: BTreeMap<String, StoredObject>,
     cycles_total: BTreeMap<CycleResult, u64>,
@@ -485,6 +488,7 @@ impl StatusStore {
             mode: RunMode::Apply,
             last_cycle: None,
             last_full_cycle_finished_at: None,
+            cluster_finished_at: BTreeMap::new(),
             objects: BTreeMap::new(),
             cycles_total: BTreeMap::new(),
             actions_total: BTreeMap::new(),
@@ -578,7 +582,17 @@ impl StatusStore {
         self.duration_count += 1;
         self.duration_sum += duration;
         if cycle.complete {
-            self.last_full_cycle_finished_at = Some(cycle.finished_at);
+            for c in &cycle.clusters {
+                self.cluster_finished_at
+                    .insert(c.name.clone(), cycle.finished_at);
+            }
+            self.last_full_cycle_finished_at = Some(
+                self.cluster_finished_at
+                    .values()
+                    .copied()
+                    .min()
+                    .unwrap_or(cycle.finished_at),
+            );
         }
         // A cycle of some clusters only (the daemon cycles each cluster on
         // its own schedule) keeps the others' last reports.
@@ -600,6 +614,7 @@ impl StatusStore {
         if let Some(c) = &mut self.last_cycle {
             c.clusters.retain(|r| names.contains(&r.name));
         }
+        self.cluster_finished_at.retain(|n, _| names.contains(n));
     }
 
     /// Adds PVE request counts `(method, result, count)` as the transport
