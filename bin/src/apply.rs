@@ -1,7 +1,7 @@
 //! `proxops apply`: one converge cycle per selected cluster (sorted,
 //! isolated), shown before it is done. Every cluster is read and planned
-//! first; the plan is printed (what `diff` prints; `--diff` adds each
-//! action's field changes); on a terminal the user confirms it by typing
+//! first; the plan is printed (what `diff` prints, field changes
+//! included; `--diff` is accepted and changes nothing); on a terminal the user confirms it by typing
 //! `yes` (`-y/--yes` skips the question; with no terminal and no `--yes`
 //! apply refuses before reading anything); then the plans are executed
 //! with a progress line per action on stderr, and the results printed.
@@ -38,11 +38,6 @@ use crate::out;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let output = a.output.unwrap_or(Output::Text);
-    if a.diff && output != Output::Text {
-        return Err(Failure::input(
-            "--diff adds field changes to the text plan; json always shows them",
-        ));
-    }
     if output == Output::Markdown {
         return Err(Failure::input("apply --output: use text or json"));
     }
@@ -50,31 +45,16 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         let ask = !a.dry_run && needs_confirmation(a)?;
         return crate::saved::apply(g, a, env, file, ask);
     }
-    if a.dry_run && !a.diff {
+    if a.dry_run {
         // Same pipeline and output as `diff`, executor gated off.
         return crate::diff::run(g, a, env);
     }
-    let source = match (&a.replay, a.dry_run) {
-        (Some(dir), true) => Source::Replay(dir.clone()),
-        (Some(_), false) => {
-            return Err(Failure::input(
-                "apply --replay needs --dry-run: a recording cannot be written to",
-            ));
-        }
-        (None, _) => Source::Live,
-    };
-    if a.dry_run {
-        // `--diff`: the plan with each action's field changes.
-        let ws = context::load_workspace(g, env)?;
-        let outcome = cycle::plan_all(g, env, &ws, &source)?;
-        let plans: Vec<Plan> = outcome.plans.into_iter().map(|p| p.plan).collect();
-        out::print(&render::text_with_changes(&plans))?;
-        return Ok(if plans.iter().any(|p| p.aborted) {
-            Exit::Runtime
-        } else {
-            Exit::Ok
-        });
+    if a.replay.is_some() {
+        return Err(Failure::input(
+            "apply --replay needs --dry-run: a recording cannot be written to",
+        ));
     }
+    let source = Source::Live;
     let ask = needs_confirmation(a)?;
     let ws = context::load_workspace(g, env)?;
     let session = cycle::prepare(g, env, &ws, &source)?;
@@ -87,7 +67,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         .map(|p| cycle::plan_cluster(p, Some(&locking)))
         .collect();
     let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
-    show_and_confirm(&plans, output, a.diff, ask)?;
+    show_and_confirm(g, &plans, output, ask)?;
 
     let cycles = execute_shown(&plans, &ws.loaded.config, |opts| {
         session
@@ -125,20 +105,17 @@ fn needs_confirmation(a: &CommandArgs) -> Result<bool, Failure> {
 /// Prints the plans about to be executed (what `diff` prints), then asks
 /// when `ask` and there is anything to do.
 pub(crate) fn show_and_confirm(
+    g: &GlobalArgs,
     plans: &[Plan],
     output: Output,
-    diff: bool,
     ask: bool,
 ) -> Result<(), Failure> {
-    let shown = if diff {
-        render::text_with_changes(plans)
-    } else {
-        render::text(plans)
-    };
+    let shown = |terminal: bool| render::text_styled(plans, crate::diff::palette(g, terminal));
     match output {
-        Output::Json if ask => out::eprint(&shown),
+        Output::Json if ask => out::eprint(&shown(std::io::stderr().is_terminal())),
         Output::Json => {}
         _ => {
+            let shown = shown(std::io::stdout().is_terminal());
             // A plan nobody could see is not applied.
             out::print_line(&shown).map_err(|f| {
                 if f.message.is_empty() {

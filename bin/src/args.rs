@@ -47,6 +47,16 @@ pub enum LogFormat {
     Json,
 }
 
+/// `--color`: when the text plan is coloured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    Always,
+    Never,
+}
+
 /// Global flags (spec §16.2): each overrides configuration only when given.
 #[derive(Debug, Clone, Default)]
 pub struct GlobalArgs {
@@ -63,6 +73,7 @@ pub struct GlobalArgs {
     pub pve_user: Option<String>,
     pub pve_auth: Option<String>,
     pub ca_file: Option<String>,
+    pub color: ColorChoice,
 }
 
 /// Flags of the individual commands.
@@ -229,6 +240,17 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     }
 }
 
+fn parse_color(s: &str) -> Result<ColorChoice, String> {
+    match s {
+        "auto" => Ok(ColorChoice::Auto),
+        "always" => Ok(ColorChoice::Always),
+        "never" => Ok(ColorChoice::Never),
+        other => Err(format!(
+            "invalid --color {other:?}: use auto, always or never"
+        )),
+    }
+}
+
 fn usage(e: impl std::fmt::Display) -> Failure {
     Failure::input(format!("{e} (see proxops --help)"))
 }
@@ -255,6 +277,10 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         pve_user: p.opt_value_from_str("--pve-user").map_err(usage)?,
         pve_auth: p.opt_value_from_str("--pve-auth").map_err(usage)?,
         ca_file: p.opt_value_from_str("--ca-file").map_err(usage)?,
+        color: p
+            .opt_value_from_fn("--color", parse_color)
+            .map_err(usage)?
+            .unwrap_or_default(),
     };
     if let Some(level) = &g.log_level
         && !["debug", "info", "warn", "error"].contains(&level.as_str())
@@ -472,6 +498,31 @@ mod tests {
         assert!(
             f.message
                 .contains("record takes --out PATH and the global flags")
+        );
+    }
+
+    #[test]
+    fn color_is_a_global_flag_of_three_values() {
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["--color", "always", "diff"]) else {
+            panic!("--color always is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Always);
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["status", "--color=never"]) else {
+            panic!("--color=never after the command is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Never);
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["diff"]) else {
+            panic!("diff is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Auto);
+        let Err(f) = parse_args(&["--color", "sometimes", "diff"]) else {
+            panic!("--color sometimes is accepted");
+        };
+        assert_eq!(f.exit, Exit::Input);
+        assert!(
+            f.message.contains("use auto, always or never"),
+            "{}",
+            f.message
         );
     }
 

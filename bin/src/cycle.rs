@@ -106,16 +106,29 @@ pub struct Prepared<'w> {
 pub struct Unready {
     pub cause: AbortCause,
     pub reason: String,
+    /// The input problems behind an invalid-input refusal, which the plan
+    /// carries for a pull-request comment to show.
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Unready {
     fn new(cause: AbortCause, reason: String) -> Unready {
-        Unready { cause, reason }
+        Unready {
+            cause,
+            reason,
+            diagnostics: Vec::new(),
+        }
+    }
+
+    fn because_of(mut self, diagnostics: &[Diagnostic]) -> Unready {
+        self.diagnostics = diagnostics.to_vec();
+        self
     }
 
     /// The cluster's aborted plan.
     pub fn plan(&self, cluster: &ClusterName) -> Plan {
         Plan::aborted(cluster.clone(), self.cause, self.reason.clone())
+            .with_diagnostics(self.diagnostics.clone())
     }
 }
 
@@ -263,7 +276,7 @@ pub fn prepare_reusing<'w>(
                 };
                 clusters.push(Prepared {
                     name: name.clone(),
-                    ready: Err(Unready::new(cause, reason)),
+                    ready: Err(Unready::new(cause, reason).because_of(diags)),
                 });
                 continue;
             }
@@ -478,16 +491,16 @@ fn cloud_init_unreadable(
         "cloud-init secrets unreadable, the cluster does nothing this cycle: {}",
         failure.message
     );
-    invalid.push(
-        Diagnostic::file(&cc.declared_in, message.clone())
-            .with_field(format!("pve.clusters.{}.secrets-file", name.as_str())),
-    );
+    let diagnostic = Diagnostic::file(&cc.declared_in, message.clone())
+        .with_field(format!("pve.clusters.{}.secrets-file", name.as_str()));
+    invalid.push(diagnostic.clone());
     Ok(Prepared {
         name: name.clone(),
         ready: Err(Unready::new(
             AbortCause::InvalidInput,
             format!("invalid input: {message}; nothing read or written"),
-        )),
+        )
+        .because_of(&[diagnostic])),
     })
 }
 
@@ -513,8 +526,9 @@ fn unresolved_secrets(
             .collect::<Vec<_>>()
             .join("; ")
     );
+    let unready = Unready::new(AbortCause::InvalidInput, reason).because_of(&missing);
     invalid.extend(missing);
-    Some(Unready::new(AbortCause::InvalidInput, reason))
+    Some(unready)
 }
 
 /// Two clusters whose `base-url`s lead to one PVE in a way no comparison of

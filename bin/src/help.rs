@@ -33,6 +33,8 @@ Global flags:
   --pve-user <USER>       Bootstrap PVE user as user@realm (e.g. root@pam)
   --pve-auth <METHOD>     token | ticket
   --ca-file <FILE>        PEM CA bundle trusted for PVE endpoints
+  --color <WHEN>          Colour the text plan: auto (default: on a terminal, unless
+                          NO_COLOR is set), always or never
   -h, --help              Print help (also `proxops <command> --help`)
   -V, --version           Print the version
 
@@ -72,14 +74,18 @@ rewrite is refused with the name PVE would store.
 Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--diff] [--exit-code] [--out FILE]
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
+The text plan lists under each action the fields it changes (`~ memory
+(spec.memory)  2048 → 4096`, `+` added, `-` removed, secrets as <secret>),
+marks the change that forces a restart (`← stop-start`), and ends each
+cluster with a summary line and the plan with a `Plan:` total. Markdown stays
+under 60,000 characters; a longer plan is cut, with a note, totals intact.
 Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
 A larger disk size is a `resize` action (grown online); a smaller one is a
 `shrink` anomaly, never done.
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
   --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)
-  --diff            Also print field-level changes of every action (text only;
-                    json and markdown always have them)
+  --diff            Accepted and ignored: every output shows field changes
   --exit-code       Exit 3 when any cluster has an action to take or a guest
                     waiting for a restart to take changes PVE holds pending
   --out FILE        Also save the plan for `apply --plan FILE`: the actions, the
@@ -103,8 +109,9 @@ reconcile.shutdown-timeout, default 180s); one that does not shut down in time
 is left running, untouched, and the action fails, unless the cluster sets
 force-stop-after-timeout: true (then status/stop, and the action goes on).
   -y, --yes         Apply without asking (scripts, CI)
-  -n, --dry-run     Plan only; write nothing (same content as diff); no question
-  --diff            Also print field-level changes of every action (text only)
+  -n, --dry-run     Plan only; write nothing (same output and exit code as
+                    diff); no question
+  --diff            Accepted and ignored: the plan always shows field changes
   --output FORMAT   text (default) or json (plan and results in one document at
                     the end; when asking, the text plan is shown on stderr)
   --plan FILE       Execute exactly the actions saved by `diff --out FILE`, no

@@ -24,6 +24,7 @@
 use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Skipped};
+use crate::diag::Diagnostic;
 use crate::names::ClusterName;
 use crate::report::CycleResult;
 
@@ -161,6 +162,10 @@ pub struct Plan {
     /// Prunes held back by the budget or the empty-desired guard.
     pub deferred: Vec<Action>,
     pub anomalies: Vec<Anomaly>,
+    /// What made an aborted cluster's input invalid, one entry per problem
+    /// (file, line, field, message), sorted; empty otherwise. Like every
+    /// diagnostic, none holds a secret value.
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Plan {
@@ -176,7 +181,16 @@ impl Plan {
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            diagnostics: Vec::new(),
         }
+    }
+
+    /// The plan with the input problems that aborted it, sorted.
+    pub fn with_diagnostics(mut self, mut diagnostics: Vec<Diagnostic>) -> Plan {
+        diagnostics.sort();
+        diagnostics.dedup();
+        self.diagnostics = diagnostics;
+        self
     }
 
     /// Nothing to do and nothing to report.

@@ -79,6 +79,7 @@ fn plan(actions: Vec<Action>) -> Plan {
         skipped: Vec::new(),
         deferred: Vec::new(),
         anomalies: Vec::new(),
+        diagnostics: Vec::new(),
     }
 }
 
