@@ -24,7 +24,11 @@ const PASSWORD: &str = "Ci-Passw0rd-7f3a9c";
 fn web_created_with_the_password(pve: &FakePve, code: Option<i32>, text: &str) {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("3 ok, 0 failed"), "{text}");
-    assert!(text.contains("+ cipassword  <secret>"), "{text}");
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("+ cipassword (spec.")
+            && l.ends_with("  <secret>")),
+        "{text}"
+    );
     let sent = pve.requests().unwrap();
     let config_write = sent
         .iter()

@@ -882,3 +882,41 @@ fn a_resize_is_an_update_and_a_shrink_an_anomaly_in_every_rendering() {
     insta::assert_snapshot!("resize_json", json);
     insta::assert_snapshot!("resize_markdown", markdown);
 }
+
+#[test]
+fn markdown_over_its_limit_leaves_folded_changes_out_then_cuts_keeping_the_totals() {
+    let plans = plans();
+    let full = render::markdown(&plans);
+    let totals = full
+        .lines()
+        .find(|l| l.starts_with("**Plan: "))
+        .unwrap()
+        .to_owned();
+    let size = |s: &str| s.chars().count();
+    assert!(full.contains("<summary>Field changes of creates"));
+
+    // Just too small for the folded changes: they go, the rest stays.
+    let lean = render::markdown_within(&plans, size(&full) - 1);
+    assert!(size(&lean) < size(&full));
+    assert!(
+        !lean.contains("<summary>Field changes of creates"),
+        "{lean}"
+    );
+    assert!(lean.contains("left out to fit a comment"), "{lean}");
+    assert!(lean.contains("**Field changes of updates (4)**"), "{lean}");
+    assert!(!lean.contains("Cut to fit a comment"), "{lean}");
+
+    // Far too small: cut at a line, with the note, the totals intact.
+    let limit = 2_500;
+    let cut = render::markdown_within(&plans, limit);
+    assert!(size(&cut) <= limit, "{} > {limit}", size(&cut));
+    assert!(cut.lines().any(|l| l == totals), "{cut}");
+    let note = cut.lines().last().unwrap();
+    assert!(note.starts_with("> ✂️ **Cut to fit a comment**"), "{note}");
+    assert!(note.contains("proxops diff --output json"), "{note}");
+    assert_eq!(
+        cut.matches("<details>").count(),
+        cut.matches("</details>").count(),
+        "{cut}"
+    );
+}
