@@ -1,10 +1,11 @@
 //! `proxops apply`: one converge cycle per selected cluster (sorted,
 //! isolated), shown before it is done. Every cluster is read and planned
 //! first; the plan is printed (what `diff` prints, field changes
-//! included; `--diff` is accepted and changes nothing); on a terminal the user confirms it by typing
-//! `yes` (`-y/--yes` skips the question; with no terminal and no `--yes`
-//! apply refuses before reading anything); then the plans are executed
-//! with a progress line per action on stderr, and the results printed.
+//! included; `--diff` is accepted and changes nothing); on a terminal the
+//! user confirms it by typing `yes` (`-y/--yes` skips the question; with
+//! no terminal and no `--yes` apply refuses before reading anything);
+//! then the plans are executed with a progress line per action on stderr,
+//! and the results printed.
 //! `-n/--dry-run` plans only.
 //!
 //! `--plan FILE` executes a saved plan instead of planning
