@@ -263,8 +263,9 @@ fn still_running_due(elapsed: Duration, reported: u64) -> Option<u64> {
 pub(crate) struct ProgressLines {
     /// Actions per cluster, for `[i/n]`.
     totals: BTreeMap<ClusterName, usize>,
-    /// The task last told about and the last "still running" mark shown.
-    waiting: Mutex<(String, u64)>,
+    /// Per worker: the task last told about and the last "still running"
+    /// mark shown (several tasks run at once, one per worker).
+    waiting: Mutex<BTreeMap<usize, (String, u64)>>,
 }
 
 impl ProgressLines {
@@ -274,7 +275,7 @@ impl ProgressLines {
                 .iter()
                 .map(|p| (p.cluster.clone(), p.actions.len()))
                 .collect(),
-            waiting: Mutex::new((String::new(), 0)),
+            waiting: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -282,11 +283,28 @@ impl ProgressLines {
         if !log::enabled(Level::Info) {
             return;
         }
-        let (Progress::Started { index, action }
-        | Progress::TaskRunning { index, action, .. }
-        | Progress::Finished { index, action, .. }) = *event;
+        let (Progress::Started {
+            index,
+            action,
+            worker,
+            ..
+        }
+        | Progress::TaskRunning {
+            index,
+            action,
+            worker,
+            ..
+        }
+        | Progress::Finished {
+            index,
+            action,
+            worker,
+            ..
+        }) = *event;
         let id = action.target.to_string();
+        let worker = worker.to_string();
         let mut fields = vec![
+            ("worker", worker.as_str()),
             ("cluster", cluster.as_str()),
             ("kind", action.kind.as_str()),
             ("name", action.name.as_str()),
@@ -296,7 +314,7 @@ impl ProgressLines {
         ];
         let total = self.totals.get(cluster).copied().unwrap_or(0);
         let label = format!(
-            "{cluster} [{}/{total}] {} {}/{} on {} id={id}:",
+            "{cluster} [{}/{total}] {} {}/{} on {} id={id} worker={worker}:",
             index + 1,
             action.op.as_str(),
             action.kind,
@@ -304,17 +322,25 @@ impl ProgressLines {
             action.node.as_str(),
         );
         match *event {
-            Progress::Started { .. } => {
+            Progress::Started { running, .. } => {
+                let running = running.to_string();
                 if log::json() {
+                    fields.push(("running", running.as_str()));
                     log::event(Level::Info, "proxops.action.started", &fields);
                 } else {
-                    out::eprint(&format!("{label} started\n"));
+                    out::eprint(&format!("{label} started ({running} running)\n"));
                 }
             }
-            Progress::TaskRunning { upid, elapsed, .. } => {
-                let Ok(mut waiting) = self.waiting.lock() else {
+            Progress::TaskRunning {
+                upid,
+                elapsed,
+                worker,
+                ..
+            } => {
+                let Ok(mut all) = self.waiting.lock() else {
                     return;
                 };
+                let waiting = all.entry(worker).or_default();
                 if waiting.0 != upid {
                     *waiting = (upid.to_owned(), 0);
                 }
@@ -337,6 +363,8 @@ impl ProgressLines {
                 ..
             } => {
                 let took = format!("{:.1}s", elapsed.as_secs_f64());
+                // Events are read by programs: whole milliseconds.
+                let took_ms = format!("{:.3}s", elapsed.as_secs_f64());
                 let (level, err) = match outcome {
                     Outcome::Succeeded => (Level::Info, String::new()),
                     Outcome::Failed { error, .. } => (Level::Warn, one_line(error)),
@@ -351,7 +379,7 @@ impl ProgressLines {
                     fields.extend([
                         ("ok", ok),
                         ("err", err.as_str()),
-                        ("duration", took.as_str()),
+                        ("duration", took_ms.as_str()),
                         ("upid", tasks.as_str()),
                         ("reason", action.reason.as_str()),
                     ]);
@@ -380,8 +408,9 @@ impl ProgressLines {
     }
 }
 
-/// One `proxops.action` log event per performed action (spec §14.3).
-pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
+/// One `proxops.action` log event per performed action (spec §14.3),
+/// naming the worker that ran it.
+pub(crate) fn log_action(action: &Action, outcome: &Outcome, worker: usize) {
     let (level, ok, err) = match outcome {
         Outcome::Succeeded => (Level::Info, "true", String::new()),
         Outcome::Failed { error, .. } => (Level::Warn, "false", one_line(error)),
@@ -392,10 +421,12 @@ pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
         ),
     };
     let id = action.target.to_string();
+    let worker = worker.to_string();
     log::event(
         level,
         "proxops.action",
         &[
+            ("worker", &worker),
             ("kind", action.kind.as_str()),
             ("name", &action.name),
             ("id", &id),

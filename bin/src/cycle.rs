@@ -133,6 +133,8 @@ pub struct Ready<'w> {
     /// How its guests are powered off (`shutdown-timeout`,
     /// `force-stop-after-timeout`).
     pub power: PowerPolicy,
+    /// How many actions run at once, how many guests may be down at once.
+    pub limits: proxops_core::rollout::Limits,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
     pub secrets: CloudInitSecrets,
@@ -277,6 +279,7 @@ pub fn prepare_reusing<'w>(
             allow_empty_prune: cc.allow_empty_prune,
             restart_policy: cc.restart_policy,
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
+            disruption: cc.limits.disruption.clone(),
         };
         if cc.force_stop_after_timeout {
             crate::log::event(
@@ -439,6 +442,7 @@ pub fn prepare_reusing<'w>(
                 base_url: cc.base_url.clone(),
                 policy,
                 power: cc.power(),
+                limits: cc.limits.clone(),
                 scope,
                 transport,
                 secrets,
@@ -768,6 +772,7 @@ pub fn execute_plan(
         task_timeout: opts.task_timeout,
         power: ready.power,
         desired: Some(ready.desired),
+        limits: ready.limits.clone(),
         now: &now,
         stop: opts.stop,
         on_result: opts.on_result,

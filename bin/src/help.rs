@@ -96,8 +96,12 @@ print the plan (what diff prints), ask, then execute, read back and print the
 results. On a terminal, type `yes` to go on; any other answer cancels (exit 1,
 nothing written). With no terminal on standard input and no --yes, apply
 refuses at once (exit 2, nothing read or written).
-Progress goes to stderr: a line when each action starts, one when it ends
-(its time and PVE task UPIDs), and `still running (Ns)` every 10 s of a task.
+Progress goes to stderr: a line when each action starts (its worker=N and how
+many run at once), one when it ends (its time and PVE task UPIDs), and
+`still running (Ns)` every 10 s of a task. Actions run at once within the
+cluster's tasks-per-node (4), tasks-per-cluster (8) and downloads-per-storage
+(2), dependencies first; at most disruption-budget (1) guests are down at once,
+and per proxops/disruption-group its budget (disruption-groups).
 A guest that must be off for an action is shut down (status/shutdown, waiting
 reconcile.shutdown-timeout, default 180s); one that does not shut down in time
 is left running, untouched, and the action fails, unless the cluster sets

@@ -28,6 +28,7 @@ pub mod planner;
 pub mod render;
 pub mod repo;
 pub mod report;
+pub mod rollout;
 pub mod saved;
 pub mod secret;
 pub mod state;

@@ -46,6 +46,9 @@ pub struct Policy {
     /// `purge-ha-and-replicated`: a prune of an HA-managed or replicated
     /// guest is sent with `purge=1` instead of being an anomaly.
     pub purge_ha_and_replicated: bool,
+    /// The disruption budget the plan's rollout is told under (execution
+    /// applies it; the plan only says how the change will roll).
+    pub disruption: crate::rollout::DisruptionBudget,
 }
 
 impl Default for Policy {
@@ -56,6 +59,7 @@ impl Default for Policy {
             allow_empty_prune: false,
             restart_policy: crate::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
+            disruption: Default::default(),
         }
     }
 }
@@ -161,6 +165,9 @@ pub struct Plan {
     /// Prunes held back by the budget or the empty-desired guard.
     pub deferred: Vec<Action>,
     pub anomalies: Vec<Anomaly>,
+    /// How the actions roll out: which may run at once, how many guests
+    /// are made unavailable at a time.
+    pub rollout: crate::rollout::Rollout,
 }
 
 impl Plan {
@@ -176,6 +183,7 @@ impl Plan {
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            rollout: Default::default(),
         }
     }
 

@@ -139,6 +139,7 @@ pub fn plan(
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            rollout: Default::default(),
         },
         downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
@@ -165,6 +166,11 @@ pub fn plan(
     plan.skipped.dedup();
     plan.anomalies.sort();
     plan.anomalies.dedup();
+    plan.rollout = crate::rollout::Rollout::of(
+        &plan.actions,
+        |a| crate::rollout::disruption_group(desired, a),
+        &policy.disruption,
+    );
     plan
 }
 

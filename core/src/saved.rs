@@ -330,6 +330,7 @@ impl SavedCluster {
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            rollout: Default::default(),
         }
     }
 }

@@ -53,6 +53,7 @@ fn cluster(out: &mut String, plan: &Plan) {
     }
 
     summary(out, plan);
+    super::rollout_line(out, plan, "\n");
     actions_table(out, plan);
     deferred_table(out, &plan.deferred);
     anomalies_table(out, &plan.anomalies);

@@ -56,6 +56,7 @@ fn cluster(out: &mut String, plan: &Plan, with_changes: bool) {
             action_line(out, a, with_changes)
         });
     }
+    super::rollout_line(out, plan, "");
     let deferred: Vec<&Action> = plan.deferred.iter().collect();
     section(out, "deferred prunes (budget)", &deferred, |out, a| {
         action_line(out, a, with_changes)
