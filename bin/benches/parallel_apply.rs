@@ -96,7 +96,7 @@ fn repo(dir: &Path, pve: &FakePve, serial: bool) -> BTreeMap<String, String> {
         add(
             format!("templatevm/bench/tmpl-{vmid}.yaml"),
             format!(
-                "{HEAD}kind: TemplateVM\nmetadata:\n  name: tmpl-{vmid}\nspec:\n  node: {}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n",
+                "{HEAD}kind: TemplateVM\nmetadata:\n  name: tmpl-{vmid}\nspec:\n  node: {}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n",
                 node(t)
             ),
         );
@@ -111,7 +111,7 @@ fn repo(dir: &Path, pve: &FakePve, serial: bool) -> BTreeMap<String, String> {
         add(
             format!("vm/bench/clone-{vmid}.yaml"),
             format!(
-                "{HEAD}kind: VM\nmetadata:\n  name: clone-{vmid}\nspec:\n  node: {}\n  vmid: {vmid}\n  clone: tmpl-{}\n  memory: 2GiB\n  networks:\n    - bridge: vmbr0\n",
+                "{HEAD}kind: VM\nmetadata:\n  name: clone-{vmid}\nspec:\n  node: {}\n  vmid: {vmid}\n  clone: tmpl-{}\n  memory: 2GiB\n  cpu:\n    type: host\n    cores: 2\n  networks:\n    - bridge: vmbr0\n",
                 node(t),
                 9000 + t
             ),
@@ -123,7 +123,7 @@ fn repo(dir: &Path, pve: &FakePve, serial: bool) -> BTreeMap<String, String> {
         add(
             format!("vm/bench/vm-{vmid}.yaml"),
             format!(
-                "{HEAD}kind: VM\nmetadata:\n  name: vm-{vmid}\nspec:\n  node: {}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n  hardware:\n    cdrom:\n      iso: netinst\n",
+                "{HEAD}kind: VM\nmetadata:\n  name: vm-{vmid}\nspec:\n  node: {}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n  hardware:\n    cdrom:\n      iso: netinst\n",
                 node(i)
             ),
         );

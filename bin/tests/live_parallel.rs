@@ -28,7 +28,7 @@ fn read(pve: &FakePve, path: &str) -> Result<Value, String> {
 
 fn vm_manifest(name: &str, vmid: u32, node: &str, extra_meta: &str, extra_spec: &str) -> String {
     format!(
-        "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: {name}\n{extra_meta}spec:\n  node: {node}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 4GiB\n  networks:\n    - bridge: vmbr0\n{extra_spec}"
+        "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: {name}\n{extra_meta}spec:\n  node: {node}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 4GiB\n  networks:\n    - bridge: vmbr0\n{extra_spec}"
     )
 }
 
@@ -139,7 +139,7 @@ fn a_failed_clone_defers_its_dependants_while_independent_branches_finish() {
     repo.write("templatevm/par/tb.yaml", &template("tb", 9002));
     let clone = |name: &str, vmid: u32, from: &str, meta: &str| {
         format!(
-            "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: {name}\n{meta}spec:\n  node: pve1\n  vmid: {vmid}\n  clone: {from}\n  memory: 1GiB\n  networks:\n    - bridge: vmbr0\n"
+            "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: {name}\n{meta}spec:\n  node: pve1\n  vmid: {vmid}\n  clone: {from}\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  networks:\n    - bridge: vmbr0\n"
         )
     };
     repo.write("vm/par/a1.yaml", &clone("a1", 171, "ta", ""));

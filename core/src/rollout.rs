@@ -274,10 +274,17 @@ impl Rollout {
                 *groups.entry(g).or_default() += 1;
             }
         }
+        // Ungrouped guests count against the cluster's budget only; a
+        // group's against its own too.
+        let ungrouped = disruptive - groups.values().sum::<usize>();
+        let grouped: usize = groups
+            .iter()
+            .map(|(g, n)| budget.of_group(g).min(*n))
+            .sum();
         Rollout {
             waves,
             disruptive,
-            at_once: budget.cluster.max(1).min(disruptive),
+            at_once: budget.cluster.max(1).min(ungrouped + grouped),
             groups: groups
                 .into_iter()
                 .map(|(group, n)| GroupRollout {
