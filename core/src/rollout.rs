@@ -277,10 +277,7 @@ impl Rollout {
         // Ungrouped guests count against the cluster's budget only; a
         // group's against its own too.
         let ungrouped = disruptive - groups.values().sum::<usize>();
-        let grouped: usize = groups
-            .iter()
-            .map(|(g, n)| budget.of_group(g).min(*n))
-            .sum();
+        let grouped: usize = groups.iter().map(|(g, n)| budget.of_group(g).min(*n)).sum();
         Rollout {
             waves,
             disruptive,
