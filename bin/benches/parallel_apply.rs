@@ -3,8 +3,8 @@
 //! TemplateVM per node with clones beside it, VMs booting an ISO that is
 //! downloaded to every node, LXC containers from a container template that
 //! is downloaded too — with task durations on (fakepve's time scale:
-//! downloads and container creates take real time) and latency added to
-//! every response.
+//! each download takes 0.5 s; fakepve's qemu and container tasks take no
+//! time of their own) and 10 ms of latency added to every response.
 //!
 //! The same apply runs twice on fresh servers: one action at a time
 //! (`tasks-per-node: 1`, `tasks-per-cluster: 1`), then with the default
@@ -32,12 +32,10 @@ const CLONES: usize = 120;
 const CONTAINERS: usize = 40;
 /// Guests booting the ISO; with the templates, 200 guests in all.
 const ISO_VMS: usize = 200 - NODES - CLONES - CONTAINERS;
-/// Real seconds per PVE second: a download (5 PVE s) takes 0.1 s.
-const TIME_SCALE: f64 = 0.02;
-/// PVE seconds a container create takes (0.2 s real).
-const CT_CREATE_SECS: f64 = 10.0;
+/// Real seconds per PVE second: a download (5 PVE s) takes 0.5 s.
+const TIME_SCALE: f64 = 0.1;
 /// PVE seconds added to every response (10 ms real).
-const LATENCY: f64 = 0.5;
+const LATENCY: f64 = 0.1;
 const PER_NODE: usize = proxops_core::rollout::DEFAULT_TASKS_PER_NODE;
 const PER_CLUSTER: usize = proxops_core::rollout::DEFAULT_TASKS_PER_CLUSTER;
 const CT_ARCHIVE: &str = "debian-13-standard_13.1-2_amd64.tar.zst";
@@ -151,22 +149,7 @@ fn start_fake() -> FakePve {
         "guests": []
     });
     let pve = FakePve::start(&seed).expect("fakepve (run tools/install-test-tools.sh)");
-    let ct_secs: BTreeMap<&str, f64> = [
-        "create",
-        "clone",
-        "destroy",
-        "snapshot",
-        "delsnapshot",
-        "rollback",
-        "template",
-        "resize",
-        "migrate",
-    ]
-    .into_iter()
-    .map(|k| (k, if k == "create" { CT_CREATE_SECS } else { 0.0 }))
-    .collect();
-    pve.settings(json!({"time_scale": TIME_SCALE, "ct_secs": ct_secs}))
-        .unwrap();
+    pve.settings(json!({"time_scale": TIME_SCALE})).unwrap();
     pve.call("slow_network", json!([LATENCY]), json!({}))
         .unwrap();
     pve
