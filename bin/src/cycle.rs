@@ -154,21 +154,21 @@ impl Transport for SharedLive {
 /// One debug line per PVE request: method, path, status, result and
 /// duration; never a body, a header or the query string.
 fn log_request(r: &RequestLog) {
-    let status = r.status.map(|s| s.to_string()).unwrap_or_default();
-    let duration = format!("{}ms", r.duration.as_millis());
-    let attempt = r.attempt.to_string();
-    crate::log::event(
-        crate::log::Level::Debug,
-        "pve.request",
-        &[
-            ("method", r.method.as_str()),
-            ("path", &r.path),
-            ("status", &status),
-            ("result", r.result.as_str()),
-            ("duration", &duration),
-            ("attempt", &attempt),
-        ],
-    );
+    use crate::log::Value;
+    let mut fields = vec![
+        ("method", Value::from(r.method.as_str())),
+        ("path", Value::from(&r.path)),
+    ];
+    // No status when no answer came: the field is left out, not empty.
+    if let Some(status) = r.status {
+        fields.push(("status", status.into()));
+    }
+    fields.extend([
+        ("result", r.result.as_str().into()),
+        ("duration", crate::log::millis(r.duration)),
+        ("attempt", r.attempt.into()),
+    ]);
+    crate::log::event(crate::log::Level::Debug, "pve.request", &fields);
 }
 
 /// Every selected cluster, credentials resolved, transports built.
@@ -282,14 +282,14 @@ pub fn prepare_reusing<'w>(
             crate::log::event(
                 crate::log::Level::Warn,
                 "force-stop-after-timeout is ON: a guest that does not shut down within its shutdown-timeout is stopped hard (status/stop, PVE's \"pulling the plug\")",
-                &[("cluster", name.as_str())],
+                &[("cluster", name.as_str().into())],
             );
         }
         if cc.allow_empty_prune {
             crate::log::event(
                 crate::log::Level::Warn,
                 "the empty-desired guard is OFF (allow-empty-prune: true): a guest kind with no manifest left is pruned within the budget; remove the key once the intended removal is done",
-                &[("cluster", name.as_str())],
+                &[("cluster", name.as_str().into())],
             );
         }
         let scope = ReadScope {
@@ -380,7 +380,7 @@ pub fn prepare_reusing<'w>(
                     crate::log::event(
                         crate::log::Level::Warn,
                         "plain http to PVE (allow-insecure-http: true): the API token or password crosses the network in clear text; use https",
-                        &[("cluster", name.as_str())],
+                        &[("cluster", name.as_str().into())],
                     );
                 }
                 let key = transport_key(
@@ -402,7 +402,7 @@ pub fn prepare_reusing<'w>(
                     crate::log::event(
                         crate::log::Level::Warn,
                         "TLS certificate checking is OFF (insecure: true): anyone on the path can read the credentials; pin a fingerprint or set a ca-file",
-                        &[("cluster", name.as_str())],
+                        &[("cluster", name.as_str().into())],
                     );
                 }
                 let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
