@@ -91,6 +91,10 @@ impl Transport for Boxed {
     fn call(&self, request: &Request) -> Result<Response, TransportError> {
         self.0.call(request)
     }
+
+    fn acting_as(&self) -> Option<String> {
+        self.0.acting_as()
+    }
 }
 
 /// One selected cluster, ready to be read.
@@ -148,6 +152,10 @@ struct SharedLive(Arc<LiveTransport>);
 impl Transport for SharedLive {
     fn call(&self, request: &Request) -> Result<Response, TransportError> {
         self.0.call(request)
+    }
+
+    fn acting_as(&self) -> Option<String> {
+        self.0.acting_as()
     }
 }
 
