@@ -159,6 +159,50 @@ impl Transport for SharedLive {
     }
 }
 
+/// Credentials that cannot be used: what is wrong, where the value came
+/// from (a variable, a SOPS key in a file, a configuration key) and the
+/// shape expected; never the value, except a user that came from
+/// configuration or the environment.
+fn credential_failure(
+    cluster: &str,
+    c: &creds::ClusterCredentials,
+    e: &CredentialError,
+) -> Failure {
+    // A composed token value carries its own user and token id.
+    let composed = c.auth == AuthMethod::Token && c.token_value.is_some();
+    const COMPOSED: &str = "user@realm!tokenid=secret, e.g. proxops@pve!reconcile=<uuid>";
+    let (origin, expected) = match e {
+        _ if composed => (&c.origins.token_value, COMPOSED),
+        CredentialError::NoRealm
+        | CredentialError::MissingUser
+        | CredentialError::InvalidCharacter("PVE user") => {
+            (&c.origins.user, "user@realm, e.g. proxops@pve")
+        }
+        CredentialError::MissingTokenId | CredentialError::InvalidCharacter("API token id") => (
+            &c.origins.token_id,
+            "the tokenid part of user@realm!tokenid=secret alone, e.g. reconcile",
+        ),
+        CredentialError::MissingPassword => (&c.origins.password, "the user's password"),
+        _ => (
+            &c.origins.token,
+            "the token secret alone: the UUID after '=' in user@realm!tokenid=secret",
+        ),
+    };
+    let cluster = format!("credentials: cluster {cluster:?}: {origin}");
+    match e {
+        CredentialError::MalformedTokenValue => {
+            Failure::input(format!("{cluster} is not of the form {COMPOSED}"))
+        }
+        CredentialError::NoRealm | CredentialError::InvalidCharacter("PVE user") if !composed => {
+            Failure::input(format!(
+                "{cluster}: {e} (the PVE user is {}); expected {expected}",
+                c.user_shown()
+            ))
+        }
+        _ => Failure::input(format!("{cluster}: {e}; expected {expected}")),
+    }
+}
+
 /// One debug line per PVE request: method, path, status, result and
 /// duration; never a body, a header or the query string.
 fn log_request(r: &RequestLog) {
@@ -350,23 +394,7 @@ pub fn prepare_reusing<'w>(
                     c.token_value.as_ref(),
                     c.password.as_ref(),
                 )
-                .map_err(|e| {
-                    // A composed token value carries its own user.
-                    let composed = c.auth == AuthMethod::Token && c.token_value.is_some();
-                    let about_user = !composed
-                        && matches!(
-                            e,
-                            CredentialError::NoRealm
-                                | CredentialError::MissingUser
-                                | CredentialError::InvalidCharacter("PVE user")
-                        );
-                    let user = if about_user {
-                        format!(" (the PVE user is {})", c.user_shown())
-                    } else {
-                        String::new()
-                    };
-                    Failure::input(format!("credentials: cluster {name:?}: {e}{user}"))
-                })?;
+                .map_err(|e| credential_failure(name.as_str(), &c, &e))?;
                 let credentials = match &c.user_origin {
                     Some(origin) => credentials.with_user_shown_as(origin.clone()),
                     None => credentials,
@@ -382,7 +410,10 @@ pub fn prepare_reusing<'w>(
                     cc.insecure,
                 )
                 .map_err(|e| {
-                    Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}"))
+                    Failure::input(format!(
+                        "invalid configuration: cluster {:?}: TLS: {e}",
+                        name.as_str()
+                    ))
                 })?;
                 if cc.base_url.starts_with("http://") {
                     crate::log::event(
@@ -418,7 +449,10 @@ pub fn prepare_reusing<'w>(
                 live.retry.max_retries = cfg.retries;
                 let transport = LiveTransport::new(live)
                     .map_err(|e| {
-                        Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
+                        Failure::input(format!(
+                            "invalid configuration: cluster {:?}: {e}",
+                            name.as_str()
+                        ))
                     })?
                     .with_request_log(log_request);
                 let shared = Arc::new(transport);
