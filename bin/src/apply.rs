@@ -287,12 +287,12 @@ impl ProgressLines {
         | Progress::Finished { index, action, .. }) = *event;
         let id = action.target.to_string();
         let mut fields = vec![
-            ("cluster", cluster.as_str()),
-            ("kind", action.kind.as_str()),
-            ("name", action.name.as_str()),
-            ("id", id.as_str()),
-            ("node", action.node.as_str()),
-            ("what", action.op.as_str()),
+            ("cluster", log::Value::from(cluster.as_str())),
+            ("kind", action.kind.as_str().into()),
+            ("name", action.name.as_str().into()),
+            ("id", id.as_str().into()),
+            ("node", action.node.as_str().into()),
+            ("what", action.op.as_str().into()),
         ];
         let total = self.totals.get(cluster).copied().unwrap_or(0);
         let label = format!(
@@ -323,8 +323,10 @@ impl ProgressLines {
                 };
                 waiting.1 = mark;
                 if log::json() {
-                    let secs = format!("{mark}s");
-                    fields.extend([("elapsed", secs.as_str()), ("upid", upid)]);
+                    fields.extend([
+                        ("elapsed", log::Value::Millis(mark.saturating_mul(1000))),
+                        ("upid", upid.into()),
+                    ]);
                     log::event(Level::Info, "proxops.action.running", &fields);
                 } else {
                     out::eprint(&format!("{label} still running ({mark}s), task {upid}\n"));
@@ -347,13 +349,12 @@ impl ProgressLines {
                 };
                 if log::json() {
                     let tasks = upids.join(",");
-                    let ok = if err.is_empty() { "true" } else { "false" };
                     fields.extend([
-                        ("ok", ok),
-                        ("err", err.as_str()),
-                        ("duration", took.as_str()),
-                        ("upid", tasks.as_str()),
-                        ("reason", action.reason.as_str()),
+                        ("ok", err.is_empty().into()),
+                        ("err", err.as_str().into()),
+                        ("duration", log::millis(elapsed)),
+                        ("upid", tasks.as_str().into()),
+                        ("reason", action.reason.as_str().into()),
                     ]);
                     log::event(level, "proxops.action", &fields);
                     return;
@@ -383,11 +384,11 @@ impl ProgressLines {
 /// One `proxops.action` log event per performed action (spec §14.3).
 pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
     let (level, ok, err) = match outcome {
-        Outcome::Succeeded => (Level::Info, "true", String::new()),
-        Outcome::Failed { error, .. } => (Level::Warn, "false", one_line(error)),
+        Outcome::Succeeded => (Level::Info, true, String::new()),
+        Outcome::Failed { error, .. } => (Level::Warn, false, one_line(error)),
         Outcome::ChangedUnderUs => (
             Level::Warn,
-            "false",
+            false,
             "changed on PVE between read and write".to_owned(),
         ),
     };
@@ -396,14 +397,14 @@ pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
         level,
         "proxops.action",
         &[
-            ("kind", action.kind.as_str()),
-            ("name", &action.name),
-            ("id", &id),
-            ("node", action.node.as_str()),
-            ("what", action.op.as_str()),
-            ("ok", ok),
-            ("err", &err),
-            ("reason", &action.reason),
+            ("kind", action.kind.as_str().into()),
+            ("name", (&action.name).into()),
+            ("id", (&id).into()),
+            ("node", action.node.as_str().into()),
+            ("what", action.op.as_str().into()),
+            ("ok", ok.into()),
+            ("err", (&err).into()),
+            ("reason", (&action.reason).into()),
         ],
     );
 }

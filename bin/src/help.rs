@@ -24,7 +24,7 @@ Global flags:
                           file, or clusters/<name>/config.yaml to run that cluster alone
   --cluster <NAME>        Only this cluster; repeat for several
   --log-level <LEVEL>     debug | info | warn | error
-  --log-format <FORMAT>   text | json
+  --log-format <FORMAT>   text | json (one object a line, with an RFC 3339 ts)
   --listen <ADDR>         HTTP bind address for `run` (default 127.0.0.1:9494)
   --git-url <URL>         URL mode: fetch desired state from this remote
   --git-branch <BRANCH>   Branch to reconcile in URL mode (default main)
