@@ -228,7 +228,7 @@ pub struct VmSpec {
     /// `status/shutdown` with the shutdown timeout (never `status/stop` unless
     /// `force-stop-after-timeout`); either is confirmed by `status/current`. A
     /// template is never started: `stopped` or left out.
-    #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "x-impact" = "power action"))]
+    #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "default" = "started", "x-impact" = "power action"))]
     pub state: Option<PowerState>,
     /// Memory, a whole number of MiB (e.g. `2GiB`, `512MiB`; decimal units such
     /// as GB count powers of 1000).
@@ -405,7 +405,7 @@ impl Aio {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmNic {
     /// The NIC model: virtio, e1000, e1000e, rtl8139, vmxnet3, …
-    #[schemars(extend("x-pve-key" = "netN model", "x-default" = "virtio", "x-impact" = "stop-start", "x-impact-note" = "live when the VM's hotplug has network"))]
+    #[schemars(extend("x-pve-key" = "netN model", "x-default" = "virtio", "default" = "virtio", "x-impact" = "stop-start", "x-impact-note" = "live when the VM's hotplug has network"))]
     #[schemars(transform = crate::schema::one_of(VM_NIC_MODELS))]
     pub model: Option<String>,
     /// The Linux bridge the NIC is plugged into, e.g. `vmbr0`.
@@ -509,7 +509,7 @@ pub struct Cdrom {
     #[schemars(pattern(r"^\s*(none|[a-z0-9]+(-[a-z0-9]+)*)?\s*$"))]
     pub iso: Option<String>,
     /// `cdrom` or `disk`.
-    #[schemars(extend("x-pve-key" = ",media=", "x-default" = "cdrom", "x-impact" = "stop-start"))]
+    #[schemars(extend("x-pve-key" = ",media=", "x-default" = "cdrom", "default" = "cdrom", "x-impact" = "stop-start"))]
     pub media: Option<CdMedia>,
 }
 
@@ -618,7 +618,7 @@ pub struct Tpm {
     #[schemars(extend("x-pve-key" = "tpmstate0", "x-default" = "— (required)", "x-impact" = "stop-start", "x-impact-note" = "on another storage: anomaly"))]
     pub storage: StorageId,
     /// `v1.2` or `v2.0`. Changing it would re-create the TPM state: an anomaly.
-    #[schemars(extend("x-pve-key" = ",version=", "x-default" = "v2.0", "x-impact" = "anomaly"))]
+    #[schemars(extend("x-pve-key" = ",version=", "x-default" = "v2.0", "default" = "v2.0", "x-impact" = "anomaly"))]
     #[schemars(transform = crate::schema::one_of(&["v1.2", "v2.0"]))]
     pub version: Option<String>,
 }
@@ -815,7 +815,7 @@ pub struct LxcSpec {
     /// `started` or `stopped`: a power action, `status/start`, or
     /// `status/shutdown` with the shutdown timeout, confirmed by
     /// `status/current`. A template is never started: `stopped` or left out.
-    #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "x-impact" = "power action"))]
+    #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "default" = "started", "x-impact" = "power action"))]
     pub state: Option<PowerState>,
     /// Memory, a whole number of MiB (e.g. `512MiB`).
     #[schemars(extend("x-pve-key" = "memory", "x-default" = "— (required)", "x-impact" = "live"))]

@@ -36,7 +36,9 @@ pub fn kind_schema(kind: Kind) -> Value {
     root.insert("title".into(), format!("ProxOps {kind} manifest").into());
     root.extend(doc);
     root.insert("$defs".into(), Value::Object(definitions(&g)));
-    Value::Object(root)
+    let mut schema = Value::Object(root);
+    join_description_lines(&mut schema);
+    schema
 }
 
 /// One schema for a manifest of any kind: `kind` picks the kind's schema.
@@ -60,7 +62,7 @@ pub fn combined_schema() -> Value {
     for (k, doc) in docs {
         defs.insert(k.as_str().into(), Value::Object(doc));
     }
-    json!({
+    let mut schema = json!({
         "$schema": DIALECT,
         "title": "ProxOps manifest",
         "description": "A ProxOps manifest of any kind; `kind` selects the kind's schema.",
@@ -69,7 +71,26 @@ pub fn combined_schema() -> Value {
         "properties": {"kind": {"enum": names}},
         "allOf": dispatch,
         "$defs": defs
-    })
+    });
+    join_description_lines(&mut schema);
+    schema
+}
+
+/// A doc comment's line breaks are the source's, not the text's: an
+/// editor's hover reflows a description, so it is one paragraph.
+fn join_description_lines(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                match child {
+                    Value::String(s) if k == "description" => *s = s.replace('\n', " "),
+                    _ => join_description_lines(child),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(join_description_lines),
+        _ => {}
+    }
 }
 
 /// `schema` as written into the repository and printed by `proxops schema`:
