@@ -327,6 +327,12 @@ fn extra_keys(schema: &mut Schema, guest: GuestType) {
     let (names, prefixes) = crate::extra::never_allowed(guest);
     let names: BTreeSet<&str> = names.into_iter().collect();
     let prefixes = prefixes.join("|");
+    // The loader reads any YAML scalar into the value's text (`balloon:
+    // 1024` is sent as "1024"), and PVE values are often numbers.
+    schema.insert(
+        "additionalProperties".into(),
+        json!({"type": ["string", "number", "boolean"]}),
+    );
     schema.insert(
         "propertyNames".into(),
         json!({
