@@ -17,6 +17,8 @@ pub enum Command {
     Adopt,
     Record,
     SecretsCheck,
+    Schema,
+    Explain,
 }
 
 impl Command {
@@ -30,6 +32,8 @@ impl Command {
             Command::Adopt => "adopt",
             Command::Record => "record",
             Command::SecretsCheck => "secrets check",
+            Command::Schema => "schema",
+            Command::Explain => "explain",
         }
     }
 }
@@ -80,6 +84,8 @@ pub struct CommandArgs {
     /// `apply -y/--yes`: apply without asking for confirmation.
     pub yes: bool,
     pub file: Option<PathBuf>,
+    /// `schema [KIND]`, `explain PATH`: what to print.
+    pub topic: Option<String>,
 }
 
 /// A flag of one or more commands (not a global flag).
@@ -319,6 +325,8 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
             Some((sub, t)) if sub == "check" => (Command::SecretsCheck, t),
             _ => return Err(usage("unknown command: use `proxops secrets check FILE`")),
         },
+        "schema" => (Command::Schema, tail),
+        "explain" => (Command::Explain, tail),
         "help" => {
             return Ok(Parsed::Help(tail.first().and_then(|c| command_by_name(c))));
         }
@@ -358,6 +366,12 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     match (command, positional.as_slice()) {
         (Command::SecretsCheck, [file]) => a.file = Some(PathBuf::from(file)),
         (Command::SecretsCheck, _) => return Err(usage("usage: proxops secrets check FILE")),
+        (Command::Schema, [kind]) | (Command::Explain, [kind]) => a.topic = Some(kind.clone()),
+        (Command::Explain, _) => {
+            return Err(usage(
+                "usage: proxops explain <kind>[.<field path>], e.g. vm.spec.memory",
+            ));
+        }
         (_, []) => {}
         (c, [extra, ..]) => {
             return Err(usage(format!(
@@ -417,6 +431,8 @@ fn command_by_name(name: &str) -> Option<Command> {
         "adopt" => Command::Adopt,
         "record" => Command::Record,
         "secrets" => Command::SecretsCheck,
+        "schema" => Command::Schema,
+        "explain" => Command::Explain,
         _ => return None,
     })
 }

@@ -16,6 +16,8 @@ Commands:
   adopt           Write manifests for the live guests and files of one cluster (read-only)
   record          Save one cluster's PVE responses to <cluster>.json for offline diff
   secrets check   Decrypt and verify a SOPS file; print a fingerprint per value
+  schema          Print the JSON Schema of one manifest kind, or of every kind
+  explain         Explain a manifest field, e.g. `proxops explain vm.spec.memory`
 
 Global flags:
   --git-path <DIR>        The GitOps work tree (default: $PROXOPS_GIT_PATH, else the
@@ -177,6 +179,33 @@ Decrypt FILE with the age identities ProxOps would use (SOPS_AGE_KEY,
 SOPS_AGE_KEY_FILE, the sops default key file) and verify its MAC. Prints one
 line per value: <path>\\tsha256:<first 12 hex digits>. Never prints a value.
 Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class.
+"
+        }
+        Command::Schema => {
+            "\
+Usage: proxops schema [KIND]
+
+Print the JSON Schema (draft 2020-12) of one manifest kind (VM, TemplateVM,
+LXC, TemplateCT, ISO, CTTemplate, DiskImage; any case), or without KIND one
+schema covering every kind, chosen by `kind`. Generated from the types the
+loader reads: each field carries its description, `x-pve-key`, `x-default`,
+`x-impact` and the values and patterns the loader accepts. The same schemas
+are in docs/schema/*.json, for editors (docs/getting-started.md). Rules that
+span files (references, vmid collisions, the cluster's nodes) are validate's.
+Reads no repository and no PVE. Exit 2 for an unknown kind.
+"
+        }
+        Command::Explain => {
+            "\
+Usage: proxops explain <kind>[.<field path>]
+
+Print what a manifest field means: its description, type, allowed values,
+default, the PVE key it writes and the impact of a change on a running guest
+(live, reboot, stop-start, or an anomaly for a person), e.g.
+`proxops explain vm.spec.memory`, `proxops explain lxc.spec.root.size`. List
+items are walked through (`vm.spec.disks.size`). Read from the same schema
+`proxops schema` prints. Reads no repository and no PVE. An unknown kind or
+field exits 2, naming the nearest valid path.
 "
         }
     }

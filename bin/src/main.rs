@@ -19,6 +19,7 @@ mod out;
 mod record;
 mod run;
 mod saved;
+mod schema;
 mod status;
 mod validate;
 
@@ -85,5 +86,7 @@ fn dispatch(
             None => Err(Failure::input("usage: proxops secrets check FILE")),
         },
         Command::Adopt => adopt::run(global, args, &env),
+        Command::Schema => schema::print(args.topic.as_deref()),
+        Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
     }
 }

@@ -29,6 +29,7 @@ pub mod render;
 pub mod repo;
 pub mod report;
 pub mod saved;
+pub mod schema;
 pub mod secret;
 pub mod state;
 pub mod step;

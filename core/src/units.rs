@@ -150,6 +150,27 @@ impl<'de> Deserialize<'de> for Quantity {
     }
 }
 
+/// What `Deserialize` takes: a whole number of bytes, or the text `parse`
+/// reads (a number, an optional fraction, an optional unit of any case).
+/// The fraction's "whole number of bytes" rule is the loader's alone.
+impl schemars::JsonSchema for Quantity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A byte size: a number with a unit, e.g. \"512MiB\", \"8GiB\", \"0.5GiB\" (binary Ki/Mi/Gi/Ti/Pi, decimal K/M/G/T/P, case-insensitive, an optional trailing B), or a whole number of bytes.",
+            "oneOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": QUANTITY_PATTERN}
+            ]
+        })
+    }
+}
+
+/// The text `Quantity::parse` accepts, as a regular expression.
+pub const QUANTITY_PATTERN: &str = r"^\s*[0-9]+(\.[0-9]+)?\s*([bB]|[kKmMgGtTpP][iI]?[bB]?)?\s*$";
+
 /// A Go-style duration (`90s`, `5m`, `1h30m`, `500ms`), kept in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(transparent)]
