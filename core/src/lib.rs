@@ -32,6 +32,7 @@ pub mod saved;
 pub mod secret;
 pub mod state;
 pub mod step;
+pub mod suggest;
 pub mod time;
 pub mod units;
 pub mod wire;
