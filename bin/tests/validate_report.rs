@@ -5,15 +5,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Command, Output};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+mod live_support;
+
+use live_support::{copy_dir, workspace_root as workspace};
 
 fn proxops(args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
@@ -46,23 +43,10 @@ fn json_of(out: &Output) -> serde_json::Value {
     })
 }
 
-fn copy_tree(from: &Path, to: &Path) {
-    std::fs::create_dir_all(to).unwrap();
-    for entry in std::fs::read_dir(from).unwrap() {
-        let entry = entry.unwrap();
-        let target = to.join(entry.file_name());
-        if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
-        } else {
-            std::fs::copy(entry.path(), &target).unwrap();
-        }
-    }
-}
-
 /// A copy of a fixture repository with one file's text replaced.
 fn edited(fixture: &str, file: &str, from: &str, to: &str) -> tempfile::TempDir {
     let dir = tempfile::tempdir().unwrap();
-    copy_tree(&workspace().join(fixture), dir.path());
+    copy_dir(&workspace().join(fixture), dir.path());
     let path = dir.path().join(file);
     let before = std::fs::read_to_string(&path).unwrap();
     assert!(before.contains(from), "{file} has no {from:?}");
