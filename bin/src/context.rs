@@ -268,7 +268,10 @@ pub fn load_tree(
     let ov = overrides(g, env);
     let loaded = repo::load(input, explicit, &ov).map_err(|d| {
         let refs: Vec<&Diagnostic> = d.iter().collect();
-        Failure::input(render_diagnostics(&refs))
+        Failure {
+            diagnostics: d.clone(),
+            ..Failure::input(render_diagnostics(&refs))
+        }
     })?;
     for c in &g.clusters {
         if !loaded.clusters.keys().any(|k| k.as_str() == c) {

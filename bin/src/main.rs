@@ -75,7 +75,7 @@ fn dispatch(
         global.log_format,
     );
     match command {
-        Command::Validate => validate::run(global, &env),
+        Command::Validate => validate::run(global, args, &env),
         Command::Diff => diff::run(global, args, &env),
         Command::Apply => apply::run(global, args, &env),
         Command::Status => status::run(global, args, &env),

@@ -33,6 +33,7 @@ pub mod schema;
 pub mod secret;
 pub mod state;
 pub mod step;
+pub mod suggest;
 pub mod time;
 pub mod units;
 pub mod wire;
