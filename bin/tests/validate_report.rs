@@ -111,7 +111,7 @@ fn every_invalid_repository_reports_json_with_file_line_and_message() {
 
 #[test]
 fn three_mistakes_in_one_file_are_three_diagnostics_in_text_and_json() {
-    let case = workspace().join("fixtures/repos/invalid/88-manifest-three-mistakes");
+    let case = workspace().join("fixtures/repos/invalid/89-manifest-three-mistakes");
     let case = case.to_str().unwrap();
     let plain = proxops(&["--git-path", case, "validate"]);
     assert_eq!(plain.status.code(), Some(2));
