@@ -302,15 +302,14 @@ impl ProgressLines {
             ..
         }) = *event;
         let id = action.target.to_string();
-        let worker = worker.to_string();
         let mut fields = vec![
-            ("worker", worker.as_str()),
-            ("cluster", cluster.as_str()),
-            ("kind", action.kind.as_str()),
-            ("name", action.name.as_str()),
-            ("id", id.as_str()),
-            ("node", action.node.as_str()),
-            ("what", action.op.as_str()),
+            ("worker", log::Value::from(worker)),
+            ("cluster", log::Value::from(cluster.as_str())),
+            ("kind", action.kind.as_str().into()),
+            ("name", action.name.as_str().into()),
+            ("id", id.as_str().into()),
+            ("node", action.node.as_str().into()),
+            ("what", action.op.as_str().into()),
         ];
         let total = self.totals.get(cluster).copied().unwrap_or(0);
         let label = format!(
@@ -349,8 +348,10 @@ impl ProgressLines {
                 };
                 waiting.1 = mark;
                 if log::json() {
-                    let secs = format!("{mark}s");
-                    fields.extend([("elapsed", secs.as_str()), ("upid", upid)]);
+                    fields.extend([
+                        ("elapsed", log::Value::Millis(mark.saturating_mul(1000))),
+                        ("upid", upid.into()),
+                    ]);
                     log::event(Level::Info, "proxops.action.running", &fields);
                 } else {
                     out::eprint(&format!("{label} still running ({mark}s), task {upid}\n"));
@@ -363,8 +364,6 @@ impl ProgressLines {
                 ..
             } => {
                 let took = format!("{:.1}s", elapsed.as_secs_f64());
-                // Events are read by programs: whole milliseconds.
-                let took_ms = format!("{:.3}s", elapsed.as_secs_f64());
                 let (level, err) = match outcome {
                     Outcome::Succeeded => (Level::Info, String::new()),
                     Outcome::Failed { error, .. } => (Level::Warn, one_line(error)),
@@ -375,13 +374,12 @@ impl ProgressLines {
                 };
                 if log::json() {
                     let tasks = upids.join(",");
-                    let ok = if err.is_empty() { "true" } else { "false" };
                     fields.extend([
-                        ("ok", ok),
-                        ("err", err.as_str()),
-                        ("duration", took_ms.as_str()),
-                        ("upid", tasks.as_str()),
-                        ("reason", action.reason.as_str()),
+                        ("ok", err.is_empty().into()),
+                        ("err", err.as_str().into()),
+                        ("duration", log::millis(elapsed)),
+                        ("upid", tasks.as_str().into()),
+                        ("reason", action.reason.as_str().into()),
                     ]);
                     log::event(level, "proxops.action", &fields);
                     return;
@@ -412,29 +410,28 @@ impl ProgressLines {
 /// naming the worker that ran it.
 pub(crate) fn log_action(action: &Action, outcome: &Outcome, worker: usize) {
     let (level, ok, err) = match outcome {
-        Outcome::Succeeded => (Level::Info, "true", String::new()),
-        Outcome::Failed { error, .. } => (Level::Warn, "false", one_line(error)),
+        Outcome::Succeeded => (Level::Info, true, String::new()),
+        Outcome::Failed { error, .. } => (Level::Warn, false, one_line(error)),
         Outcome::ChangedUnderUs => (
             Level::Warn,
-            "false",
+            false,
             "changed on PVE between read and write".to_owned(),
         ),
     };
     let id = action.target.to_string();
-    let worker = worker.to_string();
     log::event(
         level,
         "proxops.action",
         &[
-            ("worker", &worker),
-            ("kind", action.kind.as_str()),
-            ("name", &action.name),
-            ("id", &id),
-            ("node", action.node.as_str()),
-            ("what", action.op.as_str()),
-            ("ok", ok),
-            ("err", &err),
-            ("reason", &action.reason),
+            ("worker", worker.into()),
+            ("kind", action.kind.as_str().into()),
+            ("name", (&action.name).into()),
+            ("id", (&id).into()),
+            ("node", action.node.as_str().into()),
+            ("what", action.op.as_str().into()),
+            ("ok", ok.into()),
+            ("err", (&err).into()),
+            ("reason", (&action.reason).into()),
         ],
     );
 }

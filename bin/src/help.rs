@@ -16,6 +16,8 @@ Commands:
   adopt           Write manifests for the live guests and files of one cluster (read-only)
   record          Save one cluster's PVE responses to <cluster>.json for offline diff
   secrets check   Decrypt and verify a SOPS file; print a fingerprint per value
+  schema          Print the JSON Schema of one manifest kind, or of every kind
+  explain         Explain a manifest field, e.g. `proxops explain vm.spec.memory`
 
 Global flags:
   --git-path <DIR>        The GitOps work tree (default: $PROXOPS_GIT_PATH, else the
@@ -24,7 +26,7 @@ Global flags:
                           file, or clusters/<name>/config.yaml to run that cluster alone
   --cluster <NAME>        Only this cluster; repeat for several
   --log-level <LEVEL>     debug | info | warn | error
-  --log-format <FORMAT>   text | json
+  --log-format <FORMAT>   text | json (one object a line, with an RFC 3339 ts)
   --listen <ADDR>         HTTP bind address for `run` (default 127.0.0.1:9494)
   --git-url <URL>         URL mode: fetch desired state from this remote
   --git-branch <BRANCH>   Branch to reconcile in URL mode (default main)
@@ -37,8 +39,10 @@ Global flags:
   -V, --version           Print the version
 
 Each command takes only its own flags (see `proxops <command> --help`) and the
-global flags; any other flag is an error (exit 2). Without a command, this
-text goes to stderr and the exit code is 2.
+global flags; any other flag is an error (exit 2). An unknown command, flag
+or value is answered with the nearest valid one (`did you mean \"validate\"?`;
+`plan` is `diff` here). Without a command, this text goes to stderr and the
+exit code is 2.
 
 Exit codes: 0 success; 1 failure at run time (PVE, git, a failed action, an
 aborted cycle); 2 invalid input (usage, configuration, credentials, manifests:
@@ -51,13 +55,23 @@ pub fn command(c: Command) -> &'static str {
     match c {
         Command::Validate => {
             "\
-Usage: proxops [GLOBAL FLAGS] validate
+Usage: proxops [GLOBAL FLAGS] validate [-o|--output text|json]
 
 Parse and validate configuration, composition and every manifest of every
 cluster. Prints `ok: N clusters, M objects`, or one diagnostic per line naming
 file, line, column and field. Reads no PVE. Exit 0 when valid, 2 otherwise.
+Every problem of a file is reported in one run, not only the first. An
+unknown kind or field is answered with the nearest valid one, as a full path
+(`did you mean spec.cpu.cores?`).
 A manifest file under a kind directory that no resources.yaml lists is a
-`warning:` line on stderr; warnings never change the exit code.
+`warning:` line on stderr; warnings never change the exit code. So is a
+decimal or bare size that is not whole in the unit PVE takes it in (GiB for
+disks, MiB for memory): `size: 32G` is 29.80 GiB, while PVE's own 32G means
+32GiB; the warning names the binary spelling to write.
+  -o, --output FORMAT
+                    text (default) or json: {\"diagnostics\": [{file, line,
+                    column, path, message, hint, severity}], \"errors\": N,
+                    \"warnings\": N} on stdout (docs/cli.md)
 A file over its size cap (1 MiB for a manifest or resources.yaml, 256 KiB for
 a configuration file) or nested deeper than 32 levels is refused before it is
 parsed. spec.extra keys are checked per cluster against the cluster's
@@ -69,14 +83,15 @@ rewrite is refused with the name PVE would store.
         }
         Command::Diff => {
             "\
-Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [--output text|json|markdown] [--diff] [--exit-code] [--out FILE]
+Usage: proxops [GLOBAL FLAGS] diff [--replay DIR] [-o|--output text|json|markdown] [--diff] [--exit-code] [--out FILE]
 
 Plan every selected cluster and print the plan. Writes nothing to PVE.
 Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
 A larger disk size is a `resize` action (grown online); a smaller one is a
 `shrink` anomaly, never done.
   --replay DIR      Read PVE from recordings DIR/<cluster>.json instead of the API
-  --output FORMAT   text (default), json (stable schema, docs/plan-json.md) or
+  -o, --output FORMAT
+                    text (default), json (stable schema, docs/plan-json.md) or
                     markdown (for pull-request comments)
   --diff            Also print field-level changes of every action (text only;
                     json and markdown always have them)
@@ -89,7 +104,7 @@ A larger disk size is a `resize` action (grown online); a smaller one is a
         }
         Command::Apply => {
             "\
-Usage: proxops [GLOBAL FLAGS] apply [-y|--yes] [-n|--dry-run] [--diff] [--output text|json] [--plan FILE]
+Usage: proxops [GLOBAL FLAGS] apply [-y|--yes] [-n|--dry-run] [--diff] [-o|--output text|json] [--plan FILE]
 
 Run one converge cycle per selected cluster: read live and plan every cluster,
 print the plan (what diff prints), ask, then execute, read back and print the
@@ -109,7 +124,8 @@ force-stop-after-timeout: true (then status/stop, and the action goes on).
   -y, --yes         Apply without asking (scripts, CI)
   -n, --dry-run     Plan only; write nothing (same content as diff); no question
   --diff            Also print field-level changes of every action (text only)
-  --output FORMAT   text (default) or json (plan and results in one document at
+  -o, --output FORMAT
+                    text (default) or json (plan and results in one document at
                     the end; when asking, the text plan is shown on stderr)
   --plan FILE       Execute exactly the actions saved by `diff --out FILE`, no
                     re-plan; refused (exit 1, nothing written) when the commit,
@@ -124,10 +140,11 @@ Exit 1 when any action failed or any cluster aborted.
         }
         Command::Status => {
             "\
-Usage: proxops [GLOBAL FLAGS] status [--output text|json]
+Usage: proxops [GLOBAL FLAGS] status [-o|--output text|json]
 
 Run a read-only cycle and print each cluster's convergence table.
-  --output FORMAT   text (default) or json (the /status document, as an
+  -o, --output FORMAT
+                    text (default) or json (the /status document, as an
                     observing daemon serves it after one cycle)
 "
         }
@@ -181,6 +198,33 @@ Decrypt FILE with the age identities ProxOps would use (SOPS_AGE_KEY,
 SOPS_AGE_KEY_FILE, the sops default key file) and verify its MAC. Prints one
 line per value: <path>\\tsha256:<first 12 hex digits>. Never prints a value.
 Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class.
+"
+        }
+        Command::Schema => {
+            "\
+Usage: proxops schema [KIND]
+
+Print the JSON Schema (draft 2020-12) of one manifest kind (VM, TemplateVM,
+LXC, TemplateCT, ISO, CTTemplate, DiskImage; any case), or without KIND one
+schema covering every kind, chosen by `kind`. Generated from the types the
+loader reads: each field carries its description, `x-pve-key`, `x-default`,
+`x-impact` and the values and patterns the loader accepts. The same schemas
+are in docs/schema/*.json, for editors (docs/getting-started.md). Rules that
+span files (references, vmid collisions, the cluster's nodes) are validate's.
+Reads no repository and no PVE. Exit 2 for an unknown kind.
+"
+        }
+        Command::Explain => {
+            "\
+Usage: proxops explain <kind>[.<field path>]
+
+Print what a manifest field means: its description, type, allowed values,
+default, the PVE key it writes and the impact of a change on a running guest
+(live, reboot, stop-start, or an anomaly for a person), e.g.
+`proxops explain vm.spec.memory`, `proxops explain lxc.spec.root.size`. List
+items are walked through (`vm.spec.disks.size`). Read from the same schema
+`proxops schema` prints. Reads no repository and no PVE. An unknown kind or
+field exits 2, naming the nearest valid path.
 "
         }
     }

@@ -464,7 +464,7 @@ pub struct ConfigSources<'a> {
 fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<ConfigFile> {
     if let Err(d) = crate::bounds::check_file(&src.name, crate::bounds::FileRole::Config, src.bytes)
     {
-        diags.push(d);
+        diags.push(*d);
         return None;
     }
     let text = match std::str::from_utf8(src.bytes) {
@@ -483,7 +483,12 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     let index = YamlIndex::build(text);
     match deserialize_document::<ConfigFile>(text, 0) {
         Ok(f) => Some(f),
-        Err(DocError { path, message, pos }) => {
+        Err(DocError {
+            path,
+            message,
+            pos,
+            hint,
+        }) => {
             let pos = index
                 .repeated_key(&path)
                 .or(pos)
@@ -491,7 +496,8 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
             diags.push(
                 Diagnostic::file(&src.name, format!("invalid configuration: {message}"))
                     .with_field(path)
-                    .at(pos),
+                    .at(pos)
+                    .with_hint(hint),
             );
             None
         }

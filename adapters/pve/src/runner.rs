@@ -30,7 +30,7 @@ use proxops_core::repo::ClusterDesired;
 use proxops_core::rollout::{self, Limits};
 use proxops_core::step::{self, Answer, Call, Instant, PowerPolicy, PveError, Step, StepSettings};
 
-use crate::retry::pve_message;
+use crate::retry::explained_message;
 use crate::transport::{Request, Transport, TransportError};
 
 /// Told each action, its outcome and the worker that ran it (1-based) as
@@ -263,7 +263,10 @@ fn send(transport: &dyn Transport, call: &Call) -> Answer {
     let request = Request::new(call.method, &call.path, call.form.to_wire());
     match transport.call(&request) {
         Ok(r) if r.is_success() => Answer::Data(r.data().clone()),
-        Ok(r) => Answer::Error(step::classify(r.status, &pve_message(&r))),
+        Ok(r) => Answer::Error(step::classify(
+            r.status,
+            &explained_message(&r, transport.acting_as().as_deref()),
+        )),
         Err(e @ TransportError::Io { .. }) => Answer::Error(PveError::NoAnswer {
             text: e.to_string(),
         }),
