@@ -322,9 +322,8 @@ impl ProgressLines {
         );
         match *event {
             Progress::Started { running, .. } => {
-                let running = running.to_string();
                 if log::json() {
-                    fields.push(("running", running.as_str()));
+                    fields.push(("running", running.into()));
                     log::event(Level::Info, "proxops.action.started", &fields);
                 } else {
                     out::eprint(&format!("{label} started ({running} running)\n"));
