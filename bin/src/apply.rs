@@ -241,8 +241,9 @@ fn still_running_due(elapsed: Duration, reported: u64) -> Option<u64> {
 pub(crate) struct ProgressLines {
     /// Actions per cluster, for `[i/n]`.
     totals: BTreeMap<ClusterName, usize>,
-    /// The task last told about and the last "still running" mark shown.
-    waiting: Mutex<(String, u64)>,
+    /// Per worker: the task last told about and the last "still running"
+    /// mark shown (several tasks run at once, one per worker).
+    waiting: Mutex<BTreeMap<usize, (String, u64)>>,
 }
 
 impl ProgressLines {
@@ -252,7 +253,7 @@ impl ProgressLines {
                 .iter()
                 .map(|p| (p.cluster.clone(), p.actions.len()))
                 .collect(),
-            waiting: Mutex::new((String::new(), 0)),
+            waiting: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -260,21 +261,37 @@ impl ProgressLines {
         if !log::enabled(Level::Info) {
             return;
         }
-        let (Progress::Started { index, action }
-        | Progress::TaskRunning { index, action, .. }
-        | Progress::Finished { index, action, .. }) = *event;
+        let (Progress::Started {
+            index,
+            action,
+            worker,
+            ..
+        }
+        | Progress::TaskRunning {
+            index,
+            action,
+            worker,
+            ..
+        }
+        | Progress::Finished {
+            index,
+            action,
+            worker,
+            ..
+        }) = *event;
         let id = action.target.to_string();
         let mut fields = vec![
-            ("cluster", cluster.as_str()),
-            ("kind", action.kind.as_str()),
-            ("name", action.name.as_str()),
-            ("id", id.as_str()),
-            ("node", action.node.as_str()),
-            ("what", action.op.as_str()),
+            ("worker", log::Value::from(worker)),
+            ("cluster", log::Value::from(cluster.as_str())),
+            ("kind", action.kind.as_str().into()),
+            ("name", action.name.as_str().into()),
+            ("id", id.as_str().into()),
+            ("node", action.node.as_str().into()),
+            ("what", action.op.as_str().into()),
         ];
         let total = self.totals.get(cluster).copied().unwrap_or(0);
         let label = format!(
-            "{cluster} [{}/{total}] {} {}/{} on {} id={id}:",
+            "{cluster} [{}/{total}] {} {}/{} on {} id={id} worker={worker}:",
             index + 1,
             action.op.as_str(),
             action.kind,
@@ -282,17 +299,24 @@ impl ProgressLines {
             action.node.as_str(),
         );
         match *event {
-            Progress::Started { .. } => {
+            Progress::Started { running, .. } => {
                 if log::json() {
+                    fields.push(("running", running.into()));
                     log::event(Level::Info, "proxops.action.started", &fields);
                 } else {
-                    out::eprint(&format!("{label} started\n"));
+                    out::eprint(&format!("{label} started ({running} running)\n"));
                 }
             }
-            Progress::TaskRunning { upid, elapsed, .. } => {
-                let Ok(mut waiting) = self.waiting.lock() else {
+            Progress::TaskRunning {
+                upid,
+                elapsed,
+                worker,
+                ..
+            } => {
+                let Ok(mut all) = self.waiting.lock() else {
                     return;
                 };
+                let waiting = all.entry(worker).or_default();
                 if waiting.0 != upid {
                     *waiting = (upid.to_owned(), 0);
                 }
@@ -301,8 +325,10 @@ impl ProgressLines {
                 };
                 waiting.1 = mark;
                 if log::json() {
-                    let secs = format!("{mark}s");
-                    fields.extend([("elapsed", secs.as_str()), ("upid", upid)]);
+                    fields.extend([
+                        ("elapsed", log::Value::Millis(mark.saturating_mul(1000))),
+                        ("upid", upid.into()),
+                    ]);
                     log::event(Level::Info, "proxops.action.running", &fields);
                 } else {
                     out::eprint(&format!("{label} still running ({mark}s), task {upid}\n"));
@@ -325,13 +351,12 @@ impl ProgressLines {
                 };
                 if log::json() {
                     let tasks = upids.join(",");
-                    let ok = if err.is_empty() { "true" } else { "false" };
                     fields.extend([
-                        ("ok", ok),
-                        ("err", err.as_str()),
-                        ("duration", took.as_str()),
-                        ("upid", tasks.as_str()),
-                        ("reason", action.reason.as_str()),
+                        ("ok", err.is_empty().into()),
+                        ("err", err.as_str().into()),
+                        ("duration", log::millis(elapsed)),
+                        ("upid", tasks.as_str().into()),
+                        ("reason", action.reason.as_str().into()),
                     ]);
                     log::event(level, "proxops.action", &fields);
                     return;
@@ -358,14 +383,15 @@ impl ProgressLines {
     }
 }
 
-/// One `proxops.action` log event per performed action (spec §14.3).
-pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
+/// One `proxops.action` log event per performed action (spec §14.3),
+/// naming the worker that ran it.
+pub(crate) fn log_action(action: &Action, outcome: &Outcome, worker: usize) {
     let (level, ok, err) = match outcome {
-        Outcome::Succeeded => (Level::Info, "true", String::new()),
-        Outcome::Failed { error, .. } => (Level::Warn, "false", one_line(error)),
+        Outcome::Succeeded => (Level::Info, true, String::new()),
+        Outcome::Failed { error, .. } => (Level::Warn, false, one_line(error)),
         Outcome::ChangedUnderUs => (
             Level::Warn,
-            "false",
+            false,
             "changed on PVE between read and write".to_owned(),
         ),
     };
@@ -374,14 +400,15 @@ pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
         level,
         "proxops.action",
         &[
-            ("kind", action.kind.as_str()),
-            ("name", &action.name),
-            ("id", &id),
-            ("node", action.node.as_str()),
-            ("what", action.op.as_str()),
-            ("ok", ok),
-            ("err", &err),
-            ("reason", &action.reason),
+            ("worker", worker.into()),
+            ("kind", action.kind.as_str().into()),
+            ("name", (&action.name).into()),
+            ("id", (&id).into()),
+            ("node", action.node.as_str().into()),
+            ("what", action.op.as_str().into()),
+            ("ok", ok.into()),
+            ("err", (&err).into()),
+            ("reason", (&action.reason).into()),
         ],
     );
 }

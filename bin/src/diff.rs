@@ -28,15 +28,14 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let outcome = cycle::plan_all(g, env, &ws, &source)?;
     let plans: Vec<Plan> = outcome.plans.iter().map(|p| p.plan.clone()).collect();
     for p in &plans {
-        let actions = p.actions.len().to_string();
         let result = if p.aborted { "aborted" } else { "planned" };
         log::event(
             Level::Debug,
             "cluster planned",
             &[
-                ("cluster", p.cluster.as_str()),
-                ("result", result),
-                ("actions", &actions),
+                ("cluster", p.cluster.as_str().into()),
+                ("result", result.into()),
+                ("actions", p.actions.len().into()),
             ],
         );
     }

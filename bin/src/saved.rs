@@ -79,9 +79,9 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
         crate::log::Level::Info,
         "plan saved",
         &[
-            ("file", &file.display().to_string()),
-            ("commit", commit),
-            ("actions", &actions.to_string()),
+            ("file", (&file.display().to_string()).into()),
+            ("commit", commit.into()),
+            ("actions", actions.into()),
         ],
     );
     Ok(())

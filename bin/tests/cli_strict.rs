@@ -10,6 +10,7 @@ use std::process::{Command, Output};
 const FLAGS: &[(&str, Option<&str>)] = &[
     ("--replay", Some("rec")),
     ("--output", Some("json")),
+    ("-o", Some("json")),
     ("--exit-code", None),
     ("--diff", None),
     ("--dry-run", None),
@@ -24,7 +25,7 @@ const FLAGS: &[(&str, Option<&str>)] = &[
 /// Each command, how it is invoked, and the flags it takes as its refusal
 /// names them.
 const COMMANDS: &[(&str, &[&str], &[&str])] = &[
-    ("validate", &["validate"], &[]),
+    ("validate", &["validate"], &["-o/--output FORMAT"]),
     (
         "diff",
         &["diff"],
@@ -66,11 +67,12 @@ fn proxops(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// `-n` stands for `--dry-run`, `-y` for `--yes`.
+/// `-n` stands for `--dry-run`, `-y` for `--yes`, `-o` for `--output`.
 fn long(flag: &str) -> &str {
     match flag {
         "-n" => "--dry-run",
         "-y" => "--yes",
+        "-o" => "--output",
         f => f,
     }
 }
@@ -135,7 +137,7 @@ fn an_unknown_flag_is_refused_naming_the_flags_the_command_takes() {
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
         stderr.contains("unknown flag \"--bogus\" for status")
-            && stderr.contains("status takes --replay DIR, --output FORMAT"),
+            && stderr.contains("status takes --replay DIR, -o/--output FORMAT"),
         "{stderr}"
     );
 }

@@ -47,6 +47,9 @@ pub struct Policy {
     /// `purge-ha-and-replicated`: a prune of an HA-managed or replicated
     /// guest is sent with `purge=1` instead of being an anomaly.
     pub purge_ha_and_replicated: bool,
+    /// The disruption budget the plan's rollout is told under (execution
+    /// applies it; the plan only says how the change will roll).
+    pub disruption: crate::rollout::DisruptionBudget,
 }
 
 impl Default for Policy {
@@ -57,6 +60,7 @@ impl Default for Policy {
             allow_empty_prune: false,
             restart_policy: crate::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
+            disruption: Default::default(),
         }
     }
 }
@@ -166,6 +170,9 @@ pub struct Plan {
     /// (file, line, field, message), sorted; empty otherwise. Like every
     /// diagnostic, none holds a secret value.
     pub diagnostics: Vec<Diagnostic>,
+    /// How the actions roll out: which may run at once, how many guests
+    /// are made unavailable at a time.
+    pub rollout: crate::rollout::Rollout,
 }
 
 impl Plan {
@@ -182,6 +189,7 @@ impl Plan {
             deferred: Vec::new(),
             anomalies: Vec::new(),
             diagnostics: Vec::new(),
+            rollout: Default::default(),
         }
     }
 

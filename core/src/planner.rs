@@ -140,6 +140,7 @@ pub fn plan(
             deferred: Vec::new(),
             anomalies: Vec::new(),
             diagnostics: Vec::new(),
+            rollout: Default::default(),
         },
         downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
@@ -166,6 +167,11 @@ pub fn plan(
     plan.skipped.dedup();
     plan.anomalies.sort();
     plan.anomalies.dedup();
+    plan.rollout = crate::rollout::Rollout::of(
+        &plan.actions,
+        |a| crate::rollout::disruption_group(desired, a),
+        &policy.disruption,
+    );
     plan
 }
 

@@ -331,6 +331,7 @@ impl SavedCluster {
             deferred: Vec::new(),
             anomalies: Vec::new(),
             diagnostics: Vec::new(),
+            rollout: Default::default(),
         }
     }
 }

@@ -15,6 +15,7 @@ use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
 use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::render;
 use proxops_core::render::Palette;
+use proxops_core::rollout::{DisruptionBudget, Rollout};
 use proxops_core::secret::Secret;
 
 const SECRET_VALUE: &str = "hunter2-do-not-print";
@@ -276,7 +277,7 @@ fn busy_plan() -> Plan {
         aborted: false,
         abort_reason: None,
         abort_cause: None,
-        actions,
+        actions: actions.clone(),
         skipped: vec![
             skipped(Kind::VM, "hand-made", "pve1", vmid(120), untagged()),
             skipped(
@@ -347,6 +348,7 @@ fn busy_plan() -> Plan {
             ),
         ],
         diagnostics: Vec::new(),
+        rollout: Rollout::of(&actions, |_| None, &DisruptionBudget::default()),
     }
 }
 
@@ -361,6 +363,7 @@ fn empty_plan(cluster: &str) -> Plan {
         deferred: Vec::new(),
         anomalies: Vec::new(),
         diagnostics: Vec::new(),
+        rollout: Default::default(),
     }
 }
 
@@ -633,8 +636,13 @@ fn json_parses_back_with_exactly_the_documented_keys() {
                 "actions",
                 "skipped",
                 "deferred",
-                "anomalies"
+                "anomalies",
+                "rollout"
             ]
+        );
+        assert_eq!(
+            keys(&c["rollout"]),
+            ["waves", "disruptive", "at_once", "groups"]
         );
     }
 
@@ -652,13 +660,20 @@ fn json_parses_back_with_exactly_the_documented_keys() {
     let action_keys = [
         "action", "kind", "name", "node", "id", "impact", "reason", "changes",
     ];
+    // Planned actions say their wave; deferred ones do not run.
+    let planned_keys: Vec<&str> = std::iter::once("wave").chain(action_keys).collect();
+    for a in lab["actions"].as_array().unwrap() {
+        assert_eq!(keys(a), planned_keys);
+    }
     for a in lab["actions"]
         .as_array()
         .unwrap()
         .iter()
         .chain(lab["deferred"].as_array().unwrap())
     {
-        assert_eq!(keys(a), action_keys);
+        if a.get("wave").is_none() {
+            assert_eq!(keys(a), action_keys);
+        }
         for c in a["changes"].as_array().unwrap() {
             assert_eq!(keys(c), ["field", "from", "to"]);
         }

@@ -139,6 +139,7 @@ fn cluster(out: &mut String, plan: &Plan, folded: Folded) {
     }
 
     summary(out, plan);
+    super::rollout_line(out, plan, "\n");
     actions_table(out, plan);
     update_changes(out, plan);
     deferred_table(out, &plan.deferred);

@@ -262,6 +262,17 @@ impl Group {
     }
 }
 
+/// The plan's rollout line ("Rollout: 3 stop-start updates (1 guest(s)
+/// unavailable at once) …"), after `before`, when the plan makes any guest
+/// unavailable; nothing otherwise.
+fn rollout_line(out: &mut String, plan: &Plan, before: &str) {
+    if let Some(line) = plan.rollout.line() {
+        out.push_str(before);
+        out.push_str(&line);
+        out.push('\n');
+    }
+}
+
 /// Whether a skipped entry is a live guest ProxOps does not own.
 fn is_untagged(s: &Skipped) -> bool {
     s.reason.is_untagged()

@@ -91,6 +91,7 @@ impl Renderer {
                 self.action_line(out, a, Role::of(group))
             });
         }
+        super::rollout_line(out, plan, "");
         let deferred: Vec<&Action> = plan.deferred.iter().collect();
         self.section(
             out,
