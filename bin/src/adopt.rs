@@ -68,6 +68,10 @@ impl Transport for ReadOnly<'_> {
         }
         self.inner.call(request)
     }
+
+    fn acting_as(&self) -> Option<String> {
+        self.inner.acting_as()
+    }
 }
 
 /// The nodes and storages adoption reads: the allowlist (else every node

@@ -5,6 +5,8 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
+use proxops_core::suggest;
+
 use crate::exit::Failure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -17,6 +19,8 @@ pub enum Command {
     Adopt,
     Record,
     SecretsCheck,
+    Schema,
+    Explain,
 }
 
 impl Command {
@@ -30,6 +34,8 @@ impl Command {
             Command::Adopt => "adopt",
             Command::Record => "record",
             Command::SecretsCheck => "secrets check",
+            Command::Schema => "schema",
+            Command::Explain => "explain",
         }
     }
 }
@@ -45,6 +51,16 @@ pub enum Output {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// `--color`: when the text plan is coloured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
 /// Global flags (spec §16.2): each overrides configuration only when given.
@@ -63,6 +79,7 @@ pub struct GlobalArgs {
     pub pve_user: Option<String>,
     pub pve_auth: Option<String>,
     pub ca_file: Option<String>,
+    pub color: ColorChoice,
 }
 
 /// Flags of the individual commands.
@@ -80,6 +97,8 @@ pub struct CommandArgs {
     /// `apply -y/--yes`: apply without asking for confirmation.
     pub yes: bool,
     pub file: Option<PathBuf>,
+    /// `schema [KIND]`, `explain PATH`: what to print.
+    pub topic: Option<String>,
 }
 
 /// A flag of one or more commands (not a global flag).
@@ -124,9 +143,14 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
     },
     CommandFlag {
         long: "--output",
-        short: None,
+        short: Some("-o"),
         value: Some("FORMAT"),
-        commands: &[Command::Diff, Command::Apply, Command::Status],
+        commands: &[
+            Command::Validate,
+            Command::Diff,
+            Command::Apply,
+            Command::Status,
+        ],
     },
     CommandFlag {
         long: "--exit-code",
@@ -215,8 +239,9 @@ fn parse_output(s: &str) -> Result<Output, String> {
         "text" => Ok(Output::Text),
         "json" => Ok(Output::Json),
         "markdown" | "md" => Ok(Output::Markdown),
-        other => Err(format!(
-            "invalid --output {other:?}: use text, json or markdown"
+        other => Err(with_hint(
+            format!("invalid --output {other:?}: use text, json or markdown"),
+            suggest::did_you_mean(other, ["text", "json", "markdown"]),
         )),
     }
 }
@@ -225,8 +250,70 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     match s {
         "text" => Ok(LogFormat::Text),
         "json" => Ok(LogFormat::Json),
-        other => Err(format!("invalid --log-format {other:?}: use text or json")),
+        other => Err(with_hint(
+            format!("invalid --log-format {other:?}: use text or json"),
+            suggest::did_you_mean(other, ["text", "json"]),
+        )),
     }
+}
+
+fn parse_color(s: &str) -> Result<ColorChoice, String> {
+    match s {
+        "auto" => Ok(ColorChoice::Auto),
+        "always" => Ok(ColorChoice::Always),
+        "never" => Ok(ColorChoice::Never),
+        other => Err(format!(
+            "invalid --color {other:?}: use auto, always or never"
+        )),
+    }
+}
+
+/// `message; did you mean …?`, or the message alone without a hint.
+fn with_hint(message: String, hint: Option<String>) -> String {
+    match hint {
+        Some(h) => format!("{message}; {h}"),
+        None => message,
+    }
+}
+
+/// The global flags, as a "did you mean" for an unknown flag offers them.
+const GLOBAL_FLAG_NAMES: &[&str] = &[
+    "--git-path",
+    "--config",
+    "--log-level",
+    "--log-format",
+    "--cluster",
+    "--listen",
+    "--git-url",
+    "--git-branch",
+    "--git-poll-sec",
+    "--prune-budget",
+    "--pve-user",
+    "--pve-auth",
+    "--ca-file",
+    "--color",
+    "--help",
+    "--version",
+];
+
+/// Commands by what other tools call them: a habit from Terraform,
+/// Kubernetes tooling or a linter gets ProxOps' word for it.
+const COMMAND_HABITS: &[(&str, &str)] =
+    &[("plan", "diff"), ("import", "adopt"), ("lint", "validate")];
+
+const COMMAND_NAMES: &[&str] = &[
+    "validate", "diff", "apply", "status", "run", "adopt", "record", "secrets", "help",
+];
+
+/// The nearest flag to an unknown one (`--ouput=json` → `--output`): the
+/// command's own flags and the global flags.
+fn flag_hint(given: &str, command: Option<Command>) -> Option<String> {
+    let name = given.split_once('=').map_or(given, |(n, _)| n);
+    let own = COMMAND_FLAGS
+        .iter()
+        .filter(|f| command.is_none_or(|c| f.commands.contains(&c)))
+        .map(|f| f.long);
+    suggest::did_you_mean(name, own.chain(GLOBAL_FLAG_NAMES.iter().copied()))
 }
 
 fn usage(e: impl std::fmt::Display) -> Failure {
@@ -255,12 +342,17 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         pve_user: p.opt_value_from_str("--pve-user").map_err(usage)?,
         pve_auth: p.opt_value_from_str("--pve-auth").map_err(usage)?,
         ca_file: p.opt_value_from_str("--ca-file").map_err(usage)?,
+        color: p
+            .opt_value_from_fn("--color", parse_color)
+            .map_err(usage)?
+            .unwrap_or_default(),
     };
     if let Some(level) = &g.log_level
         && !["debug", "info", "warn", "error"].contains(&level.as_str())
     {
-        return Err(usage(format!(
-            "invalid --log-level {level:?}: use debug, info, warn or error"
+        return Err(usage(with_hint(
+            format!("invalid --log-level {level:?}: use debug, info, warn or error"),
+            suggest::did_you_mean(level, ["debug", "info", "warn", "error"]),
         )));
     }
     // `-1` is how the original spelled "the configured value": accepted,
@@ -319,13 +411,23 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
             Some((sub, t)) if sub == "check" => (Command::SecretsCheck, t),
             _ => return Err(usage("unknown command: use `proxops secrets check FILE`")),
         },
+        "schema" => (Command::Schema, tail),
+        "explain" => (Command::Explain, tail),
         "help" => {
             return Ok(Parsed::Help(tail.first().and_then(|c| command_by_name(c))));
         }
         other if other.starts_with('-') => {
-            return Err(usage(format!("unknown flag {other:?}")));
+            return Err(usage(with_hint(
+                format!("unknown flag {other:?}"),
+                flag_hint(other, None),
+            )));
         }
-        other => return Err(usage(format!("unknown command {other:?}"))),
+        other => {
+            let hint =
+                suggest::nearest_or_habit(other, COMMAND_NAMES.iter().copied(), COMMAND_HABITS)
+                    .map(|c| format!("did you mean {c:?}?"));
+            return Err(usage(with_hint(format!("unknown command {other:?}"), hint)));
+        }
     };
     if help {
         return Ok(Parsed::Help(Some(command)));
@@ -347,8 +449,12 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     let mut positional = Vec::new();
     for t in tail {
         if t.starts_with('-') {
+            // The hint first: the list of the command's flags is long.
+            let hint = flag_hint(t, Some(command))
+                .map(|h| format!(" ({h})"))
+                .unwrap_or_default();
             return Err(usage(format!(
-                "unknown flag {t:?} for {}; {}",
+                "unknown flag {t:?} for {}{hint}; {}",
                 command.name(),
                 takes(command)
             )));
@@ -358,6 +464,12 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     match (command, positional.as_slice()) {
         (Command::SecretsCheck, [file]) => a.file = Some(PathBuf::from(file)),
         (Command::SecretsCheck, _) => return Err(usage("usage: proxops secrets check FILE")),
+        (Command::Schema, [kind]) | (Command::Explain, [kind]) => a.topic = Some(kind.clone()),
+        (Command::Explain, _) => {
+            return Err(usage(
+                "usage: proxops explain <kind>[.<field path>], e.g. vm.spec.memory",
+            ));
+        }
         (_, []) => {}
         (c, [extra, ..]) => {
             return Err(usage(format!(
@@ -417,6 +529,8 @@ fn command_by_name(name: &str) -> Option<Command> {
         "adopt" => Command::Adopt,
         "record" => Command::Record,
         "secrets" => Command::SecretsCheck,
+        "schema" => Command::Schema,
+        "explain" => Command::Explain,
         _ => return None,
     })
 }
@@ -472,6 +586,31 @@ mod tests {
         assert!(
             f.message
                 .contains("record takes --out PATH and the global flags")
+        );
+    }
+
+    #[test]
+    fn color_is_a_global_flag_of_three_values() {
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["--color", "always", "diff"]) else {
+            panic!("--color always is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Always);
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["status", "--color=never"]) else {
+            panic!("--color=never after the command is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Never);
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["diff"]) else {
+            panic!("diff is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Auto);
+        let Err(f) = parse_args(&["--color", "sometimes", "diff"]) else {
+            panic!("--color sometimes is accepted");
+        };
+        assert_eq!(f.exit, Exit::Input);
+        assert!(
+            f.message.contains("use auto, always or never"),
+            "{}",
+            f.message
         );
     }
 

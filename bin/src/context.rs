@@ -122,17 +122,29 @@ pub fn print_warnings(loaded: &Loaded) {
 pub fn find_root(g: &GlobalArgs, env: &Env) -> Result<proxops_git::RepoRoot, Failure> {
     let cwd = std::env::current_dir()
         .map_err(|e| Failure::input(format!("cannot read the working directory: {e}")))?;
-    let explicit = g.git_path.clone().or_else(|| env.git_path.clone());
+    let (explicit, named) = match (&g.git_path, &env.git_path) {
+        (Some(p), _) => (Some(p), "--git-path"),
+        (None, Some(p)) => (Some(p), "PROXOPS_GIT_PATH"),
+        (None, None) => (None, ""),
+    };
     match explicit {
-        Some(p) => proxops_git::RepoRoot::explicit(&cwd.join(&p)).map_err(|e| {
+        Some(p) => proxops_git::RepoRoot::explicit(&cwd.join(p)).map_err(|e| {
+            let why = match e {
+                proxops_git::GitError::StartDir { source, .. } => source.to_string(),
+                other => other.to_string(),
+            };
             Failure::input(format!(
-                "no ProxOps GitOps repository found at {}: {e}",
+                "no ProxOps GitOps repository found: {named} {} cannot be used ({why}); {POINT_AT_A_REPOSITORY}",
                 p.display()
             ))
         }),
-        None => proxops_git::discover(&cwd).map_err(|e| Failure::input(e.to_string())),
+        None => proxops_git::discover(&cwd)
+            .map_err(|e| Failure::input(format!("{e}; {POINT_AT_A_REPOSITORY}"))),
     }
 }
+
+/// How to tell ProxOps where its repository is, for every "not found".
+pub const POINT_AT_A_REPOSITORY: &str = "run proxops inside a clone of the repository, point at its work tree with --git-path DIR (or PROXOPS_GIT_PATH), or fetch it with --git-url URL";
 
 /// Reads the tree and loads configuration and every cluster's desired state:
 /// the local tree, or in URL mode (§2.5) a fetch into `<data-dir>/git-cache`
@@ -209,6 +221,15 @@ pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
         }
         None => (BTreeMap::new(), BTreeSet::new(), None),
     };
+    if let Some(r) = &root
+        && explicit_bytes.is_none()
+        && !holds_configuration(&files)
+    {
+        return Err(Failure::input(format!(
+            "no ProxOps GitOps repository found at {}: it holds neither proxops.yaml nor clusters/<name>/config.yaml; {POINT_AT_A_REPOSITORY}, or start one there with clusters/<name>/config.yaml (docs/getting-started.md)",
+            r.display()
+        )));
+    }
     let loaded = load_tree(
         g,
         env,
@@ -247,7 +268,10 @@ pub fn load_tree(
     let ov = overrides(g, env);
     let loaded = repo::load(input, explicit, &ov).map_err(|d| {
         let refs: Vec<&Diagnostic> = d.iter().collect();
-        Failure::input(render_diagnostics(&refs))
+        Failure {
+            diagnostics: d.clone(),
+            ..Failure::input(render_diagnostics(&refs))
+        }
     })?;
     for c in &g.clusters {
         if !loaded.clusters.keys().any(|k| k.as_str() == c) {
@@ -293,6 +317,19 @@ fn git_path_root(config: &Path, git_path: &str) -> Result<PathBuf, Failure> {
     proxops_git::RepoRoot::explicit(path)
         .map(|r| r.path().to_path_buf())
         .map_err(|e| refuse(format!("is not a work tree ProxOps can read: {e}")))
+}
+
+/// Whether a tree has any ProxOps configuration file: without one it is
+/// some other repository, and every message about a missing cluster would
+/// name a `proxops.yaml` that is not there.
+fn holds_configuration(files: &BTreeMap<String, Vec<u8>>) -> bool {
+    files.keys().any(|path| {
+        path == "proxops.yaml"
+            || path
+                .strip_prefix("clusters/")
+                .and_then(|rest| rest.split_once('/'))
+                .is_some_and(|(_, file)| file == "config.yaml")
+    })
 }
 
 /// `config`'s path relative to the work tree `root`, when it is inside it.

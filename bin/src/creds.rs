@@ -26,6 +26,41 @@ pub struct ClusterCredentials {
     /// Where `user` came from when it is a SOPS value ("the value of SOPS
     /// key … in …"): messages name it so, never by its value.
     pub user_origin: Option<String>,
+    /// Where each credential came from, for messages.
+    pub origins: Origins,
+}
+
+/// Where each credential field came from: an environment variable, a SOPS
+/// key in a file, or a configuration key. Names only, never a value.
+#[derive(Debug, Clone, Default)]
+pub struct Origins {
+    pub user: String,
+    pub token_id: String,
+    pub token: String,
+    pub token_value: String,
+    pub password: String,
+}
+
+impl Origins {
+    /// The environment and configuration origins (SOPS ones are set by
+    /// [`resolve`]); an environment variable wins when set non-empty, as
+    /// it does in the configuration's layering.
+    fn bootstrap() -> Origins {
+        fn env_or(var: &str, key: &str) -> String {
+            if std::env::var(var).is_ok_and(|v| !v.trim().is_empty()) {
+                var.to_owned()
+            } else {
+                format!("{key} in the configuration")
+            }
+        }
+        Origins {
+            user: env_or("PROXOPS_PVE_USER", "pve.user (or --pve-user)"),
+            token_id: "pve.token-id in the configuration".to_owned(),
+            token: env_or("PROXOPS_PVE_TOKEN", "pve.token"),
+            token_value: env_or("PROXOPS_PVE_TOKEN_VALUE", "pve.token-value"),
+            password: env_or("PROXOPS_PVE_PASSWORD", "pve.password"),
+        }
+    }
 }
 
 impl ClusterCredentials {
@@ -182,6 +217,21 @@ pub fn resolve(
     let s_token_id = lookup("token-id", &refs.token_id)?;
     let s_token = lookup("token", &refs.token)?;
     let s_password = lookup("password", &refs.password)?;
+    let mut origins = Origins::bootstrap();
+    if let Some((_, label)) = &doc {
+        let from_sops = |field: &str, reference: &Option<String>, origin: &mut String| {
+            if let Some(r) = reference {
+                *origin = format!(
+                    "SOPS key {:?} in {label} (secrets.pve.{field})",
+                    sops_key(r)
+                );
+            }
+        };
+        from_sops("user", &refs.user, &mut origins.user);
+        from_sops("token-id", &refs.token_id, &mut origins.token_id);
+        from_sops("token", &refs.token, &mut origins.token);
+        from_sops("password", &refs.password, &mut origins.password);
+    }
     let any_sops =
         s_user.is_some() || s_token_id.is_some() || s_token.is_some() || s_password.is_some();
     // A referenced git token must resolve too (fail closed), even before
@@ -220,6 +270,7 @@ pub fn resolve(
         password: s_password.or_else(|| cfg.password.clone()),
         cloud_init,
         user_origin,
+        origins,
     })
 }
 

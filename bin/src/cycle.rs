@@ -92,6 +92,10 @@ impl Transport for Boxed {
     fn call(&self, request: &Request) -> Result<Response, TransportError> {
         self.0.call(request)
     }
+
+    fn acting_as(&self) -> Option<String> {
+        self.0.acting_as()
+    }
 }
 
 /// One selected cluster, ready to be read.
@@ -107,16 +111,29 @@ pub struct Prepared<'w> {
 pub struct Unready {
     pub cause: AbortCause,
     pub reason: String,
+    /// The input problems behind an invalid-input refusal, which the plan
+    /// carries for a pull-request comment to show.
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Unready {
     fn new(cause: AbortCause, reason: String) -> Unready {
-        Unready { cause, reason }
+        Unready {
+            cause,
+            reason,
+            diagnostics: Vec::new(),
+        }
+    }
+
+    fn because_of(mut self, diagnostics: &[Diagnostic]) -> Unready {
+        self.diagnostics = diagnostics.to_vec();
+        self
     }
 
     /// The cluster's aborted plan.
     pub fn plan(&self, cluster: &ClusterName) -> Plan {
         Plan::aborted(cluster.clone(), self.cause, self.reason.clone())
+            .with_diagnostics(self.diagnostics.clone())
     }
 }
 
@@ -134,6 +151,8 @@ pub struct Ready<'w> {
     /// How its guests are powered off (`shutdown-timeout`,
     /// `force-stop-after-timeout`).
     pub power: PowerPolicy,
+    /// How many actions run at once, how many guests may be down at once.
+    pub limits: proxops_core::rollout::Limits,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
     pub secrets: CloudInitSecrets,
@@ -150,26 +169,74 @@ impl Transport for SharedLive {
     fn call(&self, request: &Request) -> Result<Response, TransportError> {
         self.0.call(request)
     }
+
+    fn acting_as(&self) -> Option<String> {
+        self.0.acting_as()
+    }
+}
+
+/// Credentials that cannot be used: what is wrong, where the value came
+/// from (a variable, a SOPS key in a file, a configuration key) and the
+/// shape expected; never the value, except a user that came from
+/// configuration or the environment.
+fn credential_failure(
+    cluster: &str,
+    c: &creds::ClusterCredentials,
+    e: &CredentialError,
+) -> Failure {
+    // A composed token value carries its own user and token id.
+    let composed = c.auth == AuthMethod::Token && c.token_value.is_some();
+    const COMPOSED: &str = "user@realm!tokenid=secret, e.g. proxops@pve!reconcile=<uuid>";
+    let (origin, expected) = match e {
+        _ if composed => (&c.origins.token_value, COMPOSED),
+        CredentialError::NoRealm
+        | CredentialError::MissingUser
+        | CredentialError::InvalidCharacter("PVE user") => {
+            (&c.origins.user, "user@realm, e.g. proxops@pve")
+        }
+        CredentialError::MissingTokenId | CredentialError::InvalidCharacter("API token id") => (
+            &c.origins.token_id,
+            "the tokenid part of user@realm!tokenid=secret alone, e.g. reconcile",
+        ),
+        CredentialError::MissingPassword => (&c.origins.password, "the user's password"),
+        _ => (
+            &c.origins.token,
+            "the token secret alone: the UUID after '=' in user@realm!tokenid=secret",
+        ),
+    };
+    let cluster = format!("credentials: cluster {cluster:?}: {origin}");
+    match e {
+        CredentialError::MalformedTokenValue => {
+            Failure::input(format!("{cluster} is not of the form {COMPOSED}"))
+        }
+        CredentialError::NoRealm | CredentialError::InvalidCharacter("PVE user") if !composed => {
+            Failure::input(format!(
+                "{cluster}: {e} (the PVE user is {}); expected {expected}",
+                c.user_shown()
+            ))
+        }
+        _ => Failure::input(format!("{cluster}: {e}; expected {expected}")),
+    }
 }
 
 /// One debug line per PVE request: method, path, status, result and
 /// duration; never a body, a header or the query string.
 fn log_request(r: &RequestLog) {
-    let status = r.status.map(|s| s.to_string()).unwrap_or_default();
-    let duration = format!("{}ms", r.duration.as_millis());
-    let attempt = r.attempt.to_string();
-    crate::log::event(
-        crate::log::Level::Debug,
-        "pve.request",
-        &[
-            ("method", r.method.as_str()),
-            ("path", &r.path),
-            ("status", &status),
-            ("result", r.result.as_str()),
-            ("duration", &duration),
-            ("attempt", &attempt),
-        ],
-    );
+    use crate::log::Value;
+    let mut fields = vec![
+        ("method", Value::from(r.method.as_str())),
+        ("path", Value::from(&r.path)),
+    ];
+    // No status when no answer came: the field is left out, not empty.
+    if let Some(status) = r.status {
+        fields.push(("status", status.into()));
+    }
+    fields.extend([
+        ("result", r.result.as_str().into()),
+        ("duration", crate::log::millis(r.duration)),
+        ("attempt", r.attempt.into()),
+    ]);
+    crate::log::event(crate::log::Level::Debug, "pve.request", &fields);
 }
 
 /// Every selected cluster, credentials resolved, transports built.
@@ -270,7 +337,7 @@ pub fn prepare_reusing<'w>(
                 };
                 clusters.push(Prepared {
                     name: name.clone(),
-                    ready: Err(Unready::new(cause, reason)),
+                    ready: Err(Unready::new(cause, reason).because_of(diags)),
                 });
                 continue;
             }
@@ -285,19 +352,20 @@ pub fn prepare_reusing<'w>(
             restart_policy: cc.restart_policy,
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
             host: crate::host::identity(cfg),
+            disruption: cc.limits.disruption.clone(),
         };
         if cc.force_stop_after_timeout {
             crate::log::event(
                 crate::log::Level::Warn,
                 "force-stop-after-timeout is ON: a guest that does not shut down within its shutdown-timeout is stopped hard (status/stop, PVE's \"pulling the plug\")",
-                &[("cluster", name.as_str())],
+                &[("cluster", name.as_str().into())],
             );
         }
         if cc.allow_empty_prune {
             crate::log::event(
                 crate::log::Level::Warn,
                 "the empty-desired guard is OFF (allow-empty-prune: true): a guest kind with no manifest left is pruned within the budget; remove the key once the intended removal is done",
-                &[("cluster", name.as_str())],
+                &[("cluster", name.as_str().into())],
             );
         }
         let scope = ReadScope {
@@ -350,23 +418,7 @@ pub fn prepare_reusing<'w>(
                     c.token_value.as_ref(),
                     c.password.as_ref(),
                 )
-                .map_err(|e| {
-                    // A composed token value carries its own user.
-                    let composed = c.auth == AuthMethod::Token && c.token_value.is_some();
-                    let about_user = !composed
-                        && matches!(
-                            e,
-                            CredentialError::NoRealm
-                                | CredentialError::MissingUser
-                                | CredentialError::InvalidCharacter("PVE user")
-                        );
-                    let user = if about_user {
-                        format!(" (the PVE user is {})", c.user_shown())
-                    } else {
-                        String::new()
-                    };
-                    Failure::input(format!("credentials: cluster {name:?}: {e}{user}"))
-                })?;
+                .map_err(|e| credential_failure(name.as_str(), &c, &e))?;
                 let credentials = match &c.user_origin {
                     Some(origin) => credentials.with_user_shown_as(origin.clone()),
                     None => credentials,
@@ -382,13 +434,16 @@ pub fn prepare_reusing<'w>(
                     cc.insecure,
                 )
                 .map_err(|e| {
-                    Failure::input(format!("invalid configuration: cluster {name:?}: TLS: {e}"))
+                    Failure::input(format!(
+                        "invalid configuration: cluster {:?}: TLS: {e}",
+                        name.as_str()
+                    ))
                 })?;
                 if cc.base_url.starts_with("http://") {
                     crate::log::event(
                         crate::log::Level::Warn,
                         "plain http to PVE (allow-insecure-http: true): the API token or password crosses the network in clear text; use https",
-                        &[("cluster", name.as_str())],
+                        &[("cluster", name.as_str().into())],
                     );
                 }
                 let key = transport_key(
@@ -411,7 +466,7 @@ pub fn prepare_reusing<'w>(
                     crate::log::event(
                         crate::log::Level::Warn,
                         "TLS certificate checking is OFF (insecure: true): anyone on the path can read the credentials; pin a fingerprint or set a ca-file",
-                        &[("cluster", name.as_str())],
+                        &[("cluster", name.as_str().into())],
                     );
                 }
                 let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
@@ -419,7 +474,10 @@ pub fn prepare_reusing<'w>(
                 live.retry.max_retries = cfg.retries;
                 let transport = LiveTransport::new(live)
                     .map_err(|e| {
-                        Failure::input(format!("invalid configuration: cluster {name:?}: {e}"))
+                        Failure::input(format!(
+                            "invalid configuration: cluster {:?}: {e}",
+                            name.as_str()
+                        ))
                     })?
                     .with_request_log(log_request);
                 let shared = Arc::new(transport);
@@ -448,6 +506,7 @@ pub fn prepare_reusing<'w>(
                 base_url: cc.base_url.clone(),
                 policy,
                 power: cc.power(),
+                limits: cc.limits.clone(),
                 scope,
                 transport,
                 secrets,
@@ -487,16 +546,16 @@ fn cloud_init_unreadable(
         "cloud-init secrets unreadable, the cluster does nothing this cycle: {}",
         failure.message
     );
-    invalid.push(
-        Diagnostic::file(&cc.declared_in, message.clone())
-            .with_field(format!("pve.clusters.{}.secrets-file", name.as_str())),
-    );
+    let diagnostic = Diagnostic::file(&cc.declared_in, message.clone())
+        .with_field(format!("pve.clusters.{}.secrets-file", name.as_str()));
+    invalid.push(diagnostic.clone());
     Ok(Prepared {
         name: name.clone(),
         ready: Err(Unready::new(
             AbortCause::InvalidInput,
             format!("invalid input: {message}; nothing read or written"),
-        )),
+        )
+        .because_of(&[diagnostic])),
     })
 }
 
@@ -522,8 +581,9 @@ fn unresolved_secrets(
             .collect::<Vec<_>>()
             .join("; ")
     );
+    let unready = Unready::new(AbortCause::InvalidInput, reason).because_of(&missing);
     invalid.extend(missing);
-    Some(Unready::new(AbortCause::InvalidInput, reason))
+    Some(unready)
 }
 
 /// Two clusters whose `base-url`s lead to one PVE in a way no comparison of
@@ -804,6 +864,7 @@ pub fn execute_plan(
         task_timeout: opts.task_timeout,
         power: ready.power,
         desired: Some(ready.desired),
+        limits: ready.limits.clone(),
         now: &now,
         stop: opts.stop,
         on_result: opts.on_result,

@@ -1,5 +1,6 @@
 //! The CLI's exit codes, fixed for every command (docs/cli.md).
 
+use proxops_core::diag::Diagnostic;
 use proxops_core::plan::AbortCause;
 
 /// How a command ended.
@@ -49,6 +50,10 @@ pub struct Failure {
     /// exit code alone does not say it (a git sync with no good tree is
     /// `not_ready`, not just any run-time failure).
     pub cause: Option<AbortCause>,
+    /// The problems with the input that `message` renders, as data, when
+    /// they are problems of the repository or configuration
+    /// (`validate --output json` prints them).
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Failure {
@@ -57,6 +62,7 @@ impl Failure {
             exit: Exit::Input,
             message: message.into(),
             cause: None,
+            diagnostics: Vec::new(),
         }
     }
 
@@ -65,6 +71,7 @@ impl Failure {
             exit: Exit::Runtime,
             message: message.into(),
             cause: None,
+            diagnostics: Vec::new(),
         }
     }
 
@@ -83,6 +90,7 @@ impl Failure {
             exit: Exit::Ok,
             message: String::new(),
             cause: None,
+            diagnostics: Vec::new(),
         }
     }
 }

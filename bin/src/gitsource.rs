@@ -211,7 +211,7 @@ impl UrlMode {
             log::event(
                 Level::Warn,
                 "git sync failed: planning from the last good tree (desired_stale)",
-                &[("commit", &commit), ("error", reason)],
+                &[("commit", (&commit).into()), ("error", reason.into())],
             );
         }
         let loaded = context::load_tree(

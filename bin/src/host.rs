@@ -35,7 +35,7 @@ pub fn identity(cfg: &Config) -> HostIdentity {
             log::event(
                 Level::Debug,
                 "proxops.self host identity read from /sys; a guest showing it is never stopped, restarted or pruned",
-                &[("macs", &macs), ("smbios_uuid", &uuid)],
+                &[("macs", (&macs).into()), ("smbios_uuid", (&uuid).into())],
             );
             found
         })

@@ -179,9 +179,9 @@ impl Locking {
                     Level::Info,
                     "cluster held by another proxops process; waiting",
                     &[
-                        ("cluster", cluster.as_str()),
-                        ("holder", &holder),
-                        ("wait", &wait),
+                        ("cluster", cluster.as_str().into()),
+                        ("holder", (&holder).into()),
+                        ("wait", (&wait).into()),
                     ],
                 );
             }

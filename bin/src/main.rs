@@ -20,6 +20,7 @@ mod out;
 mod record;
 mod run;
 mod saved;
+mod schema;
 mod status;
 mod validate;
 
@@ -75,7 +76,7 @@ fn dispatch(
         global.log_format,
     );
     match command {
-        Command::Validate => validate::run(global, &env),
+        Command::Validate => validate::run(global, args, &env),
         Command::Diff => diff::run(global, args, &env),
         Command::Apply => apply::run(global, args, &env),
         Command::Status => status::run(global, args, &env),
@@ -86,5 +87,7 @@ fn dispatch(
             None => Err(Failure::input("usage: proxops secrets check FILE")),
         },
         Command::Adopt => adopt::run(global, args, &env),
+        Command::Schema => schema::print(args.topic.as_deref()),
+        Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
     }
 }

@@ -63,7 +63,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             }
             RunMode::Apply => "proxops.run apply mode: plans are executed",
         },
-        &[("mode", mode.as_str())],
+        &[("mode", mode.as_str().into())],
     );
     // Start-up: the configuration must load (it names `listen` and the
     // poll interval); later load failures are aborted cycles. In URL mode a
@@ -132,16 +132,16 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Level::Info,
         "proxops.run started",
         &[
-            ("listen", &addr),
-            ("poll_interval", &poll_text),
-            ("mode", mode.as_str()),
+            ("listen", (&addr).into()),
+            ("poll_interval", (&poll_text).into()),
+            ("mode", mode.as_str().into()),
         ],
     );
     if !server.local_addr().ip().is_loopback() {
         log::event(
             Level::Warn,
             "the status server listens beyond loopback: /status and /metrics describe the clusters to anyone who can reach the port; firewall it to the scraper",
-            &[("listen", &addr)],
+            &[("listen", (&addr).into())],
         );
     }
 
@@ -244,7 +244,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             "status server stopped ({reason}); exiting so the service manager restarts proxops"
         )));
     }
-    log::event(Level::Info, "proxops.run stopping", &[("listen", &addr)]);
+    log::event(
+        Level::Info,
+        "proxops.run stopping",
+        &[("listen", (&addr).into())],
+    );
     server.shutdown();
     Ok(Exit::Ok)
 }
@@ -268,22 +272,24 @@ fn server_observer(stop: Arc<AtomicBool>) -> Observer {
             log::event(
                 Level::Warn,
                 message,
-                &[("error", error.as_str()), ("retry_in", &retry)],
+                &[
+                    ("error", error.as_str().into()),
+                    ("retry_in", (&retry).into()),
+                ],
             );
         }
         ServerEvent::AcceptRecovered { failures } => {
-            let n = failures.to_string();
             log::event(
                 Level::Info,
                 "status server: accepting again",
-                &[("failed_accepts", &n)],
+                &[("failed_accepts", (*failures).into())],
             );
         }
         ServerEvent::Ended { reason } => {
             log::event(
                 Level::Error,
                 "status server: serving thread ended; stopping after the action in flight",
-                &[("reason", reason.as_str())],
+                &[("reason", reason.as_str().into())],
             );
             stop.store(true, Ordering::SeqCst);
         }
@@ -453,7 +459,7 @@ fn one_cycle(
         log::event(
             Level::Error,
             "proxops.invalid_input",
-            &[("diagnostic", text.as_str())],
+            &[("diagnostic", text.as_str().into())],
         );
     }
     let cycles = match mode {
@@ -461,11 +467,10 @@ fn one_cycle(
         RunMode::Observe => {
             let (cycles, refused) = cycle::observe_all(&session);
             if refused > 0 {
-                let n = refused.to_string();
                 log::event(
                     Level::Error,
                     "proxops.run observe mode refused a write to PVE (a bug; nothing was sent)",
-                    &[("refused", n.as_str())],
+                    &[("refused", refused.into())],
                 );
             }
             for c in &cycles {
@@ -543,7 +548,7 @@ fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
     log::event(
         Level::Error,
         "proxops.load failed; nothing read or written this cycle",
-        &[("reason", &reason)],
+        &[("reason", (&reason).into())],
     );
     let names: Vec<String> = if known.is_empty() {
         vec!["default".to_owned()]
@@ -590,15 +595,15 @@ fn log_plan(plan: &Plan) {
             Level::Info,
             "proxops.planned",
             &[
-                ("cluster", cluster),
-                ("kind", a.kind.as_str()),
-                ("name", &a.name),
-                ("id", &id),
-                ("node", a.node.as_str()),
-                ("what", a.op.as_str()),
-                ("impact", a.impact.as_str()),
-                ("reason", &a.reason),
-                ("changes", &one_line(&changes)),
+                ("cluster", cluster.into()),
+                ("kind", a.kind.as_str().into()),
+                ("name", (&a.name).into()),
+                ("id", (&id).into()),
+                ("node", a.node.as_str().into()),
+                ("what", a.op.as_str().into()),
+                ("impact", a.impact.as_str().into()),
+                ("reason", (&a.reason).into()),
+                ("changes", (&one_line(&changes)).into()),
             ],
         );
     }
@@ -608,12 +613,12 @@ fn log_plan(plan: &Plan) {
             Level::Warn,
             "proxops.anomaly",
             &[
-                ("cluster", cluster),
-                ("type", an.anomaly_type.as_str()),
-                ("kind", an.kind.map_or("", |k| k.as_str())),
-                ("name", an.name.as_deref().unwrap_or("")),
-                ("id", &id),
-                ("message", &one_line(&an.message)),
+                ("cluster", cluster.into()),
+                ("type", an.anomaly_type.as_str().into()),
+                ("kind", an.kind.map_or("", |k| k.as_str()).into()),
+                ("name", an.name.as_deref().unwrap_or("").into()),
+                ("id", (&id).into()),
+                ("message", (&one_line(&an.message)).into()),
             ],
         );
     }
@@ -621,23 +626,20 @@ fn log_plan(plan: &Plan) {
 
 /// One info line per cluster per cycle (warn when it aborted).
 fn log_cluster(c: &ClusterReport, elapsed: Duration, stale_reason: Option<&str>) {
-    let ok = c.counts.actions_ok.to_string();
-    let err = c.counts.actions_error.to_string();
-    let duration = format!("{}ms", elapsed.as_millis());
     let mut fields = vec![
-        ("cluster", c.name.as_str()),
-        ("result", c.result.as_str()),
-        ("actions_ok", ok.as_str()),
-        ("actions_error", err.as_str()),
-        ("duration", duration.as_str()),
+        ("cluster", log::Value::from(c.name.as_str())),
+        ("result", c.result.as_str().into()),
+        ("actions_ok", c.counts.actions_ok.into()),
+        ("actions_error", c.counts.actions_error.into()),
+        ("duration", log::millis(elapsed)),
     ];
     if c.aborted {
-        fields.push(("reason", c.abort_reason.as_str()));
+        fields.push(("reason", c.abort_reason.as_str().into()));
     }
     if let Some(why) = stale_reason {
         // Planned from the last good tree: the fetch error, token-free.
-        fields.push(("desired_stale", "true"));
-        fields.push(("stale_reason", why));
+        fields.push(("desired_stale", true.into()));
+        fields.push(("stale_reason", why.into()));
     }
     let level = if c.aborted { Level::Warn } else { Level::Info };
     log::event(level, "proxops.cycle", &fields);

@@ -14,6 +14,7 @@
 //! Must never: re-plan, run an action the file does not hold, write a
 //! secret into the file, or write to PVE after any check failed.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
@@ -78,9 +79,9 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
         crate::log::Level::Info,
         "plan saved",
         &[
-            ("file", &file.display().to_string()),
-            ("commit", commit),
-            ("actions", &actions.to_string()),
+            ("file", (&file.display().to_string()).into()),
+            ("commit", commit.into()),
+            ("actions", actions.into()),
         ],
     );
     Ok(())
@@ -220,7 +221,8 @@ pub fn apply(
 
     if a.dry_run {
         let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
-        out::print(&proxops_core::render::text_with_changes(&plans))?;
+        let palette = crate::diff::palette(g, std::io::stdout().is_terminal());
+        out::print(&proxops_core::render::text_styled(&plans, palette))?;
         out::print(&format!(
             "the plan still matches commit {commit} and PVE; nothing written (dry run)\n"
         ))?;
@@ -228,7 +230,7 @@ pub fn apply(
     }
 
     let plans: Vec<Plan> = runs.iter().map(|(_, p)| p.clone()).collect();
-    apply::show_and_confirm(&plans, output, a.diff, ask)?;
+    apply::show_and_confirm(g, &plans, output, ask)?;
     // The locks were taken above, before the check read.
     let cycles = apply::execute_shown(&plans, &ws.loaded.config, |opts| {
         runs.into_iter()

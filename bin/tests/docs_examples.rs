@@ -297,6 +297,8 @@ const COMMANDS: &[&str] = &[
     "adopt",
     "record",
     "secrets check",
+    "schema",
+    "explain",
 ];
 
 fn help_of(args: &[&str]) -> String {

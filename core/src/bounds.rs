@@ -113,9 +113,10 @@ pub fn check(role: FileRole, bytes: &[u8]) -> Result<(), OutOfBounds> {
     }
 }
 
-/// `check` as a diagnostic naming `file`.
-pub fn check_file(file: &str, role: FileRole, bytes: &[u8]) -> Result<(), Diagnostic> {
-    check(role, bytes).map_err(|e| e.diagnostic(file))
+/// `check` as a diagnostic naming `file` (boxed: a diagnostic is large and
+/// this `Err` is rare).
+pub fn check_file(file: &str, role: FileRole, bytes: &[u8]) -> Result<(), Box<Diagnostic>> {
+    check(role, bytes).map_err(|e| Box::new(e.diagnostic(file)))
 }
 
 fn human_size(bytes: usize) -> String {

@@ -190,6 +190,25 @@ pub struct ClusterEntry {
     /// This cluster's `reconcile.purge-ha-and-replicated`.
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// Actions in flight on one node (`tasks-per-node`).
+    #[serde(default)]
+    pub tasks_per_node: Option<i64>,
+    /// Actions in flight in the cluster (`tasks-per-cluster`).
+    #[serde(default)]
+    pub tasks_per_cluster: Option<i64>,
+    /// Downloads in flight to one storage of a node (`downloads-per-storage`).
+    #[serde(default)]
+    pub downloads_per_storage: Option<i64>,
+    /// Guests made unavailable at once (`disruption-budget`).
+    #[serde(default)]
+    pub disruption_budget: Option<i64>,
+    /// Guests of one disruption group made unavailable at once, for a
+    /// group `disruption-groups` does not name.
+    #[serde(default)]
+    pub disruption_group_budget: Option<i64>,
+    /// Named disruption groups' budgets (`{db: 1}`).
+    #[serde(default)]
+    pub disruption_groups: BTreeMap<String, i64>,
     /// The cluster's datacenter `tag-style`: `case-sensitive` when PVE keeps
     /// the case of tags (PVE's default lower-cases them).
     #[serde(default)]
@@ -264,6 +283,25 @@ pub struct ReconcileSection {
     pub restart_policy: Option<String>,
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// Actions in flight on one node (`tasks-per-node`).
+    #[serde(default)]
+    pub tasks_per_node: Option<i64>,
+    /// Actions in flight in the cluster (`tasks-per-cluster`).
+    #[serde(default)]
+    pub tasks_per_cluster: Option<i64>,
+    /// Downloads in flight to one storage of a node (`downloads-per-storage`).
+    #[serde(default)]
+    pub downloads_per_storage: Option<i64>,
+    /// Guests made unavailable at once (`disruption-budget`).
+    #[serde(default)]
+    pub disruption_budget: Option<i64>,
+    /// Guests of one disruption group made unavailable at once, for a
+    /// group `disruption-groups` does not name.
+    #[serde(default)]
+    pub disruption_group_budget: Option<i64>,
+    /// Named disruption groups' budgets (`{db: 1}`).
+    #[serde(default)]
+    pub disruption_groups: BTreeMap<String, i64>,
 }
 
 /// Whether ProxOps restarts a guest whose changes PVE holds pending.
@@ -392,6 +430,11 @@ pub struct ClusterConfig {
     /// time is stopped hard (`status/stop`, PVE's "pulling the plug"), a
     /// weakened safety rail named so a reviewer sees it.
     pub force_stop_after_timeout: bool,
+    /// How many of its actions run at once, and how many guests ProxOps
+    /// makes unavailable at once (`tasks-per-node`, `tasks-per-cluster`,
+    /// `downloads-per-storage`, `disruption-budget`, `disruption-groups`,
+    /// each over its `reconcile.` value).
+    pub limits: crate::rollout::Limits,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -458,7 +501,7 @@ pub struct ConfigSources<'a> {
 fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<ConfigFile> {
     if let Err(d) = crate::bounds::check_file(&src.name, crate::bounds::FileRole::Config, src.bytes)
     {
-        diags.push(d);
+        diags.push(*d);
         return None;
     }
     let text = match std::str::from_utf8(src.bytes) {
@@ -477,7 +520,12 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
     let index = YamlIndex::build(text);
     match deserialize_document::<ConfigFile>(text, 0) {
         Ok(f) => Some(f),
-        Err(DocError { path, message, pos }) => {
+        Err(DocError {
+            path,
+            message,
+            pos,
+            hint,
+        }) => {
             let pos = index
                 .repeated_key(&path)
                 .or(pos)
@@ -485,7 +533,8 @@ fn parse_file(src: &ConfigSource<'_>, diags: &mut Vec<Diagnostic>) -> Option<Con
             diags.push(
                 Diagnostic::file(&src.name, format!("invalid configuration: {message}"))
                     .with_field(path)
-                    .at(pos),
+                    .at(pos)
+                    .with_hint(hint),
             );
             None
         }
@@ -766,6 +815,11 @@ fn resolve(
     let pve = file.pve.unwrap_or_default();
     let git = file.git.unwrap_or_default();
     let rec = file.reconcile.unwrap_or_default();
+    let limits = resolve_limits(
+        &crate::rollout::Limits::default(),
+        &LimitKeys::of_reconcile(&rec),
+        &mut |field, msg| diags.push(err(&format!("reconcile.{field}"), msg)),
+    );
 
     let log_level = ov
         .log_level
@@ -1112,6 +1166,11 @@ fn resolve(
             }),
             None => shutdown_timeout,
         };
+        let cluster_limits = resolve_limits(
+            &limits,
+            &LimitKeys::of_cluster(&entry),
+            &mut |field, msg| diags.push(cerr(field, msg)),
+        );
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -1136,6 +1195,7 @@ fn resolve(
                     force_stop_after_timeout: entry
                         .force_stop_after_timeout
                         .unwrap_or(force_stop_after_timeout),
+                    limits: cluster_limits,
                     declared_in,
                 },
             );
@@ -1170,6 +1230,117 @@ fn resolve(
         data_dir,
         host,
         parallel_clusters,
+    }
+}
+
+// ------------------------------------------------------------ limits
+
+/// The limit keys of a `reconcile:` section or of one cluster's entry.
+struct LimitKeys<'a> {
+    tasks_per_node: Option<i64>,
+    tasks_per_cluster: Option<i64>,
+    downloads_per_storage: Option<i64>,
+    disruption_budget: Option<i64>,
+    disruption_group_budget: Option<i64>,
+    disruption_groups: &'a BTreeMap<String, i64>,
+}
+
+impl LimitKeys<'_> {
+    fn of_reconcile(r: &ReconcileSection) -> LimitKeys<'_> {
+        LimitKeys {
+            tasks_per_node: r.tasks_per_node,
+            tasks_per_cluster: r.tasks_per_cluster,
+            downloads_per_storage: r.downloads_per_storage,
+            disruption_budget: r.disruption_budget,
+            disruption_group_budget: r.disruption_group_budget,
+            disruption_groups: &r.disruption_groups,
+        }
+    }
+
+    fn of_cluster(c: &ClusterEntry) -> LimitKeys<'_> {
+        LimitKeys {
+            tasks_per_node: c.tasks_per_node,
+            tasks_per_cluster: c.tasks_per_cluster,
+            downloads_per_storage: c.downloads_per_storage,
+            disruption_budget: c.disruption_budget,
+            disruption_group_budget: c.disruption_group_budget,
+            disruption_groups: &c.disruption_groups,
+        }
+    }
+}
+
+/// The largest value any limit takes: more workers than this would only
+/// queue on pveproxy.
+const MAX_LIMIT: i64 = 64;
+
+/// `keys` over `base`; a value outside 1-64 (or a group name that is not
+/// a plain name) is reported through `bad(field, message)` and the base
+/// value kept.
+fn resolve_limits(
+    base: &crate::rollout::Limits,
+    keys: &LimitKeys<'_>,
+    bad: &mut dyn FnMut(&str, String),
+) -> crate::rollout::Limits {
+    let mut limits = crate::rollout::Limits {
+        per_node: limit("tasks-per-node", keys.tasks_per_node, base.per_node, bad),
+        per_cluster: limit(
+            "tasks-per-cluster",
+            keys.tasks_per_cluster,
+            base.per_cluster,
+            bad,
+        ),
+        downloads_per_storage: limit(
+            "downloads-per-storage",
+            keys.downloads_per_storage,
+            base.downloads_per_storage,
+            bad,
+        ),
+        disruption: crate::rollout::DisruptionBudget {
+            cluster: limit(
+                "disruption-budget",
+                keys.disruption_budget,
+                base.disruption.cluster,
+                bad,
+            ),
+            group_default: limit(
+                "disruption-group-budget",
+                keys.disruption_group_budget,
+                base.disruption.group_default,
+                bad,
+            ),
+            groups: base.disruption.groups.clone(),
+        },
+    };
+    for (name, n) in keys.disruption_groups {
+        let field = format!("disruption-groups.{name}");
+        let plain = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !plain {
+            bad(
+                &field,
+                format!(
+                    "disruption group {name:?} must be a name of letters, digits, '-', '_' and '.'"
+                ),
+            );
+            continue;
+        }
+        let budget = limit(&field, Some(*n), 1, bad);
+        limits.disruption.groups.insert(name.clone(), budget);
+    }
+    limits
+}
+
+/// One limit: `value` when it is 1-64, else `base` and a diagnostic.
+fn limit(field: &str, value: Option<i64>, base: usize, bad: &mut dyn FnMut(&str, String)) -> usize {
+    match value {
+        None => base,
+        Some(n) if (1..=MAX_LIMIT).contains(&n) => n as usize,
+        Some(n) => {
+            bad(field, format!("{field} {n} must be 1-{MAX_LIMIT}"));
+            base
+        }
     }
 }
 

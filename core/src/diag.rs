@@ -21,8 +21,24 @@ pub struct Diagnostic {
     /// 1-based column, when the YAML has one.
     pub column: Option<usize>,
     /// Field path inside the document, e.g. `spec.disks[1].size`.
+    #[serde(rename = "path")]
     pub field: Option<String>,
     pub message: String,
+    /// What was probably meant (`did you mean spec.cpu.cores?`), when a
+    /// near valid spelling exists.
+    /// Boxed: a diagnostic travels in `Err`, and is kept small.
+    pub hint: Option<Box<str>>,
+    /// An error refuses the cluster; a warning refuses nothing.
+    pub severity: Severity,
+}
+
+/// Whether a diagnostic refuses anything.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum Severity {
+    #[default]
+    Error,
+    Warning,
 }
 
 impl Diagnostic {
@@ -33,7 +49,20 @@ impl Diagnostic {
             column: None,
             field: None,
             message: message.into(),
+            hint: None,
+            severity: Severity::Error,
         }
+    }
+
+    pub fn with_hint(mut self, hint: Option<String>) -> Diagnostic {
+        self.hint = hint.map(String::into_boxed_str);
+        self
+    }
+
+    /// The same finding, refusing nothing.
+    pub fn warning(mut self) -> Diagnostic {
+        self.severity = Severity::Warning;
+        self
     }
 
     pub fn with_field(mut self, field: impl Into<String>) -> Diagnostic {
@@ -64,7 +93,11 @@ impl fmt::Display for Diagnostic {
         if let Some(field) = &self.field {
             write!(f, "{field}: ")?;
         }
-        f.write_str(&self.message)
+        f.write_str(&self.message)?;
+        if let Some(hint) = &self.hint {
+            write!(f, "; {hint}")?;
+        }
+        Ok(())
     }
 }
 
@@ -244,7 +277,9 @@ fn join(path: &str, key: &str) -> String {
     }
 }
 
-fn parent(path: &str) -> String {
+/// The path of what holds `path`: `spec.disks` for `spec.disks[1]`,
+/// `spec` for `spec.memory`, `""` at the top.
+pub(crate) fn parent(path: &str) -> String {
     if path.ends_with(']')
         && let Some(i) = path.rfind('[')
     {

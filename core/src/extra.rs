@@ -271,6 +271,32 @@ const LXC_HOST_LEVEL: &[(&str, &str)] = &[(
 const UNUSED: &str =
     "it names a volume detached from the guest; writing it attaches storage ProxOps does not track";
 
+/// The keys of `guest`'s `spec.extra` no cluster may let through, by
+/// name (structural keys, every key a structured field owns, API control
+/// parameters), and the prefixes of the structural slot families.
+pub fn never_allowed(guest: GuestType) -> (Vec<&'static str>, &'static [&'static str]) {
+    let (structural, prefixes) = match guest {
+        GuestType::Qemu => (QEMU_STRUCTURAL, QEMU_STRUCTURAL_PREFIXES),
+        GuestType::Lxc => (LXC_STRUCTURAL, LXC_STRUCTURAL_PREFIXES),
+    };
+    let owned = match guest {
+        GuestType::Qemu => crate::drift::qemu_owned_keys(),
+        GuestType::Lxc => crate::drift::lxc_owned_keys(),
+    };
+    let mut names: Vec<&'static str> = structural.to_vec();
+    // A family's `key` is a listing ("netN", "scsihw, scsiN, …"), not a key.
+    names.extend(
+        owned
+            .iter()
+            .map(|o| o.key)
+            .filter(|k| k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')),
+    );
+    names.extend(CONTROL.iter().map(|(k, _)| *k));
+    names.sort_unstable();
+    names.dedup();
+    (names, prefixes)
+}
+
 /// Classifies one `spec.extra` entry; `None` when it may pass as is.
 pub fn refusal(guest: GuestType, key: &str, value: &str) -> Option<Refusal> {
     let (structural, prefixes) = match guest {

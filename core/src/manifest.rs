@@ -37,6 +37,11 @@ pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
 /// guest may take, instead of the cluster's `shutdown-timeout`.
 pub const ANNOTATION_SHUTDOWN_TIMEOUT: &str = "proxops/shutdown-timeout";
 
+/// `proxops/disruption-group: db`: guests of one group are made
+/// unavailable (stopped, rebooted) at most the group's budget at a time
+/// (`disruption-groups`). Also read as a label of that name.
+pub const ANNOTATION_DISRUPTION_GROUP: &str = "proxops/disruption-group";
+
 /// `proxops/restart-policy: never|reboot`: this guest's restart policy,
 /// over the cluster's `restart-policy`.
 pub const ANNOTATION_RESTART_POLICY: &str = "proxops/restart-policy";
@@ -58,12 +63,28 @@ impl FieldError {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Metadata {
+    /// The object's name, unique per kind in a cluster: 1-63 lowercase letters
+    /// and digits with single dashes between them (e.g. `web-01`). A VM's PVE
+    /// `name` unless `spec.pve-name` is set; a container's `hostname` unless
+    /// `spec.dns.hostname` is set.
+    #[schemars(extend("x-pve-key" = "name (VM), hostname (LXC)", "x-default" = "— (required)", "x-impact" = "live"))]
     pub name: ResourceName,
+    /// Free-form labels for people and tools; ProxOps reads none of them.
+    #[schemars(extend("x-default" = "none"))]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub labels: BTreeMap<String, String>,
+    /// `proxops/depends-on: "Kind:name,Kind:name"` (extra ordering),
+    /// `proxops/prune: disabled` (never prune this object),
+    /// `proxops/restart-policy: never|reboot` (over the cluster's
+    /// `restart-policy`), `proxops/shutdown-timeout` (`30s`, `5m`; at least
+    /// `1s`, over the cluster's `shutdown-timeout`) and `proxops/adopted-vmid`
+    /// (written by `adopt`). Any other `proxops/` key is refused; other keys
+    /// are free-form.
+    #[schemars(extend("x-default" = "none"))]
+    #[schemars(schema_with = "crate::schema::annotations")]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub annotations: BTreeMap<String, String>,
 }
@@ -98,12 +119,21 @@ impl Metadata {
 }
 
 /// One manifest document of a given spec type.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct Document<S> {
+    /// Always `proxops/v1alpha1`.
+    #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
+    /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate or DiskImage;
+    /// it must match the kind directory the file lives under.
+    #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,
+    /// The object's name, labels and annotations.
+    #[schemars(extend("x-default" = "— (required)"))]
     pub metadata: Metadata,
+    /// What the object is: the kind's fields.
+    #[schemars(extend("x-default" = "— (required)"))]
     pub spec: S,
 }
 
@@ -175,7 +205,7 @@ impl Spec {
 
 // ---------------------------------------------------------------- power
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum PowerState {
     Started,
@@ -185,63 +215,163 @@ pub enum PowerState {
 // ---------------------------------------------------------------- VM
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmSpec {
+    /// The PVE node the VM lives on; it must be in the cluster's `nodes`. Never
+    /// migrated: if the vmid lives on another node, the plan shows an anomaly
+    /// ("migrate it back or change spec.node") and creates nothing.
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "— (required)", "x-impact" = "anomaly"))]
     pub node: NodeName,
+    /// The PVE guest id, unique per cluster across VMs and containers. A new
+    /// vmid is a new guest; the old tagged guest is neither updated nor pruned
+    /// but reported as a `needs_person` anomaly. A vmid held by a guest without
+    /// the `proxops` tag is an anomaly too: never taken over.
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "— (required)", "x-impact" = "anomaly"))]
     pub vmid: Vmid,
+    /// `started` or `stopped`. `started`: `status/start`; `stopped`:
+    /// `status/shutdown` with the shutdown timeout (never `status/stop` unless
+    /// `force-stop-after-timeout`); either is confirmed by `status/current`. A
+    /// template is never started: `stopped` or left out.
+    #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "default" = "started", "x-impact" = "power action"))]
     pub state: Option<PowerState>,
+    /// Memory, a whole number of MiB (e.g. `2GiB`, `512MiB`; decimal units such
+    /// as GB count powers of 1000).
+    #[schemars(extend("x-pve-key" = "memory", "x-default" = "— (required)", "x-impact" = "stop-start", "x-impact-note" = "live when the VM's hotplug has memory and numa is on"))]
     pub memory: Quantity,
+    /// The CPU model and core count.
+    #[schemars(extend("x-default" = "— (required)"))]
     pub cpu: VmCpu,
+    /// One entry per disk (at least one, unless `clone`). Not allowed together
+    /// with `clone`: the template owns the disk layout. A disk on PVE but not
+    /// in the manifest is a `live_only_slot` anomaly, never detached.
+    #[schemars(extend("x-pve-key" = "scsiN, virtioN, sataN, ideN", "x-default" = "— (required unless clone)"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub disks: Vec<VmDisk>,
+    /// One entry per NIC (at least one, unless `clone`). A NIC on PVE but not
+    /// in the manifest is a `live_only_slot` anomaly, never detached.
+    #[schemars(extend("x-pve-key" = "netN", "x-default" = "— (required unless clone)"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<VmNic>,
+    /// Sockets, NUMA, machine, firmware, display, serial port, CD drive, EFI
+    /// disk, cloud-init drive, TPM and PCI devices.
+    #[schemars(extend("x-default" = "not owned"))]
     pub hardware: Option<VmHardware>,
+    /// Boot and guest options. A boolean option is owned in both states: `true`
+    /// and `false` are compared and written (`protection: false` turns
+    /// protection off); absent leaves PVE's value alone.
+    #[schemars(extend("x-default" = "not owned"))]
     pub options: Option<VmOptions>,
+    /// Cloud-init data, read by the guest at boot, so every change is `reboot`.
+    /// Secrets come from the cluster's SOPS file by reference.
+    #[schemars(extend("x-default" = "not owned"))]
     pub cloud_init_data: Option<CloudInitData>,
+    /// The PVE `name` when it is not `metadata.name`: a DNS name of letters,
+    /// digits, '-' and '.'.
+    #[schemars(extend("x-pve-key" = "name", "x-default" = "metadata.name", "x-impact" = "live"))]
+    #[schemars(length(min = 1, max = 63), pattern(r"^[A-Za-z0-9.-]+$"))]
     pub pve_name: Option<String>,
+    /// The PVE description (the notes shown in the web UI).
+    #[schemars(extend("x-pve-key" = "description", "x-default" = "not owned", "x-impact" = "live"))]
     pub pve_description: Option<String>,
+    /// PVE tags. ProxOps always adds `proxops` (do not write it yourself) and
+    /// `proxops-noprune` for `proxops/prune: disabled`. Compared as PVE stores
+    /// tags: a set, sorted, without duplicates, ignoring case; an upper-case
+    /// tag is refused (PVE lower-cases it) unless the cluster declares
+    /// `tag-style: case-sensitive`.
+    #[schemars(extend("x-pve-key" = "tags", "x-default" = "`proxops` only", "x-impact" = "live"))]
+    #[schemars(inner(pattern(r"^[A-Za-z0-9_][A-Za-z0-9_+.-]*$")), transform = crate::schema::not_ownership_tag)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// PVE keys and values ProxOps does not model (`keyboard: de`), sent as is
+    /// after the structured fields on create and on every drift update.
+    /// Structural keys (a structured field writes them) and API control
+    /// parameters are always refused; host-level keys (`hookscript`, `args`,
+    /// `usbN`, …) and keys PVE never reads back as written (`vmgenid`) only
+    /// pass when the cluster lists the exact key in `allow-extra-keys`.
+    #[schemars(extend("x-pve-key" = "<key>", "x-default" = "not owned", "x-impact" = "reboot"))]
+    #[schemars(transform = crate::schema::qemu_extra_keys)]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, String>,
+    /// A TemplateVM `metadata.name`: the VM is created as a full clone of it,
+    /// then gets the VM's own values (then no `disks`). A live VM is never
+    /// re-cloned; cloud-init identity keys the manifest does not declare are
+    /// deleted from the clone.
+    #[schemars(extend("x-pve-key" = "POST …/clone", "x-default" = "not cloned", "x-impact" = "create-only"))]
     pub clone: Option<ResourceName>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmCpu {
+    /// The PVE CPU model, e.g. `host` or `x86-64-v2-AES`.
+    #[schemars(extend("x-pve-key" = "cpu", "x-default" = "— (required)", "x-impact" = "stop-start"))]
+    #[schemars(pattern(r"^[^, =]*[^, =\s][^, =]*$"))]
     #[serde(rename = "type")]
     pub cpu_type: String,
+    /// Cores per socket, at least 1. PVE hot-plugs only `vcpus`, never `cores`,
+    /// even with cpu hotplug.
+    #[schemars(extend("x-pve-key" = "cores", "x-default" = "— (required)", "x-impact" = "stop-start"))]
+    #[schemars(range(min = 1))]
     pub cores: u32,
-    /// PVE `cpulimit`: host CPUs' worth of time, 0 (unlimited) to 128.
+    /// Host CPUs' worth of time, 0 (unlimited) to 128, fractions allowed: PVE
+    /// changes the guest's CPU quota at once.
+    #[schemars(extend("x-pve-key" = "cpulimit", "x-default" = "not owned (PVE: 0, unlimited)", "x-impact" = "live"))]
+    #[schemars(range(min = 0, max = 128))]
     pub limit: Option<f64>,
-    /// Parsed and round-tripped, never sent (a documented gap).
+    /// Parsed and kept, never sent (a documented gap); raw QEMU flags go in
+    /// `extra.args`.
+    #[schemars(extend("x-pve-key" = "—", "x-default" = "none", "x-impact" = "never sent"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub flags: Vec<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmDisk {
+    /// The storage of the disk's volume. Another storage is an anomaly
+    /// (`data_loss`): PVE would re-create the volume; move it by hand (Move
+    /// Storage).
+    #[schemars(extend("x-pve-key" = "the volume's storage", "x-default" = "— (required)", "x-impact" = "anomaly"))]
     pub storage: StorageId,
+    /// The volume's size, a whole number of KiB, sent in GiB; required unless
+    /// `image`, left out with it (PVE sizes an imported disk from the image).
+    /// Larger: a `resize` action (PVE grows the disk online); smaller: a
+    /// `shrink` anomaly, never done.
+    #[schemars(extend("x-pve-key" = "the volume's size", "x-default" = "— (required unless image)", "x-impact" = "live", "x-impact-note" = "a larger size is a resize action, grown online; a smaller one is a shrink anomaly, never done"))]
     pub size: Option<Quantity>,
-    /// A DiskImage `metadata.name` to import from.
+    /// A DiskImage `metadata.name` to import the disk from; create-only: PVE
+    /// does not report `import-from` back.
+    #[schemars(extend("x-pve-key" = "import-from=<DiskImage volid>", "x-default" = "none", "x-impact" = "create-only"))]
     pub image: Option<ResourceName>,
-    /// `scsiN`, `virtioN`, `sataN`, `ideN`; default `scsi<index>`.
+    /// The slot: `scsi0`-`scsi30`, `virtio0`-`virtio15`, `sata0`-`sata5` or
+    /// `ide0`-`ide3`. A different slot is a new disk, and the old slot becomes
+    /// a `live_only_slot` anomaly.
+    #[schemars(extend("x-pve-key" = "scsiN, virtioN, sataN, ideN", "x-default" = "scsi<index>", "x-impact" = "stop-start", "x-impact-note" = "a new disk on scsiN or virtioN is live when the VM's hotplug has disk"))]
+    #[schemars(pattern(r"^(scsi([0-9]|[12][0-9]|30)|virtio([0-9]|1[0-5])|sata[0-5]|ide[0-3])$"))]
     pub interface: Option<String>,
-    /// VM-wide `scsihw`; the first disk that declares one wins.
+    /// The VM-wide SCSI controller; the first disk that declares one wins.
+    #[schemars(extend("x-pve-key" = "scsihw", "x-default" = "not owned (PVE: lsi)", "x-impact" = "stop-start"))]
+    #[schemars(transform = crate::schema::one_of(SCSI_CONTROLLERS))]
     pub controller: Option<String>,
+    /// A separate I/O thread for the disk.
+    #[schemars(extend("x-pve-key" = ",iothread=1", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub iothread: Option<bool>,
+    /// `on` passes discards (TRIM) to the storage; `ignore` does not.
+    #[schemars(extend("x-pve-key" = ",discard=on|ignore", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub discard: Option<Discard>,
+    /// Present the disk as an SSD: scsi, sata and ide only (PVE rejects it on
+    /// virtio).
+    #[schemars(extend("x-pve-key" = ",ssd=1", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub ssd: Option<bool>,
+    /// The asynchronous I/O mode: `native`, `threads` or `io_uring`.
+    #[schemars(extend("x-pve-key" = ",aio=native|threads|io_uring", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub aio: Option<Aio>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Discard {
     Ignore,
@@ -257,7 +387,7 @@ impl Discard {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Aio {
     Native,
@@ -276,37 +406,88 @@ impl Aio {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmNic {
+    /// The NIC model: virtio, e1000, e1000e, rtl8139, vmxnet3, …
+    #[schemars(extend("x-pve-key" = "netN model", "x-default" = "virtio", "default" = "virtio", "x-impact" = "stop-start", "x-impact-note" = "live when the VM's hotplug has network"))]
+    #[schemars(transform = crate::schema::one_of(VM_NIC_MODELS))]
     pub model: Option<String>,
+    /// The Linux bridge the NIC is plugged into, e.g. `vmbr0`.
+    #[schemars(extend("x-pve-key" = ",bridge=", "x-default" = "— (required)", "x-impact" = "live"))]
+    #[schemars(pattern(r"^[A-Za-z0-9._-]{1,15}$"))]
     pub bridge: String,
+    /// The MAC address, six hex pairs (`bc:24:11:00:00:01`). Left out, PVE
+    /// generates one (upper case) and ProxOps keeps it; compared ignoring case,
+    /// and an unchanged address is written back as PVE spells it.
+    #[schemars(extend("x-pve-key" = "netN model=<MAC>", "x-default" = "not owned", "x-impact" = "stop-start", "x-impact-note" = "live when the VM's hotplug has network"))]
+    #[schemars(pattern(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"))]
     pub mac: Option<String>,
+    /// The VLAN tag, 1-4094; `0` is untagged and removes a live tag.
+    #[schemars(extend("x-pve-key" = ",tag=", "x-default" = "not owned: a live tag stays", "x-impact" = "live"))]
+    #[schemars(range(max = 4094))]
     pub vlan: Option<u32>,
+    /// The rate limit in MB/s (megabytes per second); `0` is unlimited and
+    /// removes a live rate.
+    #[schemars(extend("x-pve-key" = ",rate=", "x-default" = "not owned: a live rate stays", "x-impact" = "live"))]
+    #[schemars(range(min = 0))]
     pub rate_limit: Option<f64>,
+    /// PVE's firewall on this NIC; `false` turns a live firewall off.
+    #[schemars(extend("x-pve-key" = ",firewall=1", "x-default" = "not owned: PVE's stays", "x-impact" = "live"))]
     pub firewall: Option<bool>,
+    /// The NIC's slot, `net0`-`net31`. Another slot is a new NIC; the old one
+    /// becomes a `live_only_slot` anomaly.
+    #[schemars(extend("x-pve-key" = "netN", "x-default" = "net<index>", "x-impact" = "stop-start", "x-impact-note" = "a new NIC is live when the VM's hotplug has network"))]
+    #[schemars(pattern(r"^net([0-9]|[12][0-9]|3[01])$"))]
     pub slot: Option<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmHardware {
+    /// The machine type: `i440fx` (sent as `pc`), `q35`, or a pinned version
+    /// (`pc-q35-9.0`); a pinned version of the same family counts as equal.
+    #[schemars(extend("x-pve-key" = "machine", "x-default" = "not owned", "x-impact" = "stop-start"))]
+    #[schemars(pattern(r"^(i440fx|q35|pc|pc-.*)$"))]
     pub machine: Option<String>,
+    /// The firmware: `seabios` or `ovmf` (UEFI, needed for an EFI disk).
+    #[schemars(extend("x-pve-key" = "bios", "x-default" = "not owned (PVE: seabios)", "x-impact" = "stop-start"))]
     pub bios: Option<Bios>,
+    /// The display, e.g. `std`, `virtio` or `serial0`.
+    #[schemars(extend("x-pve-key" = "vga", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub display: Option<String>,
+    /// CPU sockets, at least 1.
+    #[schemars(extend("x-pve-key" = "sockets", "x-default" = "not owned (PVE: 1)", "x-impact" = "stop-start"))]
+    #[schemars(range(min = 1))]
     pub sockets: Option<u32>,
+    /// NUMA emulation; with memory hotplug it lets PVE change memory live.
+    #[schemars(extend("x-pve-key" = "numa", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub numa: Option<bool>,
+    /// The first serial port, e.g. `socket`.
+    #[schemars(extend("x-pve-key" = "serial0", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub serial0: Option<String>,
+    /// The IDE CD drive: `ide2`, or `ide3` when the cloud-init drive is
+    /// enabled.
+    #[schemars(extend("x-pve-key" = "ide2 or ide3", "x-default" = "not owned"))]
     pub cdrom: Option<Cdrom>,
+    /// The EFI variables disk (needs `bios: ovmf`).
+    #[schemars(extend("x-pve-key" = "efidisk0", "x-default" = "not owned"))]
     pub efi_disk: Option<EfiDisk>,
+    /// The cloud-init drive (PVE allows one per VM).
+    #[schemars(extend("x-pve-key" = "ide2 (cloud-init drive)", "x-default" = "not owned"))]
     pub cloud_init: Option<CloudInitDrive>,
+    /// The TPM state volume.
+    #[schemars(extend("x-pve-key" = "tpmstate0", "x-default" = "not owned"))]
     pub tpm: Option<Tpm>,
+    /// PCI devices passed through from the host. A `hostpciN` on PVE but not in
+    /// the manifest is a `live_only_slot` anomaly, never removed.
+    #[schemars(extend("x-pve-key" = "hostpciN", "x-default" = "none"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pci_devices: Vec<PciDevice>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Bios {
     Seabios,
@@ -323,15 +504,21 @@ impl Bios {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Cdrom {
-    /// An ISO `metadata.name`, or `none` to own an empty drive.
+    /// An ISO `metadata.name` to insert, or `none` to own an empty drive. PVE
+    /// swaps the medium of a running VM at once; a new CD drive is a
+    /// `stop-start`.
+    #[schemars(extend("x-pve-key" = "ide2 or ide3", "x-default" = "not owned", "x-impact" = "live", "x-impact-note" = "a new CD drive: stop-start"))]
+    #[schemars(pattern(r"^\s*(none|[a-z0-9]+(-[a-z0-9]+)*)?\s*$"))]
     pub iso: Option<String>,
+    /// `cdrom` or `disk`.
+    #[schemars(extend("x-pve-key" = ",media=", "x-default" = "cdrom", "default" = "cdrom", "x-impact" = "stop-start"))]
     pub media: Option<CdMedia>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum CdMedia {
     Cdrom,
@@ -373,18 +560,30 @@ impl Cdrom {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct EfiDisk {
+    /// The storage of the EFI variables volume: created if absent; on another
+    /// storage an anomaly (`data_loss`).
+    #[schemars(extend("x-pve-key" = "efidisk0", "x-default" = "— (required)", "x-impact" = "stop-start", "x-impact-note" = "on another storage: anomaly"))]
     pub storage: StorageId,
+    /// Parsed, not sent: PVE sizes the EFI variables volume itself.
+    #[schemars(extend("x-pve-key" = "—", "x-default" = "none", "x-impact" = "never sent"))]
     pub size: Option<Quantity>,
-    /// `efitype=`: `2m` or `4m`, the only values PVE accepts
-    /// (qemu-server `QemuServer/Drive.pm`, `efitype`).
+    /// The EFI variables template: `2m` or `4m`, the only values PVE accepts.
+    #[schemars(extend("x-pve-key" = ",efitype=", "x-default" = "PVE's", "x-impact" = "create-only"))]
+    #[schemars(transform = crate::schema::one_of(&["2m", "4m"]))]
     pub template: Option<String>,
+    /// Secure Boot keys pre-enrolled: `enabled` or `disabled`. Create-only: PVE
+    /// uses it only when it creates the EFI disk, so a change on an existing
+    /// disk is a `needs_person` anomaly (enrol or clear the keys in the guest's
+    /// firmware setup, or remove `efidisk0` by hand so ProxOps creates it
+    /// anew).
+    #[schemars(extend("x-pve-key" = ",pre-enrolled-keys=", "x-default" = "not owned", "x-impact" = "create-only"))]
     pub secure_boot: Option<SecureBoot>,
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum SecureBoot {
     Enabled,
@@ -392,11 +591,20 @@ pub enum SecureBoot {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CloudInitDrive {
+    /// A cloud-init drive, created as `ide2` = `<storage>:cloudinit` if the VM
+    /// has none; a live one on any bus and slot is the VM's one drive and stays
+    /// where it is.
+    #[schemars(extend("x-pve-key" = "ide2 (cloud-init drive)", "x-default" = "— (required)", "x-impact" = "stop-start"))]
     pub enabled: bool,
+    /// The drive's storage (one with images content); required when `enabled`.
+    /// On another storage: an anomaly.
+    #[schemars(extend("x-pve-key" = "ide2 = <storage>:cloudinit", "x-default" = "— (required when enabled)", "x-impact" = "stop-start", "x-impact-note" = "on another storage: anomaly"))]
     pub storage: Option<StorageId>,
+    /// Parsed, not sent.
+    #[schemars(extend("x-pve-key" = "—", "x-default" = "none", "x-impact" = "never sent"))]
     pub size: Option<Quantity>,
 }
 
@@ -407,26 +615,57 @@ impl CloudInitDrive {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Tpm {
+    /// The storage of the TPM state volume: created if absent; on another
+    /// storage an anomaly.
+    #[schemars(extend("x-pve-key" = "tpmstate0", "x-default" = "— (required)", "x-impact" = "stop-start", "x-impact-note" = "on another storage: anomaly"))]
     pub storage: StorageId,
+    /// `v1.2` or `v2.0`. Changing it would re-create the TPM state: an anomaly.
+    #[schemars(extend("x-pve-key" = ",version=", "x-default" = "v2.0", "default" = "v2.0", "x-impact" = "anomaly"))]
+    #[schemars(transform = crate::schema::one_of(&["v1.2", "v2.0"]))]
     pub version: Option<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct PciDevice {
-    /// N in `hostpci<N>` (0–999); `hostpci<N>` is accepted too.
+    /// N in `hostpci<N>` (0-999); `hostpci<N>` is accepted too.
+    #[schemars(extend("x-pve-key" = "hostpci<slot>", "x-default" = "— (required)", "x-impact" = "stop-start"))]
     pub slot: PciSlot,
+    /// The host PCI address, `[domain:]bus:device[.function]` in hex
+    /// (`0000:17:00.0`, `17:00.0`). A raw (non-mapped) device needs `root@pam`
+    /// on PVE.
+    #[schemars(extend("x-pve-key" = "hostpciN host address", "x-default" = "— (required)", "x-impact" = "stop-start"))]
+    #[schemars(pattern(r"^([0-9A-Fa-f]{4,5}:)?[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2}(\.[0-7])?$"))]
     pub device: String,
+    /// Pass the device as PCI Express (q35 only).
+    #[schemars(extend("x-pve-key" = ",pcie=1", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub pcie: Option<bool>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 #[serde(transparent)]
 pub struct PciSlot(pub u16);
+
+/// What `Deserialize` takes: a number from 0 to 999, or its text with an
+/// optional `hostpci` in front.
+impl schemars::JsonSchema for PciSlot {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "PciSlot".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "N in hostpci<N>: a number from 0 to 999, or \"hostpci<N>\".",
+            "oneOf": [
+                {"type": "integer", "minimum": 0, "maximum": 999},
+                {"type": "string", "pattern": "^(hostpci)?[+]?0*[0-9]{1,3}$"}
+            ]
+        })
+    }
+}
 
 impl<'de> Deserialize<'de> for PciSlot {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
@@ -458,191 +697,436 @@ impl<'de> Deserialize<'de> for PciSlot {
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmOptions {
+    /// Start the VM when its node boots.
+    #[schemars(extend("x-pve-key" = "onboot", "x-default" = "not owned", "x-impact" = "live"))]
     pub onboot: Option<bool>,
+    /// Start and shutdown order and delays, e.g. `order=2,up=30`.
+    #[schemars(extend("x-pve-key" = "startup", "x-default" = "not owned", "x-impact" = "live"))]
     pub startup: Option<String>,
+    /// PVE's protection against removal; `false` turns it off, so the guest can
+    /// be pruned again.
+    #[schemars(extend("x-pve-key" = "protection", "x-default" = "not owned", "x-impact" = "live"))]
     pub protection: Option<bool>,
+    /// The QEMU guest agent (`enabled=1`; other agent options are kept).
+    #[schemars(extend("x-pve-key" = "agent", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub agent: Option<bool>,
+    /// ACPI.
+    #[schemars(extend("x-pve-key" = "acpi", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub acpi: Option<bool>,
+    /// A USB tablet pointer.
+    #[schemars(extend("x-pve-key" = "tablet", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub tablet: Option<bool>,
+    /// What PVE may hot-plug: `network`, `disk`, `cpu`, `memory`, `usb`,
+    /// `cloudinit`; compared as a set.
+    #[schemars(extend("x-pve-key" = "hotplug", "x-default" = "not owned (PVE: network,disk,usb)", "x-impact" = "reboot"))]
+    #[schemars(transform = crate::schema::items_one_of(HOTPLUG_ITEMS))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hotplug: Vec<String>,
+    /// Boot devices in order, by slot (`scsi0`, `net0`); PVE `boot` is
+    /// written as `order=scsi0;net0`.
+    #[schemars(extend("x-pve-key" = "boot", "x-default" = "not owned", "x-impact" = "reboot"))]
+    #[schemars(inner(pattern(r"^[^;,=]*[^;,=\s][^;,=]*$")))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub boot_order: Vec<String>,
+    /// Nested virtualisation: with `cpu.type: host` nothing is sent (the host's
+    /// extensions already reach the guest); with any other type `+nested-virt`
+    /// is added to the live CPU flags. Needs qemu-server 9.1 or later.
+    #[schemars(extend("x-pve-key" = "cpu (,flags=+nested-virt)", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub nested_virt: Option<bool>,
+    /// Hide the hypervisor from the guest.
+    #[schemars(extend("x-pve-key" = "cpu (,hidden=1)", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub hidden: Option<bool>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct CloudInitData {
+    /// The user cloud-init creates.
+    #[schemars(extend("x-pve-key" = "ciuser", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub ci_user: Option<String>,
+    /// OpenSSH public key lines (`<type> <base64 key> [comment]`), compared by
+    /// key, not by comment; `["*"]` keeps the live keys. Not together with
+    /// `ssh-key-refs`.
+    #[schemars(extend("x-pve-key" = "sshkeys", "x-default" = "not owned", "x-impact" = "reboot"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_keys: Vec<String>,
+    /// `cloud-init.ssh-keys.<name>` entries of the cluster's SOPS file. Not
+    /// together with `ssh-keys`.
+    #[schemars(extend("x-pve-key" = "sshkeys", "x-default" = "not owned", "x-impact" = "reboot"))]
+    #[schemars(inner(pattern(r"^cloud-init\.ssh-keys\.[a-z0-9][a-z0-9-]{0,63}$")))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ssh_key_refs: Vec<String>,
+    /// `cloud-init.passwords.<name>` in the cluster's SOPS file. PVE only
+    /// reports a mask, so ProxOps writes it when absent and never compares the
+    /// value.
+    #[schemars(extend("x-pve-key" = "cipassword", "x-default" = "not owned", "x-impact" = "reboot"))]
+    #[schemars(pattern(r"^cloud-init\.passwords\.[a-z0-9][a-z0-9-]{0,63}$"))]
     pub ci_password_ref: Option<String>,
+    /// DNS servers, IP addresses; compared as a set.
+    #[schemars(extend("x-pve-key" = "nameserver", "x-default" = "not owned", "x-impact" = "reboot"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nameservers: Vec<String>,
+    /// DNS search domains; compared as a set.
+    #[schemars(extend("x-pve-key" = "searchdomain", "x-default" = "not owned", "x-impact" = "reboot"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub search_domains: Vec<String>,
+    /// Addresses per NIC; other live tokens (e.g. IPv6) are kept.
+    #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "not owned", "x-impact" = "reboot"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub ipconfigs: Vec<IpConfig>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IpConfig {
+    /// The N of the NIC's `netN` (0-31).
+    #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "— (required)", "x-impact" = "reboot"))]
+    #[schemars(range(max = 31))]
     pub nic: u32,
+    /// The address in CIDR form, e.g. `10.0.0.5/24`.
+    #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "— (required)", "x-impact" = "reboot"))]
+    #[schemars(pattern(r"^[0-9A-Fa-f:.]+/[0-9]{1,3}$"))]
     pub ip: String,
+    /// The gateway, an IP address.
+    #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "none", "x-impact" = "reboot"))]
+    #[schemars(pattern(r"^[0-9A-Fa-f:.]+$"))]
     pub gateway: Option<String>,
 }
 
 // ---------------------------------------------------------------- LXC
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcSpec {
+    /// The PVE node the container lives on; it must be in the cluster's
+    /// `nodes`. Never migrated: a vmid on another node is an anomaly.
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "— (required)", "x-impact" = "anomaly"))]
     pub node: NodeName,
+    /// The PVE guest id, unique per cluster across VMs and containers. A new
+    /// vmid is a new guest; a vmid held by a guest without the `proxops` tag is
+    /// an anomaly, never taken over.
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "— (required)", "x-impact" = "anomaly"))]
     pub vmid: Vmid,
-    /// A CTTemplate `metadata.name` (PVE `ostemplate`, create-only).
+    /// A CTTemplate `metadata.name` the container is created from. Create-only:
+    /// PVE does not keep the template name, so it is never compared.
+    #[schemars(extend("x-pve-key" = "ostemplate", "x-default" = "— (required)", "x-impact" = "create-only"))]
     pub template: ResourceName,
+    /// `started` or `stopped`: a power action, `status/start`, or
+    /// `status/shutdown` with the shutdown timeout, confirmed by
+    /// `status/current`. A template is never started: `stopped` or left out.
+    #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "default" = "started", "x-impact" = "power action"))]
     pub state: Option<PowerState>,
+    /// Memory, a whole number of MiB (e.g. `512MiB`).
+    #[schemars(extend("x-pve-key" = "memory", "x-default" = "— (required)", "x-impact" = "live"))]
     pub memory: Quantity,
+    /// Swap, a whole number of MiB.
+    #[schemars(extend("x-pve-key" = "swap", "x-default" = "not owned", "x-impact" = "live"))]
     pub swap: Option<Quantity>,
+    /// The core count.
+    #[schemars(extend("x-default" = "— (required)"))]
     pub cpu: LxcCpu,
+    /// The root volume.
+    #[schemars(extend("x-pve-key" = "rootfs", "x-default" = "— (required)"))]
     pub root: LxcRoot,
+    /// Allocated volumes mounted into the container. An `mpN` on PVE but not in
+    /// the manifest is never detached (`live_only_slot` anomaly).
+    #[schemars(extend("x-pve-key" = "mpN", "x-default" = "none"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub mount_points: Vec<MountPoint>,
+    /// Host directories mounted into the container. Only `root@pam` can write
+    /// them: an API token gets HTTP 403.
+    #[schemars(extend("x-pve-key" = "mpN", "x-default" = "none"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub bind_mounts: Vec<BindMount>,
+    /// One entry per NIC, at least one.
+    #[schemars(extend("x-pve-key" = "netN", "x-default" = "— (required)"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub networks: Vec<LxcNic>,
+    /// Hostname and DNS settings.
+    #[schemars(extend("x-default" = "not owned"))]
     pub dns: Option<LxcDns>,
+    /// The architecture, spelled as PVE spells it: `amd64`, `i386` (32-bit x86,
+    /// not `i686`), `arm64`, `armhf`, `riscv32`, `riscv64`.
+    #[schemars(extend("x-pve-key" = "arch", "x-default" = "not owned (PVE: amd64)", "x-impact" = "stop-start"))]
+    #[schemars(transform = crate::schema::one_of(LXC_ARCHES))]
     pub arch: Option<String>,
+    /// Container options. A boolean option is owned when set to `true` or
+    /// `false`; absent leaves PVE's value alone.
+    #[schemars(extend("x-default" = "not owned"))]
     pub options: Option<LxcOptions>,
+    /// The PVE description (the notes shown in the web UI).
+    #[schemars(extend("x-pve-key" = "description", "x-default" = "not owned", "x-impact" = "live"))]
     pub pve_description: Option<String>,
+    /// PVE tags. ProxOps always adds `proxops` (do not write it yourself).
+    /// Compared as PVE stores tags: a set, sorted, without duplicates, ignoring
+    /// case; an upper-case tag is refused (PVE lower-cases it) unless the
+    /// cluster declares `tag-style: case-sensitive`.
+    #[schemars(extend("x-pve-key" = "tags", "x-default" = "`proxops` only", "x-impact" = "live"))]
+    #[schemars(inner(pattern(r"^[A-Za-z0-9_][A-Za-z0-9_+.-]*$")), transform = crate::schema::not_ownership_tag)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// PVE keys and values ProxOps does not model (`timezone`, `cpulimit`,
+    /// `tty`), sent as is after the structured fields on create and on every
+    /// drift update. Structural keys (a structured field writes them) and API
+    /// control parameters are always refused; host-level keys (`hookscript`,
+    /// `devN`, raw `lxc.*`, …) and keys PVE never stores (`password`,
+    /// `ssh-public-keys`) only pass when the cluster lists the exact key in
+    /// `allow-extra-keys`.
+    #[schemars(extend("x-pve-key" = "<key>", "x-default" = "not owned", "x-impact" = "reboot"))]
+    #[schemars(transform = crate::schema::lxc_extra_keys)]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcCpu {
+    /// Cores, at least 1; PVE changes a running container's limit at once.
+    #[schemars(extend("x-pve-key" = "cores", "x-default" = "— (required)", "x-impact" = "live"))]
+    #[schemars(range(min = 1))]
     pub cores: u32,
-    /// Parsed, never sent (PVE `cpuunits` is a documented gap).
+    /// Parsed, never sent (`cpuunits` is not modelled).
+    #[schemars(extend("x-pve-key" = "—", "x-default" = "none", "x-impact" = "never sent"))]
     pub units: Option<u32>,
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcRoot {
+    /// The root volume's storage. Another storage is an anomaly (`data_loss`):
+    /// a write would re-create the volume; move it by hand.
+    #[schemars(extend("x-pve-key" = "rootfs", "x-default" = "— (required)", "x-impact" = "anomaly"))]
     pub storage: StorageId,
+    /// The root volume's size, a whole number of KiB (e.g. `8GiB`). Larger: a
+    /// `resize` action (PVE grows the volume and its filesystem, running or
+    /// not); smaller: a `shrink` anomaly, never done.
+    #[schemars(extend("x-pve-key" = "rootfs", "x-default" = "— (required)", "x-impact" = "live", "x-impact-note" = "a larger size is a resize action, grown online; a smaller one is a shrink anomaly, never done"))]
     pub size: Quantity,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MountPoint {
+    /// The volume's storage. Another storage is an anomaly (`data_loss`).
+    #[schemars(extend("x-pve-key" = "mpN", "x-default" = "— (required)", "x-impact" = "anomaly", "x-impact-note" = "a new mount point is hot-plugged (live)"))]
     pub storage: StorageId,
+    /// The volume's size, a whole number of KiB. Larger: a `resize` action;
+    /// smaller: a `shrink` anomaly, never done.
+    #[schemars(extend("x-pve-key" = "mpN", "x-default" = "— (required)", "x-impact" = "live", "x-impact-note" = "a larger size is a resize action, grown online; a smaller one is a shrink anomaly, never done"))]
     pub size: Quantity,
+    /// The path inside the container, absolute.
+    #[schemars(extend("x-pve-key" = ",mp=", "x-default" = "— (required)", "x-impact" = "stop-start"))]
+    #[schemars(pattern(r"^/[^,\s]*$"))]
     pub mount_point: Option<String>,
+    /// Mount options, changed in place (never re-created).
+    #[schemars(extend("x-pve-key" = "mpN options", "x-default" = "not owned"))]
     pub options: Option<MountOptions>,
+    /// The slot, `mp0`-`mp255`. Another slot is a new volume; the old one
+    /// becomes a `live_only_slot` anomaly.
+    #[schemars(extend("x-pve-key" = "mpN", "x-default" = "mp<index>", "x-impact" = "stop-start"))]
+    #[schemars(pattern(MP_SLOT_PATTERN))]
     pub slot: Option<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct MountOptions {
+    /// Mount read-only.
+    #[schemars(extend("x-pve-key" = ",ro=", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub read_only: Option<bool>,
+    /// Include the volume in backups.
+    #[schemars(extend("x-pve-key" = ",backup=", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub backup: Option<bool>,
+    /// POSIX ACLs.
+    #[schemars(extend("x-pve-key" = ",acl=", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub acl: Option<bool>,
+    /// User quotas inside the container.
+    #[schemars(extend("x-pve-key" = ",quota=", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub quota: Option<bool>,
+    /// Mark the volume as available on every node.
+    #[schemars(extend("x-pve-key" = ",shared=", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub shared: Option<bool>,
+    /// Extra mount options, e.g. `noatime`.
+    #[schemars(extend("x-pve-key" = ",mountoptions=", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub mount_options: Option<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct BindMount {
+    /// The absolute host directory. System roots (`/`, `/etc`, `/var`, …) are
+    /// refused; ProxOps never re-points a bind mount (a change is an anomaly).
+    #[schemars(extend("x-pve-key" = "mpN host path", "x-default" = "— (required)", "x-impact" = "anomaly"))]
+    #[schemars(pattern(r"^/[^,\s]*$"))]
     pub host_path: String,
+    /// The path inside the container, absolute.
+    #[schemars(extend("x-pve-key" = ",mp=", "x-default" = "— (required)", "x-impact" = "stop-start"))]
+    #[schemars(pattern(r"^/[^,\s]*$"))]
     pub mount_point: String,
+    /// The slot, `mp0`-`mp255`, shared with the allocated mount points.
+    #[schemars(extend("x-pve-key" = "mpN", "x-default" = "after the allocated mount points", "x-impact" = "stop-start"))]
+    #[schemars(pattern(MP_SLOT_PATTERN))]
     pub slot: Option<String>,
+    /// Mount read-only.
+    #[schemars(extend("x-pve-key" = ",ro=1", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub read_only: Option<bool>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcNic {
+    /// The Linux bridge the NIC is plugged into, e.g. `vmbr0`.
+    #[schemars(extend("x-pve-key" = ",bridge=", "x-default" = "— (required)", "x-impact" = "live"))]
+    #[schemars(pattern(r"^[A-Za-z0-9._-]{1,15}$"))]
     pub bridge: String,
+    /// The interface name inside the container, e.g. `eth0`; PVE re-plugs the
+    /// veth (a short link drop, no stop).
+    #[schemars(extend("x-pve-key" = ",name=", "x-default" = "the slot name at create; not compared when left out", "x-impact" = "live"))]
+    #[schemars(pattern(r"^[A-Za-z0-9._-]{1,15}$"))]
     pub iface: Option<String>,
+    /// The NIC type; PVE containers use `veth`. Create-only: never compared.
+    #[schemars(extend("x-pve-key" = ",type=", "x-default" = "PVE's (veth)", "x-impact" = "create-only"))]
+    #[schemars(transform = crate::schema::one_of(&["veth"]))]
     #[serde(rename = "type")]
     pub nic_type: Option<String>,
+    /// The VLAN tag, 1-4094; `0` is untagged and removes a live tag.
+    #[schemars(extend("x-pve-key" = ",tag=", "x-default" = "not owned: a live tag stays", "x-impact" = "live"))]
+    #[schemars(range(max = 4094))]
     pub tag: Option<u32>,
+    /// The MAC address, six hex pairs. Left out, PVE generates one (upper case)
+    /// and ProxOps keeps it; compared ignoring case, and an unchanged address
+    /// is written back as PVE spells it.
+    #[schemars(extend("x-pve-key" = ",hwaddr=", "x-default" = "not owned", "x-impact" = "live"))]
+    #[schemars(pattern(r"^[0-9A-Fa-f]{2}(:[0-9A-Fa-f]{2}){5}$"))]
     pub hwaddr: Option<String>,
+    /// The rate limit in MB/s (megabytes per second); `0` is unlimited and
+    /// removes a live rate.
+    #[schemars(extend("x-pve-key" = ",rate=", "x-default" = "not owned: a live rate stays", "x-impact" = "live"))]
+    #[schemars(range(min = 0))]
     pub rate_limit: Option<f64>,
+    /// PVE's firewall on this NIC; `false` turns a live firewall off.
+    #[schemars(extend("x-pve-key" = ",firewall=1", "x-default" = "not owned: PVE's stays", "x-impact" = "live"))]
     pub firewall: Option<bool>,
+    /// The address: CIDR (`10.0.0.5/24`), `dhcp` or `manual`.
+    #[schemars(extend("x-pve-key" = ",ip=", "x-default" = "not owned", "x-impact" = "live"))]
+    #[schemars(pattern(r"^(dhcp|manual|[0-9A-Fa-f:.]+/[0-9]{1,3})$"))]
     pub ip: Option<String>,
+    /// The gateway, an IP address.
+    #[schemars(extend("x-pve-key" = ",gw=", "x-default" = "not owned", "x-impact" = "live"))]
+    #[schemars(pattern(r"^[0-9A-Fa-f:.]+$"))]
     pub gw: Option<String>,
+    /// The NIC's slot, `net0`-`net31`.
+    #[schemars(extend("x-pve-key" = "netN", "x-default" = "net<index>", "x-impact" = "live"))]
+    #[schemars(pattern(r"^net([0-9]|[12][0-9]|3[01])$"))]
     pub slot: Option<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcDns {
+    /// The container's hostname: letters, digits, '-' and '.'.
+    #[schemars(extend("x-pve-key" = "hostname", "x-default" = "metadata.name", "x-impact" = "live"))]
+    #[schemars(pattern(r"^[A-Za-z0-9.-]{1,63}$"))]
     pub hostname: Option<String>,
+    /// DNS servers, IP addresses; compared as a set.
+    #[schemars(extend("x-pve-key" = "nameserver", "x-default" = "not owned", "x-impact" = "reboot"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nameservers: Vec<String>,
+    /// The DNS search domain.
+    #[schemars(extend("x-pve-key" = "searchdomain", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub domain: Option<String>,
 }
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcOptions {
+    /// An unprivileged container. Left out, nothing is sent and PVE's API
+    /// creates a privileged one. Create-only: a difference is a `needs_person`
+    /// anomaly ("recreate required").
+    #[schemars(extend("x-pve-key" = "unprivileged", "x-default" = "not owned", "x-impact" = "anomaly"))]
     pub unprivileged: Option<bool>,
+    /// PVE's protection against removal; `false` turns it off.
+    #[schemars(extend("x-pve-key" = "protection", "x-default" = "not owned", "x-impact" = "live"))]
     pub protection: Option<bool>,
+    /// Nesting (containers or Docker inside); other feature tokens are kept.
+    #[schemars(extend("x-pve-key" = "features (nesting=)", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub nesting: Option<bool>,
+    /// `true` is refused: PVE does not let its API turn it on (a `needs_person`
+    /// anomaly names the `pct set` command).
+    #[schemars(extend("x-pve-key" = "features (keyctl=)", "x-default" = "not owned", "x-impact" = "anomaly"))]
     pub keyctl: Option<bool>,
+    /// `true` is refused: PVE does not let its API turn it on (a `needs_person`
+    /// anomaly names the `pct set` command).
+    #[schemars(extend("x-pve-key" = "features (fuse=)", "x-default" = "not owned", "x-impact" = "anomaly"))]
     pub fuse: Option<bool>,
+    /// Start the container when its node boots.
+    #[schemars(extend("x-pve-key" = "onboot", "x-default" = "not owned", "x-impact" = "live"))]
     pub onboot: Option<bool>,
+    /// Start and shutdown order and delays, e.g. `order=2,up=30`.
+    #[schemars(extend("x-pve-key" = "startup", "x-default" = "not owned", "x-impact" = "live"))]
     pub startup: Option<String>,
+    /// The console device.
+    #[schemars(extend("x-pve-key" = "console", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub console: Option<bool>,
-    /// Never sent: PVE 9.2 rejects `ttys=` at create [PROBE].
+    /// Parsed, never sent: PVE rejects `ttys=` at create.
+    #[schemars(extend("x-pve-key" = "—", "x-default" = "none", "x-impact" = "never sent"))]
     pub ttys: Option<u32>,
 }
 
 // ---------------------------------------------------------------- artifacts
 
 #[serde_with::skip_serializing_none]
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ArtifactSpec {
+    /// Every node the file must exist on (at least one); each must be in the
+    /// cluster's `nodes`. Removing a node only stops checking it.
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "— (required)", "x-impact" = "create-only"))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub nodes: Vec<NodeName>,
     /// Legacy single node, merged into `nodes`.
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "none", "x-impact" = "create-only"))]
     pub node: Option<NodeName>,
+    /// A storage that accepts the kind's content (`iso`, `vztmpl` or `import`).
+    #[schemars(extend("x-pve-key" = "path", "x-default" = "— (required)", "x-impact" = "create-only"))]
     pub storage: StorageId,
+    /// A plain file name with the kind's extension; a name PVE would store
+    /// under another name (every character outside `a-z A-Z 0-9 _ . -` replaced
+    /// by `_`) is refused. To replace a file, give it a new name.
+    #[schemars(extend("x-pve-key" = "filename=", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    #[schemars(pattern(r"^[A-Za-z0-9_-]+(\.[A-Za-z0-9_-]+)*$"))]
     pub filename: String,
+    /// An absolute `https://` (or `http://`) URL PVE downloads from; never
+    /// compared again once the file exists.
+    #[schemars(extend("x-pve-key" = "url=", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    #[schemars(pattern(
+        r"^https?://([^/?#\s]*@)?(\[[^\]\s/?#]+\]|[^:/?#\s@\[]+)(:[0-9]{1,5})?([/?#]\S*)?$"
+    ))]
     pub url: String,
+    /// A checksum PVE verifies the download against.
+    #[schemars(extend("x-pve-key" = "checksum-algorithm=, checksum=", "x-default" = "none", "x-impact" = "create-only"))]
     pub checksum: Option<Checksum>,
-    /// download-url `verify-certificates` (PVE's default: on).
+    /// `false` lets PVE download from a server whose TLS certificate it cannot
+    /// verify.
+    #[schemars(extend("x-pve-key" = "verify-certificates=", "x-default" = "not sent (PVE: on)", "x-impact" = "create-only"))]
     pub verify_certificates: Option<bool>,
-    /// download-url `compression`: PVE decompresses the download (ISO
-    /// only); one of `ARTIFACT_COMPRESSIONS`.
+    /// ISO only: `gz`, `lzo`, `zst` or `bz2`; PVE decompresses the download and
+    /// stores it as `filename` (`url` names the compressed file).
+    #[schemars(extend("x-pve-key" = "compression=", "x-default" = "not sent", "x-impact" = "create-only"))]
+    #[schemars(transform = crate::schema::one_of(ARTIFACT_COMPRESSIONS))]
     pub compression: Option<String>,
 }
 
@@ -665,10 +1149,17 @@ impl ArtifactSpec {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct Checksum {
+    /// `md5`, `sha1`, `sha224`, `sha256`, `sha384` or `sha512`.
+    #[schemars(extend("x-pve-key" = "checksum-algorithm=", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    #[schemars(pattern(r"^([mM][dD]5|[sS][hH][aA](1|224|256|384|512))$"))]
     pub algorithm: String,
+    /// The checksum in hex digits, as many as the algorithm makes (64 for
+    /// sha256, 128 for sha512).
+    #[schemars(extend("x-pve-key" = "checksum=", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    #[schemars(pattern(r"^[0-9A-Fa-f]+$"))]
     pub value: String,
 }
 
@@ -758,11 +1249,22 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                 )),
                 Err(e) => errs.push(FieldError::new(path, e.0)),
             }
+        } else if k == ANNOTATION_DISRUPTION_GROUP {
+            let plain = !v.trim().is_empty()
+                && v.trim()
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !plain {
+                errs.push(FieldError::new(
+                    path,
+                    format!("invalid value {v:?}: a disruption group is a name of letters, digits, '-', '_' and '.'"),
+                ));
+            }
         } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?} and {ANNOTATION_SHUTDOWN_TIMEOUT:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}"
                 ),
             ));
         }
@@ -942,6 +1444,12 @@ fn parse_slot(slot: &str, buses: &[(&str, u32)]) -> Option<(String, u32)> {
     }
     None
 }
+
+/// What a VM's `hotplug` may list.
+pub const HOTPLUG_ITEMS: &[&str] = &["network", "disk", "cpu", "memory", "usb", "cloudinit"];
+
+/// `mp0`-`mp255`, as `parse_slot` reads a mount point slot.
+const MP_SLOT_PATTERN: &str = "^mp([0-9]|[1-9][0-9]|1[0-9]{2}|2[0-4][0-9]|25[0-5])$";
 
 /// Disk buses and their highest index in PVE 9.
 pub const DISK_BUSES: &[(&str, u32)] = &[("scsi", 30), ("virtio", 15), ("sata", 5), ("ide", 3)];
@@ -1276,7 +1784,7 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             }
         }
         for (i, h) in o.hotplug.iter().enumerate() {
-            if !["network", "disk", "cpu", "memory", "usb", "cloudinit"].contains(&h.as_str()) {
+            if !HOTPLUG_ITEMS.contains(&h.as_str()) {
                 errs.push(FieldError::new(format!("spec.options.hotplug[{i}]"), format!("invalid hotplug item {h:?}: use network, disk, cpu, memory, usb or cloudinit")));
             }
         }

@@ -114,7 +114,7 @@ impl fmt::Display for Kind {
 }
 
 macro_rules! string_newtype {
-    ($(#[$m:meta])* $name:ident, $check:path) => {
+    ($(#[$m:meta])* $name:ident, $check:path, $schema:expr) => {
         $(#[$m])*
         #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
         #[serde(transparent)]
@@ -149,28 +149,62 @@ macro_rules! string_newtype {
                 Self::new(&s).map_err(serde::de::Error::custom)
             }
         }
+
+        /// The same pattern `new` checks, for editors.
+        impl schemars::JsonSchema for $name {
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                $schema
+            }
+        }
     };
 }
 
 string_newtype!(
     /// `metadata.name`: lowercase letters and digits, single dashes between them.
     ResourceName,
-    check_resource_name
+    check_resource_name,
+    schemars::json_schema!({
+        "description": "1-63 lowercase letters and digits with single dashes between them, e.g. \"web-01\".",
+        "type": "string",
+        "pattern": "^[a-z0-9]+(-[a-z0-9]+)*$",
+        "maxLength": 63
+    })
 );
 string_newtype!(
     /// A cluster name: `^[a-z0-9](?:[a-z0-9-]*[a-z0-9])?$`, 1–64 characters (§3.4).
     ClusterName,
-    check_cluster_name
+    check_cluster_name,
+    schemars::json_schema!({
+        "description": "1-64 lowercase letters, digits and '-', not starting or ending with '-'.",
+        "type": "string",
+        "pattern": "^[a-z0-9]([a-z0-9-]*[a-z0-9])?$",
+        "maxLength": 64
+    })
 );
 string_newtype!(
     /// A PVE node name as it appears in `/nodes/{node}`: never a hostname.
     NodeName,
-    check_node_name
+    check_node_name,
+    schemars::json_schema!({
+        "description": "A PVE node name: 1-63 letters, digits and '-' (no spaces, dots or '/'), not starting or ending with '-'.",
+        "type": "string",
+        "pattern": "^[A-Za-z0-9]([A-Za-z0-9-]*[A-Za-z0-9])?$",
+        "maxLength": 63
+    })
 );
 string_newtype!(
     /// A PVE storage id (`local`, `local-lvm`, `ceph_pool.1`).
     StorageId,
-    check_storage_id
+    check_storage_id,
+    schemars::json_schema!({
+        "description": "A PVE storage id: a letter, then letters, digits, '-', '_' or '.', ending in a letter or digit.",
+        "type": "string",
+        "pattern": "^[A-Za-z][A-Za-z0-9_.-]*[A-Za-z0-9]$",
+        "maxLength": 64
+    })
 );
 
 /// A DNS-label-like name: 1..=`max` bytes that `allowed` accepts or '-',
@@ -284,6 +318,22 @@ impl<'de> Deserialize<'de> for Vmid {
             )));
         }
         Vmid::new(n as u64).map_err(serde::de::Error::custom)
+    }
+}
+
+/// Whole numbers from 100 to 999999999, as `Deserialize` takes them (a
+/// quoted number is refused).
+impl schemars::JsonSchema for Vmid {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Vmid".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A PVE guest id: a whole number from 100 to 999999999.",
+            "type": "integer",
+            "minimum": Vmid::MIN,
+            "maximum": Vmid::MAX
+        })
     }
 }
 

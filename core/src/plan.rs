@@ -27,6 +27,7 @@
 use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Skipped};
+use crate::diag::Diagnostic;
 use crate::names::ClusterName;
 use crate::report::CycleResult;
 
@@ -52,6 +53,9 @@ pub struct Policy {
     /// What identifies the host ProxOps runs on: a live guest that shows
     /// it is never stopped, restarted or deleted (see [`crate::host`]).
     pub host: crate::host::HostIdentity,
+    /// The disruption budget the plan's rollout is told under (execution
+    /// applies it; the plan only says how the change will roll).
+    pub disruption: crate::rollout::DisruptionBudget,
 }
 
 impl Default for Policy {
@@ -63,6 +67,7 @@ impl Default for Policy {
             restart_policy: crate::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
             host: Default::default(),
+            disruption: Default::default(),
         }
     }
 }
@@ -170,6 +175,13 @@ pub struct Plan {
     pub anomalies: Vec<Anomaly>,
     /// The live guests ProxOps runs in (matched by [`Policy::host`]).
     pub self_guests: Vec<crate::host::SelfGuest>,
+    /// What made an aborted cluster's input invalid, one entry per problem
+    /// (file, line, field, message), sorted; empty otherwise. Like every
+    /// diagnostic, none holds a secret value.
+    pub diagnostics: Vec<Diagnostic>,
+    /// How the actions roll out: which may run at once, how many guests
+    /// are made unavailable at a time.
+    pub rollout: crate::rollout::Rollout,
 }
 
 impl Plan {
@@ -186,7 +198,17 @@ impl Plan {
             deferred: Vec::new(),
             anomalies: Vec::new(),
             self_guests: Vec::new(),
+            diagnostics: Vec::new(),
+            rollout: Default::default(),
         }
+    }
+
+    /// The plan with the input problems that aborted it, sorted.
+    pub fn with_diagnostics(mut self, mut diagnostics: Vec<Diagnostic>) -> Plan {
+        diagnostics.sort();
+        diagnostics.dedup();
+        self.diagnostics = diagnostics;
+        self
     }
 
     /// Nothing to do and nothing to report.

@@ -18,7 +18,8 @@ use crate::graph;
 use crate::manifest::{self, Document, Metadata, Spec};
 use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
 use crate::plan::AbortCause;
-use crate::yaml::{deserialize_document, document_values, from_value};
+use crate::units::{WireUnit, binary_spelling, surprise};
+use crate::yaml::{deserialize_document, document_values, from_value, remaining_errors};
 
 /// The files of a repository, as the git adapter read them.
 #[derive(Debug, Clone, Copy)]
@@ -224,6 +225,7 @@ pub fn load(
     // lists would look unlisted: no warnings then.
     let mut listed = (!cluster_local_only).then(BTreeSet::new);
     let mut outside_allowlist = BTreeSet::new();
+    let mut unit_warnings = Vec::new();
     for (name, cc) in &config.clusters {
         let extra = AllowList {
             keys: &cc.allow_extra_keys,
@@ -232,13 +234,25 @@ pub fn load(
             tag_case_sensitive: cc.tag_case_sensitive,
         };
         let mut outside = false;
-        let composed = compose_cluster(input, name, &cc.nodes, &extra, &mut listed, &mut outside);
+        let composed = compose_cluster(
+            input,
+            name,
+            &cc.nodes,
+            &extra,
+            &mut listed,
+            &mut outside,
+            &mut unit_warnings,
+        );
         if outside && composed.is_err() {
             outside_allowlist.insert(name.clone());
         }
         clusters.insert(name.clone(), composed);
     }
-    let warnings = listed.map_or_else(Vec::new, |l| unlisted_manifests(input, &l));
+    let mut warnings = listed.map_or_else(Vec::new, |l| unlisted_manifests(input, &l));
+    warnings.extend(unit_warnings);
+    warnings.sort();
+    // A shared manifest is read once per cluster that lists it.
+    warnings.dedup();
     Ok(Loaded {
         config,
         clusters,
@@ -272,6 +286,7 @@ fn unlisted_manifests(input: RepoInput<'_>, listed: &BTreeSet<String>) -> Vec<Di
                     "not listed in any clusters/<cluster>/resources.yaml, so ProxOps neither reads nor reconciles it: list it, or move it out of {top}/"
                 ),
             )
+            .warning()
         })
         .collect()
 }
@@ -354,6 +369,7 @@ fn compose_cluster(
     extra: &AllowList<'_>,
     listed_anywhere: &mut Option<BTreeSet<String>>,
     outside_allowlist: &mut bool,
+    warnings: &mut Vec<Diagnostic>,
 ) -> Result<ClusterDesired, Vec<Diagnostic>> {
     let mut diags = Vec::new();
     let comp_path = format!("clusters/{name}/resources.yaml");
@@ -367,7 +383,7 @@ fn compose_cluster(
         )]);
     };
     if let Err(d) = bounds::check_file(&comp_path, FileRole::Composition, bytes) {
-        return Err(vec![d]);
+        return Err(vec![*d]);
     }
     let text = match std::str::from_utf8(bytes) {
         Ok(t) => t,
@@ -478,7 +494,13 @@ fn compose_cluster(
         let Some(bytes) = input.files.get(file) else {
             continue;
         };
-        parse_file(file, bytes, extra, &mut objects, &mut indexes, &mut diags);
+        let mut found = Found {
+            objects: &mut objects,
+            indexes: &mut indexes,
+            diags: &mut diags,
+            warnings: &mut *warnings,
+        };
+        parse_file(file, bytes, extra, &mut found);
     }
 
     let outside = cross_checks(&objects, &indexes, allow, &mut diags);
@@ -513,16 +535,23 @@ struct Head {
     kind: Option<serde_yaml::Value>,
 }
 
-fn parse_file(
-    file: &str,
-    bytes: &[u8],
-    extra: &AllowList<'_>,
-    objects: &mut BTreeMap<Ref, DesiredObject>,
-    indexes: &mut BTreeMap<String, YamlIndex>,
-    diags: &mut Vec<Diagnostic>,
-) {
+/// What reading the files of a cluster collects.
+struct Found<'a> {
+    objects: &'a mut BTreeMap<Ref, DesiredObject>,
+    indexes: &'a mut BTreeMap<String, YamlIndex>,
+    diags: &'a mut Vec<Diagnostic>,
+    warnings: &'a mut Vec<Diagnostic>,
+}
+
+fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found<'_>) {
+    let Found {
+        objects,
+        indexes,
+        diags,
+        warnings,
+    } = found;
     if let Err(d) = bounds::check_file(file, FileRole::Manifest, bytes) {
-        diags.push(d);
+        diags.push(*d);
         return;
     }
     let Ok(text) = std::str::from_utf8(bytes) else {
@@ -608,7 +637,8 @@ fn parse_file(
                             format!("unknown kind {k:?}: use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage"),
                         )
                         .with_field("kind")
-                        .at(at("kind")),
+                        .at(at("kind"))
+                        .with_hint(crate::suggest::did_you_mean(k, Kind::ALL.map(Kind::as_str))),
                     );
                     continue;
                 }
@@ -649,11 +679,35 @@ fn parse_file(
             Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
             Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
         };
+        let before = diags.len();
         let (metadata, spec) = match parsed {
             Ok(p) => p,
-            Err(e) => {
-                let pos = e.pos.or_else(|| at(&e.path));
-                diags.push(Diagnostic::file(file, e.message).with_field(e.path).at(pos));
+            Err(unread) => {
+                let unread = *unread;
+                for e in unread.errors {
+                    let pos = e.pos.or_else(|| at(&e.path));
+                    diags.push(
+                        Diagnostic::file(file, e.message)
+                            .with_field(e.path)
+                            .at(pos)
+                            .with_hint(e.hint),
+                    );
+                }
+                // The rest of the document still has its own rules; what
+                // was taken out to read it would only repeat its error.
+                if let Some((metadata, spec)) = unread.rest {
+                    let own = manifest::validate_in(&metadata, &spec, extra);
+                    for fe in own {
+                        if !unread.removed.iter().any(|r| related(r, &fe.path)) {
+                            diags.push(
+                                Diagnostic::file(file, fe.message)
+                                    .with_field(fe.path.clone())
+                                    .at(at(&fe.path)),
+                            );
+                        }
+                    }
+                }
+                unit_notes(value, file, &at, &mut diags[before..], warnings);
                 continue;
             }
         };
@@ -664,6 +718,7 @@ fn parse_file(
                     .at(at(&fe.path)),
             );
         }
+        unit_notes(value, file, &at, &mut diags[before..], warnings);
         let r = Ref {
             kind,
             name: metadata.name.clone(),
@@ -712,14 +767,134 @@ fn read_doc<T: serde::de::DeserializeOwned>(
     }
 }
 
-/// Reads one document as a `Document<S>` and wraps its spec by kind.
+/// A document that did not read: every error found in it, the paths taken
+/// out to find them, and the rest of the document when it then reads.
+struct Unread {
+    errors: Vec<crate::yaml::DocError>,
+    removed: Vec<String>,
+    rest: Option<(Metadata, Spec)>,
+}
+
+/// Reads one document as a `Document<S>` and wraps its spec by kind; on
+/// failure reads on past each error to find the others.
 fn read_spec<S: serde::de::DeserializeOwned>(
     value: &serde_yaml::Value,
     text: &str,
     doc: usize,
     wrap: fn(S) -> Spec,
-) -> Result<(Metadata, Spec), crate::yaml::DocError> {
-    read_doc::<Document<S>>(value, text, doc).map(|d| (d.metadata, wrap(d.spec)))
+) -> Result<(Metadata, Spec), Box<Unread>> {
+    match read_doc::<Document<S>>(value, text, doc) {
+        Ok(d) => Ok((d.metadata, wrap(d.spec))),
+        Err(first) => {
+            let more = remaining_errors::<Document<S>>(value, &first);
+            let mut errors = vec![first];
+            errors.extend(more.errors);
+            Err(Box::new(Unread {
+                errors,
+                removed: more.removed,
+                rest: more.rest.map(|d| (d.metadata, wrap(d.spec))),
+            }))
+        }
+    }
+}
+
+/// Whether a rule's finding at `path` is about an entry taken out at
+/// `removed`: the entry, what it holds, what holds it, or the rest of the
+/// list item it was in (a disk without its size).
+fn related(removed: &str, path: &str) -> bool {
+    let within = |a: &str, b: &str| {
+        a == b || a.starts_with(&format!("{b}.")) || a.starts_with(&format!("{b}["))
+    };
+    let item = removed
+        .rfind('.')
+        .map(|i| &removed[..i])
+        .filter(|p| p.ends_with(']'));
+    within(path, removed) || within(removed, path) || item.is_some_and(|i| within(path, i))
+}
+
+/// Quantities and the unit PVE takes each in.
+const WIRE_QUANTITIES: &[(&str, WireUnit)] = &[
+    ("spec.memory", WireUnit::MiB),
+    ("spec.swap", WireUnit::MiB),
+    ("spec.disks[].size", WireUnit::GiB),
+    ("spec.root.size", WireUnit::GiB),
+    ("spec.mount-points[].size", WireUnit::GiB),
+];
+
+/// Decimal and bare quantities read against the unit PVE takes them in: a
+/// refused one (`memory: 4096` is 4096 bytes) is answered with its binary
+/// spelling (`did you mean 4096MiB?`); a valid one that does not come out
+/// whole on the wire (`size: 32G` is 29.80 GiB) is a warning.
+fn unit_notes(
+    value: &serde_yaml::Value,
+    file: &str,
+    at: &dyn Fn(&str) -> Option<(usize, usize)>,
+    errors: &mut [Diagnostic],
+    warnings: &mut Vec<Diagnostic>,
+) {
+    for (schema, wire) in WIRE_QUANTITIES {
+        for (path, text) in quantities_at(value, schema) {
+            let refused = errors
+                .iter_mut()
+                .filter(|d| d.field.as_deref() == Some(path.as_str()) && d.hint.is_none());
+            let mut any = false;
+            for d in refused {
+                any = true;
+                d.hint = binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
+            }
+            if any {
+                continue;
+            }
+            if let Some(message) = surprise(&text, *wire) {
+                warnings.push(
+                    Diagnostic::file(file, message)
+                        .with_field(path.clone())
+                        .at(at(&path))
+                        .with_hint(
+                            binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?")),
+                        )
+                        .warning(),
+                );
+            }
+        }
+    }
+}
+
+/// The scalars at a schema path (`spec.disks[].size`) of a document, with
+/// their concrete paths (`spec.disks[1].size`) and text as written.
+fn quantities_at(value: &serde_yaml::Value, schema: &str) -> Vec<(String, String)> {
+    let mut found = vec![(String::new(), value)];
+    for seg in schema.split('.') {
+        let (key, list) = match seg.strip_suffix("[]") {
+            Some(k) => (k, true),
+            None => (seg, false),
+        };
+        let mut next = Vec::new();
+        for (path, v) in found {
+            let Some(child) = v.get(key) else { continue };
+            let here = if path.is_empty() {
+                key.to_owned()
+            } else {
+                format!("{path}.{key}")
+            };
+            if list {
+                for (i, item) in child.as_sequence().into_iter().flatten().enumerate() {
+                    next.push((format!("{here}[{i}]"), item));
+                }
+            } else {
+                next.push((here, child));
+            }
+        }
+        found = next;
+    }
+    found
+        .into_iter()
+        .filter_map(|(path, v)| match v {
+            serde_yaml::Value::String(s) => Some((path, s.clone())),
+            serde_yaml::Value::Number(n) => Some((path, n.to_string())),
+            _ => None,
+        })
+        .collect()
 }
 
 /// Diagnostic for a field of a desired object.

@@ -331,6 +331,8 @@ impl SavedCluster {
             deferred: Vec::new(),
             anomalies: Vec::new(),
             self_guests: Vec::new(),
+            diagnostics: Vec::new(),
+            rollout: Default::default(),
         }
     }
 }

@@ -113,6 +113,73 @@ impl Quantity {
     }
 }
 
+/// The unit PVE's API takes a size in: memory in MiB, volume sizes in GiB.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WireUnit {
+    MiB,
+    GiB,
+}
+
+impl WireUnit {
+    fn bytes(self) -> u64 {
+        match self {
+            WireUnit::MiB => MIB,
+            WireUnit::GiB => GIB,
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            WireUnit::MiB => "MiB",
+            WireUnit::GiB => "GiB",
+        }
+    }
+}
+
+/// The binary spelling an operator most likely meant by a decimal or bare
+/// quantity: PVE itself writes `32G` for 32 GiB, so `32G` and `32GB` mean
+/// `32GiB`; a bare number means the unit PVE takes the value in (`4096`
+/// memory is `4096MiB`). `None` for a binary unit, or text that is no
+/// quantity at all.
+pub fn binary_spelling(text: &str, wire: WireUnit) -> Option<String> {
+    let t = text.trim();
+    // Zero is zero in every unit: nothing else was meant.
+    Quantity::parse(t).ok().filter(|q| q.bytes() > 0)?;
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .unwrap_or(t.len());
+    let (num, unit) = t.split_at(split);
+    match unit.trim().to_ascii_lowercase().as_str() {
+        "" | "b" => Some(format!("{num}{}", wire.name())),
+        u @ ("k" | "kb" | "m" | "mb" | "g" | "gb" | "t" | "tb" | "p" | "pb") => {
+            let letter = u[..1].to_ascii_uppercase();
+            Some(format!("{num}{letter}iB"))
+        }
+        _ => None,
+    }
+}
+
+/// A decimal or bare quantity that does not come out whole in the unit
+/// PVE takes it in: what it comes to, and what to write instead
+/// (`32G is 29.80 GiB; PVE's 32G means 32GiB: write 32GiB`). It is the
+/// manifest's grammar and stays valid; the surprise is worth a warning.
+pub fn surprise(text: &str, wire: WireUnit) -> Option<String> {
+    let t = text.trim();
+    let q = Quantity::parse(t).ok()?;
+    let meant = binary_spelling(t, wire)?;
+    if q.bytes().is_multiple_of(wire.bytes()) {
+        return None;
+    }
+    let came = q.bytes() as f64 / wire.bytes() as f64;
+    let unit = wire.name();
+    let pve = meant.trim_end_matches("iB");
+    Some(if t.bytes().all(|b| b.is_ascii_digit()) {
+        format!("{t} is {t} bytes ({came:.2} {unit}): a bare number counts bytes; write {meant}")
+    } else {
+        format!("{t} is {came:.2} {unit}; PVE's {pve} means {meant}: write {meant}")
+    })
+}
+
 fn too_large(text: &str) -> QuantityError {
     QuantityError(format!("invalid quantity {text:?}: too large"))
 }
@@ -149,6 +216,27 @@ impl<'de> Deserialize<'de> for Quantity {
         }
     }
 }
+
+/// What `Deserialize` takes: a whole number of bytes, or the text `parse`
+/// reads (a number, an optional fraction, an optional unit of any case).
+/// The fraction's "whole number of bytes" rule is the loader's alone.
+impl schemars::JsonSchema for Quantity {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Quantity".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "description": "A byte size: a number with a unit, e.g. \"512MiB\", \"8GiB\", \"0.5GiB\" (binary Ki/Mi/Gi/Ti/Pi, decimal K/M/G/T/P, case-insensitive, an optional trailing B), or a whole number of bytes.",
+            "oneOf": [
+                {"type": "integer", "minimum": 0},
+                {"type": "string", "pattern": QUANTITY_PATTERN}
+            ]
+        })
+    }
+}
+
+/// The text `Quantity::parse` accepts, as a regular expression.
+pub const QUANTITY_PATTERN: &str = r"^\s*[0-9]+(\.[0-9]+)?\s*([bB]|[kKmMgGtTpP][iI]?[bB]?)?\s*$";
 
 /// A Go-style duration (`90s`, `5m`, `1h30m`, `500ms`), kept in milliseconds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
@@ -271,6 +359,41 @@ mod tests {
         assert_eq!(Quantity::parse("50GiB").unwrap().gib_text(), "50");
         assert_eq!(Quantity::parse("0.5GiB").unwrap().gib_text(), "0.5");
         assert_eq!(Quantity::parse("4MiB").unwrap().gib_text(), "0.00390625");
+    }
+
+    #[test]
+    fn decimal_and_bare_sizes_name_their_binary_spelling() {
+        assert_eq!(
+            binary_spelling("32G", WireUnit::GiB).as_deref(),
+            Some("32GiB")
+        );
+        assert_eq!(
+            binary_spelling("1.5gb", WireUnit::GiB).as_deref(),
+            Some("1.5GiB")
+        );
+        assert_eq!(
+            binary_spelling("4096", WireUnit::MiB).as_deref(),
+            Some("4096MiB")
+        );
+        assert_eq!(binary_spelling("32GiB", WireUnit::GiB), None);
+        assert_eq!(binary_spelling("lots", WireUnit::GiB), None);
+    }
+
+    #[test]
+    fn a_size_that_is_not_whole_on_the_wire_is_a_surprise() {
+        assert_eq!(
+            surprise("32G", WireUnit::GiB).as_deref(),
+            Some("32G is 29.80 GiB; PVE's 32G means 32GiB: write 32GiB")
+        );
+        assert_eq!(
+            surprise("4096", WireUnit::GiB).as_deref(),
+            Some("4096 is 4096 bytes (0.00 GiB): a bare number counts bytes; write 4096GiB")
+        );
+        // Whole in the wire unit, or written in binary units: no surprise.
+        assert_eq!(surprise("32GiB", WireUnit::GiB), None);
+        assert_eq!(surprise("1073741824", WireUnit::GiB), None);
+        assert_eq!(surprise("1048576K", WireUnit::MiB), None);
+        assert_eq!(surprise("0.5GiB", WireUnit::GiB), None);
     }
 
     #[test]

@@ -3,6 +3,8 @@
 
 use serde::de::DeserializeOwned;
 
+use crate::diag::parent;
+
 /// Why a document did not deserialize: the field path (`spec.disks[1]`),
 /// serde's message (which names what would be valid), and the position
 /// when the YAML parser knows it (1-based line and column).
@@ -11,6 +13,8 @@ pub struct DocError {
     pub path: String,
     pub message: String,
     pub pos: Option<(usize, usize)>,
+    /// The nearest valid field, for an unknown one (`did you mean …?`).
+    pub hint: Option<String>,
 }
 
 /// Deserializes document `doc` (0-based) of a multi-document YAML text.
@@ -20,6 +24,7 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
             path: String::new(),
             message: format!("document {doc} not found"),
             pos: None,
+            hint: None,
         });
     };
     serde_path_to_error::deserialize::<_, T>(de).map_err(|e| {
@@ -28,8 +33,200 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
         let pos = inner.location().map(|l| (l.line(), l.column()));
         let message = strip_path_prefix(&clean_message(&inner.to_string(), pos), &path);
         let (path, message) = explain(path, message);
-        DocError { path, message, pos }
+        let hint = unknown_field_hint::<T>(&path, &message);
+        DocError {
+            path,
+            message,
+            pos,
+            hint,
+        }
     })
+}
+
+/// What reading a document found beyond its first error.
+#[derive(Debug)]
+pub struct Remaining<T> {
+    /// The further errors, in the order serde met them; without positions
+    /// (a parsed value has none: the caller looks each path up).
+    pub errors: Vec<DocError>,
+    /// The paths taken out of the document, or filled in, to read on past
+    /// an error: a rule's finding there only repeats that error.
+    pub removed: Vec<String>,
+    /// The document as it reads with those paths taken out, when it then
+    /// reads at all: its own rules can still be checked.
+    pub rest: Option<T>,
+}
+
+/// At most this many errors are collected from one document.
+const MAX_ERRORS: usize = 100;
+
+/// Stand-ins tried, in order, for a required field that is missing, so the
+/// rest of the document can still be read: one of them reads as most
+/// scalars, and an empty mapping or list as the rest.
+fn fillers() -> [serde_yaml::Value; 5] {
+    use serde_yaml::Value;
+    [
+        Value::Number(1.into()),
+        Value::String("x".into()),
+        Value::Bool(false),
+        Value::Mapping(serde_yaml::Mapping::new()),
+        Value::Sequence(Vec::new()),
+    ]
+}
+
+/// Every error of a document after its `first`, so one run reports them
+/// all. serde stops at the first error, so the entry it refused is taken
+/// out of the parsed `value` (a missing required field is filled in with a
+/// stand-in) and the document read again, until it reads or nothing more
+/// can be done. A required field found missing because its entry was taken
+/// out, or written under a misspelt name the hint already names, is a
+/// consequence, not another error.
+pub fn remaining_errors<T: DeserializeOwned>(
+    value: &serde_yaml::Value,
+    first: &DocError,
+) -> Remaining<T> {
+    let mut doc = value.clone();
+    let mut out = Remaining {
+        errors: Vec::new(),
+        removed: Vec::new(),
+        rest: None,
+    };
+    let mut meant: Vec<String> = hinted_path(first).into_iter().collect();
+    let (mut path, mut message) = (first.path.clone(), first.message.clone());
+    // Each step takes something out or fills a gap for good; the bound
+    // only guards against a model no finite number of steps reads.
+    for _ in 0..MAX_ERRORS * 4 {
+        if out.errors.len() >= MAX_ERRORS {
+            break;
+        }
+        let stepped = if message.starts_with("missing required field ") {
+            fill::<T>(&mut doc, &path).or_else(|| remove_path(&mut doc, &parent(&path)))
+        } else {
+            remove_path(&mut doc, &path)
+        };
+        let Some(stepped) = stepped else { break };
+        out.removed.push(stepped);
+        let err = match serde_path_to_error::deserialize::<_, T>(doc.clone()) {
+            Ok(t) => {
+                out.rest = Some(t);
+                break;
+            }
+            Err(e) => e,
+        };
+        let raw = clean_path(&err.path().to_string());
+        let inner = err.into_inner();
+        let cleaned = strip_path_prefix(&clean_message(&inner.to_string(), None), &raw);
+        (path, message) = explain(raw, cleaned);
+        let consequence = message.starts_with("missing required field ")
+            && (out.removed.contains(&path) || meant.contains(&path));
+        if consequence {
+            continue;
+        }
+        let e = DocError {
+            hint: unknown_field_hint::<T>(&path, &message),
+            path: path.clone(),
+            message: message.clone(),
+            pos: None,
+        };
+        meant.extend(hinted_path(&e));
+        out.errors.push(e);
+    }
+    out
+}
+
+/// The field a "did you mean" hint names.
+fn hinted_path(e: &DocError) -> Option<String> {
+    let h = e.hint.as_deref()?;
+    Some(
+        h.strip_prefix("did you mean ")?
+            .strip_suffix('?')?
+            .to_owned(),
+    )
+}
+
+/// Fills the missing required field at `path` with the first stand-in
+/// that reads there; the path, when one does.
+fn fill<T: DeserializeOwned>(doc: &mut serde_yaml::Value, path: &str) -> Option<String> {
+    let parent = parent(path);
+    let key = path.strip_prefix(&parent)?.trim_start_matches('.');
+    for filler in fillers() {
+        let mut trial = doc.clone();
+        let map = node_at(&mut trial, &parent).and_then(serde_yaml::Value::as_mapping_mut)?;
+        map.insert(serde_yaml::Value::String(key.to_owned()), filler);
+        let still_there = serde_path_to_error::deserialize::<_, T>(trial.clone())
+            .err()
+            .is_some_and(|e| {
+                let p = clean_path(&e.path().to_string());
+                p == path
+                    || p.starts_with(&format!("{path}."))
+                    || p.starts_with(&format!("{path}["))
+            });
+        if !still_there {
+            *doc = trial;
+            return Some(path.to_owned());
+        }
+    }
+    None
+}
+
+/// The node at `path` (`spec.disks[1]`; the root for `""`). A key may hold
+/// a dot (a label such as `app.kubernetes.io/name`): the longest key the
+/// path goes on from is taken.
+fn node_at<'a>(doc: &'a mut serde_yaml::Value, path: &str) -> Option<&'a mut serde_yaml::Value> {
+    let mut node = doc;
+    let mut rest = path;
+    while !rest.is_empty() {
+        if let Some(after) = rest.strip_prefix('[') {
+            let (index, tail) = after.split_once(']')?;
+            node = node
+                .as_sequence_mut()?
+                .get_mut(index.parse::<usize>().ok()?)?;
+            rest = tail.strip_prefix('.').unwrap_or(tail);
+            continue;
+        }
+        let map = node.as_mapping_mut()?;
+        let key = map
+            .keys()
+            .filter_map(serde_yaml::Value::as_str)
+            .filter(|k| {
+                rest.strip_prefix(*k)
+                    .is_some_and(|t| t.is_empty() || t.starts_with(['.', '[']))
+            })
+            .max_by_key(|k| k.len())?
+            .to_owned();
+        let tail = &rest[key.len()..];
+        rest = tail.strip_prefix('.').unwrap_or(tail);
+        node = map.get_mut(key.as_str())?;
+    }
+    Some(node)
+}
+
+/// Takes the entry at `path` (`spec.disks[1].size`) out of `doc` and says
+/// which path it took out: an item of a list takes the whole list out, so
+/// the indexes of later errors stay those of the file. `None` when there
+/// is nothing to take out (the root, or a path not in the document).
+fn remove_path(doc: &mut serde_yaml::Value, path: &str) -> Option<String> {
+    if path.is_empty() {
+        return None;
+    }
+    if path.ends_with(']') {
+        return remove_path(doc, &parent(path));
+    }
+    let parent = parent(path);
+    let key = path.strip_prefix(&parent)?.trim_start_matches('.');
+    let map = node_at(doc, &parent)?.as_mapping_mut()?;
+    // Shifting keeps the order of what follows, so errors stay in file order.
+    map.shift_remove(key).map(|_| path.to_owned())
+}
+
+/// The hint for serde's "unknown field" message: the nearest field of the
+/// document type `T` (`did you mean spec.cpu.cores?`).
+fn unknown_field_hint<T: DeserializeOwned>(path: &str, message: &str) -> Option<String> {
+    let key = message
+        .strip_prefix("unknown field \"")?
+        .split_once('"')
+        .map(|(k, _)| k)?;
+    crate::suggest::field_hint(path, key, &crate::suggest::field_paths::<T>())
 }
 
 /// Splits a YAML text into its documents and reports which are empty
@@ -62,7 +259,12 @@ pub fn document_values(text: &str) -> Result<Vec<serde_yaml::Value>, DocError> {
                 let (path, message) = split_path_prefix(&clean_message(&e.to_string(), pos));
                 let path = clean_path(&path);
                 let (path, message) = explain(path, message);
-                return Err(DocError { path, message, pos });
+                return Err(DocError {
+                    path,
+                    message,
+                    pos,
+                    hint: None,
+                });
             }
         }
     }
@@ -279,6 +481,23 @@ mod tests {
         assert!(e.is_some_and(
             |e| e.message.contains("unknown field \"c\"") && e.message.contains("\"a\"")
         ));
+    }
+
+    #[test]
+    fn every_error_of_a_document_is_found_not_only_the_first() {
+        let text = "a: many\nb:\n  - x: 1\n  - x: nope\nc: 2\n";
+        let Err(first) = deserialize_document::<T>(text, 0) else {
+            panic!("the document reads");
+        };
+        assert_eq!(first.path, "a");
+        let values = document_values(text).unwrap_or_default();
+        let more = remaining_errors::<T>(&values[0], &first);
+        let paths: Vec<&str> = more.errors.iter().map(|e| e.path.as_str()).collect();
+        // `a`, taken out to read on, is not missing a second time.
+        assert_eq!(paths, ["b[1].x", "c"]);
+        assert!(more.errors[1].message.starts_with("unknown field \"c\""));
+        assert!(more.rest.is_some(), "the rest of the document reads");
+        assert_eq!(more.removed, ["a", "b[1].x", "c", "a"]);
     }
 
     #[test]

@@ -151,11 +151,11 @@ fn second_cycle() -> CycleReport {
         action: "update",
         impact: Impact::Reboot,
         reason: "VM/scratch: config differs".into(),
-        changes: vec![Change {
-            field: "memory".into(),
-            from: Some("1024".into()),
-            to: Some("2048".into()),
-        }],
+        changes: vec![Change::new(
+            "memory",
+            Some("1024".into()),
+            Some("2048".into()),
+        )],
     }];
     lab.counts.objects = 1;
     lab.pve_read_at = Some(START + 92);

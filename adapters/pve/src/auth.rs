@@ -48,6 +48,8 @@ pub struct ApiToken {
     user: String,
     token_id: String,
     secret: Secret,
+    /// How messages name the user, when not by its value (from SOPS).
+    shown: Option<String>,
 }
 
 impl ApiToken {
@@ -80,6 +82,7 @@ impl ApiToken {
             user: user.to_owned(),
             token_id: token_id.to_owned(),
             secret,
+            shown: None,
         })
     }
 
@@ -226,12 +229,27 @@ impl Credentials {
         }
     }
 
-    /// Names a ticket login's user as `label` in messages (see
-    /// [`TicketLogin::shown_as`]); a token's user is never put in a message.
+    /// Names the user as `label` in messages instead of by its value (see
+    /// [`TicketLogin::shown_as`]), for a user that came from SOPS.
     pub fn with_user_shown_as(self, label: impl Into<String>) -> Credentials {
         match self {
             Credentials::Ticket(login) => Credentials::Ticket(login.shown_as(label)),
-            token => token,
+            Credentials::Token(token) => Credentials::Token(ApiToken {
+                shown: Some(label.into()),
+                ..token
+            }),
+        }
+    }
+
+    /// How messages name these credentials: `API token user@realm!id`, or
+    /// `user …` for a ticket login; its label instead of a value from SOPS.
+    pub fn acting_as(&self) -> String {
+        match self {
+            Credentials::Token(token) => match &token.shown {
+                Some(label) => format!("the API token whose user is {label}"),
+                None => format!("API token {}!{}", token.user, token.token_id),
+            },
+            Credentials::Ticket(login) => format!("user {}", login.shown()),
         }
     }
 

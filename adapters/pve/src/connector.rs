@@ -107,9 +107,9 @@ fn handshake_error(e: io::Error, host: &str) -> ureq::Error {
         // Our own verifier's reason (a fingerprint mismatch): rustls would
         // show it in Debug form.
         Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(why))) => {
-            refused(format!("TLS handshake with {host} refused: {why}"))
+            refused(format!("handshake with {host} refused: {why}"))
         }
-        Some(tls) => refused(format!("TLS handshake with {host} refused: {tls}")),
+        Some(tls) => refused(format!("handshake with {host} refused: {tls}")),
         None => ureq::Error::from(e),
     }
 }

@@ -451,7 +451,9 @@ fn launch(
             if status == Some(EXIT_ADDRESS_IN_USE) {
                 return Ok(Launched::AddressInUse(why));
             }
-            return Err(start_error(format!("launcher exited ({status:?}): {why}")));
+            let status =
+                status.map_or_else(|| "killed by a signal".to_owned(), |c| format!("exit {c}"));
+            return Err(start_error(format!("launcher exited ({status}): {why}")));
         }
         Err(mpsc::RecvTimeoutError::Timeout) => {
             let _ = child.kill();

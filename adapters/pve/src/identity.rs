@@ -19,6 +19,7 @@ use std::fmt;
 use proxops_core::live::ReadFailure;
 use proxops_core::wire::json_to_text;
 
+use crate::retry::refusal_hint;
 use crate::transport::{Request, Transport};
 
 const STATUS_PATH: &str = "/cluster/status";
@@ -98,7 +99,12 @@ pub fn read_identity(transport: &dyn Transport) -> Result<PveIdentity, ReadFailu
     let response = transport.call(&request).map_err(|e| fail(e.to_string()))?;
     if !response.is_success() {
         let reason = response.reason.trim();
-        return Err(fail(format!("HTTP {} {reason}", response.status)));
+        let mut message = format!("HTTP {} {reason}", response.status);
+        let acting_as = transport.acting_as();
+        if let Some(hint) = refusal_hint(response.status, reason, acting_as.as_deref()) {
+            message.push_str(&format!(". {hint}"));
+        }
+        return Err(fail(message));
     }
     PveIdentity::from_json(response.data()).map_err(fail)
 }

@@ -23,7 +23,7 @@ use ureq::unversioned::transport::{Connector, TcpConnector};
 use crate::auth::{CredentialError, Credentials, TicketLogin, TicketSession};
 use crate::breaker::{BreakerPolicy, WriteBreaker};
 use crate::connector::{PveConnector, REASON_HEADER, TlsRefused};
-use crate::retry::{Class, Jitter, RetryPolicy, classify, pve_message};
+use crate::retry::{Class, Jitter, RetryPolicy, classify, pve_message, refusal_hint};
 use crate::tls::{TlsError, TlsTrust, client_config};
 use crate::transport::{Method, Request, Response, Transport, TransportError};
 
@@ -357,11 +357,18 @@ impl LiveTransport {
         let request = Request::new(Method::Post, "/access/ticket", login.form());
         let response = self.send_logged(&request, &AuthHeaders::None, attempt)?;
         if !response.is_success() {
+            let message = pve_message(&response);
+            let hint = refusal_hint(
+                response.status,
+                &message,
+                Some(&format!("user {}", login.shown())),
+            )
+            .map(|h| format!(". {h}"))
+            .unwrap_or_default();
             return Err(TransportError::Auth(format!(
-                "PVE refused the login of {}: HTTP {} {}",
+                "PVE refused the login of {}: HTTP {} {message}{hint}",
                 login.shown(),
                 response.status,
-                pve_message(&response)
             )));
         }
         TicketSession::from_login(&response.body, (self.clock)()).ok_or_else(|| {
@@ -463,6 +470,10 @@ impl LiveTransport {
 }
 
 impl Transport for LiveTransport {
+    fn acting_as(&self) -> Option<String> {
+        Some(self.credentials.acting_as())
+    }
+
     fn call(&self, request: &Request) -> Result<Response, TransportError> {
         let write = request.method.is_write();
         if write {

@@ -33,7 +33,7 @@ use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
 
 use proxops_core::step::{self, PveError};
 
-use crate::retry::pve_message;
+use crate::retry::{pve_message, refusal_hint};
 use crate::transport::{Request, Response, Transport, TransportError, encode_segment};
 
 /// What to read.
@@ -86,6 +86,8 @@ pub fn read_snapshot(
 ) -> Result<LiveSnapshot, ReadError> {
     let resources = Request::get(RESOURCES_PATH);
     let what = describe(&resources);
+    let acting_as = transport.acting_as();
+    let acting_as = acting_as.as_deref();
     let response = transport.call(&resources).map_err(|e| {
         ReadError::ClusterResources(ReadFailure {
             what: what.clone(),
@@ -95,7 +97,7 @@ pub fn read_snapshot(
     if !response.is_success() {
         return Err(ReadError::ClusterResources(ReadFailure {
             what,
-            message: status_message(&response),
+            message: status_message(&response, acting_as),
         }));
     }
     let rows = response.data().as_array().ok_or_else(|| {
@@ -281,7 +283,7 @@ pub fn read_snapshot(
             outcome = Some(transport.call(&req));
             from_pending = false;
         }
-        match read_config(what, outcome, from_pending) {
+        match read_config(what, outcome, from_pending, acting_as) {
             ConfigRead::Vanished => {
                 snap.guests.remove(&key);
             }
@@ -305,7 +307,7 @@ pub fn read_snapshot(
             }),
             Some(Ok(r)) if !r.is_success() => Err(ReadFailure {
                 what,
-                message: status_message(&r),
+                message: status_message(&r, acting_as),
             }),
             Some(Ok(r)) => StorageContent::from_json(r.data()).map_err(|e| ReadFailure {
                 what,
@@ -367,6 +369,7 @@ fn read_config(
     what: String,
     outcome: Option<Result<Response, TransportError>>,
     from_pending: bool,
+    acting_as: Option<&str>,
 ) -> ConfigRead {
     let fail = |message: String| {
         ConfigRead::Read(Err(ReadFailure {
@@ -378,7 +381,7 @@ fn read_config(
         None => fail("read did not complete".into()),
         Some(Err(e)) => fail(e.to_string()),
         Some(Ok(r)) if is_not_found(&r) => ConfigRead::Vanished,
-        Some(Ok(r)) if !r.is_success() => fail(status_message(&r)),
+        Some(Ok(r)) if !r.is_success() => fail(status_message(&r, acting_as)),
         Some(Ok(r)) if from_pending => match LiveConfig::from_pending_json(r.data()) {
             Ok(c) => ConfigRead::Read(Ok(c)),
             Err(e) => fail(e.to_string()),
@@ -401,7 +404,7 @@ fn is_not_found(r: &Response) -> bool {
     )
 }
 
-fn status_message(r: &Response) -> String {
+fn status_message(r: &Response, acting_as: Option<&str>) -> String {
     let reason = r.reason.trim();
     let mut m = if reason.is_empty() {
         format!("HTTP {}", r.status)
@@ -410,6 +413,9 @@ fn status_message(r: &Response) -> String {
     };
     if let Some(errors) = r.body.get("errors").filter(|e| !e.is_null()) {
         m.push_str(&format!(" {errors}"));
+    }
+    if let Some(hint) = refusal_hint(r.status, &pve_message(r), acting_as) {
+        m.push_str(&format!(". {hint}"));
     }
     m
 }

@@ -290,4 +290,8 @@ impl<T: Transport> Transport for RecordingTransport<T> {
         }
         Ok(response)
     }
+
+    fn acting_as(&self) -> Option<String> {
+        self.inner.acting_as()
+    }
 }

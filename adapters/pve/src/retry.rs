@@ -108,6 +108,61 @@ pub fn pve_message(response: &Response) -> String {
     parts.join("; ")
 }
 
+/// The docs section that lists the PVE privileges ProxOps uses.
+pub const PRIVILEGES_DOC: &str = "docs/getting-started.md, section \"A least-privilege API token\"";
+
+/// What a person can do about a refused request, for the two refusals
+/// about who is asking: 401 (the credentials) and 403 (a missing
+/// privilege, as PVE names it: `Permission check failed (/vms/100,
+/// VM.Config.Memory)`). `acting_as` names the credentials, never a secret.
+pub fn refusal_hint(status: u16, message: &str, acting_as: Option<&str>) -> Option<String> {
+    let who = acting_as.unwrap_or("the configured credentials");
+    match status {
+        401 if who.contains("token") => Some(format!(
+            "PVE did not accept {who}: the token secret may be wrong or revoked, the realm \
+             in user@realm may be wrong (pam and pve are different users), or the token id may \
+             not exist (pveum user token list USER); a token with privilege separation also \
+             needs its own permissions"
+        )),
+        401 => Some(format!(
+            "PVE did not accept {who}: the password or the realm in user@realm may be wrong"
+        )),
+        403 => Some(match missing_privilege(message) {
+            Some((path, privilege)) if who.contains("token") => format!(
+                "{who} lacks the privilege {privilege} on {path}: grant it to the role of the \
+                 token (with privilege separation, to the token itself, not only its user); \
+                 see {PRIVILEGES_DOC}"
+            ),
+            Some((path, privilege)) => format!(
+                "{who} lacks the privilege {privilege} on {path}: grant it to the user's role; \
+                 see {PRIVILEGES_DOC}"
+            ),
+            None => format!("{who} lacks a privilege for this request; see {PRIVILEGES_DOC}"),
+        }),
+        _ => None,
+    }
+}
+
+/// `(path, privilege)` from PVE's `Permission check failed (/vms/100,
+/// VM.Config.Memory)`.
+fn missing_privilege(message: &str) -> Option<(&str, &str)> {
+    let start = message.find("Permission check failed (")? + "Permission check failed (".len();
+    let inside = &message[start..];
+    let inside = &inside[..inside.find(')')?];
+    let (path, privilege) = inside.split_once(',')?;
+    let (path, privilege) = (path.trim(), privilege.trim());
+    (!path.is_empty() && !privilege.is_empty()).then_some((path, privilege))
+}
+
+/// PVE's text for a refused request followed by [`refusal_hint`], if any.
+pub fn explained_message(response: &Response, acting_as: Option<&str>) -> String {
+    let message = pve_message(response);
+    match refusal_hint(response.status, &message, acting_as) {
+        Some(hint) => format!("{message}. {hint}"),
+        None => message,
+    }
+}
+
 /// The backoff schedule: `base`, ×2 per retry, at most `cap`, times a jitter
 /// in [0.8, 1.2); at most `max_retries` retries after the first attempt.
 ///
@@ -306,6 +361,39 @@ mod tests {
         let body = json!({"data": null, "message": "boom\n", "errors": {"memory": "type check ('integer') failed\n"}});
         let text = pve_message(&answer(400, "boom", body));
         assert_eq!(text, "boom; memory: type check ('integer') failed");
+    }
+
+    #[test]
+    fn a_403_names_the_path_and_privilege_pve_names() {
+        let hint = refusal_hint(
+            403,
+            "Permission check failed (/vms/100, VM.Config.Memory)",
+            Some("API token proxops@pve!reconcile"),
+        )
+        .unwrap();
+        assert!(
+            hint.starts_with(
+                "API token proxops@pve!reconcile lacks the privilege VM.Config.Memory on /vms/100"
+            ),
+            "{hint}"
+        );
+        assert!(hint.contains(PRIVILEGES_DOC), "{hint}");
+        let vague = refusal_hint(403, "Forbidden", None).unwrap();
+        assert!(vague.contains("lacks a privilege"), "{vague}");
+    }
+
+    #[test]
+    fn a_401_names_the_token_and_what_may_be_wrong() {
+        let hint = refusal_hint(401, "authentication failure", Some("API token a@pve!x")).unwrap();
+        for needle in [
+            "API token a@pve!x",
+            "secret",
+            "realm",
+            "privilege separation",
+        ] {
+            assert!(hint.contains(needle), "{needle}: {hint}");
+        }
+        assert_eq!(refusal_hint(500, "boom", Some("API token a@pve!x")), None);
     }
 
     #[test]

@@ -9,14 +9,20 @@
 //! during the handshake, before any request byte (and so any credential) is
 //! sent. This module never weakens a mode silently: a CA file without a
 //! certificate, or a malformed fingerprint, is an error, not "trust anything".
+//!
+//! A refusal says what the server presented (the certificate's issuer and
+//! its SHA-256 fingerprint, in the form `fingerprint:` takes) and the two
+//! ways to trust it, since an untrusted PVE node certificate is the first
+//! error nearly every new installation meets.
 
 use std::fmt;
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::sync::Arc;
 
+use rustls::client::WebPkiServerVerifier;
 use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::WebPkiSupportedAlgorithms;
+use rustls::crypto::{CryptoProvider, WebPkiSupportedAlgorithms};
 use rustls::{
     CertificateError, ClientConfig, DigitallySignedStruct, RootCertStore, SignatureScheme,
 };
@@ -159,15 +165,27 @@ pub enum TlsError {
 pub(crate) fn client_config(trust: &TlsTrust) -> Result<Arc<ClientConfig>, TlsError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let algorithms = provider.signature_verification_algorithms;
-    let builder = ClientConfig::builder_with_provider(provider)
+    let builder = ClientConfig::builder_with_provider(Arc::clone(&provider))
         .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
         .map_err(|e| TlsError::Setup(e.to_string()))?;
+    // The CA modes verify with rustls' own WebPKI verifier, unchanged; the
+    // custom-verifier door is used only to say what was refused.
     let config = match trust {
         TlsTrust::SystemRoots => builder
-            .with_root_certificates(system_roots()?)
+            .dangerous()
+            .with_custom_certificate_verifier(explained(
+                system_roots()?,
+                provider,
+                "the system trust store".to_owned(),
+            )?)
             .with_no_client_auth(),
         TlsTrust::CaFile(path) => builder
-            .with_root_certificates(ca_file_roots(path)?)
+            .dangerous()
+            .with_custom_certificate_verifier(explained(
+                ca_file_roots(path)?,
+                provider,
+                format!("the CA file {}", path.display()),
+            )?)
             .with_no_client_auth(),
         TlsTrust::Fingerprint(pin) => builder
             .dangerous()
@@ -233,23 +251,181 @@ struct CertificateCheck {
     algorithms: WebPkiSupportedAlgorithms,
 }
 
-/// The error a pinned-fingerprint mismatch reports through rustls.
+/// Why a server certificate was refused, with what the server presented:
+/// reported through rustls as `CertificateError::Other` and shown by the
+/// transport as it is.
 #[derive(Debug)]
-struct FingerprintMismatch {
-    seen: Fingerprint,
+pub(crate) struct Refusal {
+    reason: RefusalReason,
+    presented: Presented,
 }
 
-impl fmt::Display for FingerprintMismatch {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "server certificate fingerprint {} does not match the pinned fingerprint",
-            self.seen
-        )
+#[derive(Debug)]
+enum RefusalReason {
+    /// Not the pinned certificate.
+    Pin(Fingerprint),
+    /// The WebPKI check against `trusted` failed.
+    Chain {
+        why: CertificateError,
+        trusted: String,
+    },
+}
+
+/// The end-entity certificate a server presented.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Presented {
+    fingerprint: Fingerprint,
+    /// The issuer's distinguished name as `CN=…, O=…`, when it parses.
+    issuer: Option<String>,
+    self_signed: bool,
+}
+
+impl Presented {
+    fn of(der: &[u8]) -> Presented {
+        let names = der::issuer_and_subject(der);
+        Presented {
+            fingerprint: Fingerprint::of_der(der),
+            self_signed: names.as_ref().is_some_and(|(i, s)| i == s),
+            issuer: names.map(|(issuer, _)| issuer),
+        }
     }
 }
 
-impl std::error::Error for FingerprintMismatch {}
+impl fmt::Display for Presented {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match (&self.issuer, self.self_signed) {
+            (Some(issuer), true) => write!(f, "a self-signed certificate \"{issuer}\"")?,
+            (Some(issuer), false) => write!(f, "a certificate issued by \"{issuer}\"")?,
+            (None, _) => f.write_str("a certificate")?,
+        }
+        write!(f, " with SHA-256 fingerprint {}", self.fingerprint)
+    }
+}
+
+impl fmt::Display for Refusal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let seen = &self.presented.fingerprint;
+        match &self.reason {
+            RefusalReason::Pin(pin) => write!(
+                f,
+                "server certificate fingerprint {seen} does not match the pinned fingerprint {pin}; \
+                 the server presented {}. If the node's certificate was replaced on purpose, \
+                 set `fingerprint: \"{seen}\"` for the cluster; otherwise something else answers at this address",
+                self.presented
+            ),
+            RefusalReason::Chain { why, trusted } => write!(
+                f,
+                "the server's certificate is not trusted: {} {trusted}; the server presented {}. \
+                 To trust it, copy /etc/pve/pve-root-ca.pem from a node of the cluster and set \
+                 `ca-file: /etc/pve/pve-root-ca.pem` (its path on this host) for the cluster, \
+                 or pin this certificate with `fingerprint: \"{seen}\"`",
+                why_text(why),
+                self.presented
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Refusal {}
+
+/// What a WebPKI failure means, in words (rustls shows some variants in
+/// Debug form, e.g. `UnknownIssuer`).
+fn why_text(why: &CertificateError) -> String {
+    match why {
+        CertificateError::UnknownIssuer => "it is not signed by a CA in".to_owned(),
+        CertificateError::BadSignature => {
+            "its signature does not verify against the CAs in".to_owned()
+        }
+        CertificateError::NotValidForName => {
+            "it does not name the host of base-url; checked against".to_owned()
+        }
+        CertificateError::Expired => "it has expired; checked against".to_owned(),
+        CertificateError::NotValidYet => {
+            "it is not valid yet (is this host's clock right?); checked against".to_owned()
+        }
+        CertificateError::Revoked => "it is revoked; checked against".to_owned(),
+        CertificateError::NotValidForNameContext { .. }
+        | CertificateError::ExpiredContext { .. }
+        | CertificateError::NotValidYetContext { .. }
+        | CertificateError::InvalidPurposeContext { .. } => format!("{why}; checked against"),
+        _ => "it failed verification against".to_owned(),
+    }
+}
+
+fn refused(reason: RefusalReason, end_entity: &CertificateDer<'_>) -> rustls::Error {
+    rustls::Error::InvalidCertificate(CertificateError::Other(rustls::OtherError(Arc::new(
+        Refusal {
+            reason,
+            presented: Presented::of(end_entity.as_ref()),
+        },
+    ))))
+}
+
+/// rustls' WebPKI verifier over `roots`, whose refusals say what was
+/// presented (see [`Refusal`]). Every check is rustls'.
+fn explained(
+    roots: RootCertStore,
+    provider: Arc<CryptoProvider>,
+    trusted: String,
+) -> Result<Arc<ExplainedWebPki>, TlsError> {
+    let inner = WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider)
+        .build()
+        .map_err(|e| TlsError::Setup(e.to_string()))?;
+    Ok(Arc::new(ExplainedWebPki { inner, trusted }))
+}
+
+#[derive(Debug)]
+struct ExplainedWebPki {
+    inner: Arc<WebPkiServerVerifier>,
+    /// How messages name the trust anchors ("the CA file …").
+    trusted: String,
+}
+
+impl ServerCertVerifier for ExplainedWebPki {
+    fn verify_server_cert(
+        &self,
+        end_entity: &CertificateDer<'_>,
+        intermediates: &[CertificateDer<'_>],
+        server_name: &ServerName<'_>,
+        ocsp_response: &[u8],
+        now: UnixTime,
+    ) -> Result<ServerCertVerified, rustls::Error> {
+        self.inner
+            .verify_server_cert(end_entity, intermediates, server_name, ocsp_response, now)
+            .map_err(|e| match e {
+                rustls::Error::InvalidCertificate(why) => refused(
+                    RefusalReason::Chain {
+                        why,
+                        trusted: self.trusted.clone(),
+                    },
+                    end_entity,
+                ),
+                other => other,
+            })
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls12_signature(message, cert, dss)
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &DigitallySignedStruct,
+    ) -> Result<HandshakeSignatureValid, rustls::Error> {
+        self.inner.verify_tls13_signature(message, cert, dss)
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
+        self.inner.supported_verify_schemes()
+    }
+}
 
 impl ServerCertVerifier for CertificateCheck {
     fn verify_server_cert(
@@ -263,13 +439,10 @@ impl ServerCertVerifier for CertificateCheck {
         let Some(pin) = self.pin else {
             return Ok(ServerCertVerified::assertion());
         };
-        let seen = Fingerprint::of_der(end_entity.as_ref());
-        if seen == pin {
+        if Fingerprint::of_der(end_entity.as_ref()) == pin {
             Ok(ServerCertVerified::assertion())
         } else {
-            Err(rustls::Error::InvalidCertificate(CertificateError::Other(
-                rustls::OtherError(Arc::new(FingerprintMismatch { seen })),
-            )))
+            Err(refused(RefusalReason::Pin(pin), end_entity))
         }
     }
 
@@ -293,6 +466,152 @@ impl ServerCertVerifier for CertificateCheck {
 
     fn supported_verify_schemes(&self) -> Vec<SignatureScheme> {
         self.algorithms.supported_schemes()
+    }
+}
+
+/// Just enough DER to name a certificate's issuer and subject in a
+/// message; anything unexpected gives `None` (the message then goes
+/// without), never a panic.
+mod der {
+    /// One TLV: its tag, its content, and what follows it.
+    fn tlv(input: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+        let (&tag, rest) = input.split_first()?;
+        let (&first, rest) = rest.split_first()?;
+        let (len, rest) = if first < 0x80 {
+            (usize::from(first), rest)
+        } else {
+            let n = usize::from(first & 0x7f);
+            if n == 0 || n > 4 || rest.len() < n {
+                return None;
+            }
+            let len = rest[..n]
+                .iter()
+                .fold(0usize, |acc, b| (acc << 8) | usize::from(*b));
+            (len, &rest[n..])
+        };
+        (rest.len() >= len).then(|| (tag, &rest[..len], &rest[len..]))
+    }
+
+    const SEQUENCE: u8 = 0x30;
+    const SET: u8 = 0x31;
+
+    /// Issuer and subject, each as `CN=…, O=…` in the certificate's order.
+    pub(super) fn issuer_and_subject(cert: &[u8]) -> Option<(String, String)> {
+        let (SEQUENCE, cert, _) = tlv(cert)? else {
+            return None;
+        };
+        let (SEQUENCE, tbs, _) = tlv(cert)? else {
+            return None;
+        };
+        let (tag, _, mut rest) = tlv(tbs)?;
+        // [0] version, then serialNumber; without a version the first
+        // field was already the serial number.
+        if tag == 0xa0 {
+            rest = tlv(rest)?.2;
+        }
+        let (_, _, rest) = tlv(rest)?; // signature algorithm
+        let (SEQUENCE, issuer, rest) = tlv(rest)? else {
+            return None;
+        };
+        let (_, _, rest) = tlv(rest)?; // validity
+        let (SEQUENCE, subject, _) = tlv(rest)? else {
+            return None;
+        };
+        Some((name(issuer)?, name(subject)?))
+    }
+
+    /// A Name's RDNs joined with ", ".
+    fn name(mut rdns: &[u8]) -> Option<String> {
+        let mut parts = Vec::new();
+        while !rdns.is_empty() {
+            let (SET, mut set, rest) = tlv(rdns)? else {
+                return None;
+            };
+            rdns = rest;
+            while !set.is_empty() {
+                let (SEQUENCE, attr, rest) = tlv(set)? else {
+                    return None;
+                };
+                set = rest;
+                let (0x06, oid, value) = tlv(attr)? else {
+                    return None;
+                };
+                let (tag, value, _) = tlv(value)?;
+                parts.push(format!("{}={}", attribute(oid), text(tag, value)));
+            }
+        }
+        Some(parts.join(", "))
+    }
+
+    fn attribute(oid: &[u8]) -> String {
+        match oid {
+            [0x55, 0x04, 0x03] => "CN".to_owned(),
+            [0x55, 0x04, 0x06] => "C".to_owned(),
+            [0x55, 0x04, 0x07] => "L".to_owned(),
+            [0x55, 0x04, 0x08] => "ST".to_owned(),
+            [0x55, 0x04, 0x0a] => "O".to_owned(),
+            [0x55, 0x04, 0x0b] => "OU".to_owned(),
+            _ => dotted(oid),
+        }
+    }
+
+    fn dotted(oid: &[u8]) -> String {
+        let mut arcs: Vec<u64> = Vec::new();
+        let mut acc = 0u64;
+        for b in oid {
+            acc = (acc << 7) | u64::from(b & 0x7f);
+            if b & 0x80 == 0 {
+                if arcs.is_empty() {
+                    arcs.extend([acc.min(80) / 40, acc - acc.min(80) / 40 * 40]);
+                } else {
+                    arcs.push(acc);
+                }
+                acc = 0;
+            }
+        }
+        arcs.iter()
+            .map(u64::to_string)
+            .collect::<Vec<_>>()
+            .join(".")
+    }
+
+    /// A directory string as text; control characters are dropped so a
+    /// certificate cannot break a log line.
+    fn text(tag: u8, value: &[u8]) -> String {
+        let decoded = match tag {
+            // BMPString: UTF-16BE.
+            0x1e => String::from_utf16_lossy(
+                &value
+                    .chunks(2)
+                    .map(|p| u16::from_be_bytes([p[0], *p.get(1).unwrap_or(&0)]))
+                    .collect::<Vec<_>>(),
+            ),
+            // TeletexString: read as Latin-1.
+            0x14 => value.iter().map(|b| char::from(*b)).collect(),
+            _ => String::from_utf8_lossy(value).into_owned(),
+        };
+        decoded.chars().filter(|c| !c.is_control()).collect()
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::*;
+
+        #[test]
+        fn truncated_or_foreign_input_gives_none() {
+            assert_eq!(issuer_and_subject(b""), None);
+            assert_eq!(issuer_and_subject(&[0x30, 0x82, 0xff]), None);
+            assert_eq!(issuer_and_subject(&[0x30, 0x02, 0x05, 0x00]), None);
+        }
+
+        #[test]
+        fn oids_outside_the_short_list_are_dotted() {
+            // 1.2.840.113549.1.9.1 (emailAddress)
+            assert_eq!(
+                attribute(&[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x09, 0x01]),
+                "1.2.840.113549.1.9.1"
+            );
+        }
     }
 }
 

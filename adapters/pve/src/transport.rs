@@ -95,4 +95,11 @@ pub enum TransportError {
 /// hence `Send + Sync` and `&self`.
 pub trait Transport: Send + Sync {
     fn call(&self, request: &Request) -> Result<Response, TransportError>;
+
+    /// Whom the requests authenticate as, for messages about a refusal
+    /// (`API token proxops@pve!reconcile`, `user alice@pve`); never a
+    /// secret. `None` when there are no credentials (a replay).
+    fn acting_as(&self) -> Option<String> {
+        None
+    }
 }

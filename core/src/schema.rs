@@ -1,0 +1,773 @@
+//! The manifests' JSON Schema (draft 2020-12) and the field explanations
+//! `proxops explain` prints, both read off the types the loader
+//! deserialises: schemars reads the same serde attributes (renames,
+//! defaults, unknown fields denied), the fields' doc comments are the
+//! descriptions, and `x-pve-key`, `x-default`, `x-impact` and
+//! `x-impact-note` on each field say what it writes to PVE.
+//!
+//! The schema catches what one document shows on its own: unknown fields,
+//! types, allowed values, name and size patterns. Rules across documents
+//! (references, vmid collisions, cycles, the cluster's node list and
+//! `allow-extra-keys`) and rules between fields of one document stay the
+//! loader's. This module does no I/O: it returns values.
+
+use std::collections::BTreeSet;
+
+use schemars::generate::SchemaSettings;
+use schemars::{Schema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+
+use crate::extra::GuestType;
+use crate::manifest::{
+    ANNOTATION_ADOPTED_VMID, ANNOTATION_DEPENDS_ON, ANNOTATION_PRUNE, ANNOTATION_RESTART_POLICY,
+    ANNOTATION_SHUTDOWN_TIMEOUT, API_VERSION, ArtifactSpec, Document, LxcSpec, VmSpec,
+};
+use crate::names::Kind;
+
+/// The dialect every generated schema declares.
+pub const DIALECT: &str = "https://json-schema.org/draft/2020-12/schema";
+
+/// The schema of one kind's manifest document.
+pub fn kind_schema(kind: Kind) -> Value {
+    let mut g = generator();
+    let doc = document(&mut g, kind);
+    let mut root = Map::new();
+    root.insert("$schema".into(), DIALECT.into());
+    root.insert("title".into(), format!("ProxOps {kind} manifest").into());
+    root.extend(doc);
+    root.insert("$defs".into(), Value::Object(definitions(&g)));
+    let mut schema = Value::Object(root);
+    join_description_lines(&mut schema);
+    schema
+}
+
+/// One schema for a manifest of any kind: `kind` picks the kind's schema.
+pub fn combined_schema() -> Value {
+    let mut g = generator();
+    let docs: Vec<(Kind, Map<String, Value>)> = Kind::ALL
+        .iter()
+        .map(|&k| (k, document(&mut g, k)))
+        .collect();
+    let mut defs = definitions(&g);
+    let names: Vec<&str> = Kind::ALL.iter().map(|k| k.as_str()).collect();
+    let dispatch: Vec<Value> = Kind::ALL
+        .iter()
+        .map(|k| {
+            json!({
+                "if": {"properties": {"kind": {"const": k.as_str()}}, "required": ["kind"]},
+                "then": {"$ref": format!("#/$defs/{k}")}
+            })
+        })
+        .collect();
+    for (k, doc) in docs {
+        defs.insert(k.as_str().into(), Value::Object(doc));
+    }
+    let mut schema = json!({
+        "$schema": DIALECT,
+        "title": "ProxOps manifest",
+        "description": "A ProxOps manifest of any kind; `kind` selects the kind's schema.",
+        "type": "object",
+        "required": ["apiVersion", "kind", "metadata", "spec"],
+        "properties": {"kind": {"enum": names}},
+        "allOf": dispatch,
+        "$defs": defs
+    });
+    join_description_lines(&mut schema);
+    schema
+}
+
+/// A doc comment's line breaks are the source's, not the text's: an
+/// editor's hover reflows a description, so it is one paragraph.
+fn join_description_lines(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            for (k, child) in m.iter_mut() {
+                match child {
+                    Value::String(s) if k == "description" => *s = s.replace('\n', " "),
+                    _ => join_description_lines(child),
+                }
+            }
+        }
+        Value::Array(items) => items.iter_mut().for_each(join_description_lines),
+        _ => {}
+    }
+}
+
+/// `schema` as written into the repository and printed by `proxops schema`:
+/// pretty, with a final newline.
+pub fn render(schema: &Value) -> String {
+    // A Value always serialises: its keys are strings.
+    let mut s = serde_json::to_string_pretty(schema).unwrap_or_default();
+    s.push('\n');
+    s
+}
+
+/// A kind named as a user would type it (`vm`, `TemplateVM`, `ctt`).
+pub fn kind_by_name(name: &str) -> Option<Kind> {
+    Kind::ALL
+        .into_iter()
+        .find(|k| k.as_str().eq_ignore_ascii_case(name) || k.dir() == name)
+}
+
+fn generator() -> SchemaGenerator {
+    SchemaSettings::draft2020_12().into_generator()
+}
+
+/// The definitions gathered so far, without the generic envelopes (each
+/// kind gets its own, with `kind` fixed).
+fn definitions(g: &SchemaGenerator) -> Map<String, Value> {
+    g.definitions()
+        .iter()
+        .filter(|(name, _)| !name.starts_with("Document"))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+/// The envelope of `kind`'s documents: `apiVersion` and `kind` fixed, and
+/// for a file kind the file name extensions PVE accepts for it.
+fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
+    let reference = match kind {
+        Kind::VM | Kind::TemplateVM => g.subschema_for::<Document<VmSpec>>(),
+        Kind::LXC | Kind::TemplateCT => g.subschema_for::<Document<LxcSpec>>(),
+        Kind::ISO | Kind::CTTemplate | Kind::DiskImage => {
+            g.subschema_for::<Document<ArtifactSpec>>()
+        }
+    };
+    let name = reference
+        .get("$ref")
+        .and_then(Value::as_str)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+        .unwrap_or_default()
+        .to_owned();
+    let mut doc = match g.definitions().get(&name) {
+        Some(Value::Object(m)) => m.clone(),
+        _ => Map::new(),
+    };
+    doc.insert("description".into(), kind_description(kind).into());
+    if let Some(Value::Object(props)) = doc.get_mut("properties") {
+        props.insert(
+            "apiVersion".into(),
+            json!({"description": "Always `proxops/v1alpha1`.", "const": API_VERSION}),
+        );
+        props.insert(
+            "kind".into(),
+            json!({"description": "The kind; it must match the kind directory the file lives under.", "const": kind.as_str()}),
+        );
+        if kind.is_artifact()
+            && let Some(Value::Object(spec)) = props.get_mut("spec")
+        {
+            let mut own = Map::new();
+            own.insert(
+                "filename".into(),
+                json!({"pattern": extension_pattern(kind)}),
+            );
+            if kind != Kind::ISO {
+                // PVE decompresses downloads of ISO files only.
+                own.insert("compression".into(), Value::Bool(false));
+            }
+            spec.insert("properties".into(), Value::Object(own));
+        }
+    }
+    doc
+}
+
+fn kind_description(kind: Kind) -> &'static str {
+    match kind {
+        Kind::VM => "A QEMU virtual machine (docs/resources/vm.md).",
+        Kind::TemplateVM => {
+            "A QEMU VM template, the source of clone-backed VMs; the VM spec (docs/resources/templatevm.md)."
+        }
+        Kind::LXC => "A Linux container (docs/resources/lxc.md).",
+        Kind::TemplateCT => {
+            "A container marked as a template; the LXC spec (docs/resources/templatect.md)."
+        }
+        Kind::ISO => "An ISO file PVE downloads into a storage (docs/resources/iso.md).",
+        Kind::CTTemplate => {
+            "A container OS archive PVE downloads into a storage (docs/resources/cttemplate.md)."
+        }
+        Kind::DiskImage => {
+            "A disk image PVE downloads into a storage, for a VM disk to import (docs/resources/diskimage.md)."
+        }
+    }
+}
+
+/// The loader compares extensions ignoring case; a JSON Schema pattern
+/// has no flag for that, so each letter is a class of both cases.
+fn extension_pattern(kind: Kind) -> String {
+    let alternatives: Vec<String> = crate::manifest::artifact_extensions(kind)
+        .iter()
+        .map(|e| {
+            e.chars()
+                .map(|c| match c {
+                    '.' => r"\.".to_owned(),
+                    c if c.is_ascii_alphabetic() => {
+                        format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase())
+                    }
+                    c => c.to_string(),
+                })
+                .collect()
+        })
+        .collect();
+    format!(r"^.+({})$", alternatives.join("|"))
+}
+
+// ------------------------------------------------- field schemas and transforms
+
+/// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
+/// the grammar the loader checks; any other `proxops/` key is refused.
+pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
+    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage";
+    let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
+    let known = [
+        ANNOTATION_DEPENDS_ON,
+        ANNOTATION_PRUNE,
+        ANNOTATION_ADOPTED_VMID,
+        ANNOTATION_RESTART_POLICY,
+        ANNOTATION_SHUTDOWN_TIMEOUT,
+    ];
+    let mut properties = Map::new();
+    properties.insert(
+        ANNOTATION_DEPENDS_ON.into(),
+        json!({
+            "description": "Extra ordering: `Kind:name` entries separated by commas, e.g. \"ISO:debian-iso,VM:db\".",
+            "type": "string",
+            "pattern": format!(r"^[\s,]*({item}\s*(,[\s,]*|$))*$")
+        }),
+    );
+    properties.insert(
+        ANNOTATION_PRUNE.into(),
+        json!({
+            "description": "`disabled`: never prune this object (`enabled` is the default).",
+            "type": "string",
+            "pattern": r"^\s*(disabled|enabled)\s*$"
+        }),
+    );
+    properties.insert(
+        ANNOTATION_RESTART_POLICY.into(),
+        json!({
+            "description": "`never` or `reboot`: this guest's restart policy, over the cluster's `restart-policy`.",
+            "type": "string",
+            "pattern": r"^\s*(never|reboot)\s*$"
+        }),
+    );
+    properties.insert(
+        ANNOTATION_SHUTDOWN_TIMEOUT.into(),
+        json!({
+            "description": "How long a graceful shutdown of this guest may take (`30s`, `5m`; at least `1s`), over the cluster's `shutdown-timeout`.",
+            "type": "string",
+            "pattern": r"^\s*(0|([0-9]+(ms|s|m|h))+)\s*$"
+        }),
+    );
+    properties.insert(
+        ANNOTATION_ADOPTED_VMID.into(),
+        json!({
+            "description": "Written by `adopt`: the vmid of the guest this manifest was adopted from.",
+            "type": "string",
+            "pattern": r"^\s*[0-9]+\s*$"
+        }),
+    );
+    schemars::json_schema!({
+        "type": "object",
+        "properties": properties,
+        "additionalProperties": {"type": "string"},
+        "propertyNames": {"anyOf": [{"not": {"pattern": "^proxops/"}}, {"enum": known}]}
+    })
+}
+
+/// A string field whose values are `values` (an absent one may be `null`,
+/// as the loader reads it).
+pub(crate) fn one_of(values: &'static [&'static str]) -> impl FnMut(&mut Schema) {
+    move |schema: &mut Schema| {
+        let mut allowed: Vec<Value> = values.iter().map(|&v| v.into()).collect();
+        let nullable = match schema.get("type") {
+            Some(Value::Array(types)) => types.iter().any(|t| t == "null"),
+            _ => false,
+        };
+        if nullable {
+            allowed.push(Value::Null);
+        }
+        schema.insert("enum".into(), allowed.into());
+    }
+}
+
+/// A list of strings whose items are `values`.
+pub(crate) fn items_one_of(values: &'static [&'static str]) -> impl FnMut(&mut Schema) {
+    move |schema: &mut Schema| {
+        if let Some(Value::Object(items)) = schema.get_mut("items") {
+            items.insert("enum".into(), values.to_vec().into());
+        }
+    }
+}
+
+/// `tags`: the ownership tag is ProxOps' to add, in any case.
+pub(crate) fn not_ownership_tag(schema: &mut Schema) {
+    let pattern: String = crate::manifest::OWNERSHIP_TAG
+        .chars()
+        .map(|c| format!("[{}{}]", c.to_ascii_lowercase(), c.to_ascii_uppercase()))
+        .collect();
+    if let Some(Value::Object(items)) = schema.get_mut("items") {
+        items.insert("not".into(), json!({"pattern": format!("^{pattern}$")}));
+    }
+}
+
+/// `spec.extra` of a VM: the keys no cluster may let through.
+pub(crate) fn qemu_extra_keys(schema: &mut Schema) {
+    extra_keys(schema, GuestType::Qemu);
+}
+
+/// `spec.extra` of a container: the keys no cluster may let through.
+pub(crate) fn lxc_extra_keys(schema: &mut Schema) {
+    extra_keys(schema, GuestType::Lxc);
+}
+
+/// Keys that are never allowed (structural keys and API control
+/// parameters) are refused by name; keys a cluster's `allow-extra-keys`
+/// can let through are left to the loader, which knows the cluster.
+fn extra_keys(schema: &mut Schema, guest: GuestType) {
+    let (names, prefixes) = crate::extra::never_allowed(guest);
+    let names: BTreeSet<&str> = names.into_iter().collect();
+    let prefixes = prefixes.join("|");
+    // The loader reads any YAML scalar into the value's text (`balloon:
+    // 1024` is sent as "1024"), and PVE values are often numbers.
+    schema.insert(
+        "additionalProperties".into(),
+        json!({"type": ["string", "number", "boolean"]}),
+    );
+    schema.insert(
+        "propertyNames".into(),
+        json!({
+            "pattern": "^[A-Za-z0-9._-]+$",
+            "not": {"anyOf": [
+                {"enum": names},
+                {"pattern": format!("^({prefixes})")}
+            ]}
+        }),
+    );
+}
+
+// ------------------------------------------------------------------ explain
+
+/// Why `explain` found nothing at a path.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ExplainError(pub String);
+
+/// What `proxops explain <kind>.<path>` prints: the field's description,
+/// type, default, PVE key and impact on a running guest, all read from the
+/// kind's schema.
+pub fn explain(query: &str) -> Result<String, ExplainError> {
+    let (kind_text, path) = query.split_once('.').unwrap_or((query, ""));
+    let kind = kind_by_name(kind_text).ok_or_else(|| {
+        let names: Vec<String> = Kind::ALL
+            .iter()
+            .map(|k| k.as_str().to_ascii_lowercase())
+            .collect();
+        let near = nearest(
+            &kind_text.to_ascii_lowercase(),
+            names.iter().map(String::as_str),
+        );
+        ExplainError(format!(
+            "unknown kind {kind_text:?}{}: use one of {}",
+            near.map(|n| format!(" (did you mean {n:?}?)"))
+                .unwrap_or_default(),
+            names.join(", ")
+        ))
+    })?;
+    let schema = kind_schema(kind);
+    let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
+    let segments: Vec<String> = path
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .map(|s| s.split('[').next().unwrap_or(s).to_owned())
+        .collect();
+    let mut node = schema.clone();
+    let mut walked: Vec<String> = Vec::new();
+    let mut rest = segments.as_slice();
+    while let Some((seg, tail)) = rest.split_first() {
+        let here = resolve(&node, &defs);
+        let container = match here.get("type").and_then(Value::as_str) {
+            Some("array") => resolve(here.get("items").unwrap_or(&Value::Null), &defs),
+            _ => here,
+        };
+        if let Some(child) = container.get("properties").and_then(|p| p.get(seg)) {
+            node = child.clone();
+            walked.push(seg.clone());
+            rest = tail;
+        } else if container
+            .get("additionalProperties")
+            .is_some_and(Value::is_object)
+        {
+            // A map key (`spec.extra.keyboard`): the rest of the path is the
+            // key, and the map's own description covers it.
+            walked.push(rest.join("."));
+            rest = &[];
+        } else {
+            let query_path = format!("{}.{}", kind.as_str().to_ascii_lowercase(), path);
+            let paths = field_paths(kind);
+            let near = nearest(&query_path, paths.iter().map(String::as_str));
+            return Err(ExplainError(format!(
+                "{} has no field {:?}{}",
+                kind,
+                [walked.clone(), vec![seg.clone()]].concat().join("."),
+                near.map(|n| format!(": the nearest is {n}"))
+                    .unwrap_or_default()
+            )));
+        }
+    }
+    Ok(describe(kind, &walked.join("."), &node, &defs))
+}
+
+/// Every field path of `kind`, as `explain` takes them (`vm.spec.memory`).
+pub fn field_paths(kind: Kind) -> Vec<String> {
+    let schema = kind_schema(kind);
+    let defs = schema.get("$defs").cloned().unwrap_or(Value::Null);
+    let mut out = Vec::new();
+    collect_paths(
+        &schema,
+        &defs,
+        &kind.as_str().to_ascii_lowercase(),
+        &mut out,
+        0,
+    );
+    out
+}
+
+fn collect_paths(node: &Value, defs: &Value, prefix: &str, out: &mut Vec<String>, depth: usize) {
+    if depth > 16 {
+        return;
+    }
+    let here = resolve(node, defs);
+    let container = match here.get("type").and_then(Value::as_str) {
+        Some("array") => resolve(here.get("items").unwrap_or(&Value::Null), defs),
+        _ => here,
+    };
+    if let Some(Value::Object(props)) = container.get("properties") {
+        for (name, child) in props {
+            let path = format!("{prefix}.{name}");
+            out.push(path.clone());
+            collect_paths(child, defs, &path, out, depth + 1);
+        }
+    }
+}
+
+/// A field's schema with `$ref` followed (its own keywords win) and an
+/// optional field's `null` alternative dropped.
+fn resolve(node: &Value, defs: &Value) -> Value {
+    let mut node = node.clone();
+    for _ in 0..8 {
+        if let Some(alternatives) = node.get("anyOf").and_then(Value::as_array) {
+            let real: Vec<&Value> = alternatives
+                .iter()
+                .filter(|a| a.get("type").and_then(Value::as_str) != Some("null"))
+                .collect();
+            if let [only] = real.as_slice() {
+                let mut merged = (*only).clone();
+                if let (Value::Object(m), Value::Object(outer)) = (&mut merged, &node) {
+                    for (k, v) in outer {
+                        if k != "anyOf" {
+                            m.insert(k.clone(), v.clone());
+                        }
+                    }
+                }
+                node = merged;
+                continue;
+            }
+        }
+        let Some(name) = node
+            .get("$ref")
+            .and_then(Value::as_str)
+            .and_then(|r| r.strip_prefix("#/$defs/"))
+            .map(str::to_owned)
+        else {
+            break;
+        };
+        let mut target = defs.get(&name).cloned().unwrap_or(Value::Null);
+        if let (Value::Object(t), Value::Object(outer)) = (&mut target, &node) {
+            for (k, v) in outer {
+                match (k.as_str(), t.get_mut(k), v) {
+                    ("$ref", ..) => {}
+                    // A kind's own rules for some fields (an artifact's file
+                    // name extensions): field by field over the shared ones.
+                    ("properties", Some(Value::Object(mine)), Value::Object(theirs)) => {
+                        for (field, rule) in theirs {
+                            match (mine.get_mut(field), rule) {
+                                (Some(Value::Object(m)), Value::Object(r)) => {
+                                    m.extend(r.iter().map(|(a, b)| (a.clone(), b.clone())));
+                                }
+                                _ => {
+                                    mine.insert(field.clone(), rule.clone());
+                                }
+                            }
+                        }
+                    }
+                    _ => {
+                        t.insert(k.clone(), v.clone());
+                    }
+                }
+            }
+            t.insert("x-type-name".into(), name.into());
+        }
+        node = target;
+    }
+    node
+}
+
+fn describe(kind: Kind, path: &str, node: &Value, defs: &Value) -> String {
+    if node == &Value::Bool(false) {
+        return format!("{kind} {path}\n  Not allowed in {kind} manifests.\n");
+    }
+    let field = resolve(node, defs);
+    let text = |key: &str| field.get(key).and_then(Value::as_str).map(str::to_owned);
+    let mut out = format!("{kind} {path}\n");
+    if let Some(d) = node.get("description").and_then(Value::as_str) {
+        out.push_str(&indent(d));
+    } else if let Some(d) = text("description") {
+        out.push_str(&indent(&d));
+    }
+    out.push_str(&format!("type:     {}\n", type_text(&field, defs)));
+    if let Some(format) = scalar_format(&field, defs) {
+        out.push_str(&hanging("format:   ", &format));
+    }
+    if let Some(values) = field.get("enum").and_then(Value::as_array) {
+        let values: Vec<String> = values
+            .iter()
+            .filter_map(|v| v.as_str().map(str::to_owned))
+            .collect();
+        out.push_str(&format!("values:   {}\n", values.join(", ")));
+    }
+    if let Some(p) = text("pattern") {
+        out.push_str(&format!("pattern:  {p}\n"));
+    }
+    if let Some(d) = text("x-default") {
+        out.push_str(&format!("default:  {d}\n"));
+    }
+    if let Some(k) = text("x-pve-key") {
+        out.push_str(&format!("PVE key:  {k}\n"));
+    }
+    if let Some(i) = text("x-impact") {
+        let mut line = i.clone();
+        if kind.is_guest() {
+            line.push_str(" on a running guest");
+        }
+        if let Some(n) = text("x-impact-note") {
+            line.push_str(&format!("; {n}"));
+        }
+        if kind.is_template() {
+            line.push_str("; a template never runs, so every change is applied live");
+        }
+        out.push_str(&hanging("impact:   ", &line));
+    }
+    out
+}
+
+/// What a named scalar type accepts (`Quantity`, `Vmid`, `NodeName`, …):
+/// its definition's description.
+fn scalar_format(field: &Value, defs: &Value) -> Option<String> {
+    let name = field.get("x-type-name").and_then(Value::as_str)?;
+    if field.get("properties").is_some() {
+        return None;
+    }
+    defs.get(name)?
+        .get("description")?
+        .as_str()
+        .map(str::to_owned)
+}
+
+/// A short type: `integer`, `string (Quantity)`, `list of VmDisk`, …
+fn type_text(field: &Value, defs: &Value) -> String {
+    let name = field.get("x-type-name").and_then(Value::as_str);
+    let base = match field.get("type") {
+        Some(Value::String(t)) if t == "array" => {
+            let items = resolve(field.get("items").unwrap_or(&Value::Null), defs);
+            format!("list of {}", type_text(&items, defs))
+        }
+        Some(Value::String(t)) if t == "object" && field.get("properties").is_some() => {
+            "object".to_owned()
+        }
+        Some(Value::String(t)) if t == "object" => "map of string to string".to_owned(),
+        Some(Value::String(t)) => t.clone(),
+        Some(Value::Array(ts)) => ts
+            .iter()
+            .filter_map(Value::as_str)
+            .filter(|t| *t != "null")
+            .collect::<Vec<_>>()
+            .join(" or "),
+        _ => match field.get("oneOf").and_then(Value::as_array) {
+            Some(alts) => alts
+                .iter()
+                .filter_map(|a| a.get("type").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join(" or "),
+            None => "any".to_owned(),
+        },
+    };
+    match name {
+        Some(n) => format!("{base} ({n})"),
+        None => base,
+    }
+}
+
+/// `text` wrapped at 78 columns, two spaces in.
+fn indent(text: &str) -> String {
+    wrap(text, "  ", "  ")
+}
+
+/// `label` then `text` wrapped at 78 columns, later lines under the text.
+fn hanging(label: &str, text: &str) -> String {
+    wrap(text, label, &" ".repeat(label.len()))
+}
+
+fn wrap(text: &str, first: &str, next: &str) -> String {
+    let mut out = String::new();
+    let mut line = first.to_owned();
+    // No word on the line yet: a word wider than the page still goes on it.
+    let mut empty = true;
+    for word in text.split_whitespace() {
+        if !empty && line.chars().count() + word.chars().count() + 1 > 78 {
+            out.push_str(line.trim_end());
+            out.push('\n');
+            line = next.to_owned();
+            empty = true;
+        }
+        if !empty {
+            line.push(' ');
+        }
+        line.push_str(word);
+        empty = false;
+    }
+    if !empty {
+        out.push_str(&line);
+        out.push('\n');
+    }
+    out
+}
+
+/// The candidate closest to `text` by edit distance, when it is close
+/// enough to be a likely typo.
+fn nearest<'a>(text: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
+    candidates
+        .map(|c| (edit_distance(text, c), c))
+        .min_by_key(|(d, c)| (*d, *c))
+        .filter(|(d, c)| *d <= c.len().max(text.len()) / 2)
+        .map(|(_, c)| c)
+}
+
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut prev: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut cur = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let cost = usize::from(ca != *cb);
+            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
+        }
+        prev = cur;
+    }
+    prev[b.len()]
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn field(schema: &Value, path: &str) -> Value {
+        let defs = schema.get("$defs").cloned().unwrap();
+        let mut node = schema.clone();
+        for seg in path.split('.') {
+            let here = resolve(&node, &defs);
+            let container = if here.get("type").and_then(Value::as_str) == Some("array") {
+                resolve(here.get("items").unwrap(), &defs)
+            } else {
+                here
+            };
+            node = container
+                .get("properties")
+                .and_then(|p| p.get(seg))
+                .unwrap_or_else(|| panic!("no {path}"))
+                .clone();
+        }
+        resolve(&node, &defs)
+    }
+
+    /// The owned-key tables that drive create, drift and adoption say which
+    /// PVE key each field writes and what a change costs; the schema says
+    /// the same for every scalar key.
+    #[test]
+    fn pve_keys_and_impacts_agree_with_the_owned_key_tables() {
+        // A create-only key: the table's impact is never reached, a
+        // difference is an anomaly for a person.
+        let refused = ["spec.options.unprivileged"];
+        for (kind, keys) in [
+            (Kind::VM, crate::drift::qemu_owned_keys()),
+            (Kind::LXC, crate::drift::lxc_owned_keys()),
+        ] {
+            let schema = kind_schema(kind);
+            for k in keys {
+                let Some(impact) = k.impact else { continue };
+                let f = field(&schema, k.field);
+                assert_eq!(
+                    f.get("x-pve-key").and_then(Value::as_str),
+                    Some(k.key),
+                    "{kind} {}",
+                    k.field
+                );
+                let want = if refused.contains(&k.field) {
+                    "anomaly"
+                } else {
+                    impact.as_str()
+                };
+                assert_eq!(
+                    f.get("x-impact").and_then(Value::as_str),
+                    Some(want),
+                    "{kind} {}",
+                    k.field
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn each_kind_fixes_its_kind_and_api_version() {
+        for kind in Kind::ALL {
+            let s = kind_schema(kind);
+            assert_eq!(s["properties"]["kind"]["const"], kind.as_str());
+            assert_eq!(s["properties"]["apiVersion"]["const"], API_VERSION);
+            assert_eq!(s["additionalProperties"], false);
+        }
+    }
+
+    #[test]
+    fn the_combined_schema_dispatches_on_kind() {
+        let s = combined_schema();
+        let all = s["allOf"].as_array().unwrap();
+        assert_eq!(all.len(), Kind::ALL.len());
+        for (rule, kind) in all.iter().zip(Kind::ALL) {
+            assert_eq!(rule["if"]["properties"]["kind"]["const"], kind.as_str());
+            assert!(s["$defs"].get(kind.as_str()).is_some());
+        }
+    }
+
+    #[test]
+    fn generation_is_deterministic() {
+        assert_eq!(render(&combined_schema()), render(&combined_schema()));
+    }
+
+    #[test]
+    fn an_unknown_field_names_the_nearest_path() {
+        let e = explain("vm.spec.memroy").unwrap_err();
+        assert!(e.0.contains("nearest is vm.spec.memory"), "{e}");
+        let e = explain("vn.spec.memory").unwrap_err();
+        assert!(e.0.contains("did you mean \"vm\""), "{e}");
+    }
+
+    #[test]
+    fn explain_reads_through_lists_and_maps() {
+        let t = explain("vm.spec.disks.size").unwrap();
+        assert!(t.contains("PVE key:  the volume's size"), "{t}");
+        let t = explain("vm.spec.disks[].interface").unwrap();
+        assert!(t.contains("scsi<index>"), "{t}");
+        let t = explain("lxc.spec.extra.timezone").unwrap();
+        assert!(t.contains("impact:   reboot"), "{t}");
+    }
+}
