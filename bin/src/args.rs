@@ -17,6 +17,8 @@ pub enum Command {
     Adopt,
     Record,
     SecretsCheck,
+    Completions,
+    Man,
 }
 
 impl Command {
@@ -30,6 +32,47 @@ impl Command {
             Command::Adopt => "adopt",
             Command::Record => "record",
             Command::SecretsCheck => "secrets check",
+            Command::Completions => "completions",
+            Command::Man => "man",
+        }
+    }
+
+    /// Every command, for tests that go through them all.
+    #[cfg(test)]
+    pub const ALL: [Command; 10] = [
+        Command::Validate,
+        Command::Diff,
+        Command::Apply,
+        Command::Status,
+        Command::Run,
+        Command::Adopt,
+        Command::Record,
+        Command::SecretsCheck,
+        Command::Completions,
+        Command::Man,
+    ];
+}
+
+/// The shells `proxops completions` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl Shell {
+    pub const NAMES: &[&str] = &["bash", "zsh", "fish"];
+
+    fn parse(s: &str) -> Result<Shell, String> {
+        match s {
+            "bash" => Ok(Shell::Bash),
+            "zsh" => Ok(Shell::Zsh),
+            "fish" => Ok(Shell::Fish),
+            other => Err(format!(
+                "unknown shell {other:?}: use {}",
+                Shell::NAMES.join(", ")
+            )),
         }
     }
 }
@@ -80,11 +123,144 @@ pub struct CommandArgs {
     /// `apply -y/--yes`: apply without asking for confirmation.
     pub yes: bool,
     pub file: Option<PathBuf>,
+    /// `completions SHELL`.
+    pub shell: Option<Shell>,
 }
+
+/// A flag as `--help`, the man page and the shell completions show it: a
+/// global flag as GLOBAL_FLAGS holds it, or a CommandFlag without its
+/// commands.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag {
+    pub long: &'static str,
+    pub short: Option<&'static str>,
+    /// The value's placeholder, for flags that take one.
+    pub value: Option<&'static str>,
+    /// The values it takes, when they are a fixed set.
+    pub choices: &'static [&'static str],
+    /// What it does, for `--help`, the man page and completions.
+    pub help: &'static str,
+}
+
+/// Every global flag, in the order `--help` lists them. `parse` reads each
+/// one; a test keeps this table and `parse` in step.
+pub const GLOBAL_FLAGS: &[Flag] = &[
+    Flag {
+        long: "--git-path",
+        short: None,
+        value: Some("DIR"),
+        choices: &[],
+        help: "The GitOps work tree (default: $PROXOPS_GIT_PATH, else the nearest directory at or above the working directory holding .git)",
+    },
+    Flag {
+        long: "--config",
+        short: None,
+        value: Some("FILE"),
+        choices: &[],
+        help: "A single configuration file (default: $PROXOPS_CONFIG): a URL-mode file, or clusters/<name>/config.yaml to run that cluster alone",
+    },
+    Flag {
+        long: "--cluster",
+        short: None,
+        value: Some("NAME"),
+        choices: &[],
+        help: "Only this cluster; repeat for several",
+    },
+    Flag {
+        long: "--log-level",
+        short: None,
+        value: Some("LEVEL"),
+        choices: LOG_LEVELS,
+        help: "debug | info | warn | error",
+    },
+    Flag {
+        long: "--log-format",
+        short: None,
+        value: Some("FORMAT"),
+        choices: &["text", "json"],
+        help: "text | json",
+    },
+    Flag {
+        long: "--listen",
+        short: None,
+        value: Some("ADDR"),
+        choices: &[],
+        help: "HTTP bind address for `run` (default 127.0.0.1:9494)",
+    },
+    Flag {
+        long: "--git-url",
+        short: None,
+        value: Some("URL"),
+        choices: &[],
+        help: "URL mode: fetch desired state from this remote",
+    },
+    Flag {
+        long: "--git-branch",
+        short: None,
+        value: Some("BRANCH"),
+        choices: &[],
+        help: "Branch to reconcile in URL mode (default main)",
+    },
+    Flag {
+        long: "--git-poll-sec",
+        short: None,
+        value: Some("N"),
+        choices: &[],
+        help: "Poll interval in seconds for `run`",
+    },
+    Flag {
+        long: "--prune-budget",
+        short: None,
+        value: Some("N"),
+        choices: &[],
+        help: "Deletions per cluster per cycle; 0 = unlimited, -1 = configured",
+    },
+    Flag {
+        long: "--pve-user",
+        short: None,
+        value: Some("USER"),
+        choices: &[],
+        help: "Bootstrap PVE user as user@realm (e.g. root@pam)",
+    },
+    Flag {
+        long: "--pve-auth",
+        short: None,
+        value: Some("METHOD"),
+        choices: &["token", "ticket"],
+        help: "token | ticket",
+    },
+    Flag {
+        long: "--ca-file",
+        short: None,
+        value: Some("FILE"),
+        choices: &[],
+        help: "PEM CA bundle trusted for PVE endpoints",
+    },
+    Flag {
+        long: "--help",
+        short: Some("-h"),
+        value: None,
+        choices: &[],
+        help: "Print help (also `proxops <command> --help`)",
+    },
+    Flag {
+        long: "--version",
+        short: Some("-V"),
+        value: None,
+        choices: &[],
+        help: "Print the version",
+    },
+];
+
+const LOG_LEVELS: &[&str] = &["debug", "info", "warn", "error"];
 
 /// A flag of one or more commands (not a global flag).
 #[derive(Debug, Clone, Copy)]
 pub struct CommandFlag {
+    /// What it does, for `--help`, the man page and completions.
+    pub help: &'static str,
+    /// The values it takes, when they are a fixed set.
+    pub choices: &'static [&'static str],
     pub long: &'static str,
     pub short: Option<&'static str>,
     /// The value's placeholder, for flags that take one.
@@ -112,6 +288,8 @@ impl CommandFlag {
 /// is silently ignored.
 pub const COMMAND_FLAGS: &[CommandFlag] = &[
     CommandFlag {
+        help: "Read PVE from the recordings DIR/<cluster>.json instead of the API",
+        choices: &[],
         long: "--replay",
         short: None,
         value: Some("DIR"),
@@ -123,54 +301,82 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         ],
     },
     CommandFlag {
+        help: "text (default), json (stable schema, docs/plan-json.md) or markdown (a pull-request comment; diff only)",
+        choices: &["text", "json", "markdown"],
         long: "--output",
         short: None,
         value: Some("FORMAT"),
         commands: &[Command::Diff, Command::Apply, Command::Status],
     },
     CommandFlag {
+        help: "Exit 3 when any cluster has an action to take or a guest waiting for a restart to take changes PVE holds pending",
+        choices: &[],
         long: "--exit-code",
         short: None,
         value: None,
         commands: &[Command::Diff],
     },
     CommandFlag {
+        help: "Also print the field-level changes of every action (text only; json and markdown always have them)",
+        choices: &[],
         long: "--diff",
         short: None,
         value: None,
         commands: &[Command::Diff, Command::Apply],
     },
     CommandFlag {
+        help: "Plan only and write nothing to PVE: apply asks nothing, run observes",
+        choices: &[],
         long: "--dry-run",
         short: Some("-n"),
         value: None,
         commands: &[Command::Apply, Command::Run],
     },
     CommandFlag {
+        help: "Apply without asking (scripts, CI)",
+        choices: &[],
         long: "--yes",
         short: Some("-y"),
         value: None,
         commands: &[Command::Apply],
     },
     CommandFlag {
+        help: "Execute exactly the actions saved by `diff --out FILE`, no re-plan (docs/saved-plans.md)",
+        choices: &[],
         long: "--plan",
         short: None,
         value: Some("FILE"),
         commands: &[Command::Apply],
     },
     CommandFlag {
+        help: "diff: also save the plan for `apply --plan`; record: the directory for the recordings",
+        choices: &[],
         long: "--out",
         short: None,
         value: Some("PATH"),
         commands: &[Command::Diff, Command::Record],
     },
     CommandFlag {
+        help: "Add live SSH keys the cluster's SOPS file lacks, as adopted-<hex> names, and reference them",
+        choices: &[],
         long: "--adopt-secrets",
         short: None,
         value: None,
         commands: &[Command::Adopt],
     },
 ];
+
+impl From<&CommandFlag> for Flag {
+    fn from(f: &CommandFlag) -> Flag {
+        Flag {
+            long: f.long,
+            short: f.short,
+            value: f.value,
+            choices: f.choices,
+            help: f.help,
+        }
+    }
+}
 
 /// The flags `command` takes, as an error message shows them.
 pub fn flags_of(command: Command) -> Vec<&'static CommandFlag> {
@@ -257,7 +463,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         ca_file: p.opt_value_from_str("--ca-file").map_err(usage)?,
     };
     if let Some(level) = &g.log_level
-        && !["debug", "info", "warn", "error"].contains(&level.as_str())
+        && !LOG_LEVELS.contains(&level.as_str())
     {
         return Err(usage(format!(
             "invalid --log-level {level:?}: use debug, info, warn or error"
@@ -315,6 +521,8 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         "run" => (Command::Run, tail),
         "adopt" => (Command::Adopt, tail),
         "record" => (Command::Record, tail),
+        "completions" => (Command::Completions, tail),
+        "man" => (Command::Man, tail),
         "secrets" => match tail.split_first() {
             Some((sub, t)) if sub == "check" => (Command::SecretsCheck, t),
             _ => return Err(usage("unknown command: use `proxops secrets check FILE`")),
@@ -358,6 +566,13 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     match (command, positional.as_slice()) {
         (Command::SecretsCheck, [file]) => a.file = Some(PathBuf::from(file)),
         (Command::SecretsCheck, _) => return Err(usage("usage: proxops secrets check FILE")),
+        (Command::Completions, [shell]) => a.shell = Some(Shell::parse(shell).map_err(usage)?),
+        (Command::Completions, _) => {
+            return Err(usage(format!(
+                "usage: proxops completions {}",
+                Shell::NAMES.join("|")
+            )));
+        }
         (_, []) => {}
         (c, [extra, ..]) => {
             return Err(usage(format!(
@@ -417,6 +632,8 @@ fn command_by_name(name: &str) -> Option<Command> {
         "adopt" => Command::Adopt,
         "record" => Command::Record,
         "secrets" => Command::SecretsCheck,
+        "completions" => Command::Completions,
+        "man" => Command::Man,
         _ => return None,
     })
 }
@@ -473,6 +690,72 @@ mod tests {
             f.message
                 .contains("record takes --out PATH and the global flags")
         );
+    }
+
+    /// `parse` reads global flags by name; the table `--help`, the man page
+    /// and the completions show must name the same flags.
+    #[test]
+    fn every_flag_parse_reads_is_in_a_table() {
+        let source = include_str!("args.rs");
+        let code = &source[..source.find("#[cfg(test)]").unwrap_or(source.len())];
+        let mut missing = Vec::new();
+        for quoted in code.split('"').skip(1).step_by(2) {
+            let is_flag = quoted.len() > 2
+                && quoted.starts_with("--")
+                && quoted[2..]
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-');
+            let known = GLOBAL_FLAGS.iter().any(|f| f.long == quoted)
+                || COMMAND_FLAGS.iter().any(|f| f.long == quoted);
+            if is_flag && !known {
+                missing.push(quoted);
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "not in GLOBAL_FLAGS or COMMAND_FLAGS: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn every_command_is_parsed_by_its_name() {
+        for c in Command::ALL {
+            let mut args: Vec<&str> = c.name().split(' ').collect();
+            if c == Command::SecretsCheck {
+                args.push("f.yaml");
+            }
+            if c == Command::Completions {
+                args.push("bash");
+            }
+            let Ok(Parsed::Run { command, .. }) = parse_args(&args) else {
+                panic!("{} is not parsed", c.name());
+            };
+            assert_eq!(command, c);
+            let mut help: Vec<&str> = c.name().split(' ').collect();
+            help.push("--help");
+            assert!(matches!(
+                parse_args(&help),
+                Ok(Parsed::Help(Some(h))) if h == c
+            ));
+        }
+    }
+
+    #[test]
+    fn completions_takes_one_known_shell() {
+        let Ok(Parsed::Run { args, .. }) = parse_args(&["completions", "fish"]) else {
+            panic!("completions fish is refused");
+        };
+        assert_eq!(args.shell, Some(Shell::Fish));
+        for bad in [
+            &["completions"][..],
+            &["completions", "tcsh"],
+            &["completions", "bash", "zsh"],
+        ] {
+            let Err(f) = parse_args(bad) else {
+                panic!("{bad:?} is accepted");
+            };
+            assert_eq!(f.exit, Exit::Input, "{bad:?}");
+        }
     }
 
     #[test]
