@@ -30,7 +30,7 @@ trap 'rm -rf "$work"' EXIT
 # --- lintian -------------------------------------------------------------------
 say "lintian $(basename "$deb")"
 lintian_out="$work/lintian.txt"
-lintian --fail-on error,warning --display-level ">=pedantic" "$deb" >"$lintian_out" 2>&1 || {
+lintian --fail-on error,warning --display-info --pedantic --show-overrides "$deb" >"$lintian_out" 2>&1 || {
     cat "$lintian_out" >&2
     fail "lintian reported errors or warnings"
 }
