@@ -2,7 +2,7 @@
 # Builds the Debian package target/debian/proxops_<version>-1_<arch>.deb
 # from a clean checkout: the release binary, then its man page and shell
 # completions (made by that binary from the tables of --help) into
-# target/deb-assets, then cargo-deb packs what bin/Cargo.toml's
+# dist/generated (gitignored), then cargo-deb packs what bin/Cargo.toml's
 # [package.metadata.deb] lists. Prints the package's path last.
 #
 # cargo-deb is installed into <tools>/cargo when missing (pinned: a new
@@ -31,8 +31,9 @@ target_dir="$(cargo metadata --format-version 1 --no-deps | sed -n 's/.*"target_
 proxops="$target_dir/release/proxops"
 version="$("$proxops" --version | awk '{print $2}')"
 
-# bin/Cargo.toml names these paths relative to the workspace's target/.
-assets="$root/target/deb-assets"
+# bin/Cargo.toml names these paths (cargo-deb takes any other path under
+# target/ for a build output of its own).
+assets="$root/dist/generated"
 rm -rf "$assets"
 mkdir -p "$assets"
 "$proxops" man >"$assets/proxops.1"
@@ -50,6 +51,8 @@ proxops ($version-1) unstable; urgency=medium
 CHANGELOG
 
 say "cargo deb (version $version)"
-deb="$(SOURCE_DATE_EPOCH="$epoch" "$cargo_deb" --no-build -p proxops --output "$root/target/debian" | tail -n 1)"
+# --strip: the release profile keeps line tables for backtraces, six times
+# the binary's size; the package ships it stripped.
+deb="$(SOURCE_DATE_EPOCH="$epoch" "$cargo_deb" --no-build --strip -p proxops --output "$root/target/debian" | tail -n 1)"
 say "built $deb ($(du -k "$deb" | cut -f1) KiB)"
 echo "$deb"
