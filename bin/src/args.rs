@@ -21,6 +21,8 @@ pub enum Command {
     SecretsCheck,
     Schema,
     Explain,
+    Completions,
+    Man,
 }
 
 impl Command {
@@ -36,6 +38,48 @@ impl Command {
             Command::SecretsCheck => "secrets check",
             Command::Schema => "schema",
             Command::Explain => "explain",
+            Command::Completions => "completions",
+            Command::Man => "man",
+        }
+    }
+
+    /// Every command, in the order help lists them.
+    pub const ALL: [Command; 12] = [
+        Command::Validate,
+        Command::Diff,
+        Command::Apply,
+        Command::Status,
+        Command::Run,
+        Command::Adopt,
+        Command::Record,
+        Command::SecretsCheck,
+        Command::Schema,
+        Command::Explain,
+        Command::Completions,
+        Command::Man,
+    ];
+}
+
+/// The shells `proxops completions` writes a script for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shell {
+    Bash,
+    Zsh,
+    Fish,
+}
+
+impl Shell {
+    pub const NAMES: &[&str] = &["bash", "zsh", "fish"];
+
+    fn parse(s: &str) -> Result<Shell, String> {
+        match s {
+            "bash" => Ok(Shell::Bash),
+            "zsh" => Ok(Shell::Zsh),
+            "fish" => Ok(Shell::Fish),
+            other => Err(format!(
+                "unknown shell {other:?}: use {}",
+                Shell::NAMES.join(", ")
+            )),
         }
     }
 }
@@ -51,6 +95,16 @@ pub enum Output {
 pub enum LogFormat {
     Text,
     Json,
+}
+
+/// `--color`: when the text plan is coloured.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ColorChoice {
+    /// On a terminal, unless `NO_COLOR` is set.
+    #[default]
+    Auto,
+    Always,
+    Never,
 }
 
 /// Global flags (spec §16.2): each overrides configuration only when given.
@@ -69,6 +123,7 @@ pub struct GlobalArgs {
     pub pve_user: Option<String>,
     pub pve_auth: Option<String>,
     pub ca_file: Option<String>,
+    pub color: ColorChoice,
 }
 
 /// Flags of the individual commands.
@@ -88,11 +143,151 @@ pub struct CommandArgs {
     pub file: Option<PathBuf>,
     /// `schema [KIND]`, `explain PATH`: what to print.
     pub topic: Option<String>,
+    /// `completions SHELL`.
+    pub shell: Option<Shell>,
 }
+
+/// A flag as `--help`, the man page and the shell completions show it: a
+/// global flag as GLOBAL_FLAGS holds it, or a CommandFlag without its
+/// commands.
+#[derive(Debug, Clone, Copy)]
+pub struct Flag {
+    pub long: &'static str,
+    pub short: Option<&'static str>,
+    /// The value's placeholder, for flags that take one.
+    pub value: Option<&'static str>,
+    /// The values it takes, when they are a fixed set.
+    pub choices: &'static [&'static str],
+    /// What it does, for `--help`, the man page and completions.
+    pub help: &'static str,
+}
+
+/// Every global flag, in the order `--help` lists them. `parse` reads each
+/// one; a test keeps this table and `parse` in step.
+pub const GLOBAL_FLAGS: &[Flag] = &[
+    Flag {
+        long: "--git-path",
+        short: None,
+        value: Some("DIR"),
+        choices: &[],
+        help: "The GitOps work tree (default: $PROXOPS_GIT_PATH, else the nearest directory at or above the working directory holding .git)",
+    },
+    Flag {
+        long: "--config",
+        short: None,
+        value: Some("FILE"),
+        choices: &[],
+        help: "A single configuration file (default: $PROXOPS_CONFIG): a URL-mode file, or clusters/<name>/config.yaml to run that cluster alone",
+    },
+    Flag {
+        long: "--cluster",
+        short: None,
+        value: Some("NAME"),
+        choices: &[],
+        help: "Only this cluster; repeat for several",
+    },
+    Flag {
+        long: "--log-level",
+        short: None,
+        value: Some("LEVEL"),
+        choices: LOG_LEVELS,
+        help: "debug | info | warn | error",
+    },
+    Flag {
+        long: "--log-format",
+        short: None,
+        value: Some("FORMAT"),
+        choices: &["text", "json"],
+        help: "text | json (one object a line, with an RFC 3339 ts)",
+    },
+    Flag {
+        long: "--listen",
+        short: None,
+        value: Some("ADDR"),
+        choices: &[],
+        help: "HTTP bind address for `run` (default 127.0.0.1:9494)",
+    },
+    Flag {
+        long: "--git-url",
+        short: None,
+        value: Some("URL"),
+        choices: &[],
+        help: "URL mode: fetch desired state from this remote",
+    },
+    Flag {
+        long: "--git-branch",
+        short: None,
+        value: Some("BRANCH"),
+        choices: &[],
+        help: "Branch to reconcile in URL mode (default main)",
+    },
+    Flag {
+        long: "--git-poll-sec",
+        short: None,
+        value: Some("N"),
+        choices: &[],
+        help: "Poll interval in seconds for `run`",
+    },
+    Flag {
+        long: "--prune-budget",
+        short: None,
+        value: Some("N"),
+        choices: &[],
+        help: "Deletions per cluster per cycle; 0 = unlimited, -1 = configured",
+    },
+    Flag {
+        long: "--pve-user",
+        short: None,
+        value: Some("USER"),
+        choices: &[],
+        help: "Bootstrap PVE user as user@realm (e.g. root@pam)",
+    },
+    Flag {
+        long: "--pve-auth",
+        short: None,
+        value: Some("METHOD"),
+        choices: &["token", "ticket"],
+        help: "token | ticket",
+    },
+    Flag {
+        long: "--ca-file",
+        short: None,
+        value: Some("FILE"),
+        choices: &[],
+        help: "PEM CA bundle trusted for PVE endpoints",
+    },
+    Flag {
+        long: "--color",
+        short: None,
+        value: Some("WHEN"),
+        choices: &["auto", "always", "never"],
+        help: "Colour the text plan: auto (default: on a terminal, unless NO_COLOR is set), always or never",
+    },
+    Flag {
+        long: "--help",
+        short: Some("-h"),
+        value: None,
+        choices: &[],
+        help: "Print help (also `proxops <command> --help`)",
+    },
+    Flag {
+        long: "--version",
+        short: Some("-V"),
+        value: None,
+        choices: &[],
+        help: "Print the version",
+    },
+];
+
+const LOG_LEVELS: &[&str] = &["debug", "info", "warn", "error"];
 
 /// A flag of one or more commands (not a global flag).
 #[derive(Debug, Clone, Copy)]
 pub struct CommandFlag {
+    /// What it does, for `--help`, the man page and completions.
+    pub help: &'static str,
+    /// The values it takes, when they are a fixed set.
+    pub choices: &'static [&'static str],
     pub long: &'static str,
     pub short: Option<&'static str>,
     /// The value's placeholder, for flags that take one.
@@ -120,6 +315,8 @@ impl CommandFlag {
 /// is silently ignored.
 pub const COMMAND_FLAGS: &[CommandFlag] = &[
     CommandFlag {
+        help: "Read PVE from the recordings DIR/<cluster>.json instead of the API",
+        choices: &[],
         long: "--replay",
         short: None,
         value: Some("DIR"),
@@ -131,6 +328,8 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         ],
     },
     CommandFlag {
+        help: "text (default), json (stable schema, docs/plan-json.md; for validate the diagnostics) or markdown (a pull-request comment; diff only)",
+        choices: &["text", "json", "markdown"],
         long: "--output",
         short: Some("-o"),
         value: Some("FORMAT"),
@@ -142,48 +341,74 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         ],
     },
     CommandFlag {
+        help: "Exit 3 when any cluster has an action to take or a guest waiting for a restart to take changes PVE holds pending",
+        choices: &[],
         long: "--exit-code",
         short: None,
         value: None,
         commands: &[Command::Diff],
     },
     CommandFlag {
+        help: "Accepted and ignored: every output shows the field changes",
+        choices: &[],
         long: "--diff",
         short: None,
         value: None,
         commands: &[Command::Diff, Command::Apply],
     },
     CommandFlag {
+        help: "Plan only and write nothing to PVE: apply asks nothing, run observes",
+        choices: &[],
         long: "--dry-run",
         short: Some("-n"),
         value: None,
         commands: &[Command::Apply, Command::Run],
     },
     CommandFlag {
+        help: "Apply without asking (scripts, CI)",
+        choices: &[],
         long: "--yes",
         short: Some("-y"),
         value: None,
         commands: &[Command::Apply],
     },
     CommandFlag {
+        help: "Execute exactly the actions saved by `diff --out FILE`, no re-plan (docs/saved-plans.md)",
+        choices: &[],
         long: "--plan",
         short: None,
         value: Some("FILE"),
         commands: &[Command::Apply],
     },
     CommandFlag {
+        help: "diff: also save the plan for `apply --plan`; record: the directory for the recordings",
+        choices: &[],
         long: "--out",
         short: None,
         value: Some("PATH"),
         commands: &[Command::Diff, Command::Record],
     },
     CommandFlag {
+        help: "Add live SSH keys the cluster's SOPS file lacks, as adopted-<hex> names, and reference them",
+        choices: &[],
         long: "--adopt-secrets",
         short: None,
         value: None,
         commands: &[Command::Adopt],
     },
 ];
+
+impl From<&CommandFlag> for Flag {
+    fn from(f: &CommandFlag) -> Flag {
+        Flag {
+            long: f.long,
+            short: f.short,
+            value: f.value,
+            choices: f.choices,
+            help: f.help,
+        }
+    }
+}
 
 /// The flags `command` takes, as an error message shows them.
 pub fn flags_of(command: Command) -> Vec<&'static CommandFlag> {
@@ -246,6 +471,17 @@ fn parse_log_format(s: &str) -> Result<LogFormat, String> {
     }
 }
 
+fn parse_color(s: &str) -> Result<ColorChoice, String> {
+    match s {
+        "auto" => Ok(ColorChoice::Auto),
+        "always" => Ok(ColorChoice::Always),
+        "never" => Ok(ColorChoice::Never),
+        other => Err(format!(
+            "invalid --color {other:?}: use auto, always or never"
+        )),
+    }
+}
+
 /// `message; did you mean …?`, or the message alone without a hint.
 fn with_hint(message: String, hint: Option<String>) -> String {
     match hint {
@@ -254,33 +490,19 @@ fn with_hint(message: String, hint: Option<String>) -> String {
     }
 }
 
-/// The global flags, as a "did you mean" for an unknown flag offers them.
-const GLOBAL_FLAG_NAMES: &[&str] = &[
-    "--git-path",
-    "--config",
-    "--log-level",
-    "--log-format",
-    "--cluster",
-    "--listen",
-    "--git-url",
-    "--git-branch",
-    "--git-poll-sec",
-    "--prune-budget",
-    "--pve-user",
-    "--pve-auth",
-    "--ca-file",
-    "--help",
-    "--version",
-];
-
 /// Commands by what other tools call them: a habit from Terraform,
 /// Kubernetes tooling or a linter gets ProxOps' word for it.
 const COMMAND_HABITS: &[(&str, &str)] =
     &[("plan", "diff"), ("import", "adopt"), ("lint", "validate")];
 
-const COMMAND_NAMES: &[&str] = &[
-    "validate", "diff", "apply", "status", "run", "adopt", "record", "secrets", "help",
-];
+/// The words a command line may start with: every command's first word,
+/// and `help`.
+fn command_words() -> impl Iterator<Item = &'static str> {
+    Command::ALL
+        .iter()
+        .map(|c| c.name().split(' ').next().unwrap_or_default())
+        .chain(["help"])
+}
 
 /// The nearest flag to an unknown one (`--ouput=json` → `--output`): the
 /// command's own flags and the global flags.
@@ -290,7 +512,7 @@ fn flag_hint(given: &str, command: Option<Command>) -> Option<String> {
         .iter()
         .filter(|f| command.is_none_or(|c| f.commands.contains(&c)))
         .map(|f| f.long);
-    suggest::did_you_mean(name, own.chain(GLOBAL_FLAG_NAMES.iter().copied()))
+    suggest::did_you_mean(name, own.chain(GLOBAL_FLAGS.iter().map(|f| f.long)))
 }
 
 fn usage(e: impl std::fmt::Display) -> Failure {
@@ -319,9 +541,13 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         pve_user: p.opt_value_from_str("--pve-user").map_err(usage)?,
         pve_auth: p.opt_value_from_str("--pve-auth").map_err(usage)?,
         ca_file: p.opt_value_from_str("--ca-file").map_err(usage)?,
+        color: p
+            .opt_value_from_fn("--color", parse_color)
+            .map_err(usage)?
+            .unwrap_or_default(),
     };
     if let Some(level) = &g.log_level
-        && !["debug", "info", "warn", "error"].contains(&level.as_str())
+        && !LOG_LEVELS.contains(&level.as_str())
     {
         return Err(usage(with_hint(
             format!("invalid --log-level {level:?}: use debug, info, warn or error"),
@@ -380,6 +606,8 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         "run" => (Command::Run, tail),
         "adopt" => (Command::Adopt, tail),
         "record" => (Command::Record, tail),
+        "completions" => (Command::Completions, tail),
+        "man" => (Command::Man, tail),
         "secrets" => match tail.split_first() {
             Some((sub, t)) if sub == "check" => (Command::SecretsCheck, t),
             _ => return Err(usage("unknown command: use `proxops secrets check FILE`")),
@@ -396,9 +624,8 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
             )));
         }
         other => {
-            let hint =
-                suggest::nearest_or_habit(other, COMMAND_NAMES.iter().copied(), COMMAND_HABITS)
-                    .map(|c| format!("did you mean {c:?}?"));
+            let hint = suggest::nearest_or_habit(other, command_words(), COMMAND_HABITS)
+                .map(|c| format!("did you mean {c:?}?"));
             return Err(usage(with_hint(format!("unknown command {other:?}"), hint)));
         }
     };
@@ -442,6 +669,13 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
             return Err(usage(
                 "usage: proxops explain <kind>[.<field path>], e.g. vm.spec.memory",
             ));
+        }
+        (Command::Completions, [shell]) => a.shell = Some(Shell::parse(shell).map_err(usage)?),
+        (Command::Completions, _) => {
+            return Err(usage(format!(
+                "usage: proxops completions {}",
+                Shell::NAMES.join("|")
+            )));
         }
         (_, []) => {}
         (c, [extra, ..]) => {
@@ -504,6 +738,8 @@ fn command_by_name(name: &str) -> Option<Command> {
         "secrets" => Command::SecretsCheck,
         "schema" => Command::Schema,
         "explain" => Command::Explain,
+        "completions" => Command::Completions,
+        "man" => Command::Man,
         _ => return None,
     })
 }
@@ -559,6 +795,100 @@ mod tests {
         assert!(
             f.message
                 .contains("record takes --out PATH and the global flags")
+        );
+    }
+
+    /// `parse` reads global flags by name; the table `--help`, the man page
+    /// and the completions show must name the same flags.
+    #[test]
+    fn every_flag_parse_reads_is_in_a_table() {
+        let source = include_str!("args.rs");
+        let code = &source[..source.find("#[cfg(test)]").unwrap_or(source.len())];
+        let mut missing = Vec::new();
+        for quoted in code.split('"').skip(1).step_by(2) {
+            let is_flag = quoted.len() > 2
+                && quoted.starts_with("--")
+                && quoted[2..]
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c == '-');
+            let known = GLOBAL_FLAGS.iter().any(|f| f.long == quoted)
+                || COMMAND_FLAGS.iter().any(|f| f.long == quoted);
+            if is_flag && !known {
+                missing.push(quoted);
+            }
+        }
+        assert!(
+            missing.is_empty(),
+            "not in GLOBAL_FLAGS or COMMAND_FLAGS: {missing:?}"
+        );
+    }
+
+    #[test]
+    fn every_command_is_parsed_by_its_name() {
+        for c in Command::ALL {
+            let mut args: Vec<&str> = c.name().split(' ').collect();
+            if c == Command::SecretsCheck {
+                args.push("f.yaml");
+            }
+            if c == Command::Completions {
+                args.push("bash");
+            }
+            if c == Command::Explain {
+                args.push("vm.spec.memory");
+            }
+            let Ok(Parsed::Run { command, .. }) = parse_args(&args) else {
+                panic!("{} is not parsed", c.name());
+            };
+            assert_eq!(command, c);
+            let mut help: Vec<&str> = c.name().split(' ').collect();
+            help.push("--help");
+            assert!(matches!(
+                parse_args(&help),
+                Ok(Parsed::Help(Some(h))) if h == c
+            ));
+        }
+    }
+
+    #[test]
+    fn completions_takes_one_known_shell() {
+        let Ok(Parsed::Run { args, .. }) = parse_args(&["completions", "fish"]) else {
+            panic!("completions fish is refused");
+        };
+        assert_eq!(args.shell, Some(Shell::Fish));
+        for bad in [
+            &["completions"][..],
+            &["completions", "tcsh"],
+            &["completions", "bash", "zsh"],
+        ] {
+            let Err(f) = parse_args(bad) else {
+                panic!("{bad:?} is accepted");
+            };
+            assert_eq!(f.exit, Exit::Input, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn color_is_a_global_flag_of_three_values() {
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["--color", "always", "diff"]) else {
+            panic!("--color always is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Always);
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["status", "--color=never"]) else {
+            panic!("--color=never after the command is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Never);
+        let Ok(Parsed::Run { global, .. }) = parse_args(&["diff"]) else {
+            panic!("diff is refused");
+        };
+        assert_eq!(global.color, ColorChoice::Auto);
+        let Err(f) = parse_args(&["--color", "sometimes", "diff"]) else {
+            panic!("--color sometimes is accepted");
+        };
+        assert_eq!(f.exit, Exit::Input);
+        assert!(
+            f.message.contains("use auto, always or never"),
+            "{}",
+            f.message
         );
     }
 

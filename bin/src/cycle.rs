@@ -12,9 +12,10 @@
 //! reaches the runner, and reads through a transport that refuses every
 //! write: an observing process cannot write to PVE.
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{AuthMethod, Config};
@@ -110,16 +111,29 @@ pub struct Prepared<'w> {
 pub struct Unready {
     pub cause: AbortCause,
     pub reason: String,
+    /// The input problems behind an invalid-input refusal, which the plan
+    /// carries for a pull-request comment to show.
+    pub diagnostics: Vec<Diagnostic>,
 }
 
 impl Unready {
     fn new(cause: AbortCause, reason: String) -> Unready {
-        Unready { cause, reason }
+        Unready {
+            cause,
+            reason,
+            diagnostics: Vec::new(),
+        }
+    }
+
+    fn because_of(mut self, diagnostics: &[Diagnostic]) -> Unready {
+        self.diagnostics = diagnostics.to_vec();
+        self
     }
 
     /// The cluster's aborted plan.
     pub fn plan(&self, cluster: &ClusterName) -> Plan {
         Plan::aborted(cluster.clone(), self.cause, self.reason.clone())
+            .with_diagnostics(self.diagnostics.clone())
     }
 }
 
@@ -137,6 +151,8 @@ pub struct Ready<'w> {
     /// How its guests are powered off (`shutdown-timeout`,
     /// `force-stop-after-timeout`).
     pub power: PowerPolicy,
+    /// How many actions run at once, how many guests may be down at once.
+    pub limits: proxops_core::rollout::Limits,
     pub scope: ReadScope,
     pub transport: Box<dyn Transport>,
     pub secrets: CloudInitSecrets,
@@ -233,9 +249,15 @@ pub struct Session<'w> {
 /// process, so the write breaker and the ticket outlive a cycle. Keyed by
 /// cluster, endpoint, TLS settings and a digest of the credentials: a
 /// change of any of them builds a new transport.
+///
+/// Also what each cluster's PVE last said it is, so a cluster cycled on
+/// its own (the daemon runs clusters in parallel) is still told apart from
+/// the others. Shared between the daemon's cluster threads: each lock is
+/// held for a map look-up only, never across a request.
 #[derive(Default)]
 pub struct Transports {
-    live: std::collections::BTreeMap<String, Arc<LiveTransport>>,
+    live: Mutex<BTreeMap<String, Arc<LiveTransport>>>,
+    identities: Mutex<BTreeMap<ClusterName, PveIdentity>>,
 }
 
 /// The key of a cluster's transport. Secrets enter only through a SHA-256
@@ -278,7 +300,7 @@ pub fn prepare<'w>(
     ws: &'w Workspace,
     source: &Source,
 ) -> Result<Session<'w>, Failure> {
-    prepare_reusing(g, env, ws, source, &mut Transports::default())
+    prepare_reusing(g, env, ws, source, &Transports::default())
 }
 
 /// As [`prepare`], reusing (and remembering) live transports in `reuse`.
@@ -287,7 +309,7 @@ pub fn prepare_reusing<'w>(
     _env: &Env,
     ws: &'w Workspace,
     source: &Source,
-    reuse: &mut Transports,
+    reuse: &Transports,
 ) -> Result<Session<'w>, Failure> {
     let cfg = &ws.loaded.config;
     let sources = IdentitySources::from_process_env();
@@ -315,7 +337,7 @@ pub fn prepare_reusing<'w>(
                 };
                 clusters.push(Prepared {
                     name: name.clone(),
-                    ready: Err(Unready::new(cause, reason)),
+                    ready: Err(Unready::new(cause, reason).because_of(diags)),
                 });
                 continue;
             }
@@ -329,6 +351,8 @@ pub fn prepare_reusing<'w>(
             allow_empty_prune: cc.allow_empty_prune,
             restart_policy: cc.restart_policy,
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
+            host: crate::host::identity(cfg),
+            disruption: cc.limits.disruption.clone(),
         };
         if cc.force_stop_after_timeout {
             crate::log::event(
@@ -430,11 +454,12 @@ pub fn prepare_reusing<'w>(
                     cc.insecure,
                     &c,
                 );
-                if let Some(shared) = reuse.live.get(&key) {
+                let kept = reuse.live.lock().ok().and_then(|m| m.get(&key).cloned());
+                if let Some(shared) = kept {
                     break 'live (
-                        Box::new(SharedLive(Arc::clone(shared))) as Box<dyn Transport>,
+                        Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
                         c.cloud_init,
-                        Some(Arc::clone(shared)),
+                        Some(shared),
                     );
                 }
                 if tls.is_insecure() {
@@ -456,10 +481,10 @@ pub fn prepare_reusing<'w>(
                     })?
                     .with_request_log(log_request);
                 let shared = Arc::new(transport);
-                reuse
-                    .live
-                    .retain(|k, _| !k.starts_with(&format!("{name}|")));
-                reuse.live.insert(key, Arc::clone(&shared));
+                if let Ok(mut live) = reuse.live.lock() {
+                    live.retain(|k, _| !k.starts_with(&format!("{name}|")));
+                    live.insert(key, Arc::clone(&shared));
+                }
                 (
                     Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
                     c.cloud_init,
@@ -481,6 +506,7 @@ pub fn prepare_reusing<'w>(
                 base_url: cc.base_url.clone(),
                 policy,
                 power: cc.power(),
+                limits: cc.limits.clone(),
                 scope,
                 transport,
                 secrets,
@@ -489,7 +515,7 @@ pub fn prepare_reusing<'w>(
         });
     }
     if matches!(source, Source::Live) {
-        confirm_distinct_pves(&mut clusters, cfg);
+        confirm_distinct_pves(&mut clusters, cfg, &reuse.identities);
     }
     Ok(Session { clusters, invalid })
 }
@@ -520,16 +546,16 @@ fn cloud_init_unreadable(
         "cloud-init secrets unreadable, the cluster does nothing this cycle: {}",
         failure.message
     );
-    invalid.push(
-        Diagnostic::file(&cc.declared_in, message.clone())
-            .with_field(format!("pve.clusters.{}.secrets-file", name.as_str())),
-    );
+    let diagnostic = Diagnostic::file(&cc.declared_in, message.clone())
+        .with_field(format!("pve.clusters.{}.secrets-file", name.as_str()));
+    invalid.push(diagnostic.clone());
     Ok(Prepared {
         name: name.clone(),
         ready: Err(Unready::new(
             AbortCause::InvalidInput,
             format!("invalid input: {message}; nothing read or written"),
-        )),
+        )
+        .because_of(&[diagnostic])),
     })
 }
 
@@ -555,8 +581,9 @@ fn unresolved_secrets(
             .collect::<Vec<_>>()
             .join("; ")
     );
+    let unready = Unready::new(AbortCause::InvalidInput, reason).because_of(&missing);
     invalid.extend(missing);
-    Some(Unready::new(AbortCause::InvalidInput, reason))
+    Some(unready)
 }
 
 /// Two clusters whose `base-url`s lead to one PVE in a way no comparison of
@@ -567,11 +594,30 @@ fn unresolved_secrets(
 /// before its first inventory read and any write. A cluster whose answer
 /// does not say is refused too (fail closed); the others go on. With one
 /// cluster there is nothing to tell apart and nothing is read.
-fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
+///
+/// `known` holds what the other configured clusters' PVEs said when last
+/// asked: a session of one cluster (the daemon cycles each cluster on its
+/// own) is compared with them too, and its answer is kept for them.
+fn confirm_distinct_pves(
+    clusters: &mut [Prepared<'_>],
+    cfg: &Config,
+    known: &Mutex<BTreeMap<ClusterName, PveIdentity>>,
+) {
     let ready: Vec<usize> = (0..clusters.len())
         .filter(|&i| clusters[i].ready.is_ok())
         .collect();
-    if ready.len() < 2 {
+    let elsewhere: Vec<(ClusterName, PveIdentity)> = known
+        .lock()
+        .map(|m| {
+            m.iter()
+                .filter(|(n, _)| {
+                    cfg.clusters.contains_key(*n) && !clusters.iter().any(|p| &p.name == *n)
+                })
+                .map(|(n, id)| (n.clone(), id.clone()))
+                .collect()
+        })
+        .unwrap_or_default();
+    if ready.is_empty() || ready.len() + elsewhere.len() < 2 {
         return;
     }
     let mut identities: Vec<(usize, PveIdentity)> = Vec::new();
@@ -589,31 +635,39 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config) {
             }
         }
     }
-    let describe = |i: usize| {
-        let name = &clusters[i].name;
-        match cfg.clusters.get(name) {
-            Some(cc) => format!(
-                "{:?} (base-url {:?} in {})",
-                name.as_str(),
-                cc.base_url,
-                cc.declared_in
-            ),
-            None => format!("{:?}", name.as_str()),
+    if let Ok(mut m) = known.lock() {
+        for (i, id) in &identities {
+            m.insert(clusters[*i].name.clone(), id.clone());
         }
+    }
+    let describe = |name: &ClusterName| match cfg.clusters.get(name) {
+        Some(cc) => format!(
+            "{:?} (base-url {:?} in {})",
+            name.as_str(),
+            cc.base_url,
+            cc.declared_in
+        ),
+        None => format!("{:?}", name.as_str()),
     };
     let mut refused = Vec::new();
     for (a, id) in &identities {
         let others: Vec<String> = identities
             .iter()
             .filter(|(b, other)| b != a && id.same_pve(other))
-            .map(|(b, _)| describe(*b))
+            .map(|(b, _)| describe(&clusters[*b].name))
+            .chain(
+                elsewhere
+                    .iter()
+                    .filter(|(_, other)| id.same_pve(other))
+                    .map(|(n, _)| describe(n)),
+            )
             .collect();
         if !others.is_empty() {
             refused.push((
                 *a,
                 format!(
                     "cluster {} leads to {id}, the same PVE as cluster {}: two cluster configs must never manage one PVE (each would prune the other's guests); no inventory read, no write",
-                    describe(*a),
+                    describe(&clusters[*a].name),
                     others.join(", ")
                 ),
             ));
@@ -810,6 +864,7 @@ pub fn execute_plan(
         task_timeout: opts.task_timeout,
         power: ready.power,
         desired: Some(ready.desired),
+        limits: ready.limits.clone(),
         now: &now,
         stop: opts.stop,
         on_result: opts.on_result,

@@ -1,10 +1,16 @@
 //! `proxops diff`: plan every selected cluster and print the plan;
 //! `--out FILE` also saves it for `apply --plan` ([`crate::saved`]).
+//!
+//! The text plan always lists each action's field changes; `--diff`, which
+//! once added them, is still accepted and changes nothing. It is coloured
+//! as [`palette`] decides.
+
+use std::io::IsTerminal;
 
 use proxops_core::plan::Plan;
-use proxops_core::render;
+use proxops_core::render::{self, Palette};
 
-use crate::args::{CommandArgs, GlobalArgs, Output};
+use crate::args::{ColorChoice, CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
 use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
@@ -13,11 +19,6 @@ use crate::out;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let output = a.output.unwrap_or(Output::Text);
-    if a.diff && output != Output::Text {
-        return Err(Failure::input(
-            "--diff adds field changes to the text plan; json and markdown always show them",
-        ));
-    }
     let ws = context::load_workspace(g, env)?;
     context::print_warnings(&ws.loaded);
     let source = match &a.replay {
@@ -39,8 +40,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         );
     }
     let text = match output {
-        Output::Text if a.diff => render::text_with_changes(&plans),
-        Output::Text => render::text(&plans),
+        Output::Text => render::text_styled(&plans, palette(g, std::io::stdout().is_terminal())),
         Output::Json => render::json_with_warnings(&plans, &ws.loaded.warnings),
         Output::Markdown => render::markdown(&plans),
     };
@@ -59,4 +59,35 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         exit = exit.worst(Exit::Changes);
     }
     Ok(exit)
+}
+
+/// The colours of a text plan written to a stream that is (or is not) a
+/// terminal: `--color always` and `never` decide; `auto` colours a
+/// terminal unless `NO_COLOR` is set to anything but the empty string.
+pub(crate) fn palette(g: &GlobalArgs, terminal: bool) -> Palette {
+    let no_color = std::env::var_os("NO_COLOR").is_some_and(|v| !v.is_empty());
+    Palette::new(colour(g.color, terminal, no_color))
+}
+
+fn colour(choice: ColorChoice, terminal: bool, no_color: bool) -> bool {
+    match choice {
+        ColorChoice::Always => true,
+        ColorChoice::Never => false,
+        ColorChoice::Auto => terminal && !no_color,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn auto_colours_a_terminal_without_no_color_and_the_flag_wins() {
+        use ColorChoice::*;
+        assert!(colour(Auto, true, false));
+        assert!(!colour(Auto, false, false));
+        assert!(!colour(Auto, true, true));
+        assert!(colour(Always, false, true));
+        assert!(!colour(Never, true, false));
+    }
 }

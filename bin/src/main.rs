@@ -5,6 +5,7 @@
 mod adopt;
 mod apply;
 mod args;
+mod completions;
 mod confined;
 mod context;
 mod creds;
@@ -13,8 +14,10 @@ mod diff;
 mod exit;
 mod gitsource;
 mod help;
+mod host;
 mod lock;
 mod log;
+mod manpage;
 mod out;
 mod record;
 mod run;
@@ -37,14 +40,14 @@ use exit::{Exit, Failure};
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
     let result = match args::parse(raw) {
-        Ok(Parsed::Help(None)) => out::print(help::MAIN).map(|()| Exit::Ok),
-        Ok(Parsed::Help(Some(c))) => out::print(help::command(c)).map(|()| Exit::Ok),
+        Ok(Parsed::Help(None)) => out::print(&help::main()).map(|()| Exit::Ok),
+        Ok(Parsed::Help(Some(c))) => out::print(&help::command(c)).map(|()| Exit::Ok),
         Ok(Parsed::Version) => {
             out::print_line(&format!("proxops {}", env!("CARGO_PKG_VERSION"))).map(|()| Exit::Ok)
         }
         Ok(Parsed::Usage) => {
             // No command: a usage error, so the help goes to stderr.
-            out::eprint(help::MAIN);
+            out::eprint(&help::main());
             out::eprint("error: no command given (see proxops --help)\n");
             Ok(Exit::Input)
         }
@@ -88,5 +91,7 @@ fn dispatch(
         Command::Adopt => adopt::run(global, args, &env),
         Command::Schema => schema::print(args.topic.as_deref()),
         Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
+        Command::Completions => completions::run(args.shell),
+        Command::Man => manpage::run(),
     }
 }

@@ -70,14 +70,17 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // first fetch that fails is not a start-up failure: the daemon serves
     // and counts `not_ready` cycles until the remote answers (§22.6).
     let mut desired = DesiredSource::open(g, env)?;
-    let (listen, poll, mut known_clusters, first) = match desired.next_cycle(g, env) {
+    let transports = Arc::new(Transports::default());
+    let (listen, poll, parallel, mut known_clusters, first) = match desired.next_cycle(g, env) {
         Ok(ws) => {
             // Credentials and TLS trust must be usable at start-up (exit 2
-            // if not).
-            cycle::prepare(g, env, &ws, &Source::Live)?;
+            // if not). Each PVE says which it is here, before the clusters
+            // go their own ways.
+            cycle::prepare_reusing(g, env, &ws, &Source::Live, &transports)?;
             (
                 ws.loaded.config.listen.clone(),
                 ws.loaded.config.poll_interval.as_std(),
+                ws.loaded.config.parallel_clusters,
                 cluster_names(g, &ws),
                 Ok(ws),
             )
@@ -92,7 +95,13 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 .map(|k| k.as_str().to_owned())
                 .filter(|n| context::selected(g, n))
                 .collect();
-            (cfg.listen, cfg.poll_interval.as_std(), names, Err(f))
+            (
+                cfg.listen,
+                cfg.poll_interval.as_std(),
+                cfg.parallel_clusters,
+                names,
+                Err(f),
+            )
         }
         Err(f) => return Err(f),
     };
@@ -136,40 +145,96 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         );
     }
 
-    let mut transports = Transports::default();
-    let mut counted = Counted::default();
+    let shared = Shared {
+        g: g.clone(),
+        env: env.clone(),
+        mode,
+        stop: Arc::clone(&stop),
+        store: Arc::clone(&store),
+        transports,
+        counted: Arc::new(Mutex::new(Counted::default())),
+    };
+    let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
     let mut first = Some(first);
     while !stop.load(Ordering::SeqCst) {
-        let tick = Instant::now();
-        let loaded = match first.take() {
-            Some(loaded) => loaded,
-            None => desired.next_cycle(g, env),
-        };
-        let report = match loaded {
-            Ok(ws) => {
-                known_clusters = cluster_names(g, &ws);
-                one_cycle(
-                    g,
-                    env,
-                    &ws,
-                    mode,
-                    &stop,
-                    &store,
-                    &mut transports,
-                    &mut counted,
-                )
-            }
-            Err(f) => unloadable(&known_clusters, &f, &stop),
-        };
-        match store.lock() {
-            Ok(mut s) => s.record_cycle(report),
-            Err(_) => log::event(
-                Level::Error,
-                "status store unavailable; cycle not recorded",
-                &[],
-            ),
+        for lane in lanes.values_mut() {
+            lane.reap();
         }
-        pause(&stop, poll.saturating_sub(tick.elapsed()));
+        let now = Instant::now();
+        let busy = lanes.values().filter(|l| l.cycle.is_some()).count();
+        // A configuration that names no cluster still loads every poll
+        // interval, under the name its aborted cycles report.
+        let wanted = if known_clusters.is_empty() {
+            vec!["default".to_owned()]
+        } else {
+            known_clusters.clone()
+        };
+        let is_due = |name: &String, lanes: &BTreeMap<String, Lane>| {
+            lanes.get(name).is_none_or(|l| l.is_due(now))
+        };
+        if busy < parallel && wanted.iter().any(|n| is_due(n, &lanes)) {
+            let loaded = match first.take() {
+                Some(loaded) => loaded,
+                None => desired.next_cycle(g, env),
+            };
+            match loaded {
+                Ok(ws) => {
+                    known_clusters = cluster_names(g, &ws);
+                    if let Ok(mut s) = store.lock() {
+                        s.retain_clusters(&known_clusters);
+                    }
+                    let ws = Arc::new(ws);
+                    let names = if known_clusters.is_empty() {
+                        vec!["default".to_owned()]
+                    } else {
+                        known_clusters.clone()
+                    };
+                    let due: Vec<String> = names
+                        .into_iter()
+                        .filter(|n| is_due(n, &lanes))
+                        .take(parallel - busy)
+                        .collect();
+                    for name in due {
+                        let cycle = shared.spawn(&name, Arc::clone(&ws));
+                        lanes.insert(
+                            name,
+                            Lane {
+                                cycle: Some(cycle),
+                                next: now + poll,
+                            },
+                        );
+                    }
+                }
+                Err(f) => {
+                    let due: Vec<String> =
+                        wanted.into_iter().filter(|n| is_due(n, &lanes)).collect();
+                    record(&store, unloadable(&due, &f, &stop));
+                    for name in due {
+                        lanes
+                            .entry(name)
+                            .or_insert(Lane {
+                                cycle: None,
+                                next: now,
+                            })
+                            .next = now + poll;
+                    }
+                }
+            }
+        }
+        // A cluster gone from the configuration keeps no schedule.
+        let scheduled = if known_clusters.is_empty() {
+            vec!["default".to_owned()]
+        } else {
+            known_clusters.clone()
+        };
+        lanes.retain(|name, lane| lane.cycle.is_some() || scheduled.contains(name));
+        pause(&stop, STOP_CHECK);
+    }
+    // Stopping: no cluster starts a cycle any more; the ones in flight
+    // finish the action they are in (the runner sees the stop flag) and
+    // are recorded.
+    for lane in lanes.values_mut() {
+        lane.wait();
     }
     if let Some(reason) = server.failure() {
         // Nothing answers /healthz any more: reconciling on unwatched would
@@ -261,6 +326,83 @@ fn cluster_names(g: &GlobalArgs, ws: &Workspace) -> Vec<String> {
         .collect()
 }
 
+/// What every cluster's cycle thread shares with the loop.
+struct Shared {
+    g: GlobalArgs,
+    env: Env,
+    mode: RunMode,
+    stop: Arc<AtomicBool>,
+    store: Arc<Mutex<StatusStore>>,
+    transports: Arc<Transports>,
+    counted: Arc<Mutex<Counted>>,
+}
+
+impl Shared {
+    /// Starts one cycle of cluster `name` over `ws` on a thread of its own;
+    /// it records its report in the status store when done.
+    fn spawn(&self, name: &str, ws: Arc<Workspace>) -> std::thread::JoinHandle<()> {
+        let mut g = self.g.clone();
+        g.clusters = vec![name.to_owned()];
+        let env = self.env.clone();
+        let mode = self.mode;
+        let stop = Arc::clone(&self.stop);
+        let store = Arc::clone(&self.store);
+        let transports = Arc::clone(&self.transports);
+        let counted = Arc::clone(&self.counted);
+        std::thread::spawn(move || {
+            let report = one_cycle(&g, &env, &ws, mode, &stop, &store, &transports, &counted);
+            record(&store, report);
+        })
+    }
+}
+
+/// Puts a cycle's report in the status store.
+fn record(store: &Mutex<StatusStore>, report: CycleReport) {
+    match store.lock() {
+        Ok(mut s) => s.record_cycle(report),
+        Err(_) => log::event(
+            Level::Error,
+            "status store unavailable; cycle not recorded",
+            &[],
+        ),
+    }
+}
+
+/// One cluster's schedule: its cycle in flight, and when the next is due
+/// (a poll interval after the last one started, as one cluster alone).
+/// Clusters run side by side (`daemon.parallel-clusters` at a time), so a
+/// slow or hung PVE holds back its own cycles only.
+struct Lane {
+    cycle: Option<std::thread::JoinHandle<()>>,
+    next: Instant,
+}
+
+impl Lane {
+    fn is_due(&self, now: Instant) -> bool {
+        self.cycle.is_none() && self.next <= now
+    }
+
+    /// Forgets a finished cycle.
+    fn reap(&mut self) {
+        if self.cycle.as_ref().is_some_and(|c| c.is_finished()) {
+            self.wait();
+        }
+    }
+
+    /// Waits for the cycle in flight, if any.
+    fn wait(&mut self) {
+        if let Some(c) = self.cycle.take()
+            && c.join().is_err()
+        {
+            log::event(
+                Level::Error,
+                "a cluster's cycle ended in a panic (a bug); the cluster is tried again next poll interval",
+                &[],
+            );
+        }
+    }
+}
+
 /// One converge cycle (or, observing, one planning cycle) over a freshly
 /// loaded workspace.
 #[allow(clippy::too_many_arguments)] // one call site, each a distinct piece of the loop
@@ -271,8 +413,8 @@ fn one_cycle(
     mode: RunMode,
     stop: &AtomicBool,
     store: &Mutex<StatusStore>,
-    transports: &mut Transports,
-    counted: &mut Counted,
+    transports: &Transports,
+    counted: &Mutex<Counted>,
 ) -> CycleReport {
     let started_at = unix_now();
     let session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
@@ -363,7 +505,9 @@ fn one_cycle(
             .and_then(|r| r.live.as_ref());
         if let Some(live) = live {
             report.read_only = live.is_read_only();
-            requests.extend(counted.delta(report.name.as_str(), live));
+            if let Ok(mut counted) = counted.lock() {
+                requests.extend(counted.delta(report.name.as_str(), live));
+            }
         }
         clusters.push(report);
     }

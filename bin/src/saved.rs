@@ -14,6 +14,7 @@
 //! Must never: re-plan, run an action the file does not hold, write a
 //! secret into the file, or write to PVE after any check failed.
 
+use std::io::IsTerminal;
 use std::path::Path;
 use std::time::Instant;
 
@@ -200,6 +201,19 @@ pub fn apply(
             let lines: Vec<String> = moved.iter().map(ToString::to_string).collect();
             return Err(refused(lines.join("\n")));
         }
+        // Saved on another host, the plan may stop the guest this process
+        // runs in: all or nothing, so the whole plan is refused.
+        let mut guarded = plan.clone();
+        proxops_core::host::guard(&mut guarded, &live, &ready.policy.host);
+        if guarded.actions.len() != plan.actions.len() {
+            let lines: Vec<String> = guarded
+                .anomalies
+                .iter()
+                .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
+                .map(|an| format!("cluster {}: {}", c.cluster, an.message))
+                .collect();
+            return Err(refused(lines.join("\n")));
+        }
         saved::resolve_secrets(&c.cluster, &mut plan.actions, &ready.secrets)
             .map_err(|e| Failure::input(format!("apply --plan: {e}; nothing was written")))?;
         runs.push((ready, plan));
@@ -207,7 +221,8 @@ pub fn apply(
 
     if a.dry_run {
         let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
-        out::print(&proxops_core::render::text_with_changes(&plans))?;
+        let palette = crate::diff::palette(g, std::io::stdout().is_terminal());
+        out::print(&proxops_core::render::text_styled(&plans, palette))?;
         out::print(&format!(
             "the plan still matches commit {commit} and PVE; nothing written (dry run)\n"
         ))?;
@@ -215,7 +230,7 @@ pub fn apply(
     }
 
     let plans: Vec<Plan> = runs.iter().map(|(_, p)| p.clone()).collect();
-    apply::show_and_confirm(&plans, output, a.diff, ask)?;
+    apply::show_and_confirm(g, &plans, output, ask)?;
     // The locks were taken above, before the check read.
     let cycles = apply::execute_shown(&plans, &ws.loaded.config, |opts| {
         runs.into_iter()

@@ -87,13 +87,9 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
             let _ = writeln!(out, "aborted: {}", c.abort_reason);
             continue;
         }
-        let _ = writeln!(
-            out,
-            "  {:<16}{:<12}{:<28}{:<10}{:<12}DETAIL",
-            "STATE", "KIND", "NAME", "NODE", "ID"
-        );
         let mine: Vec<_> = store.objects().filter(|o| o.cluster == c.name).collect();
         let mut counts: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut rows: Vec<[String; COLUMNS]> = vec![HEADER.map(str::to_owned)];
         for o in &mine {
             let r = &o.report;
             // What stands between the object and convergence: its error,
@@ -103,18 +99,17 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
                 .as_deref()
                 .or_else(|| o.pending.first().map(|p| p.reason.as_str()))
                 .unwrap_or("");
-            let _ = writeln!(
-                out,
-                "  {:<16}{:<12}{:<28}{:<10}{:<12}{}",
-                r.state.as_str(),
-                r.kind,
-                r.name,
-                r.node,
-                r.id,
-                detail.split_whitespace().collect::<Vec<_>>().join(" ")
-            );
+            rows.push([
+                r.state.as_str().to_owned(),
+                r.kind.clone(),
+                r.name.clone(),
+                r.node.clone(),
+                r.id.clone(),
+                detail.split_whitespace().collect::<Vec<_>>().join(" "),
+            ]);
             *counts.entry(r.state.as_str()).or_default() += 1;
         }
+        aligned(&mut out, &rows);
         let summary: Vec<String> = counts.iter().map(|(s, n)| format!("{n} {s}")).collect();
         let _ = writeln!(
             out,
@@ -123,6 +118,13 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
             mine.len(),
             summary.join(", ")
         );
+        for me in &c.self_guests {
+            let _ = writeln!(
+                out,
+                "self: {} (vmid {} on node {}, matched by {}): ProxOps runs in this guest and never stops, restarts or prunes it",
+                me.name, me.vmid, me.node, me.matched
+            );
+        }
         let whole = plans
             .iter()
             .filter(|p| p.cluster.as_str() == c.name)
@@ -133,4 +135,66 @@ fn table(store: &StatusStore, plans: &[&Plan]) -> String {
         }
     }
     out
+}
+
+const COLUMNS: usize = 6;
+const HEADER: [&str; COLUMNS] = ["STATE", "KIND", "NAME", "NODE", "ID", "DETAIL"];
+
+/// The rows as columns as wide as their longest cell and two spaces
+/// apart, so a long name never runs into the next column; the last column
+/// is not padded.
+fn aligned(out: &mut String, rows: &[[String; COLUMNS]]) {
+    let mut widths = [0usize; COLUMNS];
+    for row in rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    for row in rows {
+        let mut line = String::from("  ");
+        for (i, cell) in row.iter().enumerate() {
+            if i + 1 < COLUMNS {
+                let _ = write!(line, "{cell:<w$}  ", w = widths[i]);
+            } else {
+                line.push_str(cell);
+            }
+        }
+        let _ = writeln!(out, "{}", line.trim_end());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    #[test]
+    fn columns_are_as_wide_as_their_longest_cell() {
+        let long = "a-very-long-guest-name-that-overflows-any-fixed-column";
+        let rows = [
+            HEADER.map(str::to_owned),
+            ["converged", "VM", long, "pve1", "101", ""].map(str::to_owned),
+            [
+                "drifted",
+                "LXC",
+                "dns",
+                "pve-node-02",
+                "20001",
+                "config drift",
+            ]
+            .map(str::to_owned),
+        ];
+        let mut out = String::new();
+        aligned(&mut out, &rows);
+        let lines: Vec<&str> = out.lines().collect();
+        // Every column starts at the same place on every line.
+        let node_at = lines[0].find("NODE").unwrap();
+        assert_eq!(lines[1].find("pve1"), Some(node_at));
+        assert_eq!(lines[2].find("pve-node-02"), Some(node_at));
+        assert_eq!(&lines[1][node_at - 2..node_at], "  ", "{out}");
+        let detail_at = lines[0].find("DETAIL").unwrap();
+        assert_eq!(lines[2].find("config drift"), Some(detail_at));
+        // No trailing blanks when the last cell is empty.
+        assert!(lines.iter().all(|l| !l.ends_with(' ')), "{out:?}");
+    }
 }

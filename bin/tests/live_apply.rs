@@ -222,13 +222,16 @@ fn dry_run_prints_the_plan_and_writes_nothing() {
         run.all()
     );
     assert!(writes(&pve).is_empty());
+    // Field changes are part of the plan; `--diff` is accepted and adds
+    // nothing.
+    assert!(
+        run.stdout.contains("      + memory (spec.memory)"),
+        "{}",
+        run.all()
+    );
     let with_changes = proxops(&pve, &repo, &["apply", "-n", "--diff"]);
     assert_eq!(with_changes.code, 0);
-    assert!(
-        with_changes.stdout.contains("memory: (absent) -> "),
-        "{}",
-        with_changes.all()
-    );
+    assert_eq!(with_changes.stdout, run.stdout);
     assert!(writes(&pve).is_empty());
 }
 

@@ -89,7 +89,7 @@ fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_ever
     );
     assert!(results < summary, "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[started].ends_with(" started"), "{text}");
+    assert!(lines[started].ends_with(" started (1 running)"), "{text}");
     assert!(lines[started].starts_with("home [1/1] "), "{text}");
     // Only one "still running" for a 14 s task.
     assert_eq!(text.matches("still running").count(), 1, "{text}");

@@ -89,11 +89,14 @@ fn wait_until_stopping(pve: &FakePve, first: &mut Child) {
 }
 
 fn deleted(pve: &FakePve) -> Vec<String> {
-    writes(pve)
+    // Prunes of one level run at once: sorted, not in the order sent.
+    let mut ids: Vec<String> = writes(pve)
         .into_iter()
         .filter(|(m, _)| m == "DELETE")
         .map(|(_, p)| p.rsplit('/').next().unwrap().to_owned())
-        .collect()
+        .collect();
+    ids.sort();
+    ids
 }
 
 #[test]

@@ -476,7 +476,10 @@ fn sigterm_lets_the_action_in_flight_finish_and_starts_no_other() {
     let created = proxops(&pve, &repo, &["apply", "--yes"]);
     assert_eq!(created.code, 0, "{}", created.all());
 
-    // Both VMs stopped behind ProxOps' back; a start now takes 2 s.
+    // Both VMs stopped behind ProxOps' back; a start now takes 2 s. Both
+    // are on pve1: one task per node there, so one start waits behind the
+    // other.
+    repo.set_reconcile("tasks-per-node", "1");
     pve.settings(json!({"time_scale": 0.1})).unwrap();
     for vmid in [150, 151] {
         pve.set_guest(vmid, json!({"status": "stopped", "start_secs": 20}))

@@ -37,12 +37,21 @@ fn save_plan(pve: &FakePve, repo: &Repo, dir: &Path) -> (PathBuf, Value) {
 
 /// The writes of a run as (method, path), in order.
 fn write_paths(pve: &FakePve) -> Vec<(String, String)> {
-    writes(pve)
+    // Independent actions run at once: sorted, not in the order sent.
+    let mut w = writes(pve);
+    w.sort();
+    w
 }
 
 /// `(op, kind, name)` of every action a run finished ok, from its progress
-/// lines on stderr.
+/// lines on stderr, sorted (independent actions run at once).
 fn performed(stderr: &str) -> Vec<(String, String, String)> {
+    let mut done = performed_in_order(stderr);
+    done.sort();
+    done
+}
+
+fn performed_in_order(stderr: &str) -> Vec<(String, String, String)> {
     // Progress lines: `<cluster> [i/n] <op> <Kind>/<name> on <node> id=…: ok in …`.
     stderr
         .lines()
@@ -83,7 +92,8 @@ fn apply_plan_performs_the_saved_actions_and_the_same_writes_as_a_plain_apply() 
     assert_eq!(doc["format"], "proxops-saved-plan");
     assert_eq!(doc["version"], 1);
     assert_eq!(doc["commit"].as_str().unwrap().len(), 40);
-    let expected = saved_actions(&doc);
+    let mut expected = saved_actions(&doc);
+    expected.sort();
     assert!(expected.len() > 5, "{doc:#}");
     // What the plan saw of every touched object: on an empty PVE, absence.
     let observed = doc["clusters"][0]["observed"].as_array().unwrap();

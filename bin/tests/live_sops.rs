@@ -18,13 +18,17 @@ use proxops_pve::fakepve::FakePve;
 
 const PASSWORD: &str = "Ci-Passw0rd-7f3a9c";
 
-/// An `apply --diff` of [`SopsRepo`] created the template, its image and
+/// An `apply` of [`SopsRepo`] created the template, its image and
 /// web-01, showed the password as `<secret>`, and sent PVE the password
 /// itself (fakepve masks it on read, as PVE does).
 fn web_created_with_the_password(pve: &FakePve, code: Option<i32>, text: &str) {
     assert_eq!(code, Some(0), "{text}");
     assert!(text.contains("3 ok, 0 failed"), "{text}");
-    assert!(text.contains("cipassword: (absent) -> <secret>"), "{text}");
+    assert!(
+        text.lines().any(|l| l.trim_start().starts_with("+ cipassword (spec.")
+            && l.ends_with("  <secret>")),
+        "{text}"
+    );
     let sent = pve.requests().unwrap();
     let config_write = sent
         .iter()

@@ -18,9 +18,13 @@ fn root() -> PathBuf {
 }
 
 fn generate(out: &Path, extra: &[&str]) {
+    generate_guests(out, 60, extra);
+}
+
+fn generate_guests(out: &Path, guests: u32, extra: &[&str]) {
     let o = Command::new("python3")
         .arg(root().join("tools/scale-fixture.py"))
-        .args(["--guests", "60", "--nodes", "3", "--out"])
+        .args(["--guests", &guests.to_string(), "--nodes", "3", "--out"])
         .arg(out)
         .args(extra)
         .output()
@@ -141,7 +145,68 @@ fn a_fixture_without_drift_plans_nothing() {
         dir.path(),
         &["--drift-percent", "0", "--missing", "0", "--orphans", "0"],
     );
-    assert_eq!(diff(dir.path(), "text"), "=== scale ===\nno drift\n");
+    assert_eq!(
+        diff(dir.path(), "text"),
+        "=== scale ===\nno drift\nscale: no changes\n\nPlan: no changes (1 cluster)\n"
+    );
+}
+
+#[test]
+fn the_markdown_of_2000_guests_fits_a_comment_with_its_totals() {
+    let dir = tempfile::tempdir().unwrap();
+    generate_guests(
+        dir.path(),
+        2000,
+        &[
+            "--drift-percent",
+            "40",
+            "--missing",
+            "300",
+            "--orphans",
+            "2",
+        ],
+    );
+    let expected: Value =
+        serde_json::from_slice(&std::fs::read(dir.path().join("expected.json")).unwrap()).unwrap();
+    let (create, update, prune) = (
+        strings(&expected["create"]).len(),
+        strings(&expected["update"]).len(),
+        strings(&expected["prune"]).len(),
+    );
+    assert_eq!((create, prune), (300, 2));
+    assert!(update > 500, "{update} updates: too few to need a cut");
+    // The plan holds nothing else the totals would count.
+    let plan: Value = serde_json::from_str(&diff(dir.path(), "json")).unwrap();
+    let cluster = &plan["clusters"][0];
+    assert_eq!(
+        cluster["actions"].as_array().unwrap().len(),
+        create + update + prune
+    );
+    for key in ["deferred", "anomalies"] {
+        assert_eq!(cluster[key].as_array().map(Vec::len), Some(0), "{key}");
+    }
+
+    let md = diff(dir.path(), "markdown");
+    let chars = md.chars().count();
+    assert!(chars < 60_000, "{chars} characters");
+    let totals =
+        format!("**Plan: {create} to create, {update} to update, {prune} to prune (1 cluster)**");
+    assert!(
+        md.lines().any(|l| l == totals),
+        "no {totals:?} in {}",
+        &md[..500]
+    );
+    assert!(md.contains("**Summary:** 300 create"), "{}", &md[..1000]);
+    // Cut, and saying so and where the rest is.
+    let note = md.lines().last().unwrap();
+    assert!(note.contains("Cut to fit a comment"), "{note}");
+    assert!(note.contains("proxops diff --output json"), "{note}");
+    // A table row is never cut in half.
+    assert!(
+        md.lines()
+            .filter(|l| l.starts_with('|'))
+            .all(|l| l.ends_with('|'))
+    );
 }
 
 #[test]

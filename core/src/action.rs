@@ -55,11 +55,39 @@ impl fmt::Display for Impact {
 /// One PVE key an action changes. `to: None` removes the key (`delete=`);
 /// `from: None` means the key is absent on PVE. Secret values are shown as
 /// `<secret>`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 pub struct Change {
     pub field: String,
     pub from: Option<String>,
     pub to: Option<String>,
+    /// The manifest field that asks for the key (`spec.memory`), when one
+    /// does; a reviewer reads the manifest, not PVE's key names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    /// What this change alone costs the running guest, after PVE's hotplug
+    /// rules: the changes whose impact is the action's are what set it.
+    /// `None` where the change has no impact of its own (a create).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub impact: Option<Impact>,
+}
+
+impl Change {
+    /// A change of `field` with no manifest path or impact of its own.
+    pub fn new(field: impl Into<String>, from: Option<String>, to: Option<String>) -> Change {
+        Change {
+            field: field.into(),
+            from,
+            to,
+            ..Change::default()
+        }
+    }
+
+    /// Whether this change is one that sets `action_impact`: a restart
+    /// (or a stop) that PVE cannot avoid for this very key.
+    pub fn sets_impact(&self, action_impact: Impact) -> bool {
+        matches!(action_impact, Impact::Reboot | Impact::StopStart)
+            && self.impact == Some(action_impact)
+    }
 }
 
 /// The text that stands for a secret value in every rendering.
@@ -183,11 +211,7 @@ impl Params {
     pub fn as_new_changes(&self) -> Vec<Change> {
         self.0
             .iter()
-            .map(|(k, v)| Change {
-                field: k.clone(),
-                from: None,
-                to: Some(v.shown().to_owned()),
-            })
+            .map(|(k, v)| Change::new(k.clone(), None, Some(v.shown().to_owned())))
             .collect()
     }
 

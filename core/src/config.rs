@@ -27,6 +27,14 @@ pub const DEFAULT_PRUNE_BUDGET: u32 = 3;
 /// only queue on that production node beside its web UI and other clients.
 pub const DEFAULT_READ_CONCURRENCY: usize = 4;
 
+/// Default `daemon.parallel-clusters`: clusters `proxops run` reads, plans
+/// and applies at the same time. Each has its own PVE, so they do not
+/// compete there; what they share is this host's CPU and the status store.
+/// 4 keeps one slow or hung cluster (a task waiting out `task-timeout`)
+/// from holding back the others' cycles, while a process with dozens of
+/// clusters does not open dozens of connections at once.
+pub const DEFAULT_PARALLEL_CLUSTERS: usize = 4;
+
 /// Default `reconcile.lock-wait`: long enough for a cron `apply` to wait
 /// out a daemon cycle that is only reading (a converged cycle of a few
 /// hundred guests), short enough that a run started by hand says at once
@@ -68,6 +76,30 @@ pub struct ConfigFile {
     pub listen: Option<String>,
     #[serde(default)]
     pub data_dir: Option<String>,
+    /// What identifies the host ProxOps runs on, for a host where it cannot
+    /// be read from `/sys` (it then replaces detection).
+    #[serde(default, rename = "self")]
+    pub host: Option<SelfSection>,
+    #[serde(default)]
+    pub daemon: Option<DaemonSection>,
+}
+
+/// `self:`: the MACs and SMBIOS UUID of the host ProxOps runs on.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct SelfSection {
+    #[serde(default)]
+    pub macs: Vec<String>,
+    #[serde(default)]
+    pub smbios_uuid: Option<String>,
+}
+
+/// `daemon:`: how `proxops run` schedules its clusters.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct DaemonSection {
+    #[serde(default)]
+    pub parallel_clusters: Option<i64>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -158,6 +190,25 @@ pub struct ClusterEntry {
     /// This cluster's `reconcile.purge-ha-and-replicated`.
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// Actions in flight on one node (`tasks-per-node`).
+    #[serde(default)]
+    pub tasks_per_node: Option<i64>,
+    /// Actions in flight in the cluster (`tasks-per-cluster`).
+    #[serde(default)]
+    pub tasks_per_cluster: Option<i64>,
+    /// Downloads in flight to one storage of a node (`downloads-per-storage`).
+    #[serde(default)]
+    pub downloads_per_storage: Option<i64>,
+    /// Guests made unavailable at once (`disruption-budget`).
+    #[serde(default)]
+    pub disruption_budget: Option<i64>,
+    /// Guests of one disruption group made unavailable at once, for a
+    /// group `disruption-groups` does not name.
+    #[serde(default)]
+    pub disruption_group_budget: Option<i64>,
+    /// Named disruption groups' budgets (`{db: 1}`).
+    #[serde(default)]
+    pub disruption_groups: BTreeMap<String, i64>,
     /// The cluster's datacenter `tag-style`: `case-sensitive` when PVE keeps
     /// the case of tags (PVE's default lower-cases them).
     #[serde(default)]
@@ -232,6 +283,25 @@ pub struct ReconcileSection {
     pub restart_policy: Option<String>,
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// Actions in flight on one node (`tasks-per-node`).
+    #[serde(default)]
+    pub tasks_per_node: Option<i64>,
+    /// Actions in flight in the cluster (`tasks-per-cluster`).
+    #[serde(default)]
+    pub tasks_per_cluster: Option<i64>,
+    /// Downloads in flight to one storage of a node (`downloads-per-storage`).
+    #[serde(default)]
+    pub downloads_per_storage: Option<i64>,
+    /// Guests made unavailable at once (`disruption-budget`).
+    #[serde(default)]
+    pub disruption_budget: Option<i64>,
+    /// Guests of one disruption group made unavailable at once, for a
+    /// group `disruption-groups` does not name.
+    #[serde(default)]
+    pub disruption_group_budget: Option<i64>,
+    /// Named disruption groups' budgets (`{db: 1}`).
+    #[serde(default)]
+    pub disruption_groups: BTreeMap<String, i64>,
 }
 
 /// Whether ProxOps restarts a guest whose changes PVE holds pending.
@@ -318,6 +388,11 @@ pub struct Config {
     pub retries: u32,
     pub listen: String,
     pub data_dir: String,
+    /// `self:`: the host's identity as configured; `None` = read it from
+    /// the host.
+    pub host: Option<crate::host::HostIdentity>,
+    /// `daemon.parallel-clusters`: clusters `run` cycles at the same time.
+    pub parallel_clusters: usize,
 }
 
 #[derive(Debug, Clone)]
@@ -355,6 +430,11 @@ pub struct ClusterConfig {
     /// time is stopped hard (`status/stop`, PVE's "pulling the plug"), a
     /// weakened safety rail named so a reviewer sees it.
     pub force_stop_after_timeout: bool,
+    /// How many of its actions run at once, and how many guests ProxOps
+    /// makes unavailable at once (`tasks-per-node`, `tasks-per-cluster`,
+    /// `downloads-per-storage`, `disruption-budget`, `disruption-groups`,
+    /// each over its `reconcile.` value).
+    pub limits: crate::rollout::Limits,
     /// The file that declared this cluster.
     pub declared_in: String,
 }
@@ -735,6 +815,11 @@ fn resolve(
     let pve = file.pve.unwrap_or_default();
     let git = file.git.unwrap_or_default();
     let rec = file.reconcile.unwrap_or_default();
+    let limits = resolve_limits(
+        &crate::rollout::Limits::default(),
+        &LimitKeys::of_reconcile(&rec),
+        &mut |field, msg| diags.push(err(&format!("reconcile.{field}"), msg)),
+    );
 
     let log_level = ov
         .log_level
@@ -923,6 +1008,37 @@ fn resolve(
         ));
     }
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    let host = file.host.and_then(|h| {
+        let mut bad = false;
+        for (i, m) in h.macs.iter().enumerate() {
+            if let Err(e) = crate::host::HostIdentity::new([m.as_str()], None) {
+                diags.push(err(&format!("self.macs[{i}]"), e.0));
+                bad = true;
+            }
+        }
+        if let Some(u) = &h.smbios_uuid
+            && let Err(e) = crate::host::HostIdentity::new(None, Some(u))
+        {
+            diags.push(err("self.smbios-uuid", e.0));
+            bad = true;
+        }
+        if bad {
+            return None;
+        }
+        crate::host::HostIdentity::new(h.macs.iter().map(String::as_str), h.smbios_uuid.as_deref())
+            .ok()
+    });
+    let parallel_clusters = match file.daemon.and_then(|d| d.parallel_clusters) {
+        Some(n) if (1..=64).contains(&n) => n as usize,
+        Some(n) => {
+            diags.push(err(
+                "daemon.parallel-clusters",
+                format!("parallel-clusters {n} must be 1-64"),
+            ));
+            DEFAULT_PARALLEL_CLUSTERS
+        }
+        None => DEFAULT_PARALLEL_CLUSTERS,
+    };
     let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
 
     if clusters.is_empty() && !any_cluster_local {
@@ -1050,6 +1166,11 @@ fn resolve(
             }),
             None => shutdown_timeout,
         };
+        let cluster_limits = resolve_limits(
+            &limits,
+            &LimitKeys::of_cluster(&entry),
+            &mut |field, msg| diags.push(cerr(field, msg)),
+        );
         if let Some(cname) = cname {
             resolved.insert(
                 cname.clone(),
@@ -1074,6 +1195,7 @@ fn resolve(
                     force_stop_after_timeout: entry
                         .force_stop_after_timeout
                         .unwrap_or(force_stop_after_timeout),
+                    limits: cluster_limits,
                     declared_in,
                 },
             );
@@ -1106,6 +1228,119 @@ fn resolve(
         retries,
         listen,
         data_dir,
+        host,
+        parallel_clusters,
+    }
+}
+
+// ------------------------------------------------------------ limits
+
+/// The limit keys of a `reconcile:` section or of one cluster's entry.
+struct LimitKeys<'a> {
+    tasks_per_node: Option<i64>,
+    tasks_per_cluster: Option<i64>,
+    downloads_per_storage: Option<i64>,
+    disruption_budget: Option<i64>,
+    disruption_group_budget: Option<i64>,
+    disruption_groups: &'a BTreeMap<String, i64>,
+}
+
+impl LimitKeys<'_> {
+    fn of_reconcile(r: &ReconcileSection) -> LimitKeys<'_> {
+        LimitKeys {
+            tasks_per_node: r.tasks_per_node,
+            tasks_per_cluster: r.tasks_per_cluster,
+            downloads_per_storage: r.downloads_per_storage,
+            disruption_budget: r.disruption_budget,
+            disruption_group_budget: r.disruption_group_budget,
+            disruption_groups: &r.disruption_groups,
+        }
+    }
+
+    fn of_cluster(c: &ClusterEntry) -> LimitKeys<'_> {
+        LimitKeys {
+            tasks_per_node: c.tasks_per_node,
+            tasks_per_cluster: c.tasks_per_cluster,
+            downloads_per_storage: c.downloads_per_storage,
+            disruption_budget: c.disruption_budget,
+            disruption_group_budget: c.disruption_group_budget,
+            disruption_groups: &c.disruption_groups,
+        }
+    }
+}
+
+/// The largest value any limit takes: more workers than this would only
+/// queue on pveproxy.
+const MAX_LIMIT: i64 = 64;
+
+/// `keys` over `base`; a value outside 1-64 (or a group name that is not
+/// a plain name) is reported through `bad(field, message)` and the base
+/// value kept.
+fn resolve_limits(
+    base: &crate::rollout::Limits,
+    keys: &LimitKeys<'_>,
+    bad: &mut dyn FnMut(&str, String),
+) -> crate::rollout::Limits {
+    let mut limits = crate::rollout::Limits {
+        per_node: limit("tasks-per-node", keys.tasks_per_node, base.per_node, bad),
+        per_cluster: limit(
+            "tasks-per-cluster",
+            keys.tasks_per_cluster,
+            base.per_cluster,
+            bad,
+        ),
+        downloads_per_storage: limit(
+            "downloads-per-storage",
+            keys.downloads_per_storage,
+            base.downloads_per_storage,
+            bad,
+        ),
+        disruption: crate::rollout::DisruptionBudget {
+            cluster: limit(
+                "disruption-budget",
+                keys.disruption_budget,
+                base.disruption.cluster,
+                bad,
+            ),
+            group_default: limit(
+                "disruption-group-budget",
+                keys.disruption_group_budget,
+                base.disruption.group_default,
+                bad,
+            ),
+            groups: base.disruption.groups.clone(),
+        },
+    };
+    for (name, n) in keys.disruption_groups {
+        let field = format!("disruption-groups.{name}");
+        let plain = !name.is_empty()
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !plain {
+            bad(
+                &field,
+                format!(
+                    "disruption group {name:?} must be a name of letters, digits, '-', '_' and '.'"
+                ),
+            );
+            continue;
+        }
+        let budget = limit(&field, Some(*n), 1, bad);
+        limits.disruption.groups.insert(name.clone(), budget);
+    }
+    limits
+}
+
+/// One limit: `value` when it is 1-64, else `base` and a diagnostic.
+fn limit(field: &str, value: Option<i64>, base: usize, bad: &mut dyn FnMut(&str, String)) -> usize {
+    match value {
+        None => base,
+        Some(n) if (1..=MAX_LIMIT).contains(&n) => n as usize,
+        Some(n) => {
+            bad(field, format!("{field} {n} must be 1-{MAX_LIMIT}"));
+            base
+        }
     }
 }
 

@@ -1,23 +1,29 @@
 //! The execution state machine, sans-IO in the manner of quinn-proto.
 //!
-//! Call order: `Execution::new(plan)`; then repeatedly `next()` to get the
-//! next runnable action, perform it, and hand its result to `record()`;
-//! `next()` returns `None` when nothing more may run. `stop()` (shutdown)
-//! lets the action in flight finish and starts no other. After a read-back
-//! the caller passes the re-planned plan to `finish()`, which decides each
-//! object's final state: `converged` only when PVE, read back, matches.
+//! Call order: `Execution::new(plan)` (one action at a time) or
+//! [`Execution::with_limits`]; then repeatedly `next()` to get a runnable
+//! action, hand it to a worker, and `next()` again until it returns `None`;
+//! each result goes to `record()`, in any order. `next()` hands out every
+//! action whose prerequisites have ended ([`crate::rollout::prerequisites`]),
+//! up to the limits (actions in flight per node and per cluster, downloads
+//! per storage, the disruption budget per cluster and per group).
+//! `stop()` (shutdown) lets the actions in flight finish and starts no
+//! other. After a read-back the caller passes the re-planned plan to
+//! `finish()`, which decides each object's final state: `converged` only
+//! when PVE, read back, matches.
 //!
-//! A failed prerequisite defers its dependants on the same node for this
-//! cycle; nothing is retried within a cycle and no state survives it.
-//! No clock inside: every timestamp is an argument.
+//! A failed prerequisite defers its dependants (and theirs) for this
+//! cycle; independent branches go on. Prunes start only after every other
+//! action has ended. Nothing is retried within a cycle and no state
+//! survives it. No clock inside: every timestamp is an argument.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde::Serialize;
 
 use crate::action::{Action, Op};
-use crate::names::{NodeName, Ref};
 use crate::plan::Plan;
+use crate::rollout::{self, Limits, Wait};
 
 /// Seconds since the Unix epoch, handed in by the caller.
 pub type Timestamp = u64;
@@ -88,99 +94,211 @@ pub enum ActionState {
     },
 }
 
-/// Drives one plan's actions in order.
+/// Drives one plan's actions, several at once within the limits.
 #[derive(Debug, Clone)]
 pub struct Execution {
     actions: Vec<Action>,
     states: Vec<ActionState>,
-    cursor: usize,
-    failed: BTreeSet<(Ref, NodeName)>,
+    /// Per action: the earlier actions it waits for.
+    prereqs: Vec<Vec<(usize, Wait)>>,
+    /// Per action: it makes a guest unavailable, and its disruption group.
+    disruptive: Vec<Option<Option<String>>>,
+    limits: Limits,
+    /// Every action before this one has ended or is in flight.
+    first_open: usize,
+    /// Non-prune actions not yet ended: prunes wait for none to be left.
+    others_open: usize,
     stopping: bool,
 }
 
 impl Execution {
+    /// One action at a time, as a caller without limits gets it.
     pub fn new(plan: &Plan) -> Execution {
+        Execution::with_limits(plan, &Limits::serial(), |_| None)
+    }
+
+    /// Actions run at once within `limits`; `group` names each action's
+    /// disruption group ([`crate::rollout::disruption_group`]).
+    pub fn with_limits(
+        plan: &Plan,
+        limits: &Limits,
+        group: impl Fn(&Action) -> Option<String>,
+    ) -> Execution {
         let actions = if plan.aborted {
             Vec::new()
         } else {
             plan.actions.clone()
         };
         let states = vec![ActionState::Pending; actions.len()];
+        let prereqs = rollout::prerequisites(&actions);
+        let disruptive = actions
+            .iter()
+            .map(|a| rollout::is_disruptive(a).then(|| group(a)))
+            .collect();
+        let others_open = actions.iter().filter(|a| a.op != Op::Prune).count();
+        let mut limits = limits.clone();
+        limits.per_node = limits.per_node.max(1);
+        limits.per_cluster = limits.per_cluster.max(1);
+        limits.downloads_per_storage = limits.downloads_per_storage.max(1);
+        limits.disruption.cluster = limits.disruption.cluster.max(1);
         Execution {
             actions,
             states,
-            cursor: 0,
-            failed: BTreeSet::new(),
+            prereqs,
+            disruptive,
+            limits,
+            first_open: 0,
+            others_open,
             stopping: false,
         }
     }
 
-    /// The next action to perform, with its index for `record`. Actions
-    /// whose prerequisites failed are marked deferred and passed over.
-    /// Returns `None` when done, when stopping, or while an action is in
-    /// flight (actions run one at a time: never two operations on one
-    /// cluster's guests at once).
+    /// The next action to start now, with its index for `record`: the
+    /// first in plan order whose prerequisites have ended and that fits
+    /// the limits. Actions whose prerequisites failed are marked deferred
+    /// and passed over. Returns `None` when stopping, when done, or when
+    /// nothing more may start until an action in flight ends.
     pub fn next(&mut self, now: Timestamp) -> Option<(usize, &Action)> {
-        if self.stopping
-            || self
-                .states
-                .iter()
-                .any(|s| matches!(s, ActionState::InProgress { .. }))
-        {
+        if self.stopping {
             return None;
         }
-        while self.cursor < self.actions.len() {
-            let i = self.cursor;
-            self.cursor += 1;
-            let a = &self.actions[i];
-            let blocked = a
-                .deps
-                .iter()
-                .find(|d| self.failed.contains(&((*d).clone(), a.node.clone())));
-            if let Some(dep) = blocked {
-                self.states[i] = ActionState::Deferred {
-                    reason: format!("deferred: prerequisite {dep} failed this cycle"),
-                };
-                if let Some(obj) = &a.object {
-                    self.failed.insert((obj.clone(), a.node.clone()));
-                }
+        while self
+            .states
+            .get(self.first_open)
+            .is_some_and(|s| !matches!(s, ActionState::Pending))
+        {
+            self.first_open += 1;
+        }
+        let mut found = None;
+        for i in self.first_open..self.actions.len() {
+            if self.states[i] != ActionState::Pending {
                 continue;
             }
-            self.states[i] = ActionState::InProgress { started: now };
-            return Some((i, &self.actions[i]));
+            match self.ready(i) {
+                Readiness::Blocked => continue,
+                Readiness::Deferred(reason) => {
+                    self.end_open(i);
+                    self.states[i] = ActionState::Deferred { reason };
+                    continue;
+                }
+                Readiness::Ready => {}
+            }
+            if self.fits(i) {
+                found = Some(i);
+                break;
+            }
         }
-        None
+        let i = found?;
+        self.states[i] = ActionState::InProgress { started: now };
+        Some((i, &self.actions[i]))
     }
 
-    /// Takes the result of the action `next()` handed out.
+    /// Takes the result of an action `next()` handed out, in any order.
     pub fn record(&mut self, index: usize, outcome: Outcome, now: Timestamp) {
-        let Some(state) = self.states.get_mut(index) else {
+        let Some(ActionState::InProgress { started }) = self.states.get(index).cloned() else {
             return;
         };
-        let started = match state {
-            ActionState::InProgress { started } => *started,
-            _ => now,
-        };
-        if outcome != Outcome::Succeeded
-            && let Some(a) = self.actions.get(index)
-            && let Some(obj) = &a.object
-        {
-            self.failed.insert((obj.clone(), a.node.clone()));
-        }
-        *state = ActionState::Done {
+        self.end_open(index);
+        self.states[index] = ActionState::Done {
             outcome,
             started,
             finished: now,
         };
     }
 
-    /// Shutdown: the action in flight may finish; nothing new starts and
+    /// Actions handed out and not yet recorded.
+    pub fn in_flight(&self) -> impl Iterator<Item = (usize, &Action)> {
+        self.states
+            .iter()
+            .enumerate()
+            .filter(|(_, s)| matches!(s, ActionState::InProgress { .. }))
+            .map(|(i, _)| (i, &self.actions[i]))
+    }
+
+    /// The limits this execution runs under.
+    pub fn limits(&self) -> &Limits {
+        &self.limits
+    }
+
+    /// Action `i` ends (done or deferred): a non-prune one no longer holds
+    /// the prunes back.
+    fn end_open(&mut self, i: usize) {
+        if self.actions[i].op != Op::Prune {
+            self.others_open = self.others_open.saturating_sub(1);
+        }
+    }
+
+    /// Whether action `i` (pending) may start as far as the actions it
+    /// waits for are concerned: only once all of them have ended, so that
+    /// even a deferral ends after the earlier actions on its guest.
+    fn ready(&self, i: usize) -> Readiness {
+        let a = &self.actions[i];
+        let mut failed = None;
+        for &(j, wait) in &self.prereqs[i] {
+            match (&self.states[j], wait) {
+                (ActionState::Pending | ActionState::InProgress { .. }, _) => {
+                    return Readiness::Blocked;
+                }
+                (
+                    ActionState::Done {
+                        outcome: Outcome::Succeeded,
+                        ..
+                    },
+                    _,
+                )
+                | (_, Wait::Order) => {}
+                (_, Wait::Dependency) => {
+                    failed = failed.or(Some(j));
+                }
+            }
+        }
+        if let Some(j) = failed {
+            let dep = self.actions[j]
+                .object
+                .as_ref()
+                .map_or_else(|| self.actions[j].name.clone(), ToString::to_string);
+            return Readiness::Deferred(format!("deferred: prerequisite {dep} failed this cycle"));
+        }
+        if a.op == Op::Prune && self.others_open > 0 {
+            return Readiness::Blocked;
+        }
+        Readiness::Ready
+    }
+
+    /// Whether action `i` fits the limits next to the actions in flight.
+    fn fits(&self, i: usize) -> bool {
+        let a = &self.actions[i];
+        let storage = rollout::download_storage(a);
+        let disruptive = self.disruptive[i].as_ref();
+        let (mut cluster, mut node, mut downloads, mut down, mut group) = (0, 0, 0, 0, 0);
+        for (j, b) in self.in_flight() {
+            cluster += 1;
+            node += usize::from(b.node == a.node);
+            downloads += usize::from(storage.is_some() && rollout::download_storage(b) == storage);
+            if let (Some(mine), Some(theirs)) = (disruptive, self.disruptive[j].as_ref()) {
+                down += 1;
+                group += usize::from(mine.is_some() && mine == theirs);
+            }
+        }
+        let l = &self.limits;
+        cluster < l.per_cluster
+            && node < l.per_node
+            && (storage.is_none() || downloads < l.downloads_per_storage)
+            && match disruptive {
+                None => true,
+                Some(None) => down < l.disruption.cluster,
+                Some(Some(g)) => down < l.disruption.cluster && group < l.disruption.of_group(g),
+            }
+    }
+
+    /// Shutdown: the actions in flight may finish; nothing new starts and
     /// what is left is deferred.
     pub fn stop(&mut self) {
         self.stopping = true;
-        for s in &mut self.states {
-            if *s == ActionState::Pending {
-                *s = ActionState::Deferred {
+        for i in 0..self.states.len() {
+            if self.states[i] == ActionState::Pending {
+                self.end_open(i);
+                self.states[i] = ActionState::Deferred {
                     reason: "deferred: shutting down".into(),
                 };
             }
@@ -331,6 +449,15 @@ impl Execution {
         }
         reports.into_values().collect()
     }
+}
+
+/// Whether a pending action may start, as far as its prerequisites say.
+enum Readiness {
+    Ready,
+    /// A prerequisite is still pending or in flight.
+    Blocked,
+    /// A dependency failed or was deferred: this action is deferred too.
+    Deferred(String),
 }
 
 /// One object's outcome this cycle.

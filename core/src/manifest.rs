@@ -37,6 +37,11 @@ pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
 /// guest may take, instead of the cluster's `shutdown-timeout`.
 pub const ANNOTATION_SHUTDOWN_TIMEOUT: &str = "proxops/shutdown-timeout";
 
+/// `proxops/disruption-group: db`: guests of one group are made
+/// unavailable (stopped, rebooted) at most the group's budget at a time
+/// (`disruption-groups`). Also read as a label of that name.
+pub const ANNOTATION_DISRUPTION_GROUP: &str = "proxops/disruption-group";
+
 /// `proxops/restart-policy: never|reboot`: this guest's restart policy,
 /// over the cluster's `restart-policy`.
 pub const ANNOTATION_RESTART_POLICY: &str = "proxops/restart-policy";
@@ -1244,11 +1249,22 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                 )),
                 Err(e) => errs.push(FieldError::new(path, e.0)),
             }
+        } else if k == ANNOTATION_DISRUPTION_GROUP {
+            let plain = !v.trim().is_empty()
+                && v.trim()
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+            if !plain {
+                errs.push(FieldError::new(
+                    path,
+                    format!("invalid value {v:?}: a disruption group is a name of letters, digits, '-', '_' and '.'"),
+                ));
+            }
         } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?} and {ANNOTATION_SHUTDOWN_TIMEOUT:?}"
+                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}"
                 ),
             ));
         }

@@ -19,11 +19,15 @@
 //! - tags are matched as PVE matches them, ignoring case;
 //! - a failed PVE read is never absence: nothing is created or pruned from it;
 //! - a change PVE would implement by re-creating a volume is an anomaly,
-//!   never a write.
+//!   never a write;
+//! - the guest ProxOps runs in (its MAC or SMBIOS UUID, [`crate::host`]) is
+//!   never stopped, restarted, marked a template or pruned: such a change is
+//!   an anomaly naming it, while a change PVE applies live is still written.
 
 use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Skipped};
+use crate::diag::Diagnostic;
 use crate::names::ClusterName;
 use crate::report::CycleResult;
 
@@ -46,6 +50,12 @@ pub struct Policy {
     /// `purge-ha-and-replicated`: a prune of an HA-managed or replicated
     /// guest is sent with `purge=1` instead of being an anomaly.
     pub purge_ha_and_replicated: bool,
+    /// What identifies the host ProxOps runs on: a live guest that shows
+    /// it is never stopped, restarted or deleted (see [`crate::host`]).
+    pub host: crate::host::HostIdentity,
+    /// The disruption budget the plan's rollout is told under (execution
+    /// applies it; the plan only says how the change will roll).
+    pub disruption: crate::rollout::DisruptionBudget,
 }
 
 impl Default for Policy {
@@ -56,6 +66,8 @@ impl Default for Policy {
             allow_empty_prune: false,
             restart_policy: crate::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
+            host: Default::default(),
+            disruption: Default::default(),
         }
     }
 }
@@ -161,6 +173,15 @@ pub struct Plan {
     /// Prunes held back by the budget or the empty-desired guard.
     pub deferred: Vec<Action>,
     pub anomalies: Vec<Anomaly>,
+    /// The live guests ProxOps runs in (matched by [`Policy::host`]).
+    pub self_guests: Vec<crate::host::SelfGuest>,
+    /// What made an aborted cluster's input invalid, one entry per problem
+    /// (file, line, field, message), sorted; empty otherwise. Like every
+    /// diagnostic, none holds a secret value.
+    pub diagnostics: Vec<Diagnostic>,
+    /// How the actions roll out: which may run at once, how many guests
+    /// are made unavailable at a time.
+    pub rollout: crate::rollout::Rollout,
 }
 
 impl Plan {
@@ -176,7 +197,18 @@ impl Plan {
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            self_guests: Vec::new(),
+            diagnostics: Vec::new(),
+            rollout: Default::default(),
         }
+    }
+
+    /// The plan with the input problems that aborted it, sorted.
+    pub fn with_diagnostics(mut self, mut diagnostics: Vec<Diagnostic>) -> Plan {
+        diagnostics.sort();
+        diagnostics.dedup();
+        self.diagnostics = diagnostics;
+        self
     }
 
     /// Nothing to do and nothing to report.

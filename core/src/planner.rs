@@ -139,6 +139,9 @@ pub fn plan(
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            self_guests: Vec::new(),
+            diagnostics: Vec::new(),
+            rollout: Default::default(),
         },
         downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
@@ -158,6 +161,7 @@ pub fn plan(
     }
     b.prunes(policy);
     let mut plan = b.plan;
+    crate::host::guard(&mut plan, live, &policy.host);
     sort_actions(&mut plan.actions);
     plan.deferred
         .sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
@@ -165,6 +169,11 @@ pub fn plan(
     plan.skipped.dedup();
     plan.anomalies.sort();
     plan.anomalies.dedup();
+    plan.rollout = crate::rollout::Rollout::of(
+        &plan.actions,
+        |a| crate::rollout::disruption_group(desired, a),
+        &policy.disruption,
+    );
     plan
 }
 
@@ -600,11 +609,7 @@ impl Builder<'_> {
                         } else {
                             Impact::Live
                         },
-                        changes: vec![Change {
-                            field: "template".into(),
-                            from: Some("0".into()),
-                            to: Some("1".into()),
-                        }],
+                        changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
                         reason: format!(
                             "{}: PVE guest is not a template yet; will mark it",
                             obj.r#ref
@@ -643,11 +648,7 @@ impl Builder<'_> {
                         node,
                         target: Target::Guest(vmid),
                         impact: Impact::Live,
-                        changes: vec![Change {
-                            field: "status".into(),
-                            from: Some(from.into()),
-                            to: Some(to.into()),
-                        }],
+                        changes: vec![Change::new("status", Some(from.into()), Some(to.into()))],
                         reason: format!("{}: power \"{from}\" -> \"{to}\"", obj.r#ref),
                         level: obj.level,
                         deps,
@@ -698,11 +699,7 @@ impl Builder<'_> {
         let mut changes: Vec<Change> = config
             .pending
             .iter()
-            .map(|(k, now)| Change {
-                field: k.clone(),
-                from: now.clone(),
-                to: config.get(k).map(str::to_owned),
-            })
+            .map(|(k, now)| Change::new(k.clone(), now.clone(), config.get(k).map(str::to_owned)))
             .collect();
         for c in &d.changes {
             if !changes.iter().any(|p| p.field == c.field) {
@@ -737,11 +734,11 @@ impl Builder<'_> {
     fn grow(&mut self, obj: &DesiredObject, live: &LiveGuest, grows: &[drift::DiskGrowth]) {
         for g in grows {
             self.plan.actions.push(Action {
-                changes: vec![Change {
-                    field: format!("{}.size", g.disk),
-                    from: Some(g.from.to_wire()),
-                    to: Some(g.to.to_wire()),
-                }],
+                changes: vec![Change::new(
+                    format!("{}.size", g.disk),
+                    Some(g.from.to_wire()),
+                    Some(g.to.to_wire()),
+                )],
                 reason: format!(
                     "{}: grow {} from {} to {}",
                     obj.r#ref,
@@ -853,9 +850,16 @@ impl Builder<'_> {
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
         let clone_of = obj.spec.vm().and_then(|v| v.clone.clone());
         let start_after = desired_power(&obj.spec) == Some(PowerState::Started);
+        let extra = obj
+            .spec
+            .vm()
+            .map(|v| &v.extra)
+            .or(obj.spec.lxc().map(|c| &c.extra));
+        let with_paths =
+            |changes| drift::with_create_paths(kind, extra.unwrap_or(&BTreeMap::new()), changes);
         let built = if clone_of.is_some() {
             drift::clone_params(obj, self.ctx).map(|(source, pve_name, config, delete)| {
-                let changes = config.as_new_changes();
+                let changes = with_paths(config.as_new_changes());
                 (
                     Op::Clone,
                     changes,
@@ -871,7 +875,7 @@ impl Builder<'_> {
             })
         } else {
             drift::create_params(obj, self.ctx).map(|params| {
-                let changes = params.as_new_changes();
+                let changes = with_paths(params.as_new_changes());
                 (
                     Op::Create,
                     changes,
@@ -1028,6 +1032,19 @@ impl Builder<'_> {
                     None,
                     why,
                 );
+                continue;
+            }
+            if let Some(matched) = policy.host.matches(g) {
+                // Refused before the budget: a prune that can never happen
+                // must not hold back the others.
+                let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
+                let me = crate::host::SelfGuest {
+                    node: g.node.clone(),
+                    vmid: g.vmid,
+                    name: display.clone(),
+                    matched,
+                };
+                self.plan.anomalies.push(crate::host::refusal(&a, &me));
                 continue;
             }
             if let Some(lock) = g.lock() {

@@ -232,6 +232,8 @@ pub struct ClusterReport {
     pub pve_read_at: Option<Timestamp>,
     /// Actions planned and not done this cycle, in plan order.
     pub pending: Vec<PendingAction>,
+    /// The guests ProxOps runs in, as the plan found them.
+    pub self_guests: Vec<crate::host::SelfGuest>,
 }
 
 impl ClusterReport {
@@ -260,6 +262,7 @@ impl ClusterReport {
             read_only: false,
             pve_read_at: None,
             pending: Vec::new(),
+            self_guests: Vec::new(),
         }
     }
 
@@ -379,6 +382,7 @@ impl ClusterReport {
             read_only: false,
             pve_read_at: Some(finished_at),
             pending,
+            self_guests: plan.self_guests.clone(),
         }
     }
 }
@@ -459,6 +463,9 @@ pub struct StatusStore {
     mode: RunMode,
     last_cycle: Option<CycleReport>,
     last_full_cycle_finished_at: Option<Timestamp>,
+    /// When each cluster's last complete cycle finished: with clusters on
+    /// schedules of their own, a full cycle is as old as the stalest one.
+    cluster_finished_at: BTreeMap<String, Timestamp>,
     /// Keyed `cluster|kind|name`.
     objects: BTreeMap<String, StoredObject>,
     cycles_total: BTreeMap<CycleResult, u64>,
@@ -481,6 +488,7 @@ impl StatusStore {
             mode: RunMode::Apply,
             last_cycle: None,
             last_full_cycle_finished_at: None,
+            cluster_finished_at: BTreeMap::new(),
             objects: BTreeMap::new(),
             cycles_total: BTreeMap::new(),
             actions_total: BTreeMap::new(),
@@ -574,9 +582,39 @@ impl StatusStore {
         self.duration_count += 1;
         self.duration_sum += duration;
         if cycle.complete {
-            self.last_full_cycle_finished_at = Some(cycle.finished_at);
+            for c in &cycle.clusters {
+                self.cluster_finished_at
+                    .insert(c.name.clone(), cycle.finished_at);
+            }
+            self.last_full_cycle_finished_at = Some(
+                self.cluster_finished_at
+                    .values()
+                    .copied()
+                    .min()
+                    .unwrap_or(cycle.finished_at),
+            );
+        }
+        // A cycle of some clusters only (the daemon cycles each cluster on
+        // its own schedule) keeps the others' last reports.
+        let mut cycle = cycle;
+        if let Some(previous) = self.last_cycle.take() {
+            for c in previous.clusters {
+                if !cycle.clusters.iter().any(|n| n.name == c.name) {
+                    cycle.clusters.push(c);
+                }
+            }
+            cycle.clusters.sort_by(|a, b| a.name.cmp(&b.name));
         }
         self.last_cycle = Some(cycle);
+    }
+
+    /// Forgets the last report of every cluster not in `names` (a cluster
+    /// removed from the configuration).
+    pub fn retain_clusters(&mut self, names: &[String]) {
+        if let Some(c) = &mut self.last_cycle {
+            c.clusters.retain(|r| names.contains(&r.name));
+        }
+        self.cluster_finished_at.retain(|n, _| names.contains(n));
     }
 
     /// Adds PVE request counts `(method, result, count)` as the transport
@@ -730,6 +768,10 @@ struct ClusterDoc<'a> {
     /// Planned actions not done, by action (every action named); `null`
     /// for an aborted cluster, whose pending work is unknown.
     pending_actions: Option<BTreeMap<&'static str, u64>>,
+    /// The guests ProxOps runs in (left out when none is known): never
+    /// stopped, restarted or pruned by it.
+    #[serde(rename = "self", skip_serializing_if = "<[_]>::is_empty")]
+    self_guests: &'a [crate::host::SelfGuest],
 }
 
 /// `/status`: the JSON document of spec §17.3, pretty-printed, ending in a
@@ -800,6 +842,7 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             desired_stale: c.desired_stale,
             read_only: c.read_only,
             pending_actions: (!c.aborted).then(|| pending_by_action(c)),
+            self_guests: &c.self_guests,
         })
         .collect();
     let doc = StatusDoc {

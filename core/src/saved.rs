@@ -330,6 +330,9 @@ impl SavedCluster {
             skipped: Vec::new(),
             deferred: Vec::new(),
             anomalies: Vec::new(),
+            self_guests: Vec::new(),
+            diagnostics: Vec::new(),
+            rollout: Default::default(),
         }
     }
 }

@@ -403,9 +403,16 @@ pub struct StepSettings {
 /// The first task status read comes this long after the task started
 /// (most tasks PVE runs for ProxOps end within it)…
 pub const FIRST_TASK_POLL: Duration = Duration::from_millis(100);
-/// …then the wait doubles up to this, so a 20-minute clone costs a few
-/// hundred reads, not thousands.
+/// …then the wait is a fifth of the time the task has run
+/// ([`TASK_POLL_SHARE`]), at least the first wait and at most this, so a
+/// task is seen ended within a fifth of its own duration (about 1.2× its
+/// time, measured in docs/performance.md) and a 20-minute clone costs a
+/// few hundred reads, not thousands.
 pub const MAX_TASK_POLL: Duration = Duration::from_secs(5);
+/// The next status read of a running task comes after its running time
+/// divided by this. Doubling (the wait before) found a task that ended
+/// just after a read up to twice its duration late.
+pub const TASK_POLL_SHARE: u32 = 5;
 /// PVE's shutdown task gives up at its own `timeout`; ProxOps follows it
 /// this much longer before calling it lost.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
@@ -734,7 +741,8 @@ impl Step {
                 watch.running = false;
             }
         }
-        watch.interval = (watch.interval * 2).min(MAX_TASK_POLL);
+        watch.interval = (now.saturating_duration_since(watch.started) / TASK_POLL_SHARE)
+            .clamp(FIRST_TASK_POLL, MAX_TASK_POLL);
         watch.next_read = now.after(watch.interval);
         self.phase = Phase::Task {
             watch,

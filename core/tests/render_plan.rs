@@ -14,16 +14,14 @@ use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, StorageId, Vmid};
 use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::render;
+use proxops_core::render::Palette;
+use proxops_core::rollout::{DisruptionBudget, Rollout};
 use proxops_core::secret::Secret;
 
 const SECRET_VALUE: &str = "hunter2-do-not-print";
 
 fn change(field: &str, from: Option<&str>, to: Option<&str>) -> Change {
-    Change {
-        field: field.into(),
-        from: from.map(Into::into),
-        to: to.map(Into::into),
-    }
+    Change::new(field, from.map(Into::into), to.map(Into::into))
 }
 
 /// An action on a guest. Renderings never read `work`, so every fixture
@@ -279,7 +277,7 @@ fn busy_plan() -> Plan {
         aborted: false,
         abort_reason: None,
         abort_cause: None,
-        actions,
+        actions: actions.clone(),
         skipped: vec![
             skipped(Kind::VM, "hand-made", "pve1", vmid(120), untagged()),
             skipped(
@@ -349,6 +347,9 @@ fn busy_plan() -> Plan {
                  probable bad push; suppresses prunes for LXC this cycle",
             ),
         ],
+        self_guests: Vec::new(),
+        diagnostics: Vec::new(),
+        rollout: Rollout::of(&actions, |_| None, &DisruptionBudget::default()),
     }
 }
 
@@ -362,6 +363,9 @@ fn empty_plan(cluster: &str) -> Plan {
         skipped: Vec::new(),
         deferred: Vec::new(),
         anomalies: Vec::new(),
+        self_guests: Vec::new(),
+        diagnostics: Vec::new(),
+        rollout: Default::default(),
     }
 }
 
@@ -381,7 +385,7 @@ fn plans() -> Vec<Plan> {
 fn all_renderings(plans: &[Plan]) -> [String; 4] {
     [
         render::text(plans),
-        render::text_with_changes(plans),
+        render::text_styled(plans, Palette::ANSI),
         render::json(plans),
         render::markdown(plans),
     ]
@@ -393,8 +397,66 @@ fn text_shows_each_cluster_with_sections_in_order() {
 }
 
 #[test]
-fn text_with_changes_lists_field_changes_under_each_action() {
-    insta::assert_snapshot!(render::text_with_changes(&plans()));
+fn text_lists_field_changes_with_their_manifest_path_and_what_forces_a_stop() {
+    let mut plan = empty_plan("lab");
+    let mut memory = change("memory", Some("2048"), Some("4096"));
+    memory.path = Some("spec.memory".into());
+    memory.impact = Some(Impact::StopStart);
+    let mut tags = change("tags", Some("proxops"), Some("proxops;web"));
+    tags.path = Some("spec.tags".into());
+    tags.impact = Some(Impact::Live);
+    let mut description = change("description", Some("old"), None);
+    description.path = Some("spec.pve-description".into());
+    description.impact = Some(Impact::Live);
+    let mut vga = change("vga", None, Some("std"));
+    vga.path = Some("vga".into());
+    vga.impact = Some(Impact::Reboot);
+    let mut update = guest(
+        Op::Update,
+        Kind::VM,
+        "web-01",
+        "pve1",
+        101,
+        Impact::StopStart,
+        "VM/web-01: config drift (stop-required)",
+    );
+    update.changes = vec![description, memory, tags, vga];
+    plan.actions.push(update);
+    let text = render::text(&[plan]);
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines[3..7],
+        [
+            "      - description (spec.pve-description)  old",
+            "      ~ memory (spec.memory)                2048 → 4096  ← stop-start",
+            "      ~ tags (spec.tags)                    proxops → proxops;web",
+            // A path that is the key itself is not repeated; a reboot-cost
+            // change does not set a stop-start action's impact.
+            "      + vga                                 std",
+        ],
+        "{text}"
+    );
+    assert_eq!(lines[7], "lab: 1 to update", "{text}");
+}
+
+#[test]
+fn colour_is_a_parameter_and_changes_no_word() {
+    let plans = plans();
+    let plain = render::text(&plans);
+    let coloured = render::text_styled(&plans, Palette::ANSI);
+    assert!(!plain.contains('\x1b'));
+    assert!(coloured.contains("\x1b[32mcreate"), "{coloured}");
+    assert!(coloured.contains("\x1b[31mprune"), "{coloured}");
+    let mut stripped = String::new();
+    let mut rest = coloured.as_str();
+    while let Some(i) = rest.find("\x1b[") {
+        stripped.push_str(&rest[..i]);
+        let tail = &rest[i + 2..];
+        rest = &tail[tail.find('m').unwrap() + 1..];
+    }
+    stripped.push_str(rest);
+    assert_eq!(stripped, plain);
+    assert_eq!(render::text_styled(&plans, Palette::PLAIN), plain);
 }
 
 #[test]
@@ -470,13 +532,16 @@ fn converged_cluster_with_untagged_guests_reads_no_drift_and_lists_them() {
 #[test]
 fn no_clusters_render_as_empty_text() {
     assert_eq!(render::text(&[]), "");
-    assert_eq!(render::text_with_changes(&[]), "");
+    assert_eq!(render::text_styled(&[], Palette::ANSI), "");
 }
 
 #[test]
 fn empty_plan_reads_no_drift() {
     let plans = [empty_plan("edge")];
-    assert_eq!(render::text(&plans), "=== edge ===\nno drift\n");
+    assert_eq!(
+        render::text(&plans),
+        "=== edge ===\nno drift\nedge: no changes\n\nPlan: no changes (1 cluster)\n"
+    );
     assert!(render::markdown(&plans).contains("no drift"));
 }
 
@@ -488,7 +553,8 @@ fn aborted_cluster_shows_only_its_reason() {
     let text = render::text(&[plan]);
     assert_eq!(
         text,
-        "=== lab ===\naborted: manifest parse error: vm/web.yaml:3:1: unknown field\n"
+        "=== lab ===\naborted: manifest parse error: vm/web.yaml:3:1: unknown field\n\
+         lab: aborted, nothing planned\n\nPlan: no changes (1 cluster, 1 aborted)\n"
     );
 }
 
@@ -517,7 +583,7 @@ fn secret_value_never_appears_in_any_rendering() {
         assert!(!out.contains("hunter2"));
     }
     // Shown as the placeholder (escaped as HTML text in Markdown).
-    assert!(render::text_with_changes(&plans).contains("cipassword: (absent) -> <secret>"));
+    assert!(render::text(&plans).contains("+ cipassword  <secret>"));
     assert!(render::json(&plans).contains("\"to\": \"<secret>\""));
     assert!(render::markdown(&plans).contains("&lt;secret>"));
 }
@@ -572,8 +638,13 @@ fn json_parses_back_with_exactly_the_documented_keys() {
                 "actions",
                 "skipped",
                 "deferred",
-                "anomalies"
+                "anomalies",
+                "rollout"
             ]
+        );
+        assert_eq!(
+            keys(&c["rollout"]),
+            ["waves", "disruptive", "at_once", "groups"]
         );
     }
 
@@ -591,13 +662,20 @@ fn json_parses_back_with_exactly_the_documented_keys() {
     let action_keys = [
         "action", "kind", "name", "node", "id", "impact", "reason", "changes",
     ];
+    // Planned actions say their wave; deferred ones do not run.
+    let planned_keys: Vec<&str> = std::iter::once("wave").chain(action_keys).collect();
+    for a in lab["actions"].as_array().unwrap() {
+        assert_eq!(keys(a), planned_keys);
+    }
     for a in lab["actions"]
         .as_array()
         .unwrap()
         .iter()
         .chain(lab["deferred"].as_array().unwrap())
     {
-        assert_eq!(keys(a), action_keys);
+        if a.get("wave").is_none() {
+            assert_eq!(keys(a), action_keys);
+        }
         for c in a["changes"].as_array().unwrap() {
             assert_eq!(keys(c), ["field", "from", "to"]);
         }
@@ -679,12 +757,13 @@ fn markdown_cells_cannot_break_the_table() {
     let md = render::markdown(&plans());
     let row = md.lines().find(|l| l.contains("| description |")).unwrap();
     assert!(row.contains(r"line one<br>line \| two \`code\` &lt;b>bold&lt;/b> &amp; \*more\*"));
-    // Six columns: seven unescaped pipes.
+    // Six columns (object, action, field, from, to, impact): seven
+    // unescaped pipes.
     let unescaped = row
         .match_indices('|')
         .filter(|(i, _)| *i == 0 || &row[i - 1..*i] != "\\")
         .count();
-    assert_eq!(unescaped, 6);
+    assert_eq!(unescaped, 7);
 }
 
 #[test]
@@ -814,9 +893,47 @@ fn resize_plan() -> Plan {
 #[test]
 fn a_resize_is_an_update_and_a_shrink_an_anomaly_in_every_rendering() {
     let plans = [resize_plan()];
-    let [_, text, json, markdown] = all_renderings(&plans);
+    let [text, _, json, markdown] = all_renderings(&plans);
     assert!(text.contains("=== will update (1) ==="), "{text}");
-    insta::assert_snapshot!("resize_text_with_changes", text);
+    insta::assert_snapshot!("resize_text", text);
     insta::assert_snapshot!("resize_json", json);
     insta::assert_snapshot!("resize_markdown", markdown);
+}
+
+#[test]
+fn markdown_over_its_limit_leaves_folded_changes_out_then_cuts_keeping_the_totals() {
+    let plans = plans();
+    let full = render::markdown(&plans);
+    let totals = full
+        .lines()
+        .find(|l| l.starts_with("**Plan: "))
+        .unwrap()
+        .to_owned();
+    let size = |s: &str| s.chars().count();
+    assert!(full.contains("<summary>Field changes of creates"));
+
+    // Just too small for the folded changes: they go, the rest stays.
+    let lean = render::markdown_within(&plans, size(&full) - 1);
+    assert!(size(&lean) < size(&full));
+    assert!(
+        !lean.contains("<summary>Field changes of creates"),
+        "{lean}"
+    );
+    assert!(lean.contains("left out to fit a comment"), "{lean}");
+    assert!(lean.contains("**Field changes of updates (4)**"), "{lean}");
+    assert!(!lean.contains("Cut to fit a comment"), "{lean}");
+
+    // Far too small: cut at a line, with the note, the totals intact.
+    let limit = 2_500;
+    let cut = render::markdown_within(&plans, limit);
+    assert!(size(&cut) <= limit, "{} > {limit}", size(&cut));
+    assert!(cut.lines().any(|l| l == totals), "{cut}");
+    let note = cut.lines().last().unwrap();
+    assert!(note.starts_with("> ✂️ **Cut to fit a comment**"), "{note}");
+    assert!(note.contains("proxops diff --output json"), "{note}");
+    assert_eq!(
+        cut.matches("<details>").count(),
+        cut.matches("</details>").count(),
+        "{cut}"
+    );
 }

@@ -86,6 +86,7 @@ fn first_cycle() -> CycleReport {
         read_only: false,
         pve_read_at: Some(START + 10),
         pending: Vec::new(),
+        self_guests: Vec::new(),
     };
     let lab = ClusterReport::aborted(
         "lab",
@@ -136,6 +137,7 @@ fn second_cycle() -> CycleReport {
         read_only: false,
         pve_read_at: Some(START + 95),
         pending: Vec::new(),
+        self_guests: Vec::new(),
     };
     let mut lab = ClusterReport::aborted("lab", AbortCause::PveRead, "");
     lab.result = CycleResult::DryRun;
@@ -149,11 +151,11 @@ fn second_cycle() -> CycleReport {
         action: "update",
         impact: Impact::Reboot,
         reason: "VM/scratch: config differs".into(),
-        changes: vec![Change {
-            field: "memory".into(),
-            from: Some("1024".into()),
-            to: Some("2048".into()),
-        }],
+        changes: vec![Change::new(
+            "memory",
+            Some("1024".into()),
+            Some("2048".into()),
+        )],
     }];
     lab.counts.objects = 1;
     lab.pve_read_at = Some(START + 92);
@@ -501,4 +503,40 @@ fn an_aborted_cluster_has_no_pending_series() {
         "{m}"
     );
     assert!(m.contains("proxops_pending_actions{cluster=\"prod\",action=\"create\"} 0\n"));
+}
+
+/// A cycle of cluster `name` alone, finished at `START + at`.
+fn one_cluster_cycle(name: &str, at: u64) -> CycleReport {
+    CycleReport {
+        commit: "c0ffee".into(),
+        started_at: START + at - 1,
+        finished_at: START + at,
+        complete: true,
+        git_fetched_at: Some(START + at - 1),
+        clusters: vec![ClusterReport::aborted(name, AbortCause::PveRead, "down")],
+    }
+}
+
+#[test]
+fn clusters_cycled_on_their_own_keep_each_last_report_and_the_stalest_ages_healthz() {
+    let mut store = StatusStore::new(START);
+    store.record_cycle(one_cluster_cycle("lab", 10));
+    for at in [20, 30, 40] {
+        store.record_cycle(one_cluster_cycle("home", at));
+    }
+    let names: Vec<&str> = store
+        .last_cycle()
+        .unwrap()
+        .clusters
+        .iter()
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(names, ["home", "lab"]);
+    // lab last finished at +10: the full cycle is that old, however often
+    // home cycles.
+    assert_eq!(store.last_full_cycle_finished_at(), Some(START + 10));
+    store.retain_clusters(&["home".to_owned()]);
+    assert_eq!(store.last_cycle().unwrap().clusters.len(), 1);
+    store.record_cycle(one_cluster_cycle("home", 50));
+    assert_eq!(store.last_full_cycle_finished_at(), Some(START + 50));
 }

@@ -451,13 +451,13 @@ fn a_task_that_never_ends_fails_at_its_deadline_naming_the_timeout() {
 }
 
 #[test]
-fn task_polling_starts_at_100ms_and_doubles_up_to_5s() {
+fn task_polling_starts_at_100ms_then_waits_a_fifth_of_the_running_time_up_to_5s() {
     let a = start();
     let mut reads = 0;
     let run = drive(&a, settings(), |call, _| {
         if call.path.contains("/tasks/") {
             reads += 1;
-            if reads < 10 {
+            if reads < 40 {
                 task("running", None)
             } else {
                 task("stopped", Some("OK"))
@@ -475,13 +475,26 @@ fn task_polling_starts_at_100ms_and_doubles_up_to_5s() {
         .filter(|(_, c)| c.contains("/tasks/"))
         .map(|(t, _)| t.as_millis())
         .collect();
-    let gaps: Vec<u128> = std::iter::once(times[0])
-        .chain(times.windows(2).map(|w| w[1] - w[0]))
-        .collect();
-    assert_eq!(
-        gaps,
-        [100, 200, 400, 800, 1600, 3200, 5000, 5000, 5000, 5000]
-    );
+    // The task started when the start call's UPID came back.
+    let started = run
+        .calls
+        .iter()
+        .find(|(_, c)| c.contains("/status/start"))
+        .map(|(t, _)| t.as_millis())
+        .unwrap();
+    assert_eq!(times[0] - started, 100, "first read 100 ms after the start");
+    for w in times.windows(2) {
+        let ran = w[0] - started;
+        let gap = w[1] - w[0];
+        // Whole milliseconds of sub-millisecond instants: ±1 ms.
+        let want = (ran / 5).clamp(100, 5000);
+        assert!(
+            gap.abs_diff(want) <= 1,
+            "after {ran} ms running: waited {gap} ms, want {want}"
+        );
+    }
+    let last_gap = times[times.len() - 1] - times[times.len() - 2];
+    assert_eq!(last_gap, 5000, "the wait stops growing at 5 s");
 }
 
 #[test]

@@ -4,7 +4,7 @@
 //!
 //! `verify` insists that ExecStart's program exists, and the proxops binary
 //! is not built by this crate's tests: the unit is copied to a temp dir with
-//! `/usr/local/bin/proxops` replaced by `/bin/true`; nothing else changes.
+//! `/usr/bin/proxops` replaced by `/bin/true`; nothing else changes.
 
 #![allow(clippy::unwrap_used)]
 
@@ -15,7 +15,7 @@ use std::process::Command;
 
 use support::{tool, workspace_root};
 
-const SHIPPED_EXEC_START: &str = "ExecStart=/usr/local/bin/proxops run";
+const SHIPPED_EXEC_START: &str = "ExecStart=/usr/bin/proxops run";
 
 fn shipped_unit() -> String {
     std::fs::read_to_string(workspace_root().join("dist/proxops.service")).unwrap()

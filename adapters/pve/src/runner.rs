@@ -1,44 +1,60 @@
-//! The runner: performs a plan's actions against PVE, one at a time, in the
-//! order core's execution state machine hands them out (spec §14).
+//! The runner: performs a plan's actions against PVE as core's execution
+//! state machine hands them out (spec §14), several at once on a small
+//! pool of blocking worker threads (std threads and channels, no async
+//! runtime).
 //!
-//! A driver loop and nothing more: for each action it runs core's step
+//! A driver loop and nothing more: the main thread asks the machine for
+//! every action that may start, hands each to an idle worker and records
+//! results as workers report them, in any order. For each action a worker
+//! runs core's step
 //! protocol ([`proxops_core::step::Step`]), sends the call the protocol
 //! asks for, hands back PVE's answer (classified once, by
 //! [`proxops_core::step::classify`]) and sleeps until the protocol next
 //! needs time. Which calls an action makes, how a task is followed, what
 //! PVE's errors mean and when a guest may be stopped hard are core's.
 //!
-//! **Architecture Invariant:** the runner decides nothing. It owns the
-//! clock and the sleep the protocol may not have, the progress events and
-//! the `stop` flag. Form values are exposed (`Params::to_wire`) only at the
+//! **Architecture Invariant:** the runner decides nothing: which action
+//! starts when, within which limits, is the machine's. It owns the clock,
+//! the threads, the sleep the protocol may not have, the progress events
+//! and the `stop` flag. Form values are exposed (`Params::to_wire`) only at the
 //! moment they are sent; no error or log line holds one.
 
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, mpsc};
 use std::time::Duration;
 
 use proxops_core::action::Action;
 use proxops_core::exec::{Execution, Outcome, Timestamp};
 use proxops_core::plan::Plan;
 use proxops_core::repo::ClusterDesired;
+use proxops_core::rollout::{self, Limits};
 use proxops_core::step::{self, Answer, Call, Instant, PowerPolicy, PveError, Step, StepSettings};
 
 use crate::retry::explained_message;
 use crate::transport::{Request, Transport, TransportError};
 
-/// Told each action and its outcome as soon as it ends.
-pub type ActionObserver<'a> = dyn Fn(&Action, &Outcome) + Sync + 'a;
+/// Told each action, its outcome and the worker that ran it (1-based) as
+/// soon as it ends.
+pub type ActionObserver<'a> = dyn Fn(&Action, &Outcome, usize) + Sync + 'a;
 
 /// What the runner is doing, told as it happens, so a caller can show
 /// progress. The runner itself prints and logs nothing.
 #[derive(Debug, Clone, Copy)]
 pub enum Progress<'a> {
-    /// The plan's action number `index` (0-based) is about to start.
-    Started { index: usize, action: &'a Action },
+    /// The plan's action number `index` (0-based) is about to start on
+    /// worker `worker` (1-based); `running` actions are in flight with it.
+    Started {
+        index: usize,
+        action: &'a Action,
+        worker: usize,
+        running: usize,
+    },
     /// One of its PVE tasks is not finished after `elapsed` (told after
     /// every status read that found it running).
     TaskRunning {
         index: usize,
         action: &'a Action,
+        worker: usize,
         upid: &'a str,
         elapsed: Duration,
     },
@@ -47,6 +63,7 @@ pub enum Progress<'a> {
     Finished {
         index: usize,
         action: &'a Action,
+        worker: usize,
         outcome: &'a Outcome,
         elapsed: Duration,
         upids: &'a [String],
@@ -68,7 +85,10 @@ pub struct RunOptions<'a> {
     pub desired: Option<&'a ClusterDesired>,
     /// Wall-clock seconds for the execution record.
     pub now: &'a (dyn Fn() -> Timestamp + Sync),
-    /// Set by a signal handler: the action in flight finishes, no other starts.
+    /// How many actions run at once and how many guests may be down at
+    /// once (the cluster's `tasks-per-node`, `disruption-budget`, …).
+    pub limits: Limits,
+    /// Set by a signal handler: the actions in flight finish, no other starts.
     pub stop: Option<&'a AtomicBool>,
     /// Called after each action with its result (for log events).
     pub on_result: Option<&'a ActionObserver<'a>>,
@@ -92,44 +112,97 @@ pub fn unix_now() -> Timestamp {
 /// record (each action's outcome, or why it was deferred). An aborted plan
 /// performs nothing.
 pub fn execute(transport: &dyn Transport, plan: &Plan, opts: &RunOptions<'_>) -> Execution {
-    let mut execution = Execution::new(plan);
-    loop {
-        if opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
-            execution.stop();
-            break;
-        }
-        let Some((index, action)) = execution.next((opts.now)()) else {
-            break;
-        };
-        let action = action.clone();
-        if let Some(progress) = opts.on_progress {
-            progress(&Progress::Started {
-                index,
-                action: &action,
+    let mut execution = Execution::with_limits(plan, &opts.limits, |a| {
+        opts.desired.and_then(|d| rollout::disruption_group(d, a))
+    });
+    let workers = opts.limits.per_cluster.clamp(1, plan.actions.len().max(1));
+    let (jobs_tx, jobs_rx) = mpsc::channel::<(usize, Action, usize)>();
+    let jobs_rx = Mutex::new(jobs_rx);
+    let (done_tx, done_rx) = mpsc::channel::<(usize, Outcome)>();
+    std::thread::scope(|scope| {
+        for worker in 1..=workers {
+            let jobs = &jobs_rx;
+            let done = done_tx.clone();
+            scope.spawn(move || {
+                // The lock is held only to take a job, never while running it.
+                while let Some((index, action, running)) =
+                    jobs.lock().ok().and_then(|rx| rx.recv().ok())
+                {
+                    let outcome = run_one(transport, index, &action, worker, running, opts);
+                    if done.send((index, outcome)).is_err() {
+                        break;
+                    }
+                }
             });
         }
-        let started = std::time::Instant::now();
-        let (outcome, upids) = perform_observed(transport, index, &action, opts);
-        if let Some(progress) = opts.on_progress {
-            progress(&Progress::Finished {
-                index,
-                action: &action,
-                outcome: &outcome,
-                elapsed: started.elapsed(),
-                upids: &upids,
-            });
+        drop(done_tx);
+        let mut in_flight = 0usize;
+        loop {
+            if opts.stop.is_some_and(|s| s.load(Ordering::SeqCst)) {
+                execution.stop();
+            }
+            while let Some((index, action)) = execution.next((opts.now)()) {
+                in_flight += 1;
+                if jobs_tx.send((index, action.clone(), in_flight)).is_err() {
+                    break;
+                }
+            }
+            if in_flight == 0 {
+                break;
+            }
+            // Woken by a result, or often enough to see the stop flag.
+            match done_rx.recv_timeout(Duration::from_millis(200)) {
+                Ok((index, outcome)) => {
+                    in_flight -= 1;
+                    execution.record(index, outcome, (opts.now)());
+                }
+                Err(mpsc::RecvTimeoutError::Timeout) => {}
+                Err(mpsc::RecvTimeoutError::Disconnected) => break,
+            }
         }
-        if let Some(report) = opts.on_result {
-            report(&action, &outcome);
-        }
-        execution.record(index, outcome, (opts.now)());
-    }
+        drop(jobs_tx);
+    });
     execution
+}
+
+/// One action on worker `worker`, with its progress events.
+fn run_one(
+    transport: &dyn Transport,
+    index: usize,
+    action: &Action,
+    worker: usize,
+    running: usize,
+    opts: &RunOptions<'_>,
+) -> Outcome {
+    if let Some(progress) = opts.on_progress {
+        progress(&Progress::Started {
+            index,
+            action,
+            worker,
+            running,
+        });
+    }
+    let started = std::time::Instant::now();
+    let (outcome, upids) = perform_observed(transport, index, worker, action, opts);
+    if let Some(progress) = opts.on_progress {
+        progress(&Progress::Finished {
+            index,
+            action,
+            worker,
+            outcome: &outcome,
+            elapsed: started.elapsed(),
+            upids: &upids,
+        });
+    }
+    if let Some(report) = opts.on_result {
+        report(action, &outcome, worker);
+    }
+    outcome
 }
 
 /// Performs one action and reads PVE's answers into an `Outcome`.
 pub fn perform(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>) -> Outcome {
-    perform_observed(transport, 0, action, opts).0
+    perform_observed(transport, 0, 1, action, opts).0
 }
 
 /// [`perform`], also returning the UPIDs of the tasks PVE ran for it: the
@@ -138,6 +211,7 @@ pub fn perform(transport: &dyn Transport, action: &Action, opts: &RunOptions<'_>
 fn perform_observed(
     transport: &dyn Transport,
     index: usize,
+    worker: usize,
     action: &Action,
     opts: &RunOptions<'_>,
 ) -> (Outcome, Vec<String>) {
@@ -161,6 +235,7 @@ fn perform_observed(
                 progress(&Progress::TaskRunning {
                     index,
                     action,
+                    worker,
                     upid,
                     elapsed,
                 });

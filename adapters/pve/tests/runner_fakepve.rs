@@ -14,6 +14,7 @@ use proxops_core::exec::{ActionState, Outcome};
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Vmid};
 use proxops_core::plan::Plan;
+use proxops_core::rollout::Limits;
 use proxops_core::step::PowerPolicy;
 use proxops_pve::auth::Credentials;
 use proxops_pve::fakepve::FakePve;
@@ -45,6 +46,7 @@ fn opts<'a>(stop: Option<&'a AtomicBool>) -> RunOptions<'a> {
         task_timeout: Duration::from_secs(10),
         power: PowerPolicy::default(),
         desired: None,
+        limits: Limits::serial(),
         now: &now,
         stop,
         on_result: None,
@@ -78,7 +80,10 @@ fn plan(actions: Vec<Action>) -> Plan {
         actions,
         skipped: Vec::new(),
         deferred: Vec::new(),
+        rollout: Default::default(),
         anomalies: Vec::new(),
+        self_guests: Vec::new(),
+        diagnostics: Vec::new(),
     }
 }
 
@@ -398,7 +403,7 @@ fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
     let heard: Mutex<Vec<String>> = Mutex::new(Vec::new());
     let observer = |p: &runner::Progress<'_>| {
         let line = match p {
-            runner::Progress::Started { index, action } => {
+            runner::Progress::Started { index, action, .. } => {
                 format!("started {index} {}", action.op.as_str())
             }
             runner::Progress::TaskRunning { index, upid, .. } => {

@@ -60,6 +60,37 @@ pub fn lxc_owned_keys() -> Vec<OwnedKey> {
     owned::listing(lxc::KEYS)
 }
 
+/// Each create or clone form change of a guest of `kind` with the manifest
+/// field that asks for it (`memory` ← `spec.memory`, an extra key ←
+/// `spec.extra.<key>`), where one row of the kind's table owns the key.
+pub fn with_create_paths(
+    kind: crate::names::Kind,
+    extra: &BTreeMap<String, String>,
+    changes: Vec<Change>,
+) -> Vec<Change> {
+    let path = |key: &str| -> Option<String> {
+        if extra.contains_key(key) {
+            return Some(format!("spec.extra.{key}"));
+        }
+        if key == "vmid" {
+            return Some("spec.vmid".to_owned());
+        }
+        let field = if kind.is_qemu() {
+            owned::create_path(qemu::KEYS, key)
+        } else {
+            owned::create_path(lxc::KEYS, key)
+        };
+        field.filter(|f| *f != key).map(str::to_owned)
+    };
+    changes
+        .into_iter()
+        .map(|c| Change {
+            path: path(&c.field),
+            ..c
+        })
+        .collect()
+}
+
 /// Adoption of a VM: every row of the qemu table, backwards.
 pub(crate) fn adopt_vm(cx: &mut crate::adopt::GuestCx<'_>, vm: &mut crate::manifest::VmSpec) {
     owned::adopt(qemu::KEYS, cx, vm);
@@ -312,6 +343,9 @@ pub(crate) struct Acc {
     node: NodeName,
     id: Vmid,
     changes: Vec<(Change, Impact)>,
+    /// The manifest field the row being compared reads (`spec.memory`):
+    /// the path of every change it makes.
+    path: Option<String>,
     params: Vec<(String, ParamValue)>,
     delete: Vec<String>,
     anomalies: Vec<Anomaly>,
@@ -328,6 +362,7 @@ impl Acc {
             node: live.node.clone(),
             id: live.vmid,
             changes: Vec::new(),
+            path: None,
             params: Vec::new(),
             delete: Vec::new(),
             anomalies: Vec::new(),
@@ -350,11 +385,16 @@ impl Acc {
     fn change(&mut self, key: &str, from: Option<&str>, to: Option<String>, impact: Impact) {
         let impact = self.hotplug.impact(key, from, to.as_deref(), impact);
         let change = Change {
-            field: key.to_owned(),
-            from: from.map(str::to_owned),
-            to,
+            path: self.path.clone().filter(|p| p != key),
+            impact: Some(impact),
+            ..Change::new(key, from.map(str::to_owned), to)
         };
         self.changes.push((change, impact));
+    }
+
+    /// The manifest field the next changes come from; `None`: unknown.
+    pub(crate) fn at_path(&mut self, path: Option<String>) {
+        self.path = path;
     }
 
     pub(crate) fn set_plain(&mut self, key: &str, from: Option<&str>, to: String, impact: Impact) {
@@ -481,7 +521,9 @@ pub(crate) fn same_rate(live: Option<&str>, desired: f64) -> bool {
 pub(crate) fn extra_drift(extra: &BTreeMap<String, String>, cfg: &LiveConfig, acc: &mut Acc) {
     for (k, v) in extra {
         if cfg.get(k).map(str::trim) != Some(v.trim()) {
+            acc.at_path(Some(format!("spec.extra.{k}")));
             acc.set_plain(k, cfg.get(k), v.clone(), Impact::Reboot);
         }
     }
+    acc.at_path(None);
 }

@@ -245,12 +245,60 @@ pub(crate) fn drift<S>(
     acc: &mut Acc,
 ) -> Result<(), DriftError> {
     for row in rows {
+        acc.at_path(row_path(row).map(str::to_owned));
         match row {
             Row::Key(k) => key_drift(k, input, cfg, acc)?,
             Row::Family(f) => (f.drift)(input, cfg, acc)?,
         }
     }
+    acc.at_path(None);
     Ok(())
+}
+
+/// The one manifest field a row reads, `None` for a family that reads
+/// several (`spec.mount-points, spec.bind-mounts`).
+fn row_path<S>(row: &Row<S>) -> Option<&'static str> {
+    let field = match row {
+        Row::Key(k) => k.field,
+        Row::Family(f) => f.field,
+    };
+    (!field.contains([',', ' '])).then_some(field)
+}
+
+/// The manifest field that asks for `key` in a create form built from
+/// `rows`: the one row owning it, `None` when no row or more than one
+/// could (`ide2` is the cloud-init drive, a CD drive or a disk).
+pub(crate) fn create_path<S>(rows: &[Row<S>], key: &str) -> Option<&'static str> {
+    let own_key = rows.iter().find_map(|row| match row {
+        Row::Key(k) if k.key == key => Some(k.field),
+        _ => None,
+    });
+    if own_key.is_some() {
+        return own_key;
+    }
+    let mut found = rows.iter().filter(|row| match row {
+        Row::Key(_) => false,
+        Row::Family(f) => family_covers(f.keys, key),
+    });
+    let first = found.next()?;
+    if found.next().is_some() {
+        return None;
+    }
+    row_path(first)
+}
+
+/// Whether a family's keys as documented (`scsihw, scsiN`, `ide2/ide3 (CD
+/// drive)`) include `key`; `N` stands for a slot number.
+fn family_covers(keys: &str, key: &str) -> bool {
+    let keys = keys.split(" (").next().unwrap_or(keys);
+    keys.split([',', '/'])
+        .map(str::trim)
+        .any(|k| match k.strip_suffix('N') {
+            Some(prefix) => key
+                .strip_prefix(prefix)
+                .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit())),
+            None => k == key,
+        })
 }
 
 fn key_drift<S>(

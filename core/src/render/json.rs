@@ -71,10 +71,32 @@ struct ClusterDoc<'a> {
     skipped: Vec<SkippedDoc<'a>>,
     deferred: Vec<ActionDoc<'a>>,
     anomalies: Vec<AnomalyDoc<'a>>,
+    rollout: RolloutDoc<'a>,
+}
+
+/// How the actions roll out: how many waves (actions of one wave may run
+/// at once), how many guests are made unavailable, how many at a time.
+#[derive(Serialize)]
+struct RolloutDoc<'a> {
+    waves: usize,
+    disruptive: usize,
+    at_once: usize,
+    groups: Vec<GroupDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct GroupDoc<'a> {
+    group: &'a str,
+    disruptive: usize,
+    at_once: usize,
 }
 
 #[derive(Serialize)]
 struct ActionDoc<'a> {
+    /// The wave the action may start in (actions of one wave run at once,
+    /// within the limits); absent for deferred actions, which do not run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    wave: Option<usize>,
     action: &'static str,
     kind: &'static str,
     name: &'a str,
@@ -141,15 +163,36 @@ fn cluster(plan: &Plan) -> ClusterDoc<'_> {
         name: plan.cluster.as_str(),
         aborted: plan.aborted,
         abort_reason: plan.abort_reason.as_deref(),
-        actions: plan.actions.iter().map(action).collect(),
+        actions: plan
+            .actions
+            .iter()
+            .enumerate()
+            .map(|(i, a)| action(a, plan.rollout.waves.get(i).copied()))
+            .collect(),
         skipped: plan.skipped.iter().map(skipped).collect(),
-        deferred: plan.deferred.iter().map(action).collect(),
+        deferred: plan.deferred.iter().map(|a| action(a, None)).collect(),
         anomalies: plan.anomalies.iter().map(anomaly).collect(),
+        rollout: RolloutDoc {
+            waves: plan.rollout.waves.iter().max().map_or(0, |w| w + 1),
+            disruptive: plan.rollout.disruptive,
+            at_once: plan.rollout.at_once,
+            groups: plan
+                .rollout
+                .groups
+                .iter()
+                .map(|g| GroupDoc {
+                    group: &g.group,
+                    disruptive: g.disruptive,
+                    at_once: g.at_once,
+                })
+                .collect(),
+        },
     }
 }
 
-fn action(a: &Action) -> ActionDoc<'_> {
+fn action(a: &Action, wave: Option<usize>) -> ActionDoc<'_> {
     ActionDoc {
+        wave,
         action: a.op.as_str(),
         kind: a.kind.as_str(),
         name: &a.name,

@@ -11,6 +11,8 @@
 //!
 //! Every function is pure: same plans in, same bytes out. Clusters are
 //! rendered sorted by name; inside a cluster items keep the plan's order.
+//! Colour is an argument ([`Palette`]), never detected here: whether the
+//! reader is a terminal is the binary's question.
 
 mod json;
 mod markdown;
@@ -18,10 +20,212 @@ mod text;
 
 pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
-pub use text::{text, text_with_changes};
+pub use markdown::{MARKDOWN_LIMIT, markdown_within};
+pub use text::{text, text_styled};
 
-use crate::action::{Action, Anomaly, Op, Skipped};
+use crate::action::{Action, Anomaly, AnomalyType, Op, Skipped};
 use crate::plan::Plan;
+
+/// How the text plan is coloured: plain, or with ANSI SGR escapes (each
+/// kind of item its colour, headings bold). The caller decides, from a
+/// terminal, `NO_COLOR` and `--color`; the plan's words are the same
+/// either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Palette {
+    ansi: bool,
+}
+
+impl Palette {
+    /// No escapes: for pipes, files and tests.
+    pub const PLAIN: Palette = Palette { ansi: false };
+    /// ANSI colours, for a terminal.
+    pub const ANSI: Palette = Palette { ansi: true };
+
+    /// [`Palette::ANSI`] when `colour`, else [`Palette::PLAIN`].
+    pub fn new(colour: bool) -> Palette {
+        Palette { ansi: colour }
+    }
+
+    /// `text` in the colour of `role`, or as it is when plain.
+    fn paint(self, role: Role, text: &str) -> String {
+        if !self.ansi || text.is_empty() {
+            return text.to_owned();
+        }
+        format!("\x1b[{}m{text}\x1b[0m", role.sgr())
+    }
+}
+
+/// What a piece of the text plan is, for its colour.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Role {
+    Heading,
+    Create,
+    Update,
+    Power,
+    Prune,
+    Anomaly,
+    /// Deferred and skipped items: nothing happens to them.
+    Quiet,
+    /// The change that sets an action's impact.
+    Cost,
+}
+
+impl Role {
+    /// SGR parameters: green, yellow, cyan, red, magenta; bold, dim.
+    fn sgr(self) -> &'static str {
+        match self {
+            Role::Heading => "1",
+            Role::Create => "32",
+            Role::Update => "33",
+            Role::Power => "36",
+            Role::Prune => "31",
+            Role::Anomaly => "35",
+            Role::Quiet => "2",
+            Role::Cost => "1;31",
+        }
+    }
+
+    fn of(group: Group) -> Role {
+        match group {
+            Group::Create => Role::Create,
+            Group::Update => Role::Update,
+            Group::Power => Role::Power,
+            Group::Prune => Role::Prune,
+        }
+    }
+}
+
+/// What a plan (or all of them) would do, counted for the summary lines.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct Totals {
+    create: usize,
+    update: usize,
+    power: usize,
+    prune: usize,
+    deferred: usize,
+    restart: usize,
+    anomalies: usize,
+}
+
+impl Totals {
+    /// What `plan` would do; an aborted plan does nothing.
+    fn of(plan: &Plan) -> Totals {
+        if plan.aborted {
+            return Totals::default();
+        }
+        let n = |g: Group| g.actions(plan).count();
+        Totals {
+            create: n(Group::Create),
+            update: n(Group::Update),
+            power: n(Group::Power),
+            prune: n(Group::Prune),
+            deferred: plan.deferred.len(),
+            restart: plan
+                .skipped
+                .iter()
+                .filter(|s| s.reason.is_pending_restart())
+                .count(),
+            anomalies: plan.anomalies.len(),
+        }
+    }
+
+    fn sum<'a>(plans: impl IntoIterator<Item = &'a Plan>) -> Totals {
+        plans.into_iter().fold(Totals::default(), |t, p| {
+            let o = Totals::of(p);
+            Totals {
+                create: t.create + o.create,
+                update: t.update + o.update,
+                power: t.power + o.power,
+                prune: t.prune + o.prune,
+                deferred: t.deferred + o.deferred,
+                restart: t.restart + o.restart,
+                anomalies: t.anomalies + o.anomalies,
+            }
+        })
+    }
+
+    /// `4 to create, 1 to update, 3 to prune, 2 need a person`: the counts
+    /// that are not zero, or `no changes`.
+    fn phrase(&self) -> String {
+        let parts: Vec<String> = [
+            (self.create, "to create", "to create"),
+            (self.update, "to update", "to update"),
+            (self.power, "power change", "power changes"),
+            (self.prune, "to prune", "to prune"),
+            (self.deferred, "prune deferred", "prunes deferred"),
+            (self.restart, "waits for a restart", "wait for a restart"),
+            (self.anomalies, "needs a person", "need a person"),
+        ]
+        .into_iter()
+        .filter(|(n, _, _)| *n > 0)
+        .map(|(n, one, many)| format!("{n} {}", if n == 1 { one } else { many }))
+        .collect();
+        if parts.is_empty() {
+            "no changes".to_owned()
+        } else {
+            parts.join(", ")
+        }
+    }
+}
+
+/// One cluster's summary line: `lab: 4 to create, 1 to update`.
+fn cluster_summary(plan: &Plan) -> String {
+    if plan.aborted {
+        return format!("{}: aborted, nothing planned", plan.cluster);
+    }
+    format!("{}: {}", plan.cluster, Totals::of(plan).phrase())
+}
+
+/// The whole plan's total line: `Plan: 6 to create, … (2 clusters, 1
+/// aborted)`. Aborted clusters count nothing.
+fn total_line(plans: &[&Plan]) -> String {
+    let aborted = plans.iter().filter(|p| p.aborted).count();
+    let clusters = if plans.len() == 1 {
+        "1 cluster".to_owned()
+    } else {
+        format!("{} clusters", plans.len())
+    };
+    let aborted = if aborted > 0 {
+        format!(", {aborted} aborted")
+    } else {
+        String::new()
+    };
+    format!(
+        "Plan: {} ({clusters}{aborted})",
+        Totals::sum(plans.iter().copied()).phrase()
+    )
+}
+
+/// The anomaly types in the order the renderings list them, each with a
+/// heading that says what it holds.
+const ANOMALY_SECTIONS: [(AnomalyType, &str); 5] = [
+    (
+        AnomalyType::DataLoss,
+        "data loss refused (PVE would re-create a volume)",
+    ),
+    (
+        AnomalyType::Shrink,
+        "shrink refused (PVE cannot shrink a volume)",
+    ),
+    (AnomalyType::NeedsPerson, "needs a person"),
+    (
+        AnomalyType::LiveOnlySlot,
+        "live-only slots (proxops will NOT auto-remove)",
+    ),
+    (
+        AnomalyType::EmptyDesired,
+        "prunes held (a kind has no manifest left)",
+    ),
+];
+
+/// A change's PVE key, with the manifest field beside it where that is
+/// another name: `memory (spec.memory)`.
+fn field_label(c: &crate::action::Change) -> String {
+    match &c.path {
+        Some(p) if *p != c.field => format!("{} ({p})", c.field),
+        _ => c.field.clone(),
+    }
+}
 
 /// The action groups every rendering shows, in the order they are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -55,6 +259,17 @@ impl Group {
 
     fn actions(self, plan: &Plan) -> impl Iterator<Item = &Action> {
         plan.actions.iter().filter(move |a| Group::of(a.op) == self)
+    }
+}
+
+/// The plan's rollout line ("Rollout: 3 stop-start updates (1 guest(s)
+/// unavailable at once) …"), after `before`, when the plan makes any guest
+/// unavailable; nothing otherwise.
+fn rollout_line(out: &mut String, plan: &Plan, before: &str) {
+    if let Some(line) = plan.rollout.line() {
+        out.push_str(before);
+        out.push_str(&line);
+        out.push('\n');
     }
 }
 

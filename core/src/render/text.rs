@@ -2,22 +2,52 @@
 
 use std::fmt::Write as _;
 
-use super::{Group, anomaly_subject, is_untagged, object_label, or_dash};
+use super::{
+    ANOMALY_SECTIONS, Group, Palette, Role, anomaly_subject, cluster_summary, field_label,
+    is_untagged, object_label, or_dash, total_line,
+};
 use crate::action::{Action, Anomaly, Change, Skipped};
 use crate::plan::Plan;
 
-/// The plan as `proxops diff` prints it: per cluster a `=== <cluster> ===`
-/// header, then `aborted: <reason>`, `no drift`, or the sections of §16.3,
-/// one line per item. An empty slice renders as an empty string.
+/// The plan as `proxops diff` prints it, without colour: per cluster a
+/// `=== <cluster> ===` header, then `aborted: <reason>`, `no drift`, or the
+/// sections of §16.3, one line per item and under each action one line per
+/// field it changes; then the cluster's summary line. A `Plan:` line totals
+/// every cluster. An empty slice renders as an empty string.
 pub fn text(plans: &[Plan]) -> String {
-    render(plans, false)
+    text_styled(plans, Palette::PLAIN)
 }
 
-/// [`text`] with each action's field changes under its line
-/// (`proxops apply --diff`): `      <field>: <from> -> <to>`, where a key
-/// absent on PVE reads `(absent)` and a key to be deleted `(removed)`.
-pub fn text_with_changes(plans: &[Plan]) -> String {
-    render(plans, true)
+/// [`text`] coloured by `palette`.
+///
+/// Under each action its field changes, one per line: `+ key  value` for a
+/// key the action adds, `~ key  from → to` for one it changes, `- key
+/// from` for one it removes; the key's manifest field beside it where that
+/// is another name (`memory (spec.memory)`), secrets as `<secret>`, and
+/// `← stop-start` (or `← reboot`) on the changes that give the action that
+/// impact.
+pub fn text_styled(plans: &[Plan], palette: Palette) -> String {
+    let mut sorted: Vec<&Plan> = plans.iter().collect();
+    sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+
+    let mut out = String::new();
+    if sorted.is_empty() {
+        return out;
+    }
+    let r = Renderer { palette };
+    for (i, plan) in sorted.iter().enumerate() {
+        if i > 0 {
+            out.push('\n');
+        }
+        r.cluster(&mut out, plan);
+    }
+    out.push('\n');
+    let _ = writeln!(
+        out,
+        "{}",
+        palette.paint(Role::Heading, &total_line(&sorted))
+    );
+    out
 }
 
 /// Width of the first column (op, `skip` or anomaly type). §16.3 says 12,
@@ -25,104 +55,189 @@ pub fn text_with_changes(plans: &[Plan]) -> String {
 /// that fits the longest keeps every line of every section aligned.
 const FIRST_COLUMN: usize = 14;
 
-fn render(plans: &[Plan], with_changes: bool) -> String {
-    let mut sorted: Vec<&Plan> = plans.iter().collect();
-    sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
+/// Where a field change line starts: under the object column.
+const CHANGE_INDENT: &str = "      ";
 
-    let mut out = String::new();
-    for (i, plan) in sorted.into_iter().enumerate() {
-        if i > 0 {
-            out.push('\n');
+struct Renderer {
+    palette: Palette,
+}
+
+impl Renderer {
+    fn cluster(&self, out: &mut String, plan: &Plan) {
+        let _ = writeln!(
+            out,
+            "{}",
+            self.palette
+                .paint(Role::Heading, &format!("=== {} ===", plan.cluster))
+        );
+        if plan.aborted {
+            let reason = plan.abort_reason.as_deref().unwrap_or("no reason recorded");
+            let _ = writeln!(
+                out,
+                "{}",
+                self.palette
+                    .paint(Role::Anomaly, &format!("aborted: {}", one_line(reason)))
+            );
+            self.summary(out, plan);
+            return;
         }
-        cluster(&mut out, plan, with_changes);
-    }
-    out
-}
+        if plan.is_empty() {
+            out.push_str("no drift\n");
+        }
 
-fn cluster(out: &mut String, plan: &Plan, with_changes: bool) {
-    let _ = writeln!(out, "=== {} ===", plan.cluster);
-    if plan.aborted {
-        let reason = plan.abort_reason.as_deref().unwrap_or("no reason recorded");
-        let _ = writeln!(out, "aborted: {}", one_line(reason));
-        return;
-    }
-    if plan.is_empty() {
-        out.push_str("no drift\n");
+        for group in Group::ALL {
+            let actions: Vec<&Action> = group.actions(plan).collect();
+            self.section(out, group.title(), Role::of(group), &actions, |out, a| {
+                self.action_line(out, a, Role::of(group))
+            });
+        }
+        super::rollout_line(out, plan, "");
+        let deferred: Vec<&Action> = plan.deferred.iter().collect();
+        self.section(
+            out,
+            "deferred prunes (budget)",
+            Role::Quiet,
+            &deferred,
+            |out, a| self.action_line(out, a, Role::Quiet),
+        );
+
+        let (waiting, skipped): (Vec<&Skipped>, Vec<&Skipped>) = plan
+            .skipped
+            .iter()
+            .partition(|s| s.reason.is_pending_restart());
+        self.section(
+            out,
+            "pending restart (PVE applies these at the next restart)",
+            Role::Update,
+            &waiting,
+            skipped_line,
+        );
+        let (untagged, other): (Vec<&Skipped>, Vec<&Skipped>) =
+            skipped.into_iter().partition(|s| is_untagged(s));
+        self.section(
+            out,
+            "skipped (no proxops tag)",
+            Role::Quiet,
+            &untagged,
+            skipped_line,
+        );
+        self.section(
+            out,
+            "skipped (other reasons)",
+            Role::Quiet,
+            &other,
+            skipped_line,
+        );
+
+        for (anomaly_type, title) in ANOMALY_SECTIONS {
+            let anomalies: Vec<&Anomaly> = plan
+                .anomalies
+                .iter()
+                .filter(|a| a.anomaly_type == anomaly_type)
+                .collect();
+            self.section(out, title, Role::Anomaly, &anomalies, |out, a| {
+                self.anomaly_line(out, a)
+            });
+        }
+        self.summary(out, plan);
     }
 
-    for group in Group::ALL {
-        let actions: Vec<&Action> = group.actions(plan).collect();
-        section(out, group.title(), &actions, |out, a| {
-            action_line(out, a, with_changes)
-        });
+    fn summary(&self, out: &mut String, plan: &Plan) {
+        let _ = writeln!(out, "{}", cluster_summary(plan));
     }
-    let deferred: Vec<&Action> = plan.deferred.iter().collect();
-    section(out, "deferred prunes (budget)", &deferred, |out, a| {
-        action_line(out, a, with_changes)
-    });
 
-    let (waiting, skipped): (Vec<&Skipped>, Vec<&Skipped>) = plan
-        .skipped
-        .iter()
-        .partition(|s| s.reason.is_pending_restart());
-    section(
-        out,
-        "pending restart (PVE applies these at the next restart)",
-        &waiting,
-        skipped_line,
-    );
-    let (untagged, other): (Vec<&Skipped>, Vec<&Skipped>) =
-        skipped.into_iter().partition(|s| is_untagged(s));
-    section(out, "skipped (no proxops tag)", &untagged, skipped_line);
-    section(out, "skipped (other reasons)", &other, skipped_line);
-
-    let anomalies: Vec<&Anomaly> = plan.anomalies.iter().collect();
-    section(
-        out,
-        "anomalies (live-only slots proxops will NOT auto-remove)",
-        &anomalies,
-        anomaly_line,
-    );
-}
-
-fn section<T>(out: &mut String, title: &str, items: &[T], mut line: impl FnMut(&mut String, &T)) {
-    if items.is_empty() {
-        return;
-    }
-    let _ = writeln!(out, "=== {title} ({}) ===", items.len());
-    for item in items {
-        line(out, item);
-    }
-}
-
-fn action_line(out: &mut String, a: &&Action, with_changes: bool) {
-    let _ = writeln!(
-        out,
-        "  {:<w$} {:<24} {:<10} id={}  [{}] {}",
-        a.op.as_str(),
-        object_label(a.kind.as_str(), &a.name),
-        a.node.as_str(),
-        a.target,
-        a.impact.as_str(),
-        one_line(&a.reason),
-        w = FIRST_COLUMN,
-    );
-    if with_changes {
-        for c in &a.changes {
-            change_line(out, c);
+    fn section<T>(
+        &self,
+        out: &mut String,
+        title: &str,
+        role: Role,
+        items: &[T],
+        mut line: impl FnMut(&mut String, &T),
+    ) {
+        if items.is_empty() {
+            return;
+        }
+        let heading = format!("=== {title} ({}) ===", items.len());
+        let _ = writeln!(out, "{}", self.palette.paint(role, &heading));
+        for item in items {
+            line(out, item);
         }
     }
-}
 
-fn change_line(out: &mut String, c: &Change) {
-    let from = c
-        .from
-        .as_deref()
-        .map_or_else(|| "(absent)".to_owned(), one_line);
-    let to =
-        c.to.as_deref()
-            .map_or_else(|| "(removed)".to_owned(), one_line);
-    let _ = writeln!(out, "      {}: {from} -> {to}", one_line(&c.field));
+    fn action_line(&self, out: &mut String, a: &&Action, role: Role) {
+        let _ = writeln!(
+            out,
+            "  {} {:<24} {:<10} id={}  [{}] {}",
+            self.palette
+                .paint(role, &format!("{:<w$}", a.op.as_str(), w = FIRST_COLUMN)),
+            object_label(a.kind.as_str(), &a.name),
+            a.node.as_str(),
+            a.target,
+            a.impact.as_str(),
+            one_line(&a.reason),
+        );
+        let labels: Vec<String> = a
+            .changes
+            .iter()
+            .map(|c| one_line(&field_label(c)))
+            .collect();
+        let width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
+        for (c, label) in a.changes.iter().zip(&labels) {
+            self.change_line(out, a, c, label, width);
+        }
+    }
+
+    fn change_line(&self, out: &mut String, a: &Action, c: &Change, label: &str, width: usize) {
+        let (sign, role, values) = match (&c.from, &c.to) {
+            (None, Some(to)) => ('+', Role::Create, one_line(to)),
+            (Some(from), None) => ('-', Role::Prune, one_line(from)),
+            (None, None) => ('-', Role::Prune, String::new()),
+            (Some(from), Some(to)) => (
+                '~',
+                Role::Update,
+                format!("{} → {}", one_line(from), one_line(to)),
+            ),
+        };
+        let cost = if c.sets_impact(a.impact) {
+            format!(
+                "  {}",
+                self.palette
+                    .paint(Role::Cost, &format!("← {}", a.impact.as_str()))
+            )
+        } else {
+            String::new()
+        };
+        let line = format!(
+            "{CHANGE_INDENT}{} {label:<width$}  {values}",
+            self.palette.paint(role, &sign.to_string())
+        );
+        let line = if values.is_empty() {
+            line.trim_end()
+        } else {
+            &line
+        };
+        let _ = writeln!(out, "{line}{cost}");
+    }
+
+    fn anomaly_line(&self, out: &mut String, a: &&Anomaly) {
+        let field = match &a.field {
+            Some(f) => format!("field={} ", one_line(f)),
+            None => String::new(),
+        };
+        let (kind, name, node, id) = anomaly_subject(a);
+        let _ = writeln!(
+            out,
+            "  {} {:<24} {:<10} id={}  {field}{}",
+            self.palette.paint(
+                Role::Anomaly,
+                &format!("{:<w$}", a.anomaly_type.as_str(), w = FIRST_COLUMN)
+            ),
+            object_label(kind, name),
+            or_dash(node),
+            or_dash(&id),
+            one_line(&a.message),
+        );
+    }
 }
 
 fn skipped_line(out: &mut String, s: &&Skipped) {
@@ -138,24 +253,6 @@ fn skipped_line(out: &mut String, s: &&Skipped) {
         or_dash(s.node.as_str()),
         or_dash(&s.id.to_string()),
         one_line(&s.reason.to_string()),
-        w = FIRST_COLUMN,
-    );
-}
-
-fn anomaly_line(out: &mut String, a: &&Anomaly) {
-    let field = match &a.field {
-        Some(f) => format!("field={} ", one_line(f)),
-        None => String::new(),
-    };
-    let (kind, name, node, id) = anomaly_subject(a);
-    let _ = writeln!(
-        out,
-        "  {:<w$} {:<24} {:<10} id={}  {field}{}",
-        a.anomaly_type.as_str(),
-        object_label(kind, name),
-        or_dash(node),
-        or_dash(&id),
-        one_line(&a.message),
         w = FIRST_COLUMN,
     );
 }

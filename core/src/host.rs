@@ -1,0 +1,313 @@
+//! The machine ProxOps runs on, as data: its network interfaces' MAC
+//! addresses and, in a VM, its SMBIOS system UUID. A live guest that shows
+//! one of them is the *self guest*: the guest this very process runs in.
+//!
+//! The planner never plans anything for the self guest that would stop,
+//! restart or delete it (a stop-start update, a reboot, a stop, marking it
+//! a template, a prune): the process would end in the middle of its own
+//! action, with the guest down and nobody left to start it. Such a change
+//! becomes an anomaly for a person; a change PVE applies live is still
+//! written.
+//!
+//! Must never: read the identity itself. The caller learns it (the CLI
+//! reads `/sys`, or takes `self:` from the configuration) and hands it in;
+//! this module only compares it with what PVE reported.
+
+use std::collections::BTreeSet;
+
+use serde::Serialize;
+
+use crate::action::{Action, Anomaly, AnomalyType, Op, Target, Work};
+use crate::live::{GuestType, LiveGuest, LiveSnapshot};
+use crate::names::{NodeName, Vmid};
+use crate::plan::Plan;
+use crate::wire::MacAddr;
+
+/// What identifies the host this process runs on. Empty (the default)
+/// matches no guest.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct HostIdentity {
+    macs: BTreeSet<[u8; 6]>,
+    /// Lower-case, as `8-4-4-4-12` hex digits.
+    smbios_uuid: Option<String>,
+}
+
+/// Why a text is not a MAC address or an SMBIOS UUID.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct IdentityError(pub String);
+
+impl HostIdentity {
+    /// From MAC addresses (either case, `aa:bb:cc:dd:ee:ff`) and an SMBIOS
+    /// UUID as the kernel or PVE spells it. All-zero MACs (no address, as
+    /// `lo` shows) identify nothing and are left out.
+    pub fn new<'a>(
+        macs: impl IntoIterator<Item = &'a str>,
+        smbios_uuid: Option<&str>,
+    ) -> Result<HostIdentity, IdentityError> {
+        let mut out = HostIdentity::default();
+        for m in macs {
+            let mac = MacAddr::parse(m).map_err(|_| {
+                IdentityError(format!(
+                    "{m:?} is not a MAC address: write six hex pairs, e.g. bc:24:11:4e:8f:d1"
+                ))
+            })?;
+            if mac.octets() != [0; 6] {
+                out.macs.insert(mac.octets());
+            }
+        }
+        if let Some(u) = smbios_uuid {
+            out.smbios_uuid = Some(parse_uuid(u).ok_or_else(|| {
+                IdentityError(format!(
+                    "{u:?} is not an SMBIOS UUID: write 8-4-4-4-12 hex digits, e.g. 3f1d0c2e-5b7a-4c1e-9d2f-0a1b2c3d4e5f"
+                ))
+            })?);
+        }
+        Ok(out)
+    }
+
+    /// Nothing is known about the host: no guest is the self guest.
+    pub fn is_empty(&self) -> bool {
+        self.macs.is_empty() && self.smbios_uuid.is_none()
+    }
+
+    /// The MACs, lower-case, sorted.
+    pub fn macs(&self) -> Vec<String> {
+        self.macs.iter().map(|o| format_mac(*o)).collect()
+    }
+
+    pub fn smbios_uuid(&self) -> Option<&str> {
+        self.smbios_uuid.as_deref()
+    }
+
+    /// What makes `guest` the self guest, if anything: a NIC MAC (qemu
+    /// `netN: <model>=<mac>` or `macaddr=`, LXC `netN: hwaddr=`, compared
+    /// ignoring case) or, for a VM, `smbios1: uuid=`. A guest whose config
+    /// could not be read matches nothing (it is not planned for anyway).
+    pub fn matches(&self, guest: &LiveGuest) -> Option<String> {
+        if self.is_empty() {
+            return None;
+        }
+        let config = guest.config.as_ref().ok()?;
+        for (_, key, value) in config.slots("net") {
+            if let Some(mac) = value
+                .split(',')
+                .filter_map(|token| MacAddr::parse(token.rsplit('=').next()?).ok())
+                .find(|m| self.macs.contains(&m.octets()))
+            {
+                return Some(format!("{key} MAC {}", format_mac(mac.octets())));
+            }
+        }
+        if guest.guest_type == GuestType::Qemu
+            && let Some(want) = &self.smbios_uuid
+            && let Some(uuid) = config.get("smbios1").and_then(|s| {
+                s.split(',')
+                    .find_map(|t| t.trim().strip_prefix("uuid="))
+                    .and_then(parse_uuid)
+            })
+            && &uuid == want
+        {
+            return Some(format!("smbios1 uuid {uuid}"));
+        }
+        None
+    }
+}
+
+/// A live guest found to be the one ProxOps runs in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct SelfGuest {
+    pub node: NodeName,
+    pub vmid: Vmid,
+    /// The PVE name, or `vmid-<id>`.
+    pub name: String,
+    /// What matched: `net0 MAC bc:24:11:4e:8f:d1`, `smbios1 uuid …`.
+    pub matched: String,
+}
+
+/// Finds the self guests of `live` and takes out of `plan` (its actions
+/// and its deferred prunes) every action that would stop, restart or
+/// delete one of them, each replaced by an anomaly naming the guest. The
+/// planner calls it last; a saved plan goes through it again before it runs
+/// on another host.
+pub fn guard(plan: &mut Plan, live: &LiveSnapshot, host: &HostIdentity) {
+    plan.self_guests = live
+        .guests
+        .values()
+        .filter_map(|g| {
+            host.matches(g).map(|matched| SelfGuest {
+                node: g.node.clone(),
+                vmid: g.vmid,
+                name: g.display_name(),
+                matched,
+            })
+        })
+        .collect();
+    if plan.self_guests.is_empty() {
+        return;
+    }
+    let mut refused = Vec::new();
+    for list in [&mut plan.actions, &mut plan.deferred] {
+        list.retain(|a| match disruption(a) {
+            Some(_) => match plan
+                .self_guests
+                .iter()
+                .find(|s| a.target == Target::Guest(s.vmid))
+            {
+                Some(s) => {
+                    refused.push(refusal(a, s));
+                    false
+                }
+                None => true,
+            },
+            None => true,
+        });
+    }
+    plan.anomalies.extend(refused);
+    plan.anomalies.sort();
+    plan.anomalies.dedup();
+}
+
+/// What `a` would do to a running guest that takes it down, if anything.
+/// A config write PVE applies live (or holds pending for the next restart),
+/// a grow, a start: nothing.
+pub fn disruption(a: &Action) -> Option<&'static str> {
+    match (&a.op, &a.work) {
+        (Op::Prune, _) => Some("a prune (it is proxops-tagged and absent in git) would delete it"),
+        (Op::Stop, _) => Some("a stop (state: stopped) would stop it"),
+        (Op::Reboot, _) => Some("a reboot to apply pending changes would restart it"),
+        (Op::MarkTemplate, _) => Some("marking it a template would stop it for good"),
+        (
+            _,
+            Work::UpdateConfig {
+                stop_first: true, ..
+            }
+            | Work::UpdateConfig {
+                restart_after: true,
+                ..
+            },
+        ) => Some("a stop-required update would stop and restart it"),
+        _ => None,
+    }
+}
+
+/// The anomaly that replaces `a`, a disruptive action on the self guest `s`.
+pub(crate) fn refusal(a: &Action, s: &SelfGuest) -> Anomaly {
+    let what = disruption(a).unwrap_or("this action would take it down");
+    let fields: Vec<&str> = a.changes.iter().map(|c| c.field.as_str()).collect();
+    let changes = if fields.is_empty() {
+        String::new()
+    } else {
+        format!(" (changes: {})", fields.join(", "))
+    };
+    Anomaly {
+        anomaly_type: AnomalyType::NeedsPerson,
+        kind: Some(a.kind),
+        name: Some(a.name.clone()),
+        node: Some(a.node.clone()),
+        id: Some(a.target.clone()),
+        field: None,
+        message: format!(
+            "ProxOps runs in this guest (\"{}\", vmid {} on node {}, matched by {}): {what}{changes}, so it is not planned; apply this change from another host",
+            s.name, s.vmid, s.node, s.matched
+        ),
+    }
+}
+
+fn format_mac(o: [u8; 6]) -> String {
+    o.iter()
+        .map(|b| format!("{b:02x}"))
+        .collect::<Vec<_>>()
+        .join(":")
+}
+
+/// `8-4-4-4-12` hex digits, lower-cased; `None` for anything else.
+fn parse_uuid(text: &str) -> Option<String> {
+    let t = text.trim();
+    let groups: Vec<&str> = t.split('-').collect();
+    let shape = [8, 4, 4, 4, 12];
+    (groups.len() == shape.len()
+        && groups
+            .iter()
+            .zip(shape)
+            .all(|(g, n)| g.len() == n && g.bytes().all(|b| b.is_ascii_hexdigit())))
+    .then(|| t.to_ascii_lowercase())
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+    use crate::live::{LiveConfig, Power};
+    use crate::wire::TagSet;
+
+    fn guest(t: GuestType, values: &[(&str, &str)]) -> LiveGuest {
+        let mut c = LiveConfig::default();
+        for (k, v) in values {
+            c.values.insert((*k).into(), (*v).into());
+        }
+        LiveGuest {
+            node: NodeName::new("pve1").unwrap(),
+            vmid: Vmid::new(100).unwrap(),
+            guest_type: t,
+            name: "proxops".into(),
+            template: false,
+            power: Power::Running,
+            lock: None,
+            ha_state: None,
+            tags: TagSet::default(),
+            config: Ok(c),
+        }
+    }
+
+    #[test]
+    fn a_mac_matches_in_either_case_in_any_nic_slot() {
+        let host = HostIdentity::new(["bc:24:11:aa:bb:cc"], None).unwrap();
+        let vm = guest(
+            GuestType::Qemu,
+            &[
+                ("net0", "virtio=BC:24:11:00:00:01,bridge=vmbr0"),
+                ("net3", "e1000=BC:24:11:AA:BB:CC,bridge=vmbr1"),
+            ],
+        );
+        assert_eq!(
+            host.matches(&vm).as_deref(),
+            Some("net3 MAC bc:24:11:aa:bb:cc")
+        );
+        let ct = guest(
+            GuestType::Lxc,
+            &[("net0", "name=eth0,bridge=vmbr0,hwaddr=BC:24:11:AA:BB:CC")],
+        );
+        assert!(host.matches(&ct).is_some());
+    }
+
+    #[test]
+    fn the_smbios_uuid_matches_a_vm_ignoring_case() {
+        let host = HostIdentity::new(None, Some("3F1D0C2E-5B7A-4C1E-9D2F-0A1B2C3D4E5F")).unwrap();
+        let vm = guest(
+            GuestType::Qemu,
+            &[("smbios1", "uuid=3f1d0c2e-5b7a-4c1e-9d2f-0a1b2c3d4e5f")],
+        );
+        assert!(host.matches(&vm).is_some());
+        let other = guest(
+            GuestType::Qemu,
+            &[("smbios1", "uuid=3f1d0c2e-5b7a-4c1e-9d2f-0a1b2c3d4e50")],
+        );
+        assert_eq!(host.matches(&other), None);
+    }
+
+    #[test]
+    fn an_empty_identity_or_all_zero_mac_matches_nothing() {
+        let zero = HostIdentity::new(["00:00:00:00:00:00"], None).unwrap();
+        assert!(zero.is_empty());
+        let vm = guest(GuestType::Qemu, &[("net0", "virtio=00:00:00:00:00:00")]);
+        assert_eq!(zero.matches(&vm), None);
+    }
+
+    #[test]
+    fn bad_text_is_refused_with_what_to_write() {
+        let e = HostIdentity::new(["bc:24:11"], None).unwrap_err();
+        assert!(e.0.contains("not a MAC address"), "{e}");
+        let e = HostIdentity::new(None, Some("not-a-uuid")).unwrap_err();
+        assert!(e.0.contains("8-4-4-4-12"), "{e}");
+    }
+}
