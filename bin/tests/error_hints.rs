@@ -38,17 +38,8 @@ fn redact(text: &str, pairs: &[(&str, &str)]) -> String {
 fn bare(cwd: &Path, env: &[(&str, &str)], args: &[&str]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
     cmd.current_dir(cwd);
-    for var in [
-        "PROXOPS_GIT_PATH",
-        "PROXOPS_CONFIG",
-        "PROXOPS_PVE_TOKEN_VALUE",
-        "PROXOPS_PVE_TOKEN",
-        "PROXOPS_PVE_PASSWORD",
-        "PROXOPS_PVE_USER",
-        "PROXOPS_GIT_TOKEN",
-        "SOPS_AGE_KEY",
-        "SOPS_AGE_KEY_FILE",
-    ] {
+    without_proxops_env(&mut cmd);
+    for var in ["SOPS_AGE_KEY", "SOPS_AGE_KEY_FILE"] {
         cmd.env_remove(var);
     }
     for (k, v) in env {

@@ -126,6 +126,10 @@ fn a_stop_start_change_rolls_through_a_disruption_group_within_its_budget_and_co
     assert_eq!(again.code, 0, "converged:\n{}", again.all());
 }
 
+/// Clones of one template run side by side: PVE takes only a shared lock on
+/// a clone source that is not running (every template), and an exclusive one
+/// on the new vmid (qemu-server `PVE/API2/Qemu.pm`, `clone_vm`:
+/// `lock_config_shared` for the source, `lock_config_full` for the target).
 #[test]
 fn a_failed_clone_defers_its_dependants_while_independent_branches_finish() {
     let pve = FakePve::start(&empty_seed()).unwrap();

@@ -85,11 +85,7 @@ impl Daemon {
     fn address(&mut self, deadline: Instant) -> String {
         loop {
             let log = self.stderr();
-            if let Some(addr) = log
-                .lines()
-                .find(|l| l.contains("proxops.run started"))
-                .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("listen=")))
-            {
+            if let Some(addr) = live_support::listen_address(&log) {
                 return addr.to_owned();
             }
             if let Ok(Some(status)) = self.child.try_wait() {

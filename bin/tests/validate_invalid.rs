@@ -6,30 +6,17 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod live_support;
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .unwrap()
-        .to_path_buf()
-}
+use std::path::{Path, PathBuf};
+
+use live_support::workspace_root as workspace;
+use std::process::{Command, Output};
 
 fn proxops(cwd: &Path, args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
     cmd.current_dir(cwd).args(args);
-    for var in [
-        "PROXOPS_GIT_PATH",
-        "PROXOPS_CONFIG",
-        "PROXOPS_PVE_TOKEN_VALUE",
-        "PROXOPS_PVE_TOKEN",
-        "PROXOPS_PVE_PASSWORD",
-        "PROXOPS_PVE_USER",
-        "PROXOPS_GIT_TOKEN",
-    ] {
-        cmd.env_remove(var);
-    }
+    live_support::without_proxops_env(&mut cmd);
     cmd.output().unwrap()
 }
 

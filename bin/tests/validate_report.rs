@@ -10,22 +10,12 @@ use std::process::{Command, Output};
 
 mod live_support;
 
-use live_support::{copy_dir, workspace_root as workspace};
+use live_support::{copy_dir, without_proxops_env, workspace_root as workspace};
 
 fn proxops(args: &[&str]) -> Output {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
     cmd.current_dir(workspace()).args(args);
-    for var in [
-        "PROXOPS_GIT_PATH",
-        "PROXOPS_CONFIG",
-        "PROXOPS_PVE_TOKEN_VALUE",
-        "PROXOPS_PVE_TOKEN",
-        "PROXOPS_PVE_PASSWORD",
-        "PROXOPS_PVE_USER",
-        "PROXOPS_GIT_TOKEN",
-    ] {
-        cmd.env_remove(var);
-    }
+    without_proxops_env(&mut cmd);
     cmd.output().unwrap()
 }
 

@@ -11,6 +11,34 @@ use serde_json::{Value, json};
 
 pub mod sops;
 
+/// The variables ProxOps reads its repository, configuration and
+/// credentials from: a test's own environment must not leak into a run.
+pub const PROXOPS_ENV: &[&str] = &[
+    "PROXOPS_GIT_PATH",
+    "PROXOPS_CONFIG",
+    "PROXOPS_PVE_TOKEN_VALUE",
+    "PROXOPS_PVE_TOKEN",
+    "PROXOPS_PVE_PASSWORD",
+    "PROXOPS_PVE_USER",
+    "PROXOPS_GIT_TOKEN",
+];
+
+/// `cmd` without any of [`PROXOPS_ENV`].
+pub fn without_proxops_env(cmd: &mut Command) -> &mut Command {
+    for var in PROXOPS_ENV {
+        cmd.env_remove(var);
+    }
+    cmd
+}
+
+/// The address `proxops run` bound, from its start-up log line
+/// (`proxops.run started … listen=ADDR`), once that line is in `log`.
+pub fn listen_address(log: &str) -> Option<&str> {
+    log.lines()
+        .find(|l| l.contains("proxops.run started"))
+        .and_then(|l| l.split_whitespace().find_map(|w| w.strip_prefix("listen=")))
+}
+
 pub fn workspace_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .parent()
