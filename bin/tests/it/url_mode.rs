@@ -10,6 +10,7 @@
 #![allow(clippy::unwrap_used)]
 
 use crate::git_support as support;
+use crate::live_support::sops::tool;
 
 use std::io::{BufRead, BufReader};
 use std::net::TcpListener;
@@ -419,10 +420,6 @@ fn https_with_the_token_in_yaml_only_and_a_wrong_token_fails_without_showing_eit
     assert_no_token(&refused);
     assert!(!refused.stderr.contains(wrong), "{}", refused.stderr);
     drop(server);
-}
-
-fn tool(name: &str) -> PathBuf {
-    workspace_root().join(".tools/bin").join(name)
 }
 
 /// A fresh age key in `dir`; returns (key file, recipient).
