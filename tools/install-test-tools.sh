@@ -120,17 +120,34 @@ apt_install() { # <package> : install one Debian package, running apt-get update
     fi
 }
 
+# PATH without <tools>/bin: tools/test.sh and the docs put it on PATH, and a
+# program found there is our own link, which must not be linked to itself.
+path_without_bin() {
+    local dir out="" IFS=:
+    for dir in $PATH; do
+        if [ -n "$dir" ] && [ "$dir" -ef "$bin" ]; then
+            continue
+        fi
+        out="${out:+$out:}$dir"
+    done
+    printf '%s' "$out"
+}
+
 need_binary() { # <binary> <debian package>
-    if command -v "$1" >/dev/null 2>&1; then
-        say "$1 present ($(command -v "$1"))"
+    local path found
+    path="$(path_without_bin)"
+    found="$(PATH="$path"; command -v "$1" || true)"
+    if [ -n "$found" ]; then
+        say "$1 present ($found)"
     else
         apt_install "$2"
-        if ! command -v "$1" >/dev/null 2>&1; then
+        found="$(PATH="$path"; command -v "$1" || true)"
+        if [ -z "$found" ]; then
             say "error: Debian package $2 did not provide $1" >&2
             exit 1
         fi
     fi
-    ln -sf "$(command -v "$1")" "$bin/$1"
+    ln -sfn "$found" "$bin/$1"
 }
 
 need_binary age age

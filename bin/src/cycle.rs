@@ -58,7 +58,6 @@ pub enum Source {
 pub struct ClusterPlan {
     pub plan: Plan,
     /// What the plan was made from (for commands that show live state).
-    #[allow(dead_code)]
     pub snapshot: Option<LiveSnapshot>,
 }
 

@@ -46,9 +46,6 @@ struct UrlMode {
     url: UrlSource,
     git: GitSource,
     cache_dir: PathBuf,
-    /// The process config as loaded at `open`, before any fetch (`None`
-    /// with `--git-url` alone).
-    process: Option<config::Config>,
 }
 
 /// What the fetch needs, known before it.
@@ -58,7 +55,6 @@ struct PreFetch {
     data_dir: String,
     token: Option<proxops_core::secret::Secret>,
     ca_file: Option<String>,
-    process: Option<config::Config>,
 }
 
 /// The built-in `data-dir` (spec §3.2).
@@ -95,7 +91,6 @@ impl DesiredSource {
                     data_dir: cfg.data_dir.clone(),
                     token,
                     ca_file: cfg.git_ca_file.clone(),
-                    process: Some(cfg),
                 }
             }
             // `--git-url` alone: the process config is the remote tree's
@@ -107,7 +102,6 @@ impl DesiredSource {
                 data_dir: DEFAULT_DATA_DIR.to_owned(),
                 token: env.git_token.clone(),
                 ca_file: None,
-                process: None,
             },
             // Not a loadable process config on its own: local mode reports
             // every problem with it.
@@ -136,7 +130,6 @@ impl DesiredSource {
                 url: source,
                 git: GitSource::new(),
                 cache_dir,
-                process: pre.process,
             })),
         })
     }
@@ -144,20 +137,6 @@ impl DesiredSource {
     /// `true` in URL mode.
     pub fn is_url(&self) -> bool {
         matches!(self.mode, Mode::Url(_))
-    }
-
-    /// URL mode: the process configuration as loaded from the `--config`
-    /// file alone at [`DesiredSource::open`] (clusters declared inline,
-    /// `listen`, poll interval), known before any fetch, so a daemon whose
-    /// first fetch fails can still serve `/status` and report every declared
-    /// cluster's cycle as aborted. `None` in local mode and with `--git-url`
-    /// alone (the remote tree holds the process config).
-    #[allow(dead_code)] // for the daemon
-    pub fn url_process_config(&self) -> Option<&config::Config> {
-        match &self.mode {
-            Mode::Url(u) => u.process.as_ref(),
-            Mode::Local => None,
-        }
     }
 
     /// The desired state for one cycle: the local tree re-read, or a fetch

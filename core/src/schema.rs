@@ -642,28 +642,14 @@ fn wrap(text: &str, first: &str, next: &str) -> String {
     out
 }
 
-/// The candidate closest to `text` by edit distance, when it is close
-/// enough to be a likely typo.
+/// The candidate closest to `text` by (Levenshtein) edit distance, when it
+/// is close enough to be a likely typo.
 fn nearest<'a>(text: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
     candidates
-        .map(|c| (edit_distance(text, c), c))
+        .map(|c| (strsim::levenshtein(text, c), c))
         .min_by_key(|(d, c)| (*d, *c))
         .filter(|(d, c)| *d <= c.len().max(text.len()) / 2)
         .map(|(_, c)| c)
-}
-
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut prev: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut cur = vec![i + 1];
-        for (j, cb) in b.iter().enumerate() {
-            let cost = usize::from(ca != *cb);
-            cur.push((prev[j] + cost).min(prev[j + 1] + 1).min(cur[j] + 1));
-        }
-        prev = cur;
-    }
-    prev[b.len()]
 }
 
 #[cfg(test)]

@@ -207,6 +207,11 @@ impl UrlSource {
                 url: self.shown_url.clone(),
             });
         }
+        // gix builds its reqwest client itself, and reqwest (built without
+        // a crypto provider of its own) takes the process default: ring,
+        // the provider the PVE transport uses (`Err`: already installed,
+        // and ring is the only provider built in).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let repo = self.open_cache()?;
         let fetch_err = |e: &gix::Error| {
             if is_http_not_found(e) {

@@ -370,11 +370,6 @@ impl Acc {
         }
     }
 
-    #[allow(dead_code)] // kept for drift helpers that report by object
-    pub(crate) fn object(&self) -> &Ref {
-        &self.object
-    }
-
     /// Writes `key=to`; `impact` is what it means for a running guest when
     /// PVE cannot apply it live (the guest's hotplug settings decide).
     pub(crate) fn set(&mut self, key: &str, from: Option<&str>, to: ParamValue, impact: Impact) {

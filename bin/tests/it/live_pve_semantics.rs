@@ -1,0 +1,146 @@
+//! Against fakepve, what real PVE does with a change (pve-semantics.md):
+//! a change PVE holds pending is restarted with `status/reboot` when the
+//! restart policy says so; guests PVE would refuse to delete (protection,
+//! HA) are never stopped or deleted; a locked guest is not touched.
+
+#![allow(clippy::unwrap_used)]
+
+use crate::live_support;
+
+use live_support::*;
+use proxops_pve::fakepve::FakePve;
+use serde_json::{Value, json};
+
+/// A running proxops-tagged VM on pve1 as PVE reports it after create.
+fn app_vm(vmid: u32, name: &str) -> Value {
+    json!({"vmid": vmid, "name": name, "node": "pve1", "status": "running",
+           "config": {
+               "name": name, "memory": 512, "cores": 1, "cpu": "host", "scsihw": "virtio-scsi-pci",
+               "net0": format!("virtio=BC:24:11:00:{:02X}:{:02X},bridge=vmbr0", vmid / 256, vmid % 256),
+               "scsi0": format!("local-lvm:vm-{vmid}-disk-0,size=1G"), "tags": "proxops"}})
+}
+
+/// The manifest `app_vm` matches; `extra` is appended to its spec.
+fn app_manifest(vmid: u32, name: &str, annotations: &str, extra: &str) -> String {
+    format!(
+        "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: {name}\n{annotations}spec:\n  node: pve1\n  vmid: {vmid}\n  memory: 512MiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 1GiB\n  networks:\n    - bridge: vmbr0\n{extra}"
+    )
+}
+
+fn seed_with(guests: Vec<Value>) -> Value {
+    let mut seed = empty_seed();
+    seed["guests"] = Value::Array(guests);
+    seed
+}
+
+/// A repo whose `home` composition is the one `app` manifest.
+fn app_repo(pve: &FakePve, manifest: &str) -> Repo {
+    let repo = Repo::demo_for(pve);
+    repo.write("vm/home/app.yaml", manifest);
+    repo.set_resources(&["../../vm/home/app.yaml"]);
+    repo
+}
+
+#[test]
+fn a_converged_guest_with_a_pending_change_is_rebooted_when_the_policy_says_so() {
+    // The VM's vga was changed while it ran: PVE keeps it pending.
+    let mut vm = app_vm(310, "app");
+    vm["config"]["vga"] = json!("std");
+    vm["pending"] = json!({"vga": "virtio"});
+    let pve = FakePve::start(&seed_with(vec![vm])).unwrap();
+    let extra = "  hardware:\n    display: virtio\n";
+
+    // Policy never (the default): not converged, nothing written.
+    let repo = app_repo(&pve, &app_manifest(310, "app", "", extra));
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    assert_eq!(diff.code, 3, "{}", diff.all());
+    assert!(
+        diff.stdout.contains("pending restart") && diff.stdout.contains("vga"),
+        "{}",
+        diff.all()
+    );
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(writes(&pve).is_empty(), "{:?}", writes(&pve));
+
+    // proxops/restart-policy: reboot: apply restarts it with status/reboot
+    // (never a stop), and it converges.
+    let annotated = app_manifest(
+        310,
+        "app",
+        "  annotations:\n    proxops/restart-policy: reboot\n",
+        extra,
+    );
+    repo.write("vm/home/app.yaml", &annotated);
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert_eq!(
+        writes(&pve),
+        vec![(
+            "POST".to_owned(),
+            "/api2/json/nodes/pve1/qemu/310/status/reboot".to_owned()
+        )],
+        "{}",
+        run.all()
+    );
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    assert_eq!(diff.code, 0, "{}", diff.all());
+}
+
+#[test]
+fn a_protected_or_ha_managed_guest_is_never_stopped_or_pruned() {
+    let mut protected = app_vm(320, "kept-protected");
+    protected["config"]["protection"] = json!(1);
+    let mut ha = app_vm(321, "kept-ha");
+    ha["attrs"] = json!({"ha_state": "started"});
+    let pve = FakePve::start(&seed_with(vec![app_vm(310, "app"), protected, ha])).unwrap();
+    let repo = app_repo(&pve, &app_manifest(310, "app", "", ""));
+
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert!(writes(&pve).is_empty(), "{:?}\n{}", writes(&pve), run.all());
+    let anomalies: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|l| l.contains("needs_person"))
+        .collect();
+    assert!(
+        anomalies
+            .iter()
+            .any(|l| l.contains("kept-protected") && l.contains("protection=1")),
+        "{}",
+        run.all()
+    );
+    assert!(
+        anomalies
+            .iter()
+            .any(|l| l.contains("kept-ha") && l.contains("HA-managed")),
+        "{}",
+        run.all()
+    );
+}
+
+#[test]
+fn a_guest_locked_for_backup_is_skipped_with_its_lock_named() {
+    let mut vm = app_vm(310, "app");
+    vm["lock"] = json!("backup");
+    let pve = FakePve::start(&seed_with(vec![vm])).unwrap();
+    // The manifest wants more memory: an update PVE would refuse.
+    let repo = app_repo(
+        &pve,
+        &app_manifest(310, "app", "", "").replace("512MiB", "1GiB"),
+    );
+
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert!(writes(&pve).is_empty(), "{:?}\n{}", writes(&pve), run.all());
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("VM/app") && l.contains("locked (backup)")),
+        "{}",
+        run.all()
+    );
+}
