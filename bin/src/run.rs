@@ -116,6 +116,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         ServerOptions {
             limits: ServerLimits::default(),
             observer: Some(server_observer(Arc::clone(&stop))),
+            ..ServerOptions::default()
         },
     )
     .map_err(|e| Failure::runtime(e.to_string()))?;

@@ -13,13 +13,13 @@ use std::time::{Duration, Instant};
 
 use proxops_core::report::StatusStore;
 use proxops_http::{
-    DEFAULT_LISTEN, HttpError, Reply, Route, ServerLimits, ServerOptions, StatusServer,
+    DEFAULT_LISTEN, HttpError, Reply, Request, Route, ServerLimits, ServerOptions, StatusServer,
     store_source,
 };
 use support::{START, get, request};
 
 fn fixed_source() -> proxops_http::Source {
-    Arc::new(|route, _now| match route {
+    Arc::new(|request: &Request<'_>, _now| match request.route {
         Route::Healthz => Reply::new(
             503,
             "text/plain; charset=utf-8",
@@ -27,6 +27,7 @@ fn fixed_source() -> proxops_http::Source {
         ),
         Route::Metrics => Reply::new(200, "text/plain; version=0.0.4; charset=utf-8", "m 1\n"),
         Route::Status => Reply::new(200, "application/json", "{}\n"),
+        Route::GitHook | Route::Page => proxops_http::not_found(),
     })
 }
 
@@ -154,7 +155,7 @@ fn the_default_listen_address_is_loopback() {
 fn with_limits(limits: ServerLimits) -> StatusServer {
     let options = ServerOptions {
         limits,
-        observer: None,
+        ..ServerOptions::default()
     };
     StatusServer::start_with("127.0.0.1:0", fixed_source(), options).unwrap()
 }
@@ -210,30 +211,37 @@ fn a_head_that_never_ends_is_answered_408_after_the_header_timeout() {
 }
 
 #[test]
-fn connections_over_the_cap_wait_for_a_free_slot() {
+fn a_connection_over_the_cap_pushes_out_the_idle_one_that_waited_longest() {
     let server = with_limits(ServerLimits {
         max_connections: 2,
         ..ServerLimits::default()
     });
     let addr = server.local_addr();
-    let idle_a = TcpStream::connect(addr).unwrap();
-    let _idle_b = TcpStream::connect(addr).unwrap();
+    let mut idle_a = TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
+    let mut idle_b = TcpStream::connect(addr).unwrap();
+    std::thread::sleep(Duration::from_millis(50));
     // Both slots are taken by connections that send nothing: a third is
-    // not served...
+    // served at once, in the place of the one that waited longest...
+    let started = Instant::now();
     let mut third = TcpStream::connect(addr).unwrap();
     third
         .write_all(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n")
         .unwrap();
-    third
-        .set_read_timeout(Some(Duration::from_millis(500)))
-        .unwrap();
-    let mut byte = [0u8; 1];
-    let early = third.read(&mut byte);
-    assert!(early.is_err(), "served over the cap: {early:?}");
-    // ...until one of them goes away.
-    drop(idle_a);
     let answer = read_all(&mut third);
     assert!(answer.starts_with("HTTP/1.1 200 OK\r\n"), "{answer}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "served only after {:?}",
+        started.elapsed()
+    );
+    // ...which was closed, with no answer; the other is still waited for.
+    assert_eq!(read_all(&mut idle_a), "");
+    idle_b
+        .set_read_timeout(Some(Duration::from_millis(200)))
+        .unwrap();
+    let mut byte = [0u8; 1];
+    assert!(idle_b.read(&mut byte).is_err(), "idle_b was closed too");
 }
 
 #[test]
