@@ -31,14 +31,17 @@ use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
 use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
 use proxops_http::{
-    Observer, ServerEvent, ServerLimits, ServerOptions, StatusServer, store_source,
+    Access, Dashboard, GitHooks, Observer, ServerEvent, ServerLimits, ServerOptions, StatusServer,
+    store_source,
 };
 use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
+use proxops_sops::IdentitySources;
 
 use crate::apply::log_action;
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env, Workspace};
+use crate::creds::{self, AccessCredential};
 use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
 use crate::gitsource::DesiredSource;
@@ -71,16 +74,15 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // and counts `not_ready` cycles until the remote answers (§22.6).
     let mut desired = DesiredSource::open(g, env)?;
     let transports = Arc::new(Transports::default());
-    let (listen, poll, parallel, mut known_clusters, first) = match desired.next_cycle(g, env) {
+    let (config, root, mut known_clusters, first) = match desired.next_cycle(g, env) {
         Ok(ws) => {
             // Credentials and TLS trust must be usable at start-up (exit 2
             // if not). Each PVE says which it is here, before the clusters
             // go their own ways.
             cycle::prepare_reusing(g, env, &ws, &Source::Live, &transports)?;
             (
-                ws.loaded.config.listen.clone(),
-                ws.loaded.config.poll_interval.as_std(),
-                ws.loaded.config.parallel_clusters,
+                ws.loaded.config.clone(),
+                ws.root.clone(),
                 cluster_names(g, &ws),
                 Ok(ws),
             )
@@ -95,28 +97,51 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 .map(|k| k.as_str().to_owned())
                 .filter(|n| context::selected(g, n))
                 .collect();
-            (
-                cfg.listen,
-                cfg.poll_interval.as_std(),
-                cfg.parallel_clusters,
-                names,
-                Err(f),
-            )
+            (cfg, None, names, Err(f))
         }
         Err(f) => return Err(f),
     };
+    let (listen, poll, parallel) = (
+        config.listen.clone(),
+        config.poll_interval.as_std(),
+        config.parallel_clusters,
+    );
+    // The daemon's own secrets (access credential, webhook secret,
+    // notification targets) are read once, at start-up: exit 2 if one is
+    // missing.
+    let secrets = creds::daemon_secrets(
+        &config,
+        root.as_deref(),
+        &IdentitySources::from_process_env(),
+    )?;
+    let wake = Arc::new(Wake::default());
 
     let mut new_store = StatusStore::new(process_start);
     new_store.set_mode(mode);
     let store = Arc::new(Mutex::new(new_store));
     let stop = Arc::new(AtomicBool::new(false));
+    let dashboard = if config.daemon.dashboard {
+        Dashboard::On
+    } else {
+        Dashboard::Off
+    };
     let server = StatusServer::start_with(
         &listen,
-        store_source(Arc::clone(&store), poll.as_secs()),
+        store_source(Arc::clone(&store), poll.as_secs(), dashboard),
         ServerOptions {
             limits: ServerLimits::default(),
             observer: Some(server_observer(Arc::clone(&stop))),
-            ..ServerOptions::default()
+            access: secrets.access.clone().map(|a| match a {
+                AccessCredential::Bearer(token) => Access::Bearer(token),
+                AccessCredential::Basic { user, password } => Access::Basic { user, password },
+            }),
+            hooks: secrets.webhook.clone().map(|secret| GitHooks {
+                secret,
+                on_push: {
+                    let wake = Arc::clone(&wake);
+                    Arc::new(move |_| wake.push())
+                },
+            }),
         },
     )
     .map_err(|e| Failure::runtime(e.to_string()))?;
@@ -162,6 +187,19 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             lane.reap();
         }
         let now = Instant::now();
+        if wake.take() {
+            // A verified push: every cluster is due now (one still in its
+            // cycle right after it), and the due ones start with a fresh
+            // fetch. A burst of pushes is one wake.
+            for lane in lanes.values_mut() {
+                lane.next = now;
+            }
+            log::event(
+                Level::Info,
+                "proxops.run sync on push: fetching and starting a cycle now",
+                &[],
+            );
+        }
         let busy = lanes.values().filter(|l| l.cycle.is_some()).count();
         // A configuration that names no cluster still loads every poll
         // interval, under the name its aborted cycles report.
@@ -284,6 +322,35 @@ fn server_observer(stop: Arc<AtomicBool>) -> Observer {
                 Level::Info,
                 "status server: accepting again",
                 &[("failed_accepts", (*failures).into())],
+            );
+        }
+        ServerEvent::HookAccepted { forge, event, woke } => {
+            log::event(
+                Level::Info,
+                if *woke {
+                    "git webhook: verified push; syncing now"
+                } else {
+                    "git webhook: verified, not a push; nothing to do"
+                },
+                &[
+                    ("forge", forge.as_str().into()),
+                    ("event", event.as_str().into()),
+                ],
+            );
+        }
+        ServerEvent::HookRefused {
+            forge,
+            status,
+            reason,
+        } => {
+            log::event(
+                Level::Warn,
+                "git webhook refused",
+                &[
+                    ("forge", forge.map_or("unknown", |f| f.as_str()).into()),
+                    ("status", u64::from(*status).into()),
+                    ("reason", reason.as_str().into()),
+                ],
             );
         }
         ServerEvent::Ended { reason } => {
@@ -464,7 +531,20 @@ fn one_cycle(
         );
     }
     let cycles = match mode {
-        RunMode::Apply => cycle::apply_all(&session, &opts),
+        RunMode::Apply => session
+            .clusters
+            .iter()
+            .map(|p| {
+                let planned = cycle::plan_cluster(p, opts.lock);
+                if !planned.plan.aborted
+                    && !planned.plan.actions.is_empty()
+                    && let Ok(mut s) = store.lock()
+                {
+                    s.set_applying(p.name.as_str(), unix_now());
+                }
+                cycle::execute_cluster(p, planned, &opts)
+            })
+            .collect(),
         RunMode::Observe => {
             let (cycles, refused) = cycle::observe_all(&session);
             if refused > 0 {
@@ -497,6 +577,7 @@ fn one_cycle(
             c.finished_at,
         );
         report.desired_stale = ws.desired_stale;
+        report.elapsed_ms = u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX);
         log_cluster(&report, c.elapsed, ws.stale_reason.as_deref());
         let live = session
             .clusters
@@ -684,6 +765,26 @@ impl Counted {
         self.last
             .insert(cluster.to_owned(), (Arc::clone(live), now));
         out
+    }
+}
+
+/// A wish to sync now, from a verified push: set by the webhook on the
+/// server's thread, taken by the loop at its next turn (within
+/// [`STOP_CHECK`]). Pushes that arrive before the loop takes the wish are
+/// one wish: a burst starts one cycle per cluster.
+#[derive(Default)]
+struct Wake {
+    wanted: AtomicBool,
+}
+
+impl Wake {
+    fn push(&self) {
+        self.wanted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a sync was wished for since the last call.
+    fn take(&self) -> bool {
+        self.wanted.swap(false, Ordering::SeqCst)
     }
 }
 

@@ -15,6 +15,7 @@ pub mod action;
 pub mod adopt;
 pub mod bounds;
 pub mod config;
+pub mod dashboard;
 pub mod diag;
 pub mod drift;
 pub mod exec;

@@ -34,10 +34,11 @@ pub use hooks::{Forge, GitHooks};
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
+use proxops_core::dashboard;
 use proxops_core::exec::Timestamp;
 use proxops_core::report::{
     METRICS_CONTENT_TYPE, StatusStore, healthz, render_metrics, render_status_json,
@@ -139,11 +140,26 @@ pub const STATUS_CONTENT_TYPE: &str = "application/json";
 /// The content type of `/healthz` and of error answers.
 pub const TEXT_CONTENT_TYPE: &str = "text/plain; charset=utf-8";
 
+/// Whether the store source serves the dashboard's pages.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Dashboard {
+    /// `/` and `/objects/…` are the dashboard ([`proxops_core::dashboard`]).
+    On,
+    /// Every page path is `404`, as if there were none.
+    Off,
+}
+
 /// A [`Source`] over a shared store: `/healthz` from core's `healthz` with
-/// `poll_interval_secs`, `/metrics` and `/status` from core's renderings.
-/// The lock is held only while rendering; a poisoned lock (a panic while
-/// recording a cycle) answers 500 rather than serving a half-written store.
-pub fn store_source(store: Arc<Mutex<StatusStore>>, poll_interval_secs: u64) -> Source {
+/// `poll_interval_secs`, `/metrics` and `/status` from core's renderings,
+/// and (unless `dashboard` is `Off`) the dashboard's pages from the same
+/// store. The lock is held only while rendering; a poisoned lock (a panic
+/// while recording a cycle) answers 500 rather than serving a
+/// half-written store.
+pub fn store_source(
+    store: Arc<Mutex<StatusStore>>,
+    poll_interval_secs: u64,
+    dashboard: Dashboard,
+) -> Source {
     Arc::new(move |request, now| {
         let Ok(store) = store.lock() else {
             return Reply::new(500, TEXT_CONTENT_TYPE, "status store unavailable\n");
@@ -155,8 +171,37 @@ pub fn store_source(store: Arc<Mutex<StatusStore>>, poll_interval_secs: u64) -> 
             }
             Route::Metrics => Reply::new(200, METRICS_CONTENT_TYPE, render_metrics(&store, now)),
             Route::Status => Reply::new(200, STATUS_CONTENT_TYPE, render_status_json(&store, now)),
+            Route::Page if dashboard == Dashboard::On => {
+                let page = dashboard::render(&store, now, request.path, request.query);
+                Reply::new(page.status, dashboard::CONTENT_TYPE, page.body)
+                    .with_header("Content-Security-Policy", page_policy())
+                    .with_header("X-Frame-Options", "DENY")
+                    .with_header("Referrer-Policy", "no-referrer")
+            }
             Route::GitHook | Route::Page => not_found(),
         }
+    })
+}
+
+/// The Content-Security-Policy of the dashboard's pages: nothing but the
+/// page itself, its embedded style and its one script (each allowed by
+/// its SHA-256), and forms sent back to it.
+pub fn page_policy() -> &'static str {
+    static POLICY: OnceLock<String> = OnceLock::new();
+    POLICY.get_or_init(|| {
+        let hash = |text: &str| {
+            use base64::Engine as _;
+            let digest = <sha2::Sha256 as sha2::Digest>::digest(text.as_bytes());
+            format!(
+                "'sha256-{}'",
+                base64::engine::general_purpose::STANDARD.encode(digest)
+            )
+        };
+        format!(
+            "default-src 'none'; style-src {}; script-src {}; form-action 'self'; base-uri 'none'; frame-ancestors 'none'",
+            hash(dashboard::STYLE),
+            hash(dashboard::SCRIPT)
+        )
     })
 }
 

@@ -13,8 +13,8 @@ use std::time::{Duration, Instant};
 
 use proxops_core::report::StatusStore;
 use proxops_http::{
-    DEFAULT_LISTEN, HttpError, Reply, Request, Route, ServerLimits, ServerOptions, StatusServer,
-    store_source,
+    DEFAULT_LISTEN, Dashboard, HttpError, Reply, Request, Route, ServerLimits, ServerOptions,
+    StatusServer, store_source,
 };
 use support::{START, get, request};
 
@@ -75,7 +75,11 @@ fn unknown_paths_are_404_and_other_methods_405() {
 #[test]
 fn the_store_source_serves_core_renderings() {
     let store = Arc::new(Mutex::new(StatusStore::new(START)));
-    let server = StatusServer::start("127.0.0.1:0", store_source(Arc::clone(&store), 30)).unwrap();
+    let server = StatusServer::start(
+        "127.0.0.1:0",
+        store_source(Arc::clone(&store), 30, Dashboard::On),
+    )
+    .unwrap();
     let addr = server.local_addr();
 
     let h = get(addr, "/healthz");
@@ -255,4 +259,65 @@ fn shutdown_returns_while_every_slot_is_held() {
     std::thread::sleep(Duration::from_millis(100));
     server.shutdown();
     assert!(TcpStream::connect(addr).is_err(), "the listener is gone");
+}
+
+#[test]
+fn the_store_source_serves_the_dashboard_with_its_policy_unless_it_is_off() {
+    let store = Arc::new(Mutex::new(support::store()));
+    let on = StatusServer::start(
+        "127.0.0.1:0",
+        store_source(Arc::clone(&store), 30, Dashboard::On),
+    )
+    .unwrap();
+    let page = get(on.local_addr(), "/?cluster=prod&state=failed");
+    assert_eq!(page.status, 200);
+    assert_eq!(
+        page.header("content-type"),
+        Some("text/html; charset=utf-8")
+    );
+    assert_eq!(
+        page.header("content-security-policy"),
+        Some(proxops_http::page_policy())
+    );
+    assert_eq!(page.header("x-frame-options"), Some("DENY"));
+    assert!(page.body.contains("/objects/prod/LXC/db"), "{}", page.body);
+    let object = get(on.local_addr(), "/objects/prod/LXC/db");
+    assert_eq!(object.status, 200);
+    assert!(
+        object
+            .body
+            .contains("unable to parse &quot;C:\\x&quot; value"),
+        "{}",
+        object.body
+    );
+    assert_eq!(get(on.local_addr(), "/objects/prod/LXC/nope").status, 404);
+
+    let off = StatusServer::start(
+        "127.0.0.1:0",
+        store_source(Arc::clone(&store), 30, Dashboard::Off),
+    )
+    .unwrap();
+    for path in ["/", "/objects/prod/LXC/db"] {
+        assert_eq!(get(off.local_addr(), path).status, 404, "{path}");
+    }
+    assert_eq!(get(off.local_addr(), "/status").status, 200);
+}
+
+#[test]
+fn the_page_policy_allows_exactly_the_embedded_style_and_script() {
+    use base64::Engine as _;
+    use sha2::Digest as _;
+    let hash = |t: &str| {
+        base64::engine::general_purpose::STANDARD.encode(sha2::Sha256::digest(t.as_bytes()))
+    };
+    let policy = proxops_http::page_policy();
+    assert!(policy.starts_with("default-src 'none';"), "{policy}");
+    assert!(policy.contains(&format!(
+        "style-src 'sha256-{}'",
+        hash(proxops_core::dashboard::STYLE)
+    )));
+    assert!(policy.contains(&format!(
+        "script-src 'sha256-{}'",
+        hash(proxops_core::dashboard::SCRIPT)
+    )));
 }

@@ -9,6 +9,8 @@ use std::process::Command;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
+pub mod browser;
+pub mod daemon;
 pub mod sops;
 
 /// The variables ProxOps reads its repository, configuration and
