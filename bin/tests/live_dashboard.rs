@@ -19,8 +19,6 @@ use live_support::browser::Browser;
 use live_support::daemon::{Daemon, get};
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
-use proxops_pve::live::LiveTransport;
-use proxops_pve::transport::{Method, Request, Transport};
 use serde_json::Value;
 
 const DEADLINE: Duration = Duration::from_secs(120);
@@ -62,15 +60,7 @@ fn a_browser_shows_the_drifting_cluster_its_field_change_and_a_filter() {
 
     // Drift, two ways: someone halves web-01's memory by hand, and a
     // commit changes monitoring's description.
-    let hand = LiveTransport::new(pve.live_config()).unwrap();
-    let put = hand
-        .call(&Request::new(
-            Method::Put,
-            "/nodes/pve1/qemu/101/config",
-            vec![("memory".into(), "2048".into())],
-        ))
-        .unwrap();
-    assert!(put.is_success(), "{put:?}");
+    edit_by_hand(&pve, 101, "memory", "2048");
     repo.set_monitoring_description("metrics and alerting");
     repo.commit_all("monitoring: say what it is for");
 

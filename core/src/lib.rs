@@ -25,6 +25,7 @@ pub mod host;
 pub mod live;
 pub mod manifest;
 pub mod names;
+pub mod notify;
 pub mod plan;
 pub mod planner;
 pub mod render;

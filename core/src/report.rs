@@ -232,6 +232,42 @@ pub struct CycleEntry {
     pub sync: SyncState,
 }
 
+/// How sending to one notification target goes: what `/status`,
+/// `/metrics` and the dashboard say of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetHealth {
+    /// `webhook`, `slack`, `ntfy`, `gotify`.
+    pub kind: String,
+    pub sent: u64,
+    /// Sends that failed (each attempt).
+    pub failed: u64,
+    /// Messages given up after their last attempt.
+    pub gave_up: u64,
+    /// Messages dropped from a full queue.
+    pub dropped: u64,
+    /// Messages waiting now.
+    pub queued: u64,
+    /// The last attempt failed (until one succeeds).
+    pub failing: bool,
+    /// Why the last failed attempt failed (status or network error; never
+    /// the URL or a token).
+    pub last_error: String,
+    pub last_failure_at: Option<Timestamp>,
+    pub last_sent_at: Option<Timestamp>,
+}
+
+/// One attempt to notify a target, or a message it lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Sent,
+    /// `gave_up`: the message is not tried again.
+    Failed {
+        error: String,
+        gave_up: bool,
+    },
+    Dropped,
+}
+
 /// How many cycles the timeline keeps (over all clusters): two hours at
 /// the default poll interval of one cluster.
 pub const RECENT_CYCLES: usize = 240;
@@ -703,6 +739,8 @@ pub struct StatusStore {
     cluster_cycles: BTreeMap<String, CycleEntry>,
     /// Clusters executing a plan now, and since when.
     applying: BTreeMap<String, Timestamp>,
+    /// Notification targets by name.
+    targets: BTreeMap<String, TargetHealth>,
 }
 
 impl StatusStore {
@@ -727,7 +765,40 @@ impl StatusStore {
             recent: VecDeque::new(),
             cluster_cycles: BTreeMap::new(),
             applying: BTreeMap::new(),
+            targets: BTreeMap::new(),
         }
+    }
+
+    /// A notification target to report on, before anything was sent.
+    pub fn add_target(&mut self, name: &str, kind: &str) {
+        self.targets.entry(name.to_owned()).or_default().kind = kind.to_owned();
+    }
+
+    /// What became of one message to target `name`, which has `queued`
+    /// messages waiting after it.
+    pub fn record_delivery(&mut self, name: &str, d: &Delivery, queued: usize, now: Timestamp) {
+        let t = self.targets.entry(name.to_owned()).or_default();
+        t.queued = queued as u64;
+        match d {
+            Delivery::Sent => {
+                t.sent += 1;
+                t.failing = false;
+                t.last_sent_at = Some(now);
+            }
+            Delivery::Failed { error, gave_up } => {
+                t.failed += 1;
+                t.gave_up += u64::from(*gave_up);
+                t.failing = true;
+                t.last_error = error.clone();
+                t.last_failure_at = Some(now);
+            }
+            Delivery::Dropped => t.dropped += 1,
+        }
+    }
+
+    /// Notification targets by name.
+    pub fn targets(&self) -> impl Iterator<Item = (&String, &TargetHealth)> {
+        self.targets.iter()
     }
 
     /// Takes one finished cycle: bumps the counters (one `cycles_total` per
@@ -1028,6 +1099,24 @@ struct StatusDoc<'a> {
     clusters: Vec<ClusterDoc<'a>>,
     /// Additive: the last cycles of every cluster, oldest first.
     recent_cycles: Vec<CycleDoc<'a>>,
+    /// Additive: each notification target, and how sending to it goes.
+    notifications: Vec<TargetDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct TargetDoc<'a> {
+    target: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    sent: u64,
+    failed: u64,
+    gave_up: u64,
+    dropped: u64,
+    queued: u64,
+    failing: bool,
+    last_error: &'a str,
+    last_failure_at: Option<String>,
+    last_sent_at: Option<String>,
 }
 
 #[derive(Serialize)]
@@ -1231,6 +1320,23 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             sync: e.sync.as_str(),
         })
         .collect();
+    let notifications = store
+        .targets
+        .iter()
+        .map(|(name, t)| TargetDoc {
+            target: name,
+            kind: &t.kind,
+            sent: t.sent,
+            failed: t.failed,
+            gave_up: t.gave_up,
+            dropped: t.dropped,
+            queued: t.queued,
+            failing: t.failing,
+            last_error: &t.last_error,
+            last_failure_at: t.last_failure_at.map(rfc3339),
+            last_sent_at: t.last_sent_at.map(rfc3339),
+        })
+        .collect();
     let doc = StatusDoc {
         mode: store.mode.as_str(),
         process_start: rfc3339(store.process_start),
@@ -1238,6 +1344,7 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
         objects,
         clusters,
         recent_cycles,
+        notifications,
     };
     // Serialising plain structs of strings, numbers and bools cannot fail.
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
@@ -1343,7 +1450,9 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// (every type), `proxops_read_only`, `proxops_desired_stale`,
 /// `proxops_objects{kind,state}` (every kind × §17.3 state, counted over the
 /// store), `proxops_pve_requests_total{method,result}` (series seen so far),
-/// `proxops_process_start_time_seconds`, `proxops_observe_only` (1 under
+/// `proxops_process_start_time_seconds`, `proxops_notifications_total{target,result}`
+/// and `proxops_notification_target_failing{target}` (each configured
+/// target), `proxops_observe_only` (1 under
 /// `run --dry-run`), and from the last cycle, for each cluster that was not
 /// aborted, `proxops_pending_actions{cluster,action}` (every action) and
 /// `proxops_plan_anomalies{cluster,type}` (every type). Ages count from
@@ -1570,6 +1679,38 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
                 c.anomalies.get(&t).copied().unwrap_or(0),
             );
         }
+    }
+
+    m.family(
+        "proxops_notifications_total",
+        "counter",
+        "Notification messages by target and result (sent, failed attempts, gave_up, dropped).",
+    );
+    for (name, t) in &store.targets {
+        for (result, n) in [
+            ("sent", t.sent),
+            ("failed", t.failed),
+            ("gave_up", t.gave_up),
+            ("dropped", t.dropped),
+        ] {
+            m.sample(
+                "proxops_notifications_total",
+                &[("target", name), ("result", result)],
+                n,
+            );
+        }
+    }
+    m.family(
+        "proxops_notification_target_failing",
+        "gauge",
+        "1 while the last attempt to notify the target failed.",
+    );
+    for (name, t) in &store.targets {
+        m.sample(
+            "proxops_notification_target_failing",
+            &[("target", name)],
+            u64::from(t.failing),
+        );
     }
 
     m.family(

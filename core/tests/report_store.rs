@@ -222,7 +222,8 @@ fn status_json_has_exactly_the_documented_fields_in_order() {
             "last_cycle",
             "objects",
             "clusters",
-            "recent_cycles"
+            "recent_cycles",
+            "notifications"
         ]
     );
     assert_eq!(

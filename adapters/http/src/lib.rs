@@ -1,11 +1,15 @@
-//! The status server: serves `/healthz`, `/metrics` and `/status` over
-//! plain HTTP/1.1, on its own threads.
+//! HTTP both ways for `proxops run`: the status server (`/healthz`,
+//! `/metrics`, `/status`, the dashboard and `POST /hooks/git`, over plain
+//! HTTP/1.1 on its own threads), and the notifier that sends events to
+//! chat and push targets ([`Notifier`], on a thread of its own).
 //!
 //! It only serves what it is handed: every answer comes from a [`Source`]
 //! (usually [`store_source`], which asks core's renderings), so the server
-//! decides nothing and knows nothing of reconciling. `GET` (and `HEAD`, which
-//! HTTP requires to behave like `GET` without a body) on the three paths;
-//! any other method is `405`, any other path `404`.
+//! decides nothing and knows nothing of reconciling. `GET` (and `HEAD`,
+//! which HTTP requires to behave like `GET` without a body) on every path
+//! but the webhook's, which takes `POST` only; any other method is `405`.
+//! An [`Access`] credential, when set, guards every path but `/healthz`
+//! and the webhook (which proves itself by its signature, [`GitHooks`]).
 //!
 //! A small std::net server of its own, not a framework: it must survive
 //! what a listener on a network meets — a full file-descriptor table
@@ -18,8 +22,10 @@
 //! nobody watching.
 //!
 //! **Architecture Invariant:** it binds exactly the address it is told
-//! (the default, [`DEFAULT_LISTEN`], is loopback only), holds no secret and
-//! renders nothing itself. It reads the clock once per request, to hand
+//! (the default, [`DEFAULT_LISTEN`], is loopback only), renders nothing
+//! itself, and holds only the secrets it checks (the access credential, the
+//! webhook secret) or sends (a notification target's URL and token), none
+//! of which it ever logs or echoes. It reads the clock once per request, to hand
 //! `now` to the source. It never logs: what happens is handed to the
 //! caller's observer as a [`ServerEvent`].
 
@@ -27,10 +33,12 @@ mod accept;
 mod access;
 mod conn;
 mod hooks;
+mod notifier;
 mod slots;
 
 pub use access::Access;
 pub use hooks::{Forge, GitHooks};
+pub use notifier::{DeliveryObserver, Notifier, SEND_TIMEOUT, Target};
 
 use std::net::{Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::Ordering;

@@ -62,7 +62,6 @@ impl Rig {
                     p.fetch_add(1, Ordering::SeqCst);
                 }),
             }),
-            ..ServerOptions::default()
         };
         let source: proxops_http::Source =
             Arc::new(|_: &Request<'_>, _| Reply::new(200, "text/plain", "ok\n"));

@@ -76,8 +76,8 @@ impl Peer {
             let failed = trickle && {
                 let byte = ENDLESS_HEAD.get(self.sent).copied().unwrap_or(b'a');
                 match s.write(&[byte]) {
-                    Ok(_) => {
-                        self.sent += 1;
+                    Ok(n) => {
+                        self.sent += n;
                         false
                     }
                     Err(e) => e.kind() != ErrorKind::WouldBlock,

@@ -376,6 +376,22 @@ pub fn recorded_home(pve: &FakePve, repo: &Repo) -> Vec<Value> {
     doc["responses"].as_array().unwrap().clone()
 }
 
+/// Someone edits guest `vmid` on pve1 through the API, as a person would
+/// in PVE's web UI: `PUT …/config` with `key=value`.
+pub fn edit_by_hand(pve: &FakePve, vmid: u32, key: &str, value: &str) {
+    use proxops_pve::live::LiveTransport;
+    use proxops_pve::transport::{Method, Request, Transport};
+    let hand = LiveTransport::new(pve.live_config()).unwrap();
+    let put = hand
+        .call(&Request::new(
+            Method::Put,
+            format!("/nodes/pve1/qemu/{vmid}/config"),
+            vec![(key.into(), value.into())],
+        ))
+        .unwrap();
+    assert!(put.is_success(), "{put:?}");
+}
+
 /// Writes (method, path) the fakepve server saw since the last `forget`.
 pub fn writes(pve: &FakePve) -> Vec<(String, String)> {
     pve.requests()

@@ -33,6 +33,7 @@ pub(super) fn render(store: &StatusStore, now: Timestamp, filter: &Filter) -> St
     let names = cluster_names(store);
     let mut body = String::new();
     clusters(&mut body, store, now, &names);
+    targets(&mut body, store, now);
     objects(&mut body, store, filter, &names);
     cycles(&mut body, store, now, filter);
     html::page(store, now, &title(store, &names), &body)
@@ -144,6 +145,36 @@ fn card(
     }
     counts(out, store, name);
     out.push_str("</article>\n");
+}
+
+/// The notification targets, when there are any: each sending or failing.
+fn targets(out: &mut String, store: &StatusStore, now: Timestamp) {
+    let targets: Vec<_> = store.targets().collect();
+    if targets.is_empty() {
+        return;
+    }
+    out.push_str("<h2 id=\"notifications\">Notifications</h2>\n<ul class=\"counts\">\n");
+    for (name, t) in targets {
+        let state = if t.failing {
+            let since = t
+                .last_failure_at
+                .map(|at| format!(" {}", when(at, now)))
+                .unwrap_or_default();
+            format!(
+                "{} {}{since}",
+                badge("t-bad", "✗", &format!("{name} ({}) failing", t.kind)),
+                escape(&t.last_error)
+            )
+        } else {
+            badge(
+                "t-ok",
+                "✓",
+                &format!("{name} ({}): {} sent", t.kind, t.sent),
+            )
+        };
+        let _ = writeln!(out, "<li>{state}</li>");
+    }
+    out.push_str("</ul>\n");
 }
 
 /// A weakened state the cluster is in: planning from a stale tree, or
