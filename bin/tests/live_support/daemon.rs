@@ -78,6 +78,23 @@ impl Daemon {
         }
     }
 
+    /// Sends SIGTERM and waits (until `deadline`) for the exit status.
+    pub fn terminate(&mut self, deadline: Instant) -> std::process::ExitStatus {
+        let sent = Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(sent.success());
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(Instant::now() < deadline, "no exit:\n{}", self.stderr());
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
     /// The status server's address, from the start-up line.
     pub fn address(&mut self, deadline: Instant) -> SocketAddr {
         let line = self.wait_for_log("proxops.run started", deadline);
