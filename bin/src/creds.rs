@@ -5,7 +5,7 @@
 
 use std::path::{Path, PathBuf};
 
-use proxops_core::config::{AuthMethod, ClusterConfig, Config};
+use proxops_core::config::{AccessRefs, AuthMethod, ClusterConfig, Config};
 use proxops_core::drift::CloudInitSecrets;
 use proxops_core::secret::Secret;
 use proxops_sops::{IdentitySources, SecretDocument};
@@ -135,18 +135,28 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Result<Option<Pa
     let Some(file) = cc.secrets_file.as_ref() else {
         return Ok(None);
     };
+    let key = format!("pve.clusters.{}.secrets-file", cc.name.as_str());
+    confined_path(file, &cc.declared_in, &key, root).map(Some)
+}
+
+/// `file`, named by `key` in `declared_in`, on disk and confined to the
+/// repository as [`secrets_path`] says.
+fn confined_path(
+    file: &str,
+    declared_in: &str,
+    key: &str,
+    root: Option<&Path>,
+) -> Result<PathBuf, Failure> {
     let refuse = |why: String| {
         Failure::input(format!(
-            "invalid configuration: {}: pve.clusters.{}.secrets-file: {file:?} {why}: the repository may name only files inside it",
-            cc.declared_in,
-            cc.name.as_str()
+            "invalid configuration: {declared_in}: {key}: {file:?} {why}: the repository may name only files inside it"
         ))
     };
     let p = Path::new(file);
     if p.is_absolute() {
         return Err(refuse("is an absolute path".to_owned()));
     }
-    let base = declaring_dir(&cc.declared_in, root);
+    let base = declaring_dir(declared_in, root);
     let path = base.join(p);
     let fence = root.map(Path::to_path_buf).unwrap_or(base);
     let fence = if fence.as_os_str().is_empty() {
@@ -157,7 +167,7 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Result<Option<Pa
     // A file that does not exist cannot lead anywhere: reading it fails
     // with its own message.
     let Ok(real) = path.canonicalize() else {
-        return Ok(Some(path));
+        return Ok(path);
     };
     let fence = fence
         .canonicalize()
@@ -169,7 +179,7 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Result<Option<Pa
             fence.display()
         )));
     }
-    Ok(Some(real))
+    Ok(real)
 }
 
 fn sops_key(reference: &str) -> String {
@@ -336,6 +346,97 @@ pub fn git_token(
         }
     }
     Ok(chosen.map(|(_, t)| t).or_else(|| cfg.git_token.clone()))
+}
+
+/// The daemon's own credentials (`daemon:`), decrypted from
+/// `daemon.secrets-file`.
+#[derive(Debug, Default)]
+pub struct DaemonSecrets {
+    pub access: Option<AccessCredential>,
+    /// The secret forges sign `POST /hooks/git` with.
+    pub webhook: Option<Secret>,
+    /// Each notification target with its URL and token.
+    pub notify: Vec<TargetSecrets>,
+}
+
+/// The credential every request but `/healthz` must carry.
+#[derive(Debug, Clone)]
+pub enum AccessCredential {
+    Bearer(Secret),
+    Basic { user: Secret, password: Secret },
+}
+
+/// One notification target with its secrets.
+#[derive(Debug, Clone)]
+pub struct TargetSecrets {
+    pub target: proxops_core::config::NotifyTarget,
+    pub url: Secret,
+    pub token: Option<Secret>,
+}
+
+/// Decrypts `daemon.secrets-file` (when the configuration names one) and
+/// resolves every key `daemon:` references; each must exist and be
+/// non-empty (fails closed, exit 2, naming the file and key, never a
+/// value).
+pub fn daemon_secrets(
+    cfg: &Config,
+    root: Option<&Path>,
+    sources: &IdentitySources,
+) -> Result<DaemonSecrets, Failure> {
+    let d = &cfg.daemon;
+    let Some(file) = &d.secrets_file else {
+        return Ok(DaemonSecrets::default());
+    };
+    let path = confined_path(file, &d.declared_in, "daemon.secrets-file", root)?;
+    let label = short(&path);
+    let doc = proxops_sops::decrypt_file(&path, sources).map_err(|e| {
+        Failure::input(format!(
+            "credentials: daemon: cannot decrypt {label} ({}): {e}",
+            e.class()
+        ))
+    })?;
+    let get = |field: &str, reference: &str| -> Result<Secret, Failure> {
+        let key = sops_key(reference);
+        match doc.get_text(&key) {
+            Some(v) if !v.trim().is_empty() => Ok(Secret::new(v.trim().to_owned())),
+            _ => Err(Failure::input(format!(
+                "credentials: daemon: {label} has no non-empty value at {key:?} (referenced by {field}); fails closed"
+            ))),
+        }
+    };
+    let access = match &d.access {
+        None => None,
+        Some(AccessRefs::Token(t)) => {
+            Some(AccessCredential::Bearer(get("daemon.access.token", t)?))
+        }
+        Some(AccessRefs::Basic { user, password }) => Some(AccessCredential::Basic {
+            user: get("daemon.access.user", user)?,
+            password: get("daemon.access.password", password)?,
+        }),
+    };
+    let webhook = d
+        .webhook_secret
+        .as_deref()
+        .map(|k| get("daemon.git-webhook.secret", k))
+        .transpose()?;
+    let mut notify = Vec::new();
+    for t in &d.notify {
+        let field = |f: &str| format!("daemon.notify {:?} {f}", t.name);
+        notify.push(TargetSecrets {
+            target: t.clone(),
+            url: get(&field("url"), &t.url)?,
+            token: t
+                .token
+                .as_deref()
+                .map(|k| get(&field("token"), k))
+                .transpose()?,
+        });
+    }
+    Ok(DaemonSecrets {
+        access,
+        webhook,
+        notify,
+    })
 }
 
 fn short(p: &Path) -> String {

@@ -789,17 +789,6 @@ pub struct PlannedCluster {
     _lock: Option<ClusterLock>,
 }
 
-/// One converge cycle per selected cluster: read, plan, execute, read back,
-/// re-plan; an object is `converged` only when the read-back plan has
-/// nothing left for it.
-pub fn apply_all(session: &Session<'_>, opts: &ApplyOptions<'_>) -> Vec<ClusterCycle> {
-    session
-        .clusters
-        .iter()
-        .map(|p| execute_cluster(p, plan_cluster(p, opts.lock), opts))
-        .collect()
-}
-
 /// Takes the cluster's lock (when `lock` is given), then reads and plans
 /// it. An invalid, unreadable or held cluster gets an aborted plan.
 pub fn plan_cluster(p: &Prepared<'_>, lock: Option<&Locking>) -> PlannedCluster {

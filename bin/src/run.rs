@@ -28,17 +28,23 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
+use proxops_core::notify::{Event, Tracker};
 use proxops_core::plan::{AbortCause, Plan};
+use proxops_core::repo::ClusterDesired;
+use proxops_core::report::Delivery;
 use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
 use proxops_http::{
-    Observer, ServerEvent, ServerLimits, ServerOptions, StatusServer, store_source,
+    Access, Dashboard, DeliveryObserver, GitHooks, Notifier, Observer, ServerEvent, ServerLimits,
+    ServerOptions, StatusServer, Target, store_source,
 };
 use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
+use proxops_sops::IdentitySources;
 
 use crate::apply::log_action;
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env, Workspace};
+use crate::creds::{self, AccessCredential, TargetSecrets};
 use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
 use crate::gitsource::DesiredSource;
@@ -71,16 +77,15 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // and counts `not_ready` cycles until the remote answers (§22.6).
     let mut desired = DesiredSource::open(g, env)?;
     let transports = Arc::new(Transports::default());
-    let (listen, poll, parallel, mut known_clusters, first) = match desired.next_cycle(g, env) {
+    let (config, root, mut known_clusters, first) = match desired.next_cycle(g, env) {
         Ok(ws) => {
             // Credentials and TLS trust must be usable at start-up (exit 2
             // if not). Each PVE says which it is here, before the clusters
             // go their own ways.
             cycle::prepare_reusing(g, env, &ws, &Source::Live, &transports)?;
             (
-                ws.loaded.config.listen.clone(),
-                ws.loaded.config.poll_interval.as_std(),
-                ws.loaded.config.parallel_clusters,
+                ws.loaded.config.clone(),
+                ws.root.clone(),
                 cluster_names(g, &ws),
                 Ok(ws),
             )
@@ -95,27 +100,55 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 .map(|k| k.as_str().to_owned())
                 .filter(|n| context::selected(g, n))
                 .collect();
-            (
-                cfg.listen,
-                cfg.poll_interval.as_std(),
-                cfg.parallel_clusters,
-                names,
-                Err(f),
-            )
+            (cfg, None, names, Err(f))
         }
         Err(f) => return Err(f),
     };
+    let (listen, poll, parallel) = (
+        config.listen.clone(),
+        config.poll_interval.as_std(),
+        config.parallel_clusters,
+    );
+    // The daemon's own secrets (access credential, webhook secret,
+    // notification targets) are read once, at start-up: exit 2 if one is
+    // missing.
+    let secrets = creds::daemon_secrets(
+        &config,
+        root.as_deref(),
+        &IdentitySources::from_process_env(),
+    )?;
+    let wake = Arc::new(Wake::default());
 
     let mut new_store = StatusStore::new(process_start);
     new_store.set_mode(mode);
+    for t in &secrets.notify {
+        new_store.add_target(&t.target.name, t.target.kind.as_str());
+    }
     let store = Arc::new(Mutex::new(new_store));
+    let notices = Arc::new(Notices::start(&secrets.notify, &store)?);
     let stop = Arc::new(AtomicBool::new(false));
+    let dashboard = if config.daemon.dashboard {
+        Dashboard::On
+    } else {
+        Dashboard::Off
+    };
     let server = StatusServer::start_with(
         &listen,
-        store_source(Arc::clone(&store), poll.as_secs()),
+        store_source(Arc::clone(&store), poll.as_secs(), dashboard),
         ServerOptions {
             limits: ServerLimits::default(),
             observer: Some(server_observer(Arc::clone(&stop))),
+            access: secrets.access.clone().map(|a| match a {
+                AccessCredential::Bearer(token) => Access::Bearer(token),
+                AccessCredential::Basic { user, password } => Access::Basic { user, password },
+            }),
+            hooks: secrets.webhook.clone().map(|secret| GitHooks {
+                secret,
+                on_push: {
+                    let wake = Arc::clone(&wake);
+                    Arc::new(move |_| wake.push())
+                },
+            }),
         },
     )
     .map_err(|e| Failure::runtime(e.to_string()))?;
@@ -153,6 +186,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         store: Arc::clone(&store),
         transports,
         counted: Arc::new(Mutex::new(Counted::default())),
+        notices: Arc::clone(&notices),
     };
     let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
     let mut first = Some(first);
@@ -161,6 +195,19 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             lane.reap();
         }
         let now = Instant::now();
+        if wake.take() {
+            // A verified push: every cluster is due now (one still in its
+            // cycle right after it), and the due ones start with a fresh
+            // fetch. A burst of pushes is one wake.
+            for lane in lanes.values_mut() {
+                lane.next = now;
+            }
+            log::event(
+                Level::Info,
+                "proxops.run sync on push: fetching and starting a cycle now",
+                &[],
+            );
+        }
         let busy = lanes.values().filter(|l| l.cycle.is_some()).count();
         // A configuration that names no cluster still loads every poll
         // interval, under the name its aborted cycles report.
@@ -208,7 +255,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
                 Err(f) => {
                     let due: Vec<String> =
                         wanted.into_iter().filter(|n| is_due(n, &lanes)).collect();
-                    record(&store, unloadable(&due, &f, &stop));
+                    let report = unloadable(&due, &f, &stop);
+                    notices.after(&report);
+                    record(&store, report);
                     for name in due {
                         lanes
                             .entry(name)
@@ -285,6 +334,35 @@ fn server_observer(stop: Arc<AtomicBool>) -> Observer {
                 &[("failed_accepts", (*failures).into())],
             );
         }
+        ServerEvent::HookAccepted { forge, event, woke } => {
+            log::event(
+                Level::Info,
+                if *woke {
+                    "git webhook: verified push; syncing now"
+                } else {
+                    "git webhook: verified, not a push; nothing to do"
+                },
+                &[
+                    ("forge", forge.as_str().into()),
+                    ("event", event.as_str().into()),
+                ],
+            );
+        }
+        ServerEvent::HookRefused {
+            forge,
+            status,
+            reason,
+        } => {
+            log::event(
+                Level::Warn,
+                "git webhook refused",
+                &[
+                    ("forge", forge.map_or("unknown", |f| f.as_str()).into()),
+                    ("status", u64::from(*status).into()),
+                    ("reason", reason.as_str().into()),
+                ],
+            );
+        }
         ServerEvent::Ended { reason } => {
             log::event(
                 Level::Error,
@@ -335,6 +413,7 @@ struct Shared {
     store: Arc<Mutex<StatusStore>>,
     transports: Arc<Transports>,
     counted: Arc<Mutex<Counted>>,
+    notices: Arc<Notices>,
 }
 
 impl Shared {
@@ -349,8 +428,18 @@ impl Shared {
         let store = Arc::clone(&self.store);
         let transports = Arc::clone(&self.transports);
         let counted = Arc::clone(&self.counted);
+        let notices = Arc::clone(&self.notices);
         std::thread::spawn(move || {
-            let report = one_cycle(&g, &env, &ws, mode, &stop, &store, &transports, &counted);
+            let ctx = CycleContext {
+                mode,
+                stop: &stop,
+                store: &store,
+                transports: &transports,
+                counted: &counted,
+                notices: &notices,
+            };
+            let report = one_cycle(&g, &env, &ws, &ctx);
+            notices.after(&report);
             record(&store, report);
         })
     }
@@ -403,19 +492,27 @@ impl Lane {
     }
 }
 
+/// What one cluster's cycle thread shares with the loop.
+struct CycleContext<'a> {
+    mode: RunMode,
+    stop: &'a AtomicBool,
+    store: &'a Mutex<StatusStore>,
+    transports: &'a Transports,
+    counted: &'a Mutex<Counted>,
+    notices: &'a Notices,
+}
+
 /// One converge cycle (or, observing, one planning cycle) over a freshly
 /// loaded workspace.
-#[allow(clippy::too_many_arguments)] // one call site, each a distinct piece of the loop
-fn one_cycle(
-    g: &GlobalArgs,
-    env: &Env,
-    ws: &Workspace,
-    mode: RunMode,
-    stop: &AtomicBool,
-    store: &Mutex<StatusStore>,
-    transports: &Transports,
-    counted: &Mutex<Counted>,
-) -> CycleReport {
+fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) -> CycleReport {
+    let CycleContext {
+        mode,
+        stop,
+        store,
+        transports,
+        counted,
+        notices,
+    } = *ctx;
     let started_at = unix_now();
     let session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
@@ -463,7 +560,27 @@ fn one_cycle(
         );
     }
     let cycles = match mode {
-        RunMode::Apply => cycle::apply_all(&session, &opts),
+        RunMode::Apply => session
+            .clusters
+            .iter()
+            .map(|p| {
+                let planned = cycle::plan_cluster(p, opts.lock);
+                // Drift is told before it is applied.
+                let desired = ws
+                    .loaded
+                    .clusters
+                    .get(&p.name)
+                    .and_then(|r| r.as_ref().ok());
+                notices.planned(&planned.plan, desired);
+                if !planned.plan.aborted
+                    && !planned.plan.actions.is_empty()
+                    && let Ok(mut s) = store.lock()
+                {
+                    s.set_applying(p.name.as_str(), unix_now());
+                }
+                cycle::execute_cluster(p, planned, &opts)
+            })
+            .collect(),
         RunMode::Observe => {
             let (cycles, refused) = cycle::observe_all(&session);
             if refused > 0 {
@@ -496,6 +613,7 @@ fn one_cycle(
             c.finished_at,
         );
         report.desired_stale = ws.desired_stale;
+        report.elapsed_ms = u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX);
         log_cluster(&report, c.elapsed, ws.stale_reason.as_deref());
         let live = session
             .clusters
@@ -683,6 +801,127 @@ impl Counted {
         self.last
             .insert(cluster.to_owned(), (Arc::clone(live), now));
         out
+    }
+}
+
+/// What turns cluster reports into notifications: core's tracker (what
+/// has been told) and the notifier thread (which sends). Without targets
+/// it does nothing.
+struct Notices {
+    tracker: Mutex<Tracker>,
+    notifier: Option<Notifier>,
+}
+
+impl Notices {
+    /// Starts the notifier for `targets`, telling `store` and the log what
+    /// becomes of each message.
+    fn start(
+        targets: &[TargetSecrets],
+        store: &Arc<Mutex<StatusStore>>,
+    ) -> Result<Notices, Failure> {
+        let notifier = if targets.is_empty() {
+            None
+        } else {
+            let targets = targets
+                .iter()
+                .map(|t| Target {
+                    name: t.target.name.clone(),
+                    kind: t.target.kind,
+                    url: t.url.clone(),
+                    token: t.token.clone(),
+                    clusters: t.target.clusters.clone(),
+                })
+                .collect();
+            let store = Arc::clone(store);
+            let observer: DeliveryObserver = Arc::new(move |target, event, delivery, queued| {
+                log_delivery(target, event, delivery);
+                if let Ok(mut s) = store.lock() {
+                    s.record_delivery(target, delivery, queued, unix_now());
+                }
+            });
+            Some(
+                Notifier::start(targets, observer)
+                    .map_err(|e| Failure::runtime(format!("cannot start the notifier: {e}")))?,
+            )
+        };
+        Ok(Notices {
+            tracker: Mutex::new(Tracker::new()),
+            notifier,
+        })
+    }
+
+    /// A cluster's plan, before it is executed: drift (and an abort) is
+    /// told now, not after the apply.
+    fn planned(&self, plan: &Plan, desired: Option<&ClusterDesired>) {
+        if self.notifier.is_some() {
+            let report =
+                ClusterReport::from_cycle(plan, None, Vec::new(), desired, false, unix_now());
+            self.tell(&report);
+        }
+    }
+
+    /// A finished cycle: failures, anomalies, holds, aborts, convergence.
+    fn after(&self, cycle: &CycleReport) {
+        if self.notifier.is_some() {
+            for c in &cycle.clusters {
+                self.tell(c);
+            }
+        }
+    }
+
+    fn tell(&self, report: &ClusterReport) {
+        let events = match self.tracker.lock() {
+            Ok(mut t) => t.observe(report, unix_now()),
+            Err(_) => return,
+        };
+        if let Some(n) = &self.notifier {
+            n.tell(events);
+        }
+    }
+}
+
+/// One line per notification attempt; the target by name only.
+fn log_delivery(target: &str, event: &Event, delivery: &Delivery) {
+    let mut fields = vec![
+        ("target", log::Value::from(target)),
+        ("event", event.kind.as_str().into()),
+        ("cluster", event.cluster.as_str().into()),
+    ];
+    let (level, message) = match delivery {
+        Delivery::Sent => (Level::Info, "notification sent"),
+        Delivery::Failed { error, gave_up } => {
+            fields.push(("error", error.as_str().into()));
+            if *gave_up {
+                (Level::Warn, "notification failed; given up")
+            } else {
+                (Level::Warn, "notification failed; trying again later")
+            }
+        }
+        Delivery::Dropped => (
+            Level::Warn,
+            "notification dropped: the target's queue is full",
+        ),
+    };
+    log::event(level, message, &fields);
+}
+
+/// A wish to sync now, from a verified push: set by the webhook on the
+/// server's thread, taken by the loop at its next turn (within
+/// [`STOP_CHECK`]). Pushes that arrive before the loop takes the wish are
+/// one wish: a burst starts one cycle per cluster.
+#[derive(Default)]
+struct Wake {
+    wanted: AtomicBool,
+}
+
+impl Wake {
+    fn push(&self) {
+        self.wanted.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether a sync was wished for since the last call.
+    fn take(&self) -> bool {
+        self.wanted.swap(false, Ordering::SeqCst)
     }
 }
 

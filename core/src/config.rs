@@ -94,12 +94,146 @@ pub struct SelfSection {
     pub smbios_uuid: Option<String>,
 }
 
-/// `daemon:`: how `proxops run` schedules its clusters.
+/// `daemon:`: how `proxops run` schedules its clusters, and what its
+/// status listener offers besides `/healthz`, `/metrics` and `/status`.
 #[derive(Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct DaemonSection {
     #[serde(default)]
     pub parallel_clusters: Option<i64>,
+    /// `false` turns the dashboard off (its pages answer 404).
+    #[serde(default)]
+    pub dashboard: Option<bool>,
+    /// The SOPS file holding the daemon's own secrets (access credential,
+    /// webhook secret, notification URLs and tokens), relative to the
+    /// declaring file and inside the repository.
+    #[serde(default)]
+    pub secrets_file: Option<String>,
+    /// A credential every request but `/healthz` and `/hooks/git` must carry.
+    #[serde(default)]
+    pub access: Option<AccessSection>,
+    /// `POST /hooks/git`: a forge's push starts a cycle at once.
+    #[serde(default)]
+    pub git_webhook: Option<GitWebhookSection>,
+    /// Where to say when something needs a person.
+    #[serde(default)]
+    pub notify: Option<Vec<NotifySection>>,
+}
+
+/// `daemon.access`: SOPS keys of a bearer token, or of a basic-auth user
+/// and password.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct AccessSection {
+    #[serde(default)]
+    pub token: Option<String>,
+    #[serde(default)]
+    pub user: Option<String>,
+    #[serde(default)]
+    pub password: Option<String>,
+}
+
+/// `daemon.git-webhook`: the SOPS key of the secret the forges share.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct GitWebhookSection {
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+/// One `daemon.notify` entry.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct NotifySection {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default, rename = "type")]
+    pub kind: Option<String>,
+    /// SOPS key of the target's URL.
+    #[serde(default)]
+    pub url: Option<String>,
+    /// SOPS key of the target's token, when it takes one.
+    #[serde(default)]
+    pub token: Option<String>,
+    /// Only these clusters' events (default: every cluster's).
+    #[serde(default)]
+    pub clusters: Option<Vec<String>>,
+}
+
+/// The daemon's own settings, resolved (`daemon:`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DaemonConfig {
+    /// Serve the dashboard (`daemon.dashboard`, default `true`).
+    pub dashboard: bool,
+    /// `daemon.secrets-file` as written, and the file that declared it.
+    pub secrets_file: Option<String>,
+    pub declared_in: String,
+    pub access: Option<AccessRefs>,
+    /// The SOPS key of the webhook secret; `None`: no `/hooks/git`.
+    pub webhook_secret: Option<String>,
+    pub notify: Vec<NotifyTarget>,
+}
+
+impl Default for DaemonConfig {
+    fn default() -> DaemonConfig {
+        DaemonConfig {
+            dashboard: true,
+            secrets_file: None,
+            declared_in: String::new(),
+            access: None,
+            webhook_secret: None,
+            notify: Vec::new(),
+        }
+    }
+}
+
+/// Which SOPS keys hold the access credential.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum AccessRefs {
+    Token(String),
+    Basic { user: String, password: String },
+}
+
+/// The kinds of notification target (docs/operations.md says why these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum TargetKind {
+    /// A generic JSON `POST` (`proxops-event/v1`).
+    Webhook,
+    /// A Slack-compatible incoming webhook (Slack, Mattermost, Rocket.Chat).
+    Slack,
+    /// An ntfy topic URL.
+    Ntfy,
+    /// A Gotify server (its application token).
+    Gotify,
+}
+
+impl TargetKind {
+    pub const ALL: [TargetKind; 4] = [
+        TargetKind::Webhook,
+        TargetKind::Slack,
+        TargetKind::Ntfy,
+        TargetKind::Gotify,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            TargetKind::Webhook => "webhook",
+            TargetKind::Slack => "slack",
+            TargetKind::Ntfy => "ntfy",
+            TargetKind::Gotify => "gotify",
+        }
+    }
+}
+
+/// One notification target: its name, kind, the SOPS keys of its URL and
+/// token, and the clusters it hears about (empty: all).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NotifyTarget {
+    pub name: String,
+    pub kind: TargetKind,
+    pub url: String,
+    pub token: Option<String>,
+    pub clusters: Vec<String>,
 }
 
 #[derive(Debug, Default, Deserialize)]
@@ -393,6 +527,8 @@ pub struct Config {
     pub host: Option<crate::host::HostIdentity>,
     /// `daemon.parallel-clusters`: clusters `run` cycles at the same time.
     pub parallel_clusters: usize,
+    /// The rest of `daemon:`: dashboard, access, webhook, notifications.
+    pub daemon: DaemonConfig,
 }
 
 #[derive(Debug, Clone)]
@@ -1028,7 +1164,11 @@ fn resolve(
         crate::host::HostIdentity::new(h.macs.iter().map(String::as_str), h.smbios_uuid.as_deref())
             .ok()
     });
-    let parallel_clusters = match file.daemon.and_then(|d| d.parallel_clusters) {
+    let daemon_section = file.daemon.unwrap_or_default();
+    let daemon = resolve_daemon(&daemon_section, file_name, &clusters, &mut |field, msg| {
+        diags.push(err(field, msg));
+    });
+    let parallel_clusters = match daemon_section.parallel_clusters {
         Some(n) if (1..=64).contains(&n) => n as usize,
         Some(n) => {
             diags.push(err(
@@ -1230,7 +1370,139 @@ fn resolve(
         data_dir,
         host,
         parallel_clusters,
+        daemon,
     }
+}
+
+/// `daemon:` beyond `parallel-clusters`, every problem told through
+/// `bad(field, message)`.
+fn resolve_daemon(
+    d: &DaemonSection,
+    file_name: &str,
+    clusters: &BTreeMap<String, (ClusterEntry, String)>,
+    bad: &mut dyn FnMut(&str, String),
+) -> DaemonConfig {
+    let key = |field: &str, v: &Option<String>, bad: &mut dyn FnMut(&str, String)| match v
+        .as_deref()
+        .map(str::trim)
+    {
+        Some("") => {
+            bad(
+                field,
+                format!("{field} is empty: name a key of the SOPS file"),
+            );
+            None
+        }
+        v => v.map(str::to_owned),
+    };
+    let access = d.access.as_ref().and_then(|a| {
+        let token = key("daemon.access.token", &a.token, bad);
+        let user = key("daemon.access.user", &a.user, bad);
+        let password = key("daemon.access.password", &a.password, bad);
+        match (token, user, password) {
+            (Some(t), None, None) => Some(AccessRefs::Token(t)),
+            (None, Some(user), Some(password)) => Some(AccessRefs::Basic { user, password }),
+            _ => {
+                bad(
+                    "daemon.access",
+                    "access takes either token (a bearer token) or user and password (basic auth), by their SOPS keys".to_owned(),
+                );
+                None
+            }
+        }
+    });
+    let webhook_secret = d.git_webhook.as_ref().and_then(|w| {
+        let secret = key("daemon.git-webhook.secret", &w.secret, bad);
+        if secret.is_none() && w.secret.is_none() {
+            bad(
+                "daemon.git-webhook.secret",
+                "git-webhook needs secret: the SOPS key of the secret the forge signs with"
+                    .to_owned(),
+            );
+        }
+        secret
+    });
+    let notify = resolve_notify(d.notify.as_deref().unwrap_or_default(), clusters, bad);
+    let secrets_file = d.secrets_file.clone().filter(|f| !f.trim().is_empty());
+    if secrets_file.is_none()
+        && (access.is_some() || webhook_secret.is_some() || !notify.is_empty())
+    {
+        bad(
+            "daemon.secrets-file",
+            "daemon.access, daemon.git-webhook and daemon.notify take their secrets from a SOPS file: set daemon.secrets-file".to_owned(),
+        );
+    }
+    DaemonConfig {
+        dashboard: d.dashboard.unwrap_or(true),
+        secrets_file,
+        declared_in: file_name.to_owned(),
+        access,
+        webhook_secret,
+        notify,
+    }
+}
+
+fn resolve_notify(
+    entries: &[NotifySection],
+    clusters: &BTreeMap<String, (ClusterEntry, String)>,
+    bad: &mut dyn FnMut(&str, String),
+) -> Vec<NotifyTarget> {
+    let mut out: Vec<NotifyTarget> = Vec::new();
+    for (i, e) in entries.iter().enumerate() {
+        let at = |field: &str| format!("daemon.notify[{i}].{field}");
+        let name = e.name.clone().unwrap_or_default();
+        if crate::names::ClusterName::new(&name).is_err() {
+            bad(
+                &at("name"),
+                format!("notify target name {name:?} must be lower-case letters, digits and -"),
+            );
+            continue;
+        }
+        if out.iter().any(|t| t.name == name) {
+            bad(
+                &at("name"),
+                format!("notify target {name:?} is named twice"),
+            );
+            continue;
+        }
+        let kinds: Vec<&str> = TargetKind::ALL.iter().map(|k| k.as_str()).collect();
+        let kind_text = e.kind.clone().unwrap_or_default();
+        let Some(kind) = TargetKind::ALL
+            .into_iter()
+            .find(|k| k.as_str() == kind_text)
+        else {
+            bad(
+                &at("type"),
+                format!(
+                    "notify target {name:?}: type {kind_text:?} is not one of {}",
+                    kinds.join(", ")
+                ),
+            );
+            continue;
+        };
+        let Some(url) = e.url.clone().filter(|u| !u.trim().is_empty()) else {
+            bad(
+                &at("url"),
+                format!("notify target {name:?} needs url: the SOPS key of its URL"),
+            );
+            continue;
+        };
+        let listed = e.clusters.clone().unwrap_or_default();
+        for c in listed.iter().filter(|c| !clusters.contains_key(c.as_str())) {
+            bad(
+                &at("clusters"),
+                format!("notify target {name:?} names cluster {c:?}, which is not configured"),
+            );
+        }
+        out.push(NotifyTarget {
+            name,
+            kind,
+            url,
+            token: e.token.clone().filter(|t| !t.trim().is_empty()),
+            clusters: listed,
+        });
+    }
+    out
 }
 
 // ------------------------------------------------------------ limits
@@ -1708,6 +1980,60 @@ mod lock_wait_tests {
         assert!(
             diags[0].message.contains("invalid duration \"soon\""),
             "{diags:?}"
+        );
+    }
+
+    #[test]
+    fn the_daemon_section_resolves_access_webhook_and_targets_by_sops_key() {
+        let cfg = load_process("").unwrap();
+        assert_eq!(
+            cfg.daemon,
+            DaemonConfig {
+                declared_in: "proxops.yaml".into(),
+                ..DaemonConfig::default()
+            }
+        );
+        assert!(cfg.daemon.dashboard);
+        let cfg = load_process(
+            "daemon:\n  dashboard: false\n  secrets-file: daemon.sops.yaml\n  access:\n    token: dash\n  git-webhook:\n    secret: hook\n  notify:\n    - name: ops\n      type: slack\n      url: ops-url\n      clusters: [home]\n    - name: phone\n      type: ntfy\n      url: ntfy-url\n      token: ntfy-token\n",
+        )
+        .unwrap();
+        let d = &cfg.daemon;
+        assert!(!d.dashboard);
+        assert_eq!(d.secrets_file.as_deref(), Some("daemon.sops.yaml"));
+        assert_eq!(d.access, Some(AccessRefs::Token("dash".into())));
+        assert_eq!(d.webhook_secret.as_deref(), Some("hook"));
+        assert_eq!(d.notify.len(), 2);
+        assert_eq!(
+            (d.notify[0].kind, d.notify[0].clusters.as_slice()),
+            (TargetKind::Slack, &["home".to_owned()][..])
+        );
+        assert_eq!(d.notify[1].token.as_deref(), Some("ntfy-token"));
+    }
+
+    #[test]
+    fn daemon_section_mistakes_are_each_named_with_their_field() {
+        let diags = load_process(
+            "daemon:\n  access:\n    token: a\n    user: b\n  git-webhook: {}\n  notify:\n    - name: ops\n      type: teams\n      url: u\n    - name: ops2\n      type: webhook\n    - name: ops3\n      type: gotify\n      url: u\n      clusters: [nowhere]\n",
+        )
+        .err()
+        .unwrap();
+        let fields: Vec<&str> = diags.iter().filter_map(|d| d.field.as_deref()).collect();
+        for field in [
+            "daemon.access",
+            "daemon.git-webhook.secret",
+            "daemon.notify[0].type",
+            "daemon.notify[1].url",
+            "daemon.notify[2].clusters",
+            "daemon.secrets-file",
+        ] {
+            assert!(fields.contains(&field), "{field}: {diags:?}");
+        }
+        let text: Vec<String> = diags.iter().map(|d| d.message.clone()).collect();
+        assert!(
+            text.iter()
+                .any(|m| m.contains("type \"teams\" is not one of webhook, slack, ntfy, gotify")),
+            "{text:?}"
         );
     }
 }

@@ -21,7 +21,7 @@
 //! to [`StatusStore::record_cycle`]; add PVE request counts with
 //! [`StatusStore::add_pve_requests`]; render on demand with the current time.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::fmt::Write as _;
 
 use serde::Serialize;
@@ -148,6 +148,130 @@ impl PendingAction {
     }
 }
 
+/// One action of an object's last plan, and what became of it: what the
+/// dashboard's object page shows under "last planned".
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct PlannedAction {
+    #[serde(flatten)]
+    pub action: PendingAction,
+    /// `ok`, `error` or `skipped` when the cycle executed its plan; `null`
+    /// when it only planned (a dry run).
+    pub result: Option<ActionResult>,
+}
+
+/// A plan anomaly about one object: something for a person.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct AnomalyRecord {
+    pub kind: String,
+    pub name: String,
+    #[serde(rename = "type")]
+    pub anomaly_type: AnomalyType,
+    /// The PVE key concerned, when there is one.
+    pub field: Option<String>,
+    pub message: String,
+}
+
+/// An object held back after a failed disruptive action: ProxOps does not
+/// try it again before `until`. The daemon's hold policy fills it in
+/// ([`ClusterReport::holds`]); every rendering shows it when present.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// When the next attempt may start.
+    pub until: Timestamp,
+    /// Why it is held (the failure that started the hold).
+    pub reason: String,
+}
+
+/// Where a cluster stands, as the dashboard and `/status` say it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncState {
+    /// No cycle of it has finished yet.
+    Waiting,
+    /// Every object matches: nothing planned, nothing failed or held.
+    Converged,
+    /// Something differs: planned and not done, failed, anomalous,
+    /// skipped or waiting for a restart.
+    Drifting,
+    /// A cycle is executing its plan right now.
+    Applying,
+    /// Its last cycle did nothing (`abort_reason` says why).
+    Aborted,
+}
+
+impl SyncState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SyncState::Waiting => "waiting",
+            SyncState::Converged => "converged",
+            SyncState::Drifting => "drifting",
+            SyncState::Applying => "applying",
+            SyncState::Aborted => "aborted",
+        }
+    }
+}
+
+/// One cluster's cycle, as the timeline lists it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CycleEntry {
+    pub cluster: String,
+    /// The desired-state commit it planned from ("" when none).
+    pub commit: String,
+    pub started_at: Timestamp,
+    pub finished_at: Timestamp,
+    /// How long it took, in milliseconds.
+    pub took_ms: u64,
+    pub result: CycleResult,
+    /// Empty unless the cluster aborted.
+    pub abort_reason: String,
+    pub actions_ok: u64,
+    pub actions_error: u64,
+    /// The cluster's objects not converged after the cycle: its drift.
+    pub unconverged: u64,
+    /// How the cluster stood after it.
+    pub sync: SyncState,
+}
+
+/// How sending to one notification target goes: what `/status`,
+/// `/metrics` and the dashboard say of it.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TargetHealth {
+    /// `webhook`, `slack`, `ntfy`, `gotify`.
+    pub kind: String,
+    pub sent: u64,
+    /// Sends that failed (each attempt).
+    pub failed: u64,
+    /// Messages given up after their last attempt.
+    pub gave_up: u64,
+    /// Messages dropped from a full queue.
+    pub dropped: u64,
+    /// Messages waiting now.
+    pub queued: u64,
+    /// The last attempt failed (until one succeeds).
+    pub failing: bool,
+    /// Why the last failed attempt failed (status or network error; never
+    /// the URL or a token).
+    pub last_error: String,
+    pub last_failure_at: Option<Timestamp>,
+    pub last_sent_at: Option<Timestamp>,
+}
+
+/// One attempt to notify a target, or a message it lost.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Delivery {
+    Sent,
+    /// `gave_up`: the message is not tried again.
+    Failed {
+        error: String,
+        gave_up: bool,
+    },
+    Dropped,
+}
+
+/// How many cycles the timeline keeps (over all clusters): two hours at
+/// the default poll interval of one cluster.
+pub const RECENT_CYCLES: usize = 240;
+
 /// The `result` label of `proxops_actions_total`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -234,6 +358,18 @@ pub struct ClusterReport {
     pub pending: Vec<PendingAction>,
     /// The guests ProxOps runs in, as the plan found them.
     pub self_guests: Vec<crate::host::SelfGuest>,
+    /// Every action of the plan, in plan order, with its result.
+    pub planned: Vec<PlannedAction>,
+    /// The plan's anomalies that name an object.
+    pub object_anomalies: Vec<AnomalyRecord>,
+    /// Each desired object's manifest file, keyed `Kind/name`.
+    pub manifests: BTreeMap<String, String>,
+    /// Objects held back after a failed disruptive action, keyed
+    /// `Kind/name`.
+    pub holds: BTreeMap<String, Hold>,
+    /// How long the cluster's cycle took, in milliseconds (0: not
+    /// measured; the cycle's whole seconds are used instead).
+    pub elapsed_ms: u64,
 }
 
 impl ClusterReport {
@@ -263,6 +399,11 @@ impl ClusterReport {
             pve_read_at: None,
             pending: Vec::new(),
             self_guests: Vec::new(),
+            planned: Vec::new(),
+            object_anomalies: Vec::new(),
+            manifests: BTreeMap::new(),
+            holds: BTreeMap::new(),
+            elapsed_ms: 0,
         }
     }
 
@@ -311,25 +452,17 @@ impl ClusterReport {
         let mut actions: BTreeMap<ActionKey, u64> = BTreeMap::new();
         if let Some(ex) = execution {
             for (a, s) in ex.actions().iter().zip(ex.states()) {
-                let result = match s {
-                    ActionState::Done {
-                        outcome: Outcome::Succeeded,
-                        ..
-                    } => {
+                let result = action_result(s);
+                match result {
+                    ActionResult::Ok => {
                         counts.actions_ok += 1;
                         if a.op == Op::Prune {
                             counts.pruned += 1;
                         }
-                        ActionResult::Ok
                     }
-                    ActionState::Done { .. } => {
-                        counts.actions_error += 1;
-                        ActionResult::Error
-                    }
-                    ActionState::Deferred { .. }
-                    | ActionState::Pending
-                    | ActionState::InProgress { .. } => ActionResult::Skipped,
-                };
+                    ActionResult::Error => counts.actions_error += 1,
+                    ActionResult::Skipped => {}
+                }
                 let key = ActionKey {
                     kind: a.kind.to_string(),
                     action: a.op.as_str().to_owned(),
@@ -338,24 +471,6 @@ impl ClusterReport {
                 *actions.entry(key).or_default() += 1;
             }
         }
-        let pending = match execution {
-            None => plan.actions.iter().map(PendingAction::of).collect(),
-            Some(ex) => ex
-                .actions()
-                .iter()
-                .zip(ex.states())
-                .filter(|(_, s)| {
-                    !matches!(
-                        s,
-                        ActionState::Done {
-                            outcome: Outcome::Succeeded,
-                            ..
-                        }
-                    )
-                })
-                .map(|(a, _)| PendingAction::of(a))
-                .collect(),
-        };
         let mut anomalies: BTreeMap<AnomalyType, u64> = BTreeMap::new();
         for an in &plan.anomalies {
             *anomalies.entry(an.anomaly_type).or_default() += 1;
@@ -364,6 +479,30 @@ impl ClusterReport {
         for d in &plan.deferred {
             *prune_deferred.entry(d.kind.to_string()).or_default() += 1;
         }
+        let planned: Vec<PlannedAction> = match execution {
+            None => plan
+                .actions
+                .iter()
+                .map(|a| PlannedAction {
+                    action: PendingAction::of(a),
+                    result: None,
+                })
+                .collect(),
+            Some(ex) => ex
+                .actions()
+                .iter()
+                .zip(ex.states())
+                .map(|(a, s)| PlannedAction {
+                    action: PendingAction::of(a),
+                    result: Some(action_result(s)),
+                })
+                .collect(),
+        };
+        let pending = planned
+            .iter()
+            .filter(|p| p.result != Some(ActionResult::Ok))
+            .map(|p| p.action.clone())
+            .collect();
         ClusterReport {
             name,
             result: if dry_run {
@@ -383,8 +522,58 @@ impl ClusterReport {
             pve_read_at: Some(finished_at),
             pending,
             self_guests: plan.self_guests.clone(),
+            planned,
+            object_anomalies: object_anomalies(plan),
+            manifests: manifests(desired),
+            holds: BTreeMap::new(),
+            elapsed_ms: 0,
         }
     }
+}
+
+/// An action's result for `proxops_actions_total` and the object page.
+fn action_result(s: &ActionState) -> ActionResult {
+    match s {
+        ActionState::Done {
+            outcome: Outcome::Succeeded,
+            ..
+        } => ActionResult::Ok,
+        ActionState::Done { .. } => ActionResult::Error,
+        ActionState::Deferred { .. } | ActionState::Pending | ActionState::InProgress { .. } => {
+            ActionResult::Skipped
+        }
+    }
+}
+
+/// The plan's anomalies about one object each.
+fn object_anomalies(plan: &Plan) -> Vec<AnomalyRecord> {
+    plan.anomalies
+        .iter()
+        .filter_map(|a| {
+            let (kind, name) = a.object()?;
+            Some(AnomalyRecord {
+                kind: kind.to_string(),
+                name: name.to_owned(),
+                anomaly_type: a.anomaly_type,
+                field: a.field.clone(),
+                message: a.message.clone(),
+            })
+        })
+        .collect()
+}
+
+/// Each desired object's manifest file, keyed `Kind/name`.
+fn manifests(desired: Option<&ClusterDesired>) -> BTreeMap<String, String> {
+    desired
+        .iter()
+        .flat_map(|d| d.objects.values())
+        .map(|o| {
+            (
+                format!("{}/{}", o.r#ref.kind.as_str(), o.r#ref.name),
+                o.file.clone(),
+            )
+        })
+        .collect()
 }
 
 /// One reconcile cycle over the clusters.
@@ -448,6 +637,71 @@ pub struct StoredObject {
     /// The object's actions planned and not done in its cluster's last
     /// cycle that was not aborted.
     pub pending: Vec<PendingAction>,
+    /// The object's manifest file, when it has one (a prune has none).
+    pub manifest: Option<String>,
+    /// The object's actions in the last plan that had any, with their
+    /// results, and when that cycle finished: kept through later cycles
+    /// that plan nothing for it, so a converged object still shows what
+    /// was last done to it.
+    pub planned: Vec<PlannedAction>,
+    pub planned_at: Option<Timestamp>,
+    /// The last plan's anomalies about it.
+    pub anomalies: Vec<AnomalyRecord>,
+    /// Held back after a failed disruptive action.
+    pub hold: Option<Hold>,
+}
+
+/// An object's record from this cycle's report `c` of its cluster and
+/// its record before the cycle, if any.
+fn stored_object(
+    c: &ClusterReport,
+    report: ObjectReport,
+    previous: Option<&StoredObject>,
+    finished_at: Timestamp,
+) -> StoredObject {
+    let mine = |kind: &str, name: &str| kind == report.kind && name == report.name;
+    let key = format!("{}/{}", report.kind, report.name);
+    let pending = c
+        .pending
+        .iter()
+        .filter(|p| mine(&p.kind, &p.name))
+        .cloned()
+        .collect();
+    let planned: Vec<PlannedAction> = c
+        .planned
+        .iter()
+        .filter(|p| mine(&p.action.kind, &p.action.name))
+        .cloned()
+        .collect();
+    let (planned, planned_at) = match previous {
+        Some(p) if planned.is_empty() => (p.planned.clone(), p.planned_at),
+        _ if planned.is_empty() => (planned, None),
+        _ => (planned, Some(finished_at)),
+    };
+    StoredObject {
+        cluster: c.name.clone(),
+        updated_at: finished_at,
+        pending,
+        manifest: c.manifests.get(&key).cloned(),
+        planned,
+        planned_at,
+        anomalies: c
+            .object_anomalies
+            .iter()
+            .filter(|a| mine(&a.kind, &a.name))
+            .cloned()
+            .collect(),
+        hold: c.holds.get(&key).cloned(),
+        report,
+    }
+}
+
+/// Whether an object needs nothing: converged (or just pruned), with no
+/// action left and no hold.
+fn is_settled(o: &StoredObject) -> bool {
+    matches!(o.report.state, ObjectState::Converged | ObjectState::Pruned)
+        && o.pending.is_empty()
+        && o.hold.is_none()
 }
 
 /// Upper bounds (seconds) of the `proxops_cycle_duration_seconds` buckets;
@@ -479,6 +733,14 @@ pub struct StatusStore {
     duration_buckets: [u64; CYCLE_DURATION_BUCKETS.len()],
     duration_count: u64,
     duration_sum: u64,
+    /// The last [`RECENT_CYCLES`] cluster cycles, oldest first.
+    recent: VecDeque<CycleEntry>,
+    /// Each cluster's last cycle.
+    cluster_cycles: BTreeMap<String, CycleEntry>,
+    /// Clusters executing a plan now, and since when.
+    applying: BTreeMap<String, Timestamp>,
+    /// Notification targets by name.
+    targets: BTreeMap<String, TargetHealth>,
 }
 
 impl StatusStore {
@@ -500,7 +762,43 @@ impl StatusStore {
             duration_buckets: [0; CYCLE_DURATION_BUCKETS.len()],
             duration_count: 0,
             duration_sum: 0,
+            recent: VecDeque::new(),
+            cluster_cycles: BTreeMap::new(),
+            applying: BTreeMap::new(),
+            targets: BTreeMap::new(),
         }
+    }
+
+    /// A notification target to report on, before anything was sent.
+    pub fn add_target(&mut self, name: &str, kind: &str) {
+        self.targets.entry(name.to_owned()).or_default().kind = kind.to_owned();
+    }
+
+    /// What became of one message to target `name`, which has `queued`
+    /// messages waiting after it.
+    pub fn record_delivery(&mut self, name: &str, d: &Delivery, queued: usize, now: Timestamp) {
+        let t = self.targets.entry(name.to_owned()).or_default();
+        t.queued = queued as u64;
+        match d {
+            Delivery::Sent => {
+                t.sent += 1;
+                t.failing = false;
+                t.last_sent_at = Some(now);
+            }
+            Delivery::Failed { error, gave_up } => {
+                t.failed += 1;
+                t.gave_up += u64::from(*gave_up);
+                t.failing = true;
+                t.last_error = error.clone();
+                t.last_failure_at = Some(now);
+            }
+            Delivery::Dropped => t.dropped += 1,
+        }
+    }
+
+    /// Notification targets by name.
+    pub fn targets(&self) -> impl Iterator<Item = (&String, &TargetHealth)> {
+        self.targets.iter()
     }
 
     /// Takes one finished cycle: bumps the counters (one `cycles_total` per
@@ -553,22 +851,36 @@ impl StatusStore {
                     Some(done) => merge_records(done.report, report),
                     None => report,
                 };
-                let pending = c
-                    .pending
-                    .iter()
-                    .filter(|p| p.kind == o.kind && p.name == o.name)
-                    .cloned()
-                    .collect();
-                self.objects.insert(
-                    key,
-                    StoredObject {
-                        cluster: c.name.clone(),
-                        report,
-                        updated_at: cycle.finished_at,
-                        pending,
-                    },
-                );
+                let stored = stored_object(c, report, previous.get(&key), cycle.finished_at);
+                self.objects.insert(key, stored);
             }
+        }
+        let mut by_name: Vec<&ClusterReport> = cycle.clusters.iter().collect();
+        by_name.sort_by(|a, b| a.name.cmp(&b.name));
+        for c in by_name {
+            self.applying.remove(&c.name);
+            let entry = CycleEntry {
+                cluster: c.name.clone(),
+                commit: cycle.commit.clone(),
+                started_at: cycle.started_at,
+                finished_at: cycle.finished_at,
+                took_ms: if c.elapsed_ms > 0 {
+                    c.elapsed_ms
+                } else {
+                    cycle.finished_at.saturating_sub(cycle.started_at) * 1000
+                },
+                result: c.result,
+                abort_reason: c.abort_reason.clone(),
+                actions_ok: c.counts.actions_ok,
+                actions_error: c.counts.actions_error,
+                unconverged: self.unconverged(&c.name),
+                sync: self.settled_sync(c),
+            };
+            if self.recent.len() >= RECENT_CYCLES {
+                self.recent.pop_front();
+            }
+            self.recent.push_back(entry.clone());
+            self.cluster_cycles.insert(c.name.clone(), entry);
         }
         if let Some(at) = cycle.git_fetched_at {
             self.git_last_fetch_at = Some(self.git_last_fetch_at.map_or(at, |p| p.max(at)));
@@ -615,6 +927,73 @@ impl StatusStore {
             c.clusters.retain(|r| names.contains(&r.name));
         }
         self.cluster_finished_at.retain(|n, _| names.contains(n));
+        self.cluster_cycles.retain(|n, _| names.contains(n));
+        self.applying.retain(|n, _| names.contains(n));
+    }
+
+    /// Cluster `name` has started executing its plan (until its cycle is
+    /// recorded, it is [`SyncState::Applying`]).
+    pub fn set_applying(&mut self, name: &str, since: Timestamp) {
+        self.applying.insert(name.to_owned(), since);
+    }
+
+    /// Where cluster `name` stands now.
+    pub fn sync(&self, name: &str) -> SyncState {
+        if self.applying.contains_key(name) {
+            return SyncState::Applying;
+        }
+        self.cluster_cycles
+            .get(name)
+            .map_or(SyncState::Waiting, |e| e.sync)
+    }
+
+    /// When cluster `name` started executing its plan, while it does.
+    pub fn applying_since(&self, name: &str) -> Option<Timestamp> {
+        self.applying.get(name).copied()
+    }
+
+    /// Each cluster's last cycle, by name.
+    pub fn cluster_cycles(&self) -> impl Iterator<Item = &CycleEntry> {
+        self.cluster_cycles.values()
+    }
+
+    /// The last cycles of every cluster, oldest first.
+    pub fn recent_cycles(&self) -> impl DoubleEndedIterator<Item = &CycleEntry> {
+        self.recent.iter()
+    }
+
+    /// The names of the clusters known to the store: those with a cycle
+    /// recorded or executing now.
+    pub fn cluster_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .cluster_cycles
+            .keys()
+            .chain(self.applying.keys())
+            .cloned()
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// Objects of cluster `name` not converged: what the timeline calls
+    /// its drift.
+    fn unconverged(&self, name: &str) -> u64 {
+        self.objects
+            .values()
+            .filter(|o| o.cluster == name && !is_settled(o))
+            .count() as u64
+    }
+
+    /// How a cluster stands once its cycle `c` is recorded.
+    fn settled_sync(&self, c: &ClusterReport) -> SyncState {
+        if c.aborted {
+            SyncState::Aborted
+        } else if self.unconverged(&c.name) > 0 || !c.pending.is_empty() || !c.holds.is_empty() {
+            SyncState::Drifting
+        } else {
+            SyncState::Converged
+        }
     }
 
     /// Adds PVE request counts `(method, result, count)` as the transport
@@ -718,6 +1097,47 @@ struct StatusDoc<'a> {
     objects: Vec<ObjectDoc<'a>>,
     /// Additive to §17.3: the last cycle per cluster.
     clusters: Vec<ClusterDoc<'a>>,
+    /// Additive: the last cycles of every cluster, oldest first.
+    recent_cycles: Vec<CycleDoc<'a>>,
+    /// Additive: each notification target, and how sending to it goes.
+    notifications: Vec<TargetDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct TargetDoc<'a> {
+    target: &'a str,
+    #[serde(rename = "type")]
+    kind: &'a str,
+    sent: u64,
+    failed: u64,
+    gave_up: u64,
+    dropped: u64,
+    queued: u64,
+    failing: bool,
+    last_error: &'a str,
+    last_failure_at: Option<String>,
+    last_sent_at: Option<String>,
+}
+
+#[derive(Serialize)]
+struct CycleDoc<'a> {
+    cluster: &'a str,
+    commit: &'a str,
+    started_at: String,
+    finished_at: String,
+    took_ms: u64,
+    result: &'static str,
+    abort_reason: &'a str,
+    actions_ok: u64,
+    actions_error: u64,
+    unconverged: u64,
+    sync: &'static str,
+}
+
+#[derive(Serialize)]
+struct HoldDoc<'a> {
+    until: String,
+    reason: &'a str,
 }
 
 #[derive(Serialize)]
@@ -753,11 +1173,28 @@ struct ObjectDoc<'a> {
     updated_at: String,
     /// Actions planned and not done: what it would take to converge.
     pending: &'a [PendingAction],
+    /// Additive: the manifest file (`null` for an object without one).
+    manifest: Option<&'a str>,
+    /// Additive: the last plan that had actions for it, and those actions
+    /// with their results.
+    planned_at: Option<String>,
+    planned: &'a [PlannedAction],
+    /// Additive: the last plan's anomalies about it.
+    anomalies: &'a [AnomalyRecord],
+    /// Additive, only when held back: until when, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    hold: Option<HoldDoc<'a>>,
 }
 
 #[derive(Serialize)]
 struct ClusterDoc<'a> {
     name: &'a str,
+    /// Additive: `waiting`, `converged`, `drifting`, `applying`, `aborted`.
+    sync: &'static str,
+    /// Additive: the commit, start and end of its last cycle.
+    commit: &'a str,
+    started_at: Option<String>,
+    finished_at: Option<String>,
     result: &'static str,
     aborted: bool,
     abort_reason: &'a str,
@@ -826,6 +1263,14 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
                 prune_reason: r.prune_reason.as_deref().unwrap_or(""),
                 updated_at: rfc3339(o.updated_at),
                 pending: &o.pending,
+                manifest: o.manifest.as_deref(),
+                planned_at: o.planned_at.map(rfc3339),
+                planned: &o.planned,
+                anomalies: &o.anomalies,
+                hold: o.hold.as_ref().map(|h| HoldDoc {
+                    until: rfc3339(h.until),
+                    reason: &h.reason,
+                }),
             }
         })
         .collect();
@@ -835,6 +1280,19 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
         .flat_map(|c| &c.clusters)
         .map(|c| ClusterDoc {
             name: &c.name,
+            sync: store.sync(&c.name).as_str(),
+            commit: store
+                .cluster_cycles
+                .get(&c.name)
+                .map_or("", |e| e.commit.as_str()),
+            started_at: store
+                .cluster_cycles
+                .get(&c.name)
+                .map(|e| rfc3339(e.started_at)),
+            finished_at: store
+                .cluster_cycles
+                .get(&c.name)
+                .map(|e| rfc3339(e.finished_at)),
             result: c.result.as_str(),
             aborted: c.aborted,
             abort_reason: &c.abort_reason,
@@ -845,12 +1303,48 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             self_guests: &c.self_guests,
         })
         .collect();
+    let recent_cycles = store
+        .recent
+        .iter()
+        .map(|e| CycleDoc {
+            cluster: &e.cluster,
+            commit: &e.commit,
+            started_at: rfc3339(e.started_at),
+            finished_at: rfc3339(e.finished_at),
+            took_ms: e.took_ms,
+            result: e.result.as_str(),
+            abort_reason: &e.abort_reason,
+            actions_ok: e.actions_ok,
+            actions_error: e.actions_error,
+            unconverged: e.unconverged,
+            sync: e.sync.as_str(),
+        })
+        .collect();
+    let notifications = store
+        .targets
+        .iter()
+        .map(|(name, t)| TargetDoc {
+            target: name,
+            kind: &t.kind,
+            sent: t.sent,
+            failed: t.failed,
+            gave_up: t.gave_up,
+            dropped: t.dropped,
+            queued: t.queued,
+            failing: t.failing,
+            last_error: &t.last_error,
+            last_failure_at: t.last_failure_at.map(rfc3339),
+            last_sent_at: t.last_sent_at.map(rfc3339),
+        })
+        .collect();
     let doc = StatusDoc {
         mode: store.mode.as_str(),
         process_start: rfc3339(store.process_start),
         last_cycle,
         objects,
         clusters,
+        recent_cycles,
+        notifications,
     };
     // Serialising plain structs of strings, numbers and bools cannot fail.
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
@@ -956,7 +1450,9 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// (every type), `proxops_read_only`, `proxops_desired_stale`,
 /// `proxops_objects{kind,state}` (every kind × §17.3 state, counted over the
 /// store), `proxops_pve_requests_total{method,result}` (series seen so far),
-/// `proxops_process_start_time_seconds`, `proxops_observe_only` (1 under
+/// `proxops_process_start_time_seconds`, `proxops_notifications_total{target,result}`
+/// and `proxops_notification_target_failing{target}` (each configured
+/// target), `proxops_observe_only` (1 under
 /// `run --dry-run`), and from the last cycle, for each cluster that was not
 /// aborted, `proxops_pending_actions{cluster,action}` (every action) and
 /// `proxops_plan_anomalies{cluster,type}` (every type). Ages count from
@@ -1183,6 +1679,38 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
                 c.anomalies.get(&t).copied().unwrap_or(0),
             );
         }
+    }
+
+    m.family(
+        "proxops_notifications_total",
+        "counter",
+        "Notification messages by target and result (sent, failed attempts, gave_up, dropped).",
+    );
+    for (name, t) in &store.targets {
+        for (result, n) in [
+            ("sent", t.sent),
+            ("failed", t.failed),
+            ("gave_up", t.gave_up),
+            ("dropped", t.dropped),
+        ] {
+            m.sample(
+                "proxops_notifications_total",
+                &[("target", name), ("result", result)],
+                n,
+            );
+        }
+    }
+    m.family(
+        "proxops_notification_target_failing",
+        "gauge",
+        "1 while the last attempt to notify the target failed.",
+    );
+    for (name, t) in &store.targets {
+        m.sample(
+            "proxops_notification_target_failing",
+            &[("target", name)],
+            u64::from(t.failing),
+        );
     }
 
     m.family(

@@ -87,6 +87,11 @@ fn first_cycle() -> CycleReport {
         pve_read_at: Some(START + 10),
         pending: Vec::new(),
         self_guests: Vec::new(),
+        planned: Vec::new(),
+        object_anomalies: Vec::new(),
+        manifests: BTreeMap::new(),
+        holds: BTreeMap::new(),
+        elapsed_ms: 0,
     };
     let lab = ClusterReport::aborted(
         "lab",
@@ -138,6 +143,11 @@ fn second_cycle() -> CycleReport {
         pve_read_at: Some(START + 95),
         pending: Vec::new(),
         self_guests: Vec::new(),
+        planned: Vec::new(),
+        object_anomalies: Vec::new(),
+        manifests: BTreeMap::new(),
+        holds: BTreeMap::new(),
+        elapsed_ms: 0,
     };
     let mut lab = ClusterReport::aborted("lab", AbortCause::PveRead, "");
     lab.result = CycleResult::DryRun;
@@ -206,7 +216,15 @@ fn status_json_has_exactly_the_documented_fields_in_order() {
     let keys = |o: &serde_json::Value| o.as_object().unwrap().keys().cloned().collect::<Vec<_>>();
     assert_eq!(
         keys(&v),
-        ["mode", "process_start", "last_cycle", "objects", "clusters"]
+        [
+            "mode",
+            "process_start",
+            "last_cycle",
+            "objects",
+            "clusters",
+            "recent_cycles",
+            "notifications"
+        ]
     );
     assert_eq!(
         keys(&v["last_cycle"]),
@@ -242,7 +260,11 @@ fn status_json_has_exactly_the_documented_fields_in_order() {
                 "last_converged_at",
                 "prune_reason",
                 "updated_at",
-                "pending"
+                "pending",
+                "manifest",
+                "planned_at",
+                "planned",
+                "anomalies"
             ]
         );
     }

@@ -1,8 +1,9 @@
-//! The accept loop: takes connections while there is a free slot, hands
-//! each to its own short-lived thread, and outlives running out of file
+//! The accept loop: takes every connection, gives it a slot (pushing out
+//! an idle or slow one when all are taken, [`crate::slots`]), hands it to
+//! its own short-lived thread, and outlives running out of file
 //! descriptors.
 //!
-//! Owns the connection cap, the back-off when `accept` fails for want of a
+//! Owns the back-off when `accept` fails for want of a
 //! resource (`EMFILE`, `ENFILE`, `ENOBUFS`, `ENOMEM`: the connection stays
 //! queued in the kernel; retrying at once would spin), and the notice that
 //! the loop ended without being asked to, which the process turns into a
@@ -15,10 +16,11 @@
 use std::io;
 use std::net::{TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Condvar, Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use crate::{ServerEvent, ServerLimits, ServerOptions, Source, conn};
+use crate::slots::{Slot, Slots};
+use crate::{ServerEvent, ServerOptions, Source, conn};
 
 /// How long a wait (for a slot, or out a back-off) goes before it looks at
 /// the stop flag again.
@@ -61,7 +63,7 @@ pub(crate) struct Shared {
     pub(crate) stop: AtomicBool,
     source: Source,
     options: ServerOptions,
-    slots: Slots,
+    slots: Arc<Slots>,
     failure: Mutex<Option<String>>,
 }
 
@@ -70,7 +72,7 @@ impl Shared {
         Shared {
             stop: AtomicBool::new(false),
             source,
-            slots: Slots::default(),
+            slots: Arc::new(Slots::new(options.limits.max_connections)),
             options,
             failure: Mutex::new(None),
         }
@@ -92,10 +94,6 @@ impl Shared {
         if let Some(observer) = &self.options.observer {
             observer(event);
         }
-    }
-
-    fn limits(&self) -> &ServerLimits {
-        &self.options.limits
     }
 }
 
@@ -140,9 +138,6 @@ fn accept_loop(incoming: &dyn Incoming, shared: &Arc<Shared>) -> Result<(), Stri
         if shared.stopping() {
             return Ok(());
         }
-        let Some(slot) = Slot::take(shared) else {
-            continue;
-        };
         match incoming.accept() {
             Ok(stream) => {
                 if shared.stopping() {
@@ -152,12 +147,17 @@ fn accept_loop(incoming: &dyn Incoming, shared: &Arc<Shared>) -> Result<(), Stri
                 if let Some(failures) = backoff.reset() {
                     shared.tell(&ServerEvent::AcceptRecovered { failures });
                 }
+                let Some(slot) = claim(shared, &stream) else {
+                    // Stopping while every slot was rendering.
+                    return Ok(());
+                };
+                let conn_shared = Arc::clone(shared);
                 let spawned = std::thread::Builder::new()
                     .name("proxops-http-conn".into())
                     .stack_size(CONNECTION_STACK)
                     .spawn(move || {
-                        let s = &slot.shared;
-                        conn::serve(stream, &s.source, s.limits());
+                        let s = &conn_shared;
+                        conn::serve(stream, &slot, &s.source, &s.options);
                     });
                 if let Err(e) = spawned {
                     // Out of threads is out of a resource: the connection
@@ -169,10 +169,22 @@ fn accept_loop(incoming: &dyn Incoming, shared: &Arc<Shared>) -> Result<(), Stri
             Err(e) if e.raw_os_error().is_some_and(|n| FATAL_ERRNO.contains(&n)) => {
                 return Err(format!("accept failed: {e}"));
             }
-            Err(e) => {
-                drop(slot);
-                wait_out(shared, &mut backoff, &e);
-            }
+            Err(e) => wait_out(shared, &mut backoff, &e),
+        }
+    }
+}
+
+/// A slot for a connection just accepted: a free one, or the one of the
+/// connection that has waited longest in the cheapest phase to lose
+/// ([`crate::slots`]). Waits only while every slot is rendering an answer;
+/// `None` once asked to stop.
+fn claim(shared: &Shared, stream: &TcpStream) -> Option<Slot> {
+    loop {
+        if let Some((slot, _)) = shared.slots.claim(stream, POLL) {
+            return Some(slot);
+        }
+        if shared.stopping() {
+            return None;
         }
     }
 }
@@ -226,52 +238,6 @@ impl Backoff {
     }
 }
 
-/// The connections in flight, capped.
-#[derive(Default)]
-struct Slots {
-    busy: Mutex<usize>,
-    freed: Condvar,
-}
-
-/// One connection's place under the cap, given back on drop (also when the
-/// connection's thread panics).
-struct Slot {
-    shared: Arc<Shared>,
-}
-
-impl Slot {
-    /// A free slot, waiting while all are taken; `None` after [`POLL`]
-    /// without one (the caller looks at `stop` and asks again).
-    fn take(shared: &Arc<Shared>) -> Option<Slot> {
-        let cap = shared.limits().max_connections.max(1);
-        let slots = &shared.slots;
-        let mut busy = slots.busy.lock().unwrap_or_else(PoisonError::into_inner);
-        if *busy >= cap {
-            busy = slots
-                .freed
-                .wait_timeout(busy, POLL)
-                .unwrap_or_else(PoisonError::into_inner)
-                .0;
-            if *busy >= cap {
-                return None;
-            }
-        }
-        *busy += 1;
-        Some(Slot {
-            shared: Arc::clone(shared),
-        })
-    }
-}
-
-impl Drop for Slot {
-    fn drop(&mut self) {
-        let slots = &self.shared.slots;
-        let mut busy = slots.busy.lock().unwrap_or_else(PoisonError::into_inner);
-        *busy = busy.saturating_sub(1);
-        slots.freed.notify_one();
-    }
-}
-
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {
@@ -316,10 +282,10 @@ mod tests {
         let events = Arc::new(Mutex::new(Vec::new()));
         let seen = Arc::clone(&events);
         let options = ServerOptions {
-            limits: ServerLimits::default(),
             observer: Some(Arc::new(move |e: &ServerEvent| {
                 seen.lock().unwrap().push(e.clone());
             })),
+            ..ServerOptions::default()
         };
         let source: Source = Arc::new(|_, _| Reply::new(200, "text/plain", "ok\n"));
         (options, events, source)

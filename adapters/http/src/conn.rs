@@ -5,15 +5,25 @@
 //! after each answer keeps a connection's life, and so the slot it holds,
 //! short and bounded.
 //!
-//! Must never: buffer more than [`ServerLimits::max_header_bytes`] of a
-//! request, wait for a head longer than [`ServerLimits::header_timeout`],
-//! read a request body, or log anything a client sent.
+//! Owns the order of checks: a well-formed head, then the method and the
+//! route, then the access credential (every route but `/healthz` and the
+//! webhook, which proves itself, [`crate::hooks`]), then the answer.
+//!
+//! Must never: buffer more than [`crate::ServerLimits::max_header_bytes`]
+//! of a request, wait for a head longer than
+//! [`crate::ServerLimits::header_timeout`], read a body other than a
+//! webhook's (and that one only into its HMAC), or log anything a client
+//! sent.
 
 use std::io::{ErrorKind, Read, Write};
 use std::net::{Shutdown, TcpStream};
 use std::time::{Duration, Instant};
 
-use crate::{Reply, Route, ServerLimits, Source, TEXT_CONTENT_TYPE, unix_now};
+use crate::slots::{Phase, Slot};
+use crate::{
+    Reply, Request, Route, ServerEvent, ServerOptions, Source, TEXT_CONTENT_TYPE, hooks, not_found,
+    unix_now,
+};
 
 /// After the answer, how long the rest of what the client sent is read and
 /// thrown away, and how much of it at most. Closing a socket with unread
@@ -26,8 +36,9 @@ const LINGER_BYTES: usize = 4 << 20;
 /// How reading a request head ended.
 #[derive(Debug, PartialEq, Eq)]
 enum Head {
-    /// The head, up to and including its empty line.
-    Complete(Vec<u8>),
+    /// The head, up to and including its empty line, and what came after
+    /// it in the same reads (the start of a body).
+    Complete { head: Vec<u8>, rest: Vec<u8> },
     /// No empty line within the size limit.
     TooLarge,
     /// No empty line within the time limit.
@@ -36,13 +47,21 @@ enum Head {
     Gone,
 }
 
-/// Serves one connection to its end.
-pub(crate) fn serve(mut stream: TcpStream, source: &Source, limits: &ServerLimits) {
+/// Serves one connection to its end, telling `slot` which phase it is in.
+pub(crate) fn serve(mut stream: TcpStream, slot: &Slot, source: &Source, options: &ServerOptions) {
+    let limits = &options.limits;
     let _ = stream.set_write_timeout(Some(limits.write_timeout));
     let _ = stream.set_nodelay(true);
     let deadline = Instant::now() + limits.header_timeout;
     let (reply, with_body) = match read_head(&mut stream, limits.max_header_bytes, deadline) {
-        Head::Complete(head) => answer(&head, source),
+        Head::Complete { head, rest } => respond(
+            &head,
+            &rest,
+            &mut stream,
+            &|| slot.enter(Phase::Render),
+            source,
+            options,
+        ),
         Head::TooLarge => (
             Reply::new(
                 431,
@@ -61,13 +80,149 @@ pub(crate) fn serve(mut stream: TcpStream, source: &Source, limits: &ServerLimit
         Head::Gone => return,
     };
     // A client that went away is not our problem.
+    slot.enter(Phase::Write);
     if stream
         .write_all(&encode(&reply, with_body))
         .and_then(|()| stream.flush())
         .is_ok()
     {
+        slot.enter(Phase::Linger);
         linger(&mut stream);
     }
+}
+
+/// The answer to a complete head (reading a webhook's body from `stream`
+/// when there is one), and whether it carries its body (not for `HEAD`).
+/// `rendering` is told when the source is asked.
+fn respond(
+    head: &[u8],
+    rest: &[u8],
+    stream: &mut impl ReadWithTimeout,
+    rendering: &dyn Fn(),
+    source: &Source,
+    options: &ServerOptions,
+) -> (Reply, bool) {
+    let parsed = match parse(head) {
+        Ok(p) => p,
+        Err(reply) => return (reply, true),
+    };
+    let request = Request::from_target(parsed.target);
+    let tell = |event: &ServerEvent| {
+        if let Some(observer) = &options.observer {
+            observer(event);
+        }
+    };
+    let reply = match (request.route, parsed.method, &options.hooks) {
+        (Route::GitHook, _, None) => not_found(),
+        (Route::GitHook, "POST", Some(hooks)) => {
+            hooks::receive(&parsed.headers, rest, stream, hooks, &options.limits, &tell)
+        }
+        (Route::GitHook, _, Some(_)) => method_not_allowed("POST"),
+        (route, "GET" | "HEAD", _) => match &options.access {
+            Some(access)
+                if route != Route::Healthz
+                    && !access.allows(parsed.headers.get("authorization")) =>
+            {
+                Reply::new(401, TEXT_CONTENT_TYPE, "unauthorized\n")
+                    .with_header("WWW-Authenticate", access.challenge())
+            }
+            _ => {
+                rendering();
+                source(&request, unix_now())
+            }
+        },
+        _ => method_not_allowed("GET, HEAD"),
+    };
+    (reply, parsed.method != "HEAD")
+}
+
+fn method_not_allowed(allow: &str) -> Reply {
+    Reply::new(
+        405,
+        TEXT_CONTENT_TYPE,
+        format!("method not allowed: only {allow}\n"),
+    )
+    .with_header("Allow", allow)
+}
+
+/// A request head's header fields, names compared ignoring case.
+#[derive(Debug, Default)]
+pub(crate) struct Headers<'h> {
+    fields: Vec<(&'h str, &'h str)>,
+}
+
+impl<'h> Headers<'h> {
+    /// The value of the first field named `name` (lower-case).
+    pub(crate) fn get(&self, name: &str) -> Option<&'h str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| *v)
+    }
+}
+
+/// A request head, parsed.
+struct Parsed<'h> {
+    method: &'h str,
+    target: &'h str,
+    headers: Headers<'h>,
+}
+
+/// The request line and header fields of a complete head, or the `400`
+/// (or `505`) to answer.
+fn parse(head: &[u8]) -> Result<Parsed<'_>, Reply> {
+    let bad = |why: &str| Reply::new(400, TEXT_CONTENT_TYPE, format!("bad request: {why}\n"));
+    let not_http = || bad("the request line is not METHOD TARGET HTTP/1.1");
+    let text = std::str::from_utf8(head).map_err(|_| bad("the request head is not UTF-8"))?;
+    let mut lines = text.trim_start_matches(['\r', '\n']).lines();
+    let line = lines.next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (Some(method), Some(target), Some(version), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return Err(not_http());
+    };
+    if method.is_empty() || !method.bytes().all(is_token_byte) || target.is_empty() {
+        return Err(not_http());
+    }
+    match version {
+        "HTTP/1.1" | "HTTP/1.0" => {}
+        v if v.starts_with("HTTP/") => {
+            return Err(Reply::new(
+                505,
+                TEXT_CONTENT_TYPE,
+                "only HTTP/1.1 is served\n",
+            ));
+        }
+        _ => return Err(not_http()),
+    }
+    let mut fields = Vec::new();
+    for l in lines.map(|l| l.trim_end_matches('\r')) {
+        if l.is_empty() {
+            break;
+        }
+        let Some((name, value)) = l.split_once(':') else {
+            return Err(bad("a header line has no colon"));
+        };
+        if name.is_empty() || !name.bytes().all(is_token_byte) {
+            return Err(bad("a header name is not a token"));
+        }
+        fields.push((name, value.trim()));
+    }
+    let headers = Headers { fields };
+    let lengths = headers
+        .fields
+        .iter()
+        .filter(|(k, _)| k.eq_ignore_ascii_case("content-length"))
+        .count();
+    if lengths > 1 {
+        return Err(bad("more than one Content-Length"));
+    }
+    Ok(Parsed {
+        method,
+        target,
+        headers,
+    })
 }
 
 /// Reads until the empty line that ends a request head, at most `max`
@@ -95,8 +250,8 @@ fn read_head(stream: &mut impl ReadWithTimeout, max: usize, deadline: Instant) -
                     if end > max {
                         return Head::TooLarge;
                     }
-                    head.truncate(end);
-                    return Head::Complete(head);
+                    let rest = head.split_off(end);
+                    return Head::Complete { head, rest };
                 }
                 if head.len() > max {
                     return Head::TooLarge;
@@ -113,7 +268,7 @@ fn read_head(stream: &mut impl ReadWithTimeout, max: usize, deadline: Instant) -
 
 /// A stream whose reads can be bounded in time (a `TcpStream`; a scripted
 /// reader in tests).
-trait ReadWithTimeout: Read {
+pub(crate) trait ReadWithTimeout: Read {
     fn set_timeout(&mut self, timeout: Duration) -> std::io::Result<()>;
 }
 
@@ -144,61 +299,6 @@ fn end_of_head(buf: &[u8], scan_from: usize) -> Option<usize> {
     })
 }
 
-/// The answer to a complete head, and whether it carries its body (not
-/// for `HEAD`).
-fn answer(head: &[u8], source: &Source) -> (Reply, bool) {
-    let bad = |why: &str| {
-        (
-            Reply::new(400, TEXT_CONTENT_TYPE, format!("bad request: {why}\n")),
-            true,
-        )
-    };
-    let Ok(text) = std::str::from_utf8(head) else {
-        return bad("the request head is not UTF-8");
-    };
-    let line = text
-        .trim_start_matches(['\r', '\n'])
-        .lines()
-        .next()
-        .unwrap_or("");
-    let mut parts = line.split(' ');
-    let (Some(method), Some(target), Some(version), None) =
-        (parts.next(), parts.next(), parts.next(), parts.next())
-    else {
-        return bad("the request line is not METHOD TARGET HTTP/1.1");
-    };
-    if method.is_empty() || !method.bytes().all(is_token_byte) || target.is_empty() {
-        return bad("the request line is not METHOD TARGET HTTP/1.1");
-    }
-    match version {
-        "HTTP/1.1" | "HTTP/1.0" => {}
-        v if v.starts_with("HTTP/") => {
-            return (
-                Reply::new(505, TEXT_CONTENT_TYPE, "only HTTP/1.1 is served\n"),
-                true,
-            );
-        }
-        _ => return bad("the request line is not METHOD TARGET HTTP/1.1"),
-    }
-    let with_body = method != "HEAD";
-    let reply = match method {
-        "GET" | "HEAD" => match Route::from_target(target) {
-            Some(route) => source(route, unix_now()),
-            None => Reply::new(
-                404,
-                TEXT_CONTENT_TYPE,
-                "not found: try /healthz, /metrics or /status\n",
-            ),
-        },
-        _ => Reply::new(
-            405,
-            TEXT_CONTENT_TYPE,
-            "method not allowed: only GET and HEAD\n",
-        ),
-    };
-    (reply, with_body)
-}
-
 /// RFC 9110 `tchar`.
 fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
@@ -207,14 +307,15 @@ fn is_token_byte(b: u8) -> bool {
 /// The bytes of an HTTP/1.1 answer that closes the connection.
 fn encode(reply: &Reply, with_body: bool) -> Vec<u8> {
     let mut out = format!(
-        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n",
+        "HTTP/1.1 {} {}\r\nContent-Type: {}\r\nContent-Length: {}\r\nConnection: close\r\n\
+         Cache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n",
         reply.status,
         reason_phrase(reply.status),
         one_line(&reply.content_type),
         reply.body.len()
     );
-    if reply.status == 405 {
-        out.push_str("Allow: GET, HEAD\r\n");
+    for (name, value) in &reply.headers {
+        out.push_str(&format!("{}: {}\r\n", one_line(name), one_line(value)));
     }
     out.push_str("\r\n");
     let mut bytes = out.into_bytes();
@@ -232,10 +333,14 @@ fn one_line(s: &str) -> String {
 fn reason_phrase(status: u16) -> &'static str {
     match status {
         200 => "OK",
+        202 => "Accepted",
         400 => "Bad Request",
+        401 => "Unauthorized",
         404 => "Not Found",
         405 => "Method Not Allowed",
         408 => "Request Timeout",
+        411 => "Length Required",
+        413 => "Content Too Large",
         431 => "Request Header Fields Too Large",
         500 => "Internal Server Error",
         503 => "Service Unavailable",
@@ -302,7 +407,19 @@ mod tests {
     }
 
     fn source() -> Source {
-        Arc::new(|route, _| Reply::new(200, "text/plain", format!("{route:?}")))
+        Arc::new(|request, _| Reply::new(200, "text/plain", format!("{:?}", request.route)))
+    }
+
+    /// The answer to `head` with default options, no body to read.
+    fn answer(head: &[u8], source: &Source) -> (Reply, bool) {
+        answer_with(head, source, &ServerOptions::default())
+    }
+
+    fn answer_with(head: &[u8], source: &Source, options: &ServerOptions) -> (Reply, bool) {
+        let mut body = Scripted {
+            bytes: Cursor::new(Vec::new()),
+        };
+        respond(head, &[], &mut body, &|| {}, source, options)
     }
 
     #[test]
@@ -310,7 +427,10 @@ mod tests {
         let (head, _) = head_of(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\nBODY", 8192);
         assert_eq!(
             head,
-            Head::Complete(b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".to_vec())
+            Head::Complete {
+                head: b"GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n".to_vec(),
+                rest: b"BODY".to_vec()
+            }
         );
     }
 
@@ -330,7 +450,7 @@ mod tests {
         exact.extend(std::iter::repeat_n(b'a', 100 - start.len() - 4));
         exact.extend_from_slice(b"\r\n\r\n");
         assert_eq!(exact.len(), 100);
-        assert!(matches!(head_of(&exact, 100).0, Head::Complete(_)));
+        assert!(matches!(head_of(&exact, 100).0, Head::Complete { .. }));
         assert_eq!(head_of(&exact, 99).0, Head::TooLarge);
     }
 
@@ -344,7 +464,7 @@ mod tests {
     fn bare_line_feeds_and_leading_empty_lines_are_accepted() {
         assert!(matches!(
             head_of(b"\r\nGET /status HTTP/1.0\nHost: x\n\n", 8192).0,
-            Head::Complete(_)
+            Head::Complete { .. }
         ));
         let (reply, body) = answer(b"\r\nGET /status HTTP/1.0\n\n", &source());
         assert_eq!(
@@ -376,8 +496,76 @@ mod tests {
         let (reply, with_body) = answer(b"HEAD /metrics HTTP/1.1\r\n\r\n", &source());
         let text = String::from_utf8(encode(&reply, with_body)).unwrap();
         assert!(
-            text.ends_with("Content-Length: 7\r\nConnection: close\r\n\r\n"),
+            text.ends_with(
+                "Content-Length: 7\r\nConnection: close\r\nCache-Control: no-store\r\n\
+                 X-Content-Type-Options: nosniff\r\n\r\n"
+            ),
             "{text}"
+        );
+    }
+
+    #[test]
+    fn header_lines_without_a_colon_and_two_content_lengths_are_400() {
+        for head in [
+            &b"GET /status HTTP/1.1\r\nHost x\r\n\r\n"[..],
+            b"GET /status HTTP/1.1\r\nBad Name: x\r\n\r\n",
+            b"GET /status HTTP/1.1\r\nContent-Length: 1\r\ncontent-length: 2\r\n\r\n",
+        ] {
+            assert_eq!(answer(head, &source()).0.status, 400, "{head:?}");
+        }
+    }
+
+    #[test]
+    fn the_access_credential_guards_every_route_but_healthz() {
+        let options = ServerOptions {
+            access: Some(crate::Access::Bearer(proxops_core::secret::Secret::new(
+                "t0k",
+            ))),
+            ..ServerOptions::default()
+        };
+        for path in ["/status", "/metrics", "/", "/objects/home/VM/web"] {
+            let head = format!("GET {path} HTTP/1.1\r\n\r\n");
+            let (reply, _) = answer_with(head.as_bytes(), &source(), &options);
+            assert_eq!(reply.status, 401, "{path}");
+            assert!(
+                reply
+                    .headers
+                    .contains(&("WWW-Authenticate".into(), "Bearer realm=\"proxops\"".into()))
+            );
+            let head = format!("GET {path} HTTP/1.1\r\nAuthorization: Bearer t0k\r\n\r\n");
+            assert_eq!(
+                answer_with(head.as_bytes(), &source(), &options).0.status,
+                200
+            );
+        }
+        let (healthz, _) = answer_with(b"GET /healthz HTTP/1.1\r\n\r\n", &source(), &options);
+        assert_eq!(healthz.status, 200);
+    }
+
+    #[test]
+    fn the_webhook_path_is_404_unless_configured_and_post_only_when_it_is() {
+        assert_eq!(
+            answer(b"POST /hooks/git HTTP/1.1\r\n\r\n", &source())
+                .0
+                .status,
+            404
+        );
+        let options = ServerOptions {
+            hooks: Some(crate::GitHooks {
+                secret: proxops_core::secret::Secret::new("s"),
+                on_push: Arc::new(|_| {}),
+            }),
+            ..ServerOptions::default()
+        };
+        let (reply, _) = answer_with(b"GET /hooks/git HTTP/1.1\r\n\r\n", &source(), &options);
+        assert_eq!(reply.status, 405);
+        assert!(reply.headers.contains(&("Allow".into(), "POST".into())));
+        let (reply, _) = answer_with(b"POST /status HTTP/1.1\r\n\r\n", &source(), &options);
+        assert_eq!(reply.status, 405);
+        assert!(
+            reply
+                .headers
+                .contains(&("Allow".into(), "GET, HEAD".into()))
         );
     }
 

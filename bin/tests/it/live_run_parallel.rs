@@ -8,11 +8,10 @@
 
 use crate::live_support;
 
-use std::io::{Read, Write};
-use std::net::TcpStream;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use live_support::daemon::{Daemon, get};
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
@@ -31,99 +30,20 @@ fn fake() -> FakePve {
     FakePve::start(&seed).unwrap()
 }
 
-/// The daemon child; killed if the test ends before it exited.
-struct Daemon {
-    child: Child,
-    stderr: std::path::PathBuf,
-    _logs: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
-        }
-    }
-}
-
-impl Daemon {
-    fn start(repo: &Repo) -> Daemon {
-        let logs = tempfile::tempdir().unwrap();
-        let stderr = logs.path().join("stderr");
-        let child = Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .current_dir(repo.path())
-            .env_remove("PROXOPS_GIT_PATH")
-            .env_remove("PROXOPS_CONFIG")
-            .env_remove("PROXOPS_PVE_TOKEN")
-            .env_remove("PROXOPS_PVE_PASSWORD")
-            .env_remove("PROXOPS_PVE_USER")
-            .env(
-                "PROXOPS_PVE_TOKEN_VALUE",
-                format!("{TOKEN_ID}={TOKEN_SECRET}"),
-            )
-            .arg("--git-path")
-            .arg(repo.path())
-            .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"])
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        Daemon {
-            child,
-            stderr,
-            _logs: logs,
-        }
-    }
-
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// The address the status server bound, from the start-up log line.
-    fn address(&mut self, deadline: Instant) -> String {
-        loop {
-            let log = self.stderr();
-            if let Some(addr) = live_support::listen_address(&log) {
-                return addr.to_owned();
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("proxops run exited early ({status}):\n{log}");
-            }
-            assert!(Instant::now() < deadline, "no start-up line:\n{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// Sends SIGTERM and waits for the exit status.
-    fn terminate(&mut self, deadline: Instant) -> std::process::ExitStatus {
-        let sent = Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status()
-            .unwrap();
-        assert!(sent.success());
-        loop {
-            if let Some(s) = self.child.try_wait().unwrap() {
-                return s;
-            }
-            assert!(Instant::now() < deadline, "no exit:\n{}", self.stderr());
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-}
-
-/// One HTTP/1.0 GET: the body of a 200 answer.
-fn get(addr: &str, path: &str) -> String {
-    let mut s = TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(s, "GET {path} HTTP/1.0\r\nHost: {addr}\r\n\r\n").unwrap();
-    let mut raw = String::new();
-    s.read_to_string(&mut raw).unwrap();
-    let (head, body) = raw.split_once("\r\n\r\n").unwrap();
-    assert!(head.contains(" 200 "), "{raw}");
-    body.to_owned()
+/// `proxops run` over `repo`, one cycle a second, the shared token in its
+/// environment.
+fn start(repo: &Repo) -> Daemon {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
+    without_proxops_env(&mut cmd)
+        .current_dir(repo.path())
+        .env(
+            "PROXOPS_PVE_TOKEN_VALUE",
+            format!("{TOKEN_ID}={TOKEN_SECRET}"),
+        )
+        .arg("--git-path")
+        .arg(repo.path())
+        .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"]);
+    Daemon::spawn(cmd)
 }
 
 /// Inventory reads `pve` answered: one per cycle of its cluster.
@@ -154,7 +74,7 @@ fn a_slow_cluster_does_not_delay_the_other_clusters_cycles() {
     );
     repo.write("clusters/lab/resources.yaml", "resources: []\n");
 
-    let mut daemon = Daemon::start(&repo);
+    let mut daemon = start(&repo);
     let addr = daemon.address(deadline);
     // Both clusters had a first cycle at full speed.
     while cycles_seen(&fast) < 1 || cycles_seen(&slow) < 1 {
@@ -182,7 +102,9 @@ fn a_slow_cluster_does_not_delay_the_other_clusters_cycles() {
     );
 
     // /status reports both clusters, each with its last cycle.
-    let status: Value = serde_json::from_str(&get(&addr, "/status")).unwrap();
+    let answer = get(addr, "/status");
+    assert_eq!(answer.status, 200, "{}", answer.body);
+    let status: Value = serde_json::from_str(&answer.body).unwrap();
     let names: Vec<&str> = status["clusters"]
         .as_array()
         .unwrap()

@@ -9,138 +9,87 @@ use crate::live_support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use live_support::daemon::Daemon;
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
 
 /// Everything in these tests finishes well within this.
 const DEADLINE: Duration = Duration::from_secs(90);
 
-/// `proxops run` in the background, killed when the test ends.
-struct Daemon {
-    child: Child,
-    stderr: PathBuf,
-    _logs: tempfile::TempDir,
-}
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Ok(None) = self.child.try_wait() {
-            let _ = self.child.kill();
-            let _ = self.child.wait();
+/// `proxops run` on `listen` for the demo repository with nothing
+/// desired, one cycle a minute; under `ulimit -n <nofile>` if given (the
+/// shell `exec`s proxops, so the pid is proxops').
+fn start(pve: &FakePve, repo: &Repo, listen: &str, nofile: Option<u32>) -> Daemon {
+    let inner = command(
+        pve,
+        repo,
+        &["--git-poll-sec", "60", "--listen", listen, "run"],
+    );
+    let cmd = match nofile {
+        Some(n) => {
+            let mut sh = Command::new("sh");
+            sh.arg("-c")
+                .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
+                .arg(inner.get_program())
+                .args(inner.get_args());
+            for (k, v) in inner.get_envs() {
+                match v {
+                    Some(v) => sh.env(k, v),
+                    None => sh.env_remove(k),
+                };
+            }
+            sh.current_dir(repo.path());
+            sh
         }
-    }
+        None => inner,
+    };
+    Daemon::spawn(cmd)
 }
 
-impl Daemon {
-    /// `proxops run` on `listen` for the demo repository with nothing
-    /// desired, one cycle a minute; under `ulimit -n <nofile>` if given
-    /// (the shell `exec`s proxops, so the pid is proxops').
-    fn start(pve: &FakePve, repo: &Repo, listen: &str, nofile: Option<u32>) -> Daemon {
-        let inner = command(
-            pve,
-            repo,
-            &["--git-poll-sec", "60", "--listen", listen, "run"],
+/// Waits for a log line containing `text`.
+fn wait_for_log(daemon: &mut Daemon, text: &str) -> String {
+    daemon.wait_for_log(text, Instant::now() + DEADLINE)
+}
+
+/// The address the server bound (a wildcard turned into loopback, so the
+/// tests talk only to 127.0.0.1).
+fn address(daemon: &mut Daemon) -> SocketAddr {
+    let bound = daemon.address(Instant::now() + DEADLINE);
+    SocketAddr::from(([127, 0, 0, 1], bound.port()))
+}
+
+/// Waits until `/healthz` answers 200 (the first cycle is done).
+fn wait_healthy(daemon: &mut Daemon, addr: SocketAddr) {
+    let deadline = Instant::now() + DEADLINE;
+    loop {
+        if let Some((200, _)) = get(addr, "/healthz") {
+            return;
+        }
+        if let Ok(Some(status)) = daemon.child.try_wait() {
+            panic!("proxops run exited ({status}):\n{}", daemon.stderr());
+        }
+        assert!(
+            Instant::now() < deadline,
+            "/healthz never answered 200:\n{}",
+            daemon.stderr()
         );
-        let mut cmd = match nofile {
-            Some(n) => {
-                let mut sh = Command::new("sh");
-                sh.arg("-c")
-                    .arg(format!("ulimit -n {n} && exec \"$0\" \"$@\""))
-                    .arg(inner.get_program())
-                    .args(inner.get_args());
-                for (k, v) in inner.get_envs() {
-                    match v {
-                        Some(v) => sh.env(k, v),
-                        None => sh.env_remove(k),
-                    };
-                }
-                sh.current_dir(repo.path());
-                sh
-            }
-            None => inner,
-        };
-        let logs = tempfile::tempdir().unwrap();
-        let stderr = logs.path().join("stderr");
-        let child = cmd
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&stderr).unwrap())
-            .spawn()
-            .unwrap();
-        Daemon {
-            child,
-            stderr,
-            _logs: logs,
-        }
+        std::thread::sleep(Duration::from_millis(50));
     }
+}
 
-    fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr).unwrap_or_default()
-    }
-
-    /// Waits for a line of the log containing `text`.
-    fn wait_for_log(&mut self, text: &str) -> String {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            let log = self.stderr();
-            if let Some(line) = log.lines().find(|l| l.contains(text)) {
-                return line.to_owned();
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("proxops run exited ({status}) before logging {text:?}:\n{log}");
-            }
-            assert!(Instant::now() < deadline, "no {text:?} in time:\n{log}");
-            std::thread::sleep(Duration::from_millis(20));
-        }
-    }
-
-    /// The address the server bound (a wildcard turned into loopback, so
-    /// the tests talk only to 127.0.0.1).
-    fn address(&mut self) -> SocketAddr {
-        let line = self.wait_for_log("proxops.run started");
-        let bound: SocketAddr = line
-            .split_whitespace()
-            .find_map(|w| w.strip_prefix("listen="))
-            .unwrap()
-            .parse()
-            .unwrap();
-        SocketAddr::from(([127, 0, 0, 1], bound.port()))
-    }
-
-    /// Waits until `/healthz` answers 200 (the first cycle is done).
-    fn wait_healthy(&mut self, addr: SocketAddr) {
-        let deadline = Instant::now() + DEADLINE;
-        loop {
-            if let Some((200, _)) = get(addr, "/healthz") {
-                return;
-            }
-            if let Ok(Some(status)) = self.child.try_wait() {
-                panic!("proxops run exited ({status}):\n{}", self.stderr());
-            }
-            assert!(
-                Instant::now() < deadline,
-                "/healthz never answered 200:\n{}",
-                self.stderr()
-            );
-            std::thread::sleep(Duration::from_millis(50));
-        }
-    }
-
-    fn rss_kib(&self) -> u64 {
-        let status = std::fs::read_to_string(format!("/proc/{}/status", self.child.id())).unwrap();
-        status
-            .lines()
-            .find_map(|l| l.strip_prefix("VmRSS:"))
-            .and_then(|v| v.trim().strip_suffix("kB"))
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
-    }
+fn rss_kib(daemon: &Daemon) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{}/status", daemon.child.id())).unwrap();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().strip_suffix("kB"))
+        .unwrap()
+        .trim()
+        .parse()
+        .unwrap()
 }
 
 /// One GET; `None` when the server does not answer within 5 s.
@@ -169,9 +118,9 @@ fn quiet_repo(pve: &FakePve) -> Repo {
 fn the_status_server_outlives_running_out_of_file_descriptors() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = quiet_repo(&pve);
-    let mut daemon = Daemon::start(&pve, &repo, "127.0.0.1:0", Some(64));
-    let addr = daemon.address();
-    daemon.wait_healthy(addr);
+    let mut daemon = start(&pve, &repo, "127.0.0.1:0", Some(64));
+    let addr = address(&mut daemon);
+    wait_healthy(&mut daemon, addr);
 
     // 200 connections at once, none sending a request: far more than 64
     // descriptors. Connects the kernel cannot queue time out; the rest
@@ -189,7 +138,7 @@ fn the_status_server_outlives_running_out_of_file_descriptors() {
     });
     assert!(open.len() > 64, "only {} connections were made", open.len());
     // The server really ran out of descriptors, and said so.
-    let line = daemon.wait_for_log("status server: accept failed");
+    let line = wait_for_log(&mut daemon, "status server: accept failed");
     assert!(line.contains("Too many open files"), "{line}");
     drop(open);
 
@@ -216,7 +165,7 @@ fn the_status_server_outlives_running_out_of_file_descriptors() {
             }
         }
     }
-    daemon.wait_for_log("status server: accepting again");
+    wait_for_log(&mut daemon, "status server: accepting again");
     assert!(
         !daemon.stderr().contains("listens beyond loopback"),
         "a loopback listener needs no warning:\n{}",
@@ -228,10 +177,10 @@ fn the_status_server_outlives_running_out_of_file_descriptors() {
 fn a_one_megabyte_header_is_answered_431_and_the_process_barely_grows() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = quiet_repo(&pve);
-    let mut daemon = Daemon::start(&pve, &repo, "127.0.0.1:0", None);
-    let addr = daemon.address();
-    daemon.wait_healthy(addr);
-    let before = daemon.rss_kib();
+    let mut daemon = start(&pve, &repo, "127.0.0.1:0", None);
+    let addr = address(&mut daemon);
+    wait_healthy(&mut daemon, addr);
+    let before = rss_kib(&daemon);
 
     // Four heads of a megabyte that never end, each sent while the answer
     // is read.
@@ -255,7 +204,7 @@ fn a_one_megabyte_header_is_answered_431_and_the_process_barely_grows() {
         );
     }
 
-    let grown = daemon.rss_kib().saturating_sub(before);
+    let grown = rss_kib(&daemon).saturating_sub(before);
     assert!(
         grown < 10 * 1024,
         "the process grew by {grown} KiB for four 1 MiB heads"
@@ -267,9 +216,9 @@ fn a_one_megabyte_header_is_answered_431_and_the_process_barely_grows() {
 fn listening_beyond_loopback_logs_a_warning() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = quiet_repo(&pve);
-    let mut daemon = Daemon::start(&pve, &repo, "0.0.0.0:0", None);
-    let addr = daemon.address();
-    let line = daemon.wait_for_log("listens beyond loopback");
+    let mut daemon = start(&pve, &repo, "0.0.0.0:0", None);
+    let addr = address(&mut daemon);
+    let line = wait_for_log(&mut daemon, "listens beyond loopback");
     assert!(line.starts_with("warn "), "{line}");
     assert!(line.contains("listen=0.0.0.0:"), "{line}");
     // Served all the same (asked over loopback only).

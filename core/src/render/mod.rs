@@ -21,7 +21,7 @@ mod text;
 pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
 pub use markdown::{MARKDOWN_LIMIT, markdown_within};
-pub use text::{text, text_styled};
+pub use text::{action_text, text, text_styled};
 
 use crate::action::{Action, Anomaly, AnomalyType, Op, Skipped};
 use crate::plan::Plan;

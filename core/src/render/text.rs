@@ -6,8 +6,9 @@ use super::{
     ANOMALY_SECTIONS, Group, Palette, Role, anomaly_subject, cluster_summary, field_label,
     is_untagged, object_label, or_dash, total_line,
 };
-use crate::action::{Action, Anomaly, Change, Skipped};
+use crate::action::{Action, Anomaly, Change, Impact, Skipped};
 use crate::plan::Plan;
+use crate::report::PendingAction;
 
 /// The plan as `proxops diff` prints it, without colour: per cluster a
 /// `=== <cluster> ===` header, then `aborted: <reason>`, `no drift`, or the
@@ -165,16 +166,20 @@ impl Renderer {
     }
 
     fn action_line(&self, out: &mut String, a: &&Action, role: Role) {
+        self.line_of(out, &ActionLine::of(a), role);
+    }
+
+    fn line_of(&self, out: &mut String, a: &ActionLine<'_>, role: Role) {
         let _ = writeln!(
             out,
             "  {} {:<24} {:<10} id={}  [{}] {}",
             self.palette
-                .paint(role, &format!("{:<w$}", a.op.as_str(), w = FIRST_COLUMN)),
-            object_label(a.kind.as_str(), &a.name),
-            a.node.as_str(),
-            a.target,
+                .paint(role, &format!("{:<w$}", a.op, w = FIRST_COLUMN)),
+            object_label(a.kind, a.name),
+            a.node,
+            a.id,
             a.impact.as_str(),
-            one_line(&a.reason),
+            one_line(a.reason),
         );
         let labels: Vec<String> = a
             .changes
@@ -183,11 +188,11 @@ impl Renderer {
             .collect();
         let width = labels.iter().map(|l| l.chars().count()).max().unwrap_or(0);
         for (c, label) in a.changes.iter().zip(&labels) {
-            self.change_line(out, a, c, label, width);
+            self.change_line(out, a.impact, c, label, width);
         }
     }
 
-    fn change_line(&self, out: &mut String, a: &Action, c: &Change, label: &str, width: usize) {
+    fn change_line(&self, out: &mut String, impact: Impact, c: &Change, label: &str, width: usize) {
         let (sign, role, values) = match (&c.from, &c.to) {
             (None, Some(to)) => ('+', Role::Create, one_line(to)),
             (Some(from), None) => ('-', Role::Prune, one_line(from)),
@@ -198,11 +203,11 @@ impl Renderer {
                 format!("{} → {}", one_line(from), one_line(to)),
             ),
         };
-        let cost = if c.sets_impact(a.impact) {
+        let cost = if c.sets_impact(impact) {
             format!(
                 "  {}",
                 self.palette
-                    .paint(Role::Cost, &format!("← {}", a.impact.as_str()))
+                    .paint(Role::Cost, &format!("← {}", impact.as_str()))
             )
         } else {
             String::new()
@@ -238,6 +243,61 @@ impl Renderer {
             one_line(&a.message),
         );
     }
+}
+
+/// What the text plan prints of one action: the parts a planned
+/// [`Action`] and an action kept in the status store ([`PendingAction`])
+/// both have, so the two are worded by one function.
+struct ActionLine<'a> {
+    op: &'a str,
+    kind: &'a str,
+    name: &'a str,
+    node: &'a str,
+    id: String,
+    impact: Impact,
+    reason: &'a str,
+    changes: &'a [Change],
+}
+
+impl<'a> ActionLine<'a> {
+    fn of(a: &'a Action) -> ActionLine<'a> {
+        ActionLine {
+            op: a.op.as_str(),
+            kind: a.kind.as_str(),
+            name: &a.name,
+            node: a.node.as_str(),
+            id: a.target.to_string(),
+            impact: a.impact,
+            reason: &a.reason,
+            changes: &a.changes,
+        }
+    }
+
+    fn stored(a: &'a PendingAction) -> ActionLine<'a> {
+        ActionLine {
+            op: a.action,
+            kind: &a.kind,
+            name: &a.name,
+            node: &a.node,
+            id: a.id.clone(),
+            impact: a.impact,
+            reason: &a.reason,
+            changes: &a.changes,
+        }
+    }
+}
+
+/// One action as the text plan words it, without colour: its line, then
+/// one line per field it changes (`~ memory (spec.memory)  2048 → 4096  ←
+/// stop-start`). The dashboard shows an object's actions with it, so they
+/// read as `proxops diff` printed them.
+pub fn action_text(a: &PendingAction) -> String {
+    let mut out = String::new();
+    Renderer {
+        palette: Palette::PLAIN,
+    }
+    .line_of(&mut out, &ActionLine::stored(a), Role::Quiet);
+    out
 }
 
 fn skipped_line(out: &mut String, s: &&Skipped) {

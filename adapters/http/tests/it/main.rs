@@ -7,6 +7,8 @@
 
 mod support;
 
+mod hooks;
 mod promtool;
 mod server;
+mod slow_clients;
 mod systemd_unit;

@@ -9,6 +9,8 @@ use std::process::Command;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
+pub mod browser;
+pub mod daemon;
 pub mod sops;
 
 /// The variables ProxOps reads its repository, configuration and
@@ -372,6 +374,22 @@ pub fn recorded_home(pve: &FakePve, repo: &Repo) -> Vec<Value> {
         serde_json::from_str(&std::fs::read_to_string(out.path().join("home.json")).unwrap())
             .unwrap();
     doc["responses"].as_array().unwrap().clone()
+}
+
+/// Someone edits guest `vmid` on pve1 through the API, as a person would
+/// in PVE's web UI: `PUT …/config` with `key=value`.
+pub fn edit_by_hand(pve: &FakePve, vmid: u32, key: &str, value: &str) {
+    use proxops_pve::live::LiveTransport;
+    use proxops_pve::transport::{Method, Request, Transport};
+    let hand = LiveTransport::new(pve.live_config()).unwrap();
+    let put = hand
+        .call(&Request::new(
+            Method::Put,
+            format!("/nodes/pve1/qemu/{vmid}/config"),
+            vec![(key.into(), value.into())],
+        ))
+        .unwrap();
+    assert!(put.is_success(), "{put:?}");
 }
 
 /// Writes (method, path) the fakepve server saw since the last `forget`.
