@@ -27,7 +27,8 @@
 //! recorded as pending with the value the guest runs with. A stop, a
 //! reboot or a start applies what is pending (qemu-server `API2/Qemu.pm`
 //! `vm_reboot`, `QemuServer.pm` `vm_stop_cleanup` → `vmconfig_apply_pending`;
-//! pve-container's poststop hook). A delete of a `protection=1` guest is
+//! pve-container's poststop hook). A stop-start update is written while the
+//! guest runs, then the guest is shut down and started. A delete of a `protection=1` guest is
 //! refused and changes nothing (qemu-server `API2/Qemu.pm` `destroy_vm`,
 //! `check_protection`).
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -220,10 +221,8 @@ fn apply_guest(
             let gt = g.guest_type;
             let was_running = g.power == Power::Running;
             let mut cfg = g.config.clone().unwrap();
-            if *stop_first {
-                g.power = Power::Stopped;
-                cfg.pending.clear();
-            }
+            // Written first, while the guest runs (ProxOps writes before it
+            // stops): what PVE cannot apply live goes pending.
             let running = g.power == Power::Running;
             let before = cfg.clone();
             let mut counter = next_disk_number(&cfg, vmid);
@@ -257,8 +256,15 @@ fn apply_guest(
             };
             g.name = cfg.get(name_key).unwrap_or("").to_owned();
             g.config = Ok(cfg);
-            if *stop_first && *restart_after && was_running {
-                g.power = Power::Running;
+            if *stop_first {
+                // The shutdown applies what is pending (qemu-server
+                // `QemuServer.pm` `vm_stop_cleanup` →
+                // `vmconfig_apply_pending`; pve-container's poststop hook).
+                g.power = Power::Stopped;
+                apply_pending(g);
+                if *restart_after && was_running {
+                    g.power = Power::Running;
+                }
             }
         }
         Work::Start { .. } => {
