@@ -28,8 +28,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
+use proxops_core::hold::{Backoff, Holds};
 use proxops_core::plan::{AbortCause, Plan};
-use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
+use proxops_core::repo::ClusterDesired;
+use proxops_core::report::{ClusterReport, CycleReport, HeldObject, RunMode, StatusStore};
 use proxops_http::{
     Observer, ServerEvent, ServerLimits, ServerOptions, StatusServer, store_source,
 };
@@ -153,6 +155,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         store: Arc::clone(&store),
         transports,
         counted: Arc::new(Mutex::new(Counted::default())),
+        holds: Arc::new(Mutex::new(BTreeMap::new())),
     };
     let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
     let mut first = Some(first);
@@ -335,6 +338,9 @@ struct Shared {
     store: Arc<Mutex<StatusStore>>,
     transports: Arc<Transports>,
     counted: Arc<Mutex<Counted>>,
+    /// Per cluster, the guests held back after a failed disruptive action:
+    /// the daemon's memory across cycles (core's `hold`).
+    holds: Arc<Mutex<BTreeMap<String, Holds>>>,
 }
 
 impl Shared {
@@ -349,8 +355,15 @@ impl Shared {
         let store = Arc::clone(&self.store);
         let transports = Arc::clone(&self.transports);
         let counted = Arc::clone(&self.counted);
+        let holds = Arc::clone(&self.holds);
         std::thread::spawn(move || {
-            let report = one_cycle(&g, &env, &ws, mode, &stop, &store, &transports, &counted);
+            let kept = Kept {
+                store: &store,
+                transports: &transports,
+                counted: &counted,
+                holds: &holds,
+            };
+            let report = one_cycle(&g, &env, &ws, mode, &stop, &kept);
             record(&store, report);
         })
     }
@@ -403,21 +416,33 @@ impl Lane {
     }
 }
 
+/// What a cluster's cycle reads and updates of the daemon's memory.
+#[derive(Clone, Copy)]
+struct Kept<'a> {
+    store: &'a Mutex<StatusStore>,
+    transports: &'a Transports,
+    counted: &'a Mutex<Counted>,
+    holds: &'a Mutex<BTreeMap<String, Holds>>,
+}
+
 /// One converge cycle (or, observing, one planning cycle) over a freshly
 /// loaded workspace.
-#[allow(clippy::too_many_arguments)] // one call site, each a distinct piece of the loop
 fn one_cycle(
     g: &GlobalArgs,
     env: &Env,
     ws: &Workspace,
     mode: RunMode,
     stop: &AtomicBool,
-    store: &Mutex<StatusStore>,
-    transports: &Transports,
-    counted: &Mutex<Counted>,
+    kept: &Kept<'_>,
 ) -> CycleReport {
+    let Kept {
+        store,
+        transports,
+        counted,
+        holds,
+    } = *kept;
     let started_at = unix_now();
-    let session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
+    let mut session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
         Err(f) => {
             let reason = format!(
@@ -462,6 +487,15 @@ fn one_cycle(
             &[("diagnostic", text.as_str().into())],
         );
     }
+    // The holds of the last cycles, judged at this cycle's start.
+    if let Ok(held) = holds.lock() {
+        for p in &mut session.clusters {
+            if let Ok(ready) = &mut p.ready {
+                ready.policy.holds = held.get(p.name.as_str()).cloned().unwrap_or_default();
+                ready.policy.now = started_at;
+            }
+        }
+    }
     let cycles = match mode {
         RunMode::Apply => cycle::apply_all(&session, &opts),
         RunMode::Observe => {
@@ -487,6 +521,7 @@ fn one_cycle(
             .clusters
             .get(&c.name)
             .and_then(|r| r.as_ref().ok());
+        let held = remember_holds(holds, &c, desired, &ws.loaded.config.hold);
         let mut report = ClusterReport::from_cycle(
             &c.plan,
             c.execution.as_ref(),
@@ -495,6 +530,7 @@ fn one_cycle(
             mode == RunMode::Observe,
             c.finished_at,
         );
+        report.holds = held;
         report.desired_stale = ws.desired_stale;
         log_cluster(&report, c.elapsed, ws.stale_reason.as_deref());
         let live = session
@@ -522,6 +558,30 @@ fn one_cycle(
         git_fetched_at: (!ws.desired_stale).then_some(started_at),
         clusters,
     }
+}
+
+/// Teaches the cluster's holds what its executed cycle did, and returns
+/// them as `/status` and `/metrics` show them.
+fn remember_holds(
+    holds: &Mutex<BTreeMap<String, Holds>>,
+    c: &cycle::ClusterCycle,
+    desired: Option<&ClusterDesired>,
+    backoff: &Backoff,
+) -> Vec<HeldObject> {
+    let Ok(mut all) = holds.lock() else {
+        return Vec::new();
+    };
+    let mine = all.entry(c.name.as_str().to_owned()).or_default();
+    if let (Some(execution), Some(desired)) = (&c.execution, desired) {
+        mine.record(
+            execution,
+            c.readback.as_ref(),
+            desired,
+            backoff,
+            c.finished_at,
+        );
+    }
+    HeldObject::all(mine)
 }
 
 /// A cycle whose repository could not be loaded: every cluster known from

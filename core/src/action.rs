@@ -29,7 +29,8 @@ pub enum Impact {
     Live,
     /// Written now; PVE keeps it pending until the guest restarts.
     Reboot,
-    /// ProxOps stops the guest, writes, and starts it again.
+    /// ProxOps writes (PVE holds the change pending on the running
+    /// guest), then shuts the guest down and starts it again.
     StopStart,
     /// Not done: it would lose data or needs a person (an anomaly).
     Blocked,
@@ -261,8 +262,13 @@ pub enum Work {
         params: Params,
         delete: Vec<String>,
         digest: Option<String>,
-        /// Stop before writing, start again after (only for `stop-start`).
+        /// The change needs the guest powered off (a `stop-start` change,
+        /// or `state: stopped`): written first while the guest runs (PVE
+        /// holds it pending), then the guest is shut down, which applies
+        /// it. The name is kept from when the stop came first, so saved
+        /// plans still read.
         stop_first: bool,
+        /// Started again after that shutdown.
         restart_after: bool,
     },
     Start {
@@ -507,6 +513,15 @@ pub enum SkipReason {
         template: Vmid,
         template_node: NodeName,
     },
+    /// The object's disruptive action (`op`) failed `failures` times in a
+    /// row; the daemon tries it again at `next_attempt` (a backoff,
+    /// [`crate::hold`]), or at once after a commit that changes it.
+    Held {
+        op: String,
+        failures: u32,
+        next_attempt: crate::exec::Timestamp,
+        error: String,
+    },
 }
 
 impl SkipReason {
@@ -592,6 +607,16 @@ impl fmt::Display for SkipReason {
             } => write!(
                 f,
                 "create deferred: template {template} on node {template_node} could not be read this cycle, so whether its volumes are on shared storage is unknown"
+            ),
+            SkipReason::Held {
+                op,
+                failures,
+                next_attempt,
+                error,
+            } => write!(
+                f,
+                "held: its {op} failed {failures} time(s) in a row, so it is not tried again before {} (or a commit that changes it); last error: {error}",
+                crate::time::rfc3339(*next_attempt)
             ),
         }
     }

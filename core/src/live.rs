@@ -235,6 +235,11 @@ impl LiveConfig {
             .map(|v| crate::wire::parse_bool(v).map_err(|e| e.for_key(key)))
     }
 
+    /// A boolean key that is set and true; absent or unreadable is false.
+    pub fn flag_on(&self, key: &str) -> bool {
+        self.flag(key).is_some_and(|f| f.unwrap_or(false))
+    }
+
     /// `template` in the config (`1`, `"1"`, `"true"`); absent = not a template.
     pub fn is_template(&self) -> Result<bool, WireError> {
         self.flag("template").unwrap_or(Ok(false))
@@ -414,6 +419,11 @@ pub struct LiveSnapshot {
     /// template cloned to another node.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub shared_storage: BTreeMap<StorageId, bool>,
+    /// The storages `/cluster/resources` lists, with their `plugintype`
+    /// (`dir`, `lvmthin`, `zfspool`, `nfs`, …): a template's base volume
+    /// on file storage cannot be resized.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_types: BTreeMap<StorageId, String>,
 }
 
 impl LiveSnapshot {
@@ -433,6 +443,11 @@ impl LiveSnapshot {
     /// True only when `/cluster/resources` listed `storage` as shared.
     pub fn is_shared(&self, storage: &StorageId) -> bool {
         self.shared_storage.get(storage).copied().unwrap_or(false)
+    }
+
+    /// The plugin type `/cluster/resources` gave `storage`, if listed.
+    pub fn storage_type(&self, storage: &StorageId) -> Option<&str> {
+        self.storage_types.get(storage).map(String::as_str)
     }
 
     /// `None` when the pair was not read this cycle.

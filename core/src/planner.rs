@@ -14,6 +14,12 @@ use crate::names::{Kind, NodeName, Ref, Vmid};
 use crate::plan::{AbortCause, Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
+/// Said of a config write PVE's answer gave no digest for: it goes
+/// without optimistic concurrency (real PVE lists the digest in
+/// `/pending`, pve-guest-common `GuestHelpers.pm`
+/// `config_with_pending_array`).
+const NO_DIGEST: &str = "; sent without a digest (PVE's answer carried none), so an edit made on PVE in between is not detected";
+
 /// The guest family a kind belongs to: PVE names are claimed per family (a
 /// TemplateVM's guest is a plain VM until it is marked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -162,6 +168,7 @@ pub fn plan(
     b.prunes(policy);
     let mut plan = b.plan;
     crate::host::guard(&mut plan, live, &policy.host);
+    crate::hold::guard(&mut plan, desired, &policy.holds, policy.now);
     sort_actions(&mut plan.actions);
     plan.deferred
         .sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
@@ -276,6 +283,9 @@ impl Builder<'_> {
             "{}: claim: adds the proxops tag only (proxops/adopted-vmid)",
             obj.r#ref
         );
+        if digest.as_deref().is_none_or(str::is_empty) {
+            reason.push_str(NO_DIGEST);
+        }
         if others > 0 {
             reason.push_str(&format!(
                 "; {others} other change(s) are planned once PVE holds the tag"
@@ -504,6 +514,13 @@ impl Builder<'_> {
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
+                let mut refusals = crate::refuse::update(live, config, &d, self.policy.root_pam);
+                if kind.is_template() && !live.template {
+                    refusals.extend(crate::refuse::mark_template(live, config));
+                }
+                if self.refused(obj, live, refusals) {
+                    return;
+                }
                 let mut power_done = false;
                 let ha = live.ha_state.clone();
                 let restart = obj
@@ -539,6 +556,9 @@ impl Builder<'_> {
                     let mut reason = format!("{}: config drift", obj.r#ref);
                     if impact == Impact::StopStart {
                         reason.push_str(" (stop-required)");
+                    }
+                    if config.digest.as_deref().is_none_or(str::is_empty) {
+                        reason.push_str(NO_DIGEST);
                     }
                     self.plan.actions.push(Action {
                         op: Op::Update,
@@ -592,7 +612,7 @@ impl Builder<'_> {
                         (RestartPolicy::Never, _) => {}
                     }
                 }
-                self.grow(obj, live, &d.grows);
+                self.grow(obj, live, config, &d.grows);
                 if kind.is_template() && !live.template {
                     if running && let Some(state) = &ha {
                         self.ha_anomaly(obj, live, state, "marking it a template (a stop first)");
@@ -728,11 +748,49 @@ impl Builder<'_> {
         });
     }
 
+    /// PVE would refuse what the object needs ([`crate::refuse`]): one
+    /// `needs_person` anomaly per refusal, and `true` when there is one,
+    /// for the caller to plan nothing more for the object.
+    fn refused(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        refusals: impl IntoIterator<Item = crate::refuse::Refusal>,
+    ) -> bool {
+        let mut any = false;
+        for r in refusals {
+            any = true;
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (
+                    obj.r#ref.kind,
+                    obj.r#ref.name.as_str(),
+                    &live.node,
+                    live.vmid,
+                ),
+                r.field,
+                r.message,
+            );
+        }
+        any
+    }
+
     /// One `resize` action per volume to grow: PVE grows a disk or mount
     /// point online (qemu-server and pve-container `resize_vm`), so the
-    /// impact is live whatever the guest's power.
-    fn grow(&mut self, obj: &DesiredObject, live: &LiveGuest, grows: &[drift::DiskGrowth]) {
+    /// impact is live whatever the guest's power. A grow PVE would refuse
+    /// is an anomaly instead.
+    fn grow(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &crate::live::LiveConfig,
+        grows: &[drift::DiskGrowth],
+    ) {
         for g in grows {
+            let refusal = crate::refuse::grow(live, config, g, self.live);
+            if self.refused(obj, live, refusal) {
+                continue;
+            }
             self.plan.actions.push(Action {
                 changes: vec![Change::new(
                     format!("{}.size", g.disk),
@@ -895,6 +953,23 @@ impl Builder<'_> {
                 format!("cannot create: {e}"),
             ),
             Ok((op, changes, work)) => {
+                if let Work::CreateGuest {
+                    guest_type, params, ..
+                } = &work
+                {
+                    let refusals = crate::refuse::create(*guest_type, params);
+                    if !refusals.is_empty() {
+                        for r in refusals {
+                            self.anomaly(
+                                AnomalyType::NeedsPerson,
+                                (kind, &name, node, id),
+                                r.field,
+                                format!("cannot create: {}", r.message),
+                            );
+                        }
+                        return;
+                    }
+                }
                 if let Work::CloneGuest {
                     source,
                     source_node,

@@ -234,6 +234,42 @@ pub struct ClusterReport {
     pub pending: Vec<PendingAction>,
     /// The guests ProxOps runs in, as the plan found them.
     pub self_guests: Vec<crate::host::SelfGuest>,
+    /// Guests held back after a failed disruptive action, with their next
+    /// attempt (the daemon's holds after this cycle; empty elsewhere).
+    pub holds: Vec<HeldObject>,
+}
+
+/// A guest held back after its shutdown, reboot or stop-start write
+/// failed ([`crate::hold`]), as `/status` and `/metrics` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldObject {
+    pub kind: String,
+    pub name: String,
+    /// The action that failed (`update`, `reboot`, `stop`, …).
+    pub op: String,
+    /// Failures in a row.
+    pub failures: u32,
+    /// When the daemon tries it again (at once after a commit that
+    /// changes it).
+    pub next_attempt: Timestamp,
+    pub last_error: String,
+}
+
+impl HeldObject {
+    /// Every hold of one cluster, sorted by kind and name.
+    pub fn all(holds: &crate::hold::Holds) -> Vec<HeldObject> {
+        holds
+            .iter()
+            .map(|(r, h)| HeldObject {
+                kind: r.kind.to_string(),
+                name: r.name.to_string(),
+                op: h.op.clone(),
+                failures: h.failures,
+                next_attempt: h.next_attempt,
+                last_error: h.error.clone(),
+            })
+            .collect()
+    }
 }
 
 impl ClusterReport {
@@ -263,6 +299,7 @@ impl ClusterReport {
             pve_read_at: None,
             pending: Vec::new(),
             self_guests: Vec::new(),
+            holds: Vec::new(),
         }
     }
 
@@ -383,6 +420,7 @@ impl ClusterReport {
             pve_read_at: Some(finished_at),
             pending,
             self_guests: plan.self_guests.clone(),
+            holds: Vec::new(),
         }
     }
 }
@@ -772,6 +810,19 @@ struct ClusterDoc<'a> {
     /// stopped, restarted or pruned by it.
     #[serde(rename = "self", skip_serializing_if = "<[_]>::is_empty")]
     self_guests: &'a [crate::host::SelfGuest],
+    /// Guests held back after a failed disruptive action, with the time
+    /// of their next attempt.
+    holds: Vec<HoldDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct HoldDoc<'a> {
+    kind: &'a str,
+    name: &'a str,
+    action: &'a str,
+    failures: u32,
+    next_attempt: String,
+    last_error: &'a str,
 }
 
 /// `/status`: the JSON document of spec §17.3, pretty-printed, ending in a
@@ -843,6 +894,18 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             read_only: c.read_only,
             pending_actions: (!c.aborted).then(|| pending_by_action(c)),
             self_guests: &c.self_guests,
+            holds: c
+                .holds
+                .iter()
+                .map(|h| HoldDoc {
+                    kind: &h.kind,
+                    name: &h.name,
+                    action: &h.op,
+                    failures: h.failures,
+                    next_attempt: rfc3339(h.next_attempt),
+                    last_error: &h.last_error,
+                })
+                .collect(),
         })
         .collect();
     let doc = StatusDoc {
@@ -959,8 +1022,10 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// `proxops_process_start_time_seconds`, `proxops_observe_only` (1 under
 /// `run --dry-run`), and from the last cycle, for each cluster that was not
 /// aborted, `proxops_pending_actions{cluster,action}` (every action) and
-/// `proxops_plan_anomalies{cluster,type}` (every type). Ages count from
-/// process start when the event never happened.
+/// `proxops_plan_anomalies{cluster,type}` (every type), and for every
+/// cluster of the last cycle `proxops_objects_held{cluster}` (guests held
+/// back after a failed disruptive action whose next attempt is after
+/// `now`). Ages count from process start when the event never happened.
 pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
     let mut m = Metrics::default();
 
@@ -1183,6 +1248,24 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
                 c.anomalies.get(&t).copied().unwrap_or(0),
             );
         }
+    }
+
+    m.family(
+        "proxops_objects_held",
+        "gauge",
+        "Guests held back after a failed shutdown, reboot or stop-start write, not to be tried again yet, by cluster.",
+    );
+    let held: BTreeMap<&str, usize> = store
+        .last_cycle
+        .iter()
+        .flat_map(|c| &c.clusters)
+        .map(|c| {
+            let n = c.holds.iter().filter(|h| h.next_attempt > now).count();
+            (c.name.as_str(), n)
+        })
+        .collect();
+    for (cluster, n) in held {
+        m.sample("proxops_objects_held", &[("cluster", cluster)], n as u64);
     }
 
     m.family(

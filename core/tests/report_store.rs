@@ -87,6 +87,7 @@ fn first_cycle() -> CycleReport {
         pve_read_at: Some(START + 10),
         pending: Vec::new(),
         self_guests: Vec::new(),
+        holds: Vec::new(),
     };
     let lab = ClusterReport::aborted(
         "lab",
@@ -138,6 +139,7 @@ fn second_cycle() -> CycleReport {
         pve_read_at: Some(START + 95),
         pending: Vec::new(),
         self_guests: Vec::new(),
+        holds: Vec::new(),
     };
     let mut lab = ClusterReport::aborted("lab", AbortCause::PveRead, "");
     lab.result = CycleResult::DryRun;

@@ -138,6 +138,9 @@ pub fn read_snapshot(
             // volumes can be cloned to another node. No extra request.
             if let Some(id) = text("storage").and_then(|s| StorageId::new(&s).ok()) {
                 let shared = text("shared").is_some_and(|v| v == "1");
+                if let Some(plugin) = text("plugintype") {
+                    snap.storage_types.insert(id.clone(), plugin);
+                }
                 *snap.shared_storage.entry(id).or_default() |= shared;
             }
             continue;

@@ -122,6 +122,7 @@ pub fn cycle(started_at: u64) -> CycleReport {
         pve_read_at: Some(started_at + 3),
         pending: Vec::new(),
         self_guests: Vec::new(),
+        holds: Vec::new(),
     };
     CycleReport {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
