@@ -2,6 +2,10 @@
 //! each is a `needs_person` anomaly naming PVE's rule, and the guest gets
 //! no action at all (no write, no shutdown, no restart).
 //!
+//! The same holds for a paused VM's shutdown, and for a guest whose status
+//! is unknown; and a cloud-init change the guest has not seen is read from
+//! `…/cloudinit` as waiting for a restart.
+//!
 //! Each case starts from the recording of real PVE shapes
 //! (fixtures/live/pve-real) and its matching repository, edits one of them
 //! (or both) to the shape PVE refuses, and reads the JSON plan `diff`
@@ -110,22 +114,47 @@ impl Case {
         );
     }
 
-    /// `diff --replay --output json` over the edited repository and
-    /// recording: the `real` cluster's plan.
-    fn plan(&self) -> Value {
+    /// The recorded `GET path` answer with `query`.
+    fn answer_with_query(&mut self, path: &str, query: &str) -> &mut Value {
+        self.recording["responses"]
+            .as_array_mut()
+            .unwrap()
+            .iter_mut()
+            .find(|r| r["path"] == path && r["query"] == query)
+            .unwrap_or_else(|| panic!("no recorded answer to {path}?{query}"))
+    }
+
+    /// `proxops --cluster real diff <flags> --replay` over the edited
+    /// repository and recording.
+    fn diff(&self, flags: &[&str]) -> std::process::Output {
         let rec = self.dir.path().join("rec");
         std::fs::create_dir_all(&rec).unwrap();
         std::fs::write(rec.join("real.json"), self.recording.to_string()).unwrap();
-        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+        Command::new(env!("CARGO_BIN_EXE_proxops"))
             .current_dir(root())
             .env_remove("PROXOPS_GIT_PATH")
             .env_remove("PROXOPS_CONFIG")
             .arg("--git-path")
             .arg(self.dir.path().join("repo"))
-            .args(["--cluster", "real", "diff", "--output", "json", "--replay"])
+            .args(["--cluster", "real", "diff"])
+            .args(flags)
+            .arg("--replay")
             .arg(&rec)
             .output()
-            .unwrap();
+            .unwrap()
+    }
+
+    /// `diff --replay` text output and exit code (with `--exit-code`).
+    fn diff_text(&self) -> (i32, String) {
+        let out = self.diff(&["--exit-code"]);
+        let text = String::from_utf8(out.stdout).unwrap() + &String::from_utf8_lossy(&out.stderr);
+        (out.status.code().unwrap_or(-1), text)
+    }
+
+    /// `diff --replay --output json` over the edited repository and
+    /// recording: the `real` cluster's plan.
+    fn plan(&self) -> Value {
+        let out = self.diff(&["--output", "json"]);
         let stdout = String::from_utf8(out.stdout).unwrap();
         assert_eq!(
             out.status.code(),
@@ -339,5 +368,71 @@ fn a_quota_on_an_unprivileged_containers_mount_point_is_refused() {
         "dns-real",
         "mp0",
         "Quotas are not supported by unprivileged containers",
+    );
+}
+
+/// The plan skips `name` with a reason that says `why`, and plans nothing.
+fn assert_skipped(plan: &Value, name: &str, why: &str) {
+    assert_eq!(plan["actions"], json!([]), "{plan:#}");
+    let found = plan["skipped"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == name && s["reason"].as_str().unwrap().contains(why));
+    assert!(found, "{name} not skipped for {why:?}: {plan:#}");
+}
+
+#[test]
+fn a_paused_vm_gets_no_shutdown() {
+    // qemu-server `API2/Qemu.pm` `vm_shutdown`: "VM is paused - cannot
+    // shutdown"; `/cluster/resources` still says running, QEMU's status
+    // (`qmpstatus`, `GET /nodes/{n}/qemu?full=1`) says paused.
+    let mut case = Case::new();
+    case.edit_manifest(K8S_MANIFEST, "cores: 8", "cores: 4");
+    assert_planned(&case.plan(), "k-test-c-3");
+    let list = case.answer_with_query("/nodes/pve/qemu", "full=1");
+    let vm = list["body"]["data"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|v| v["vmid"] == 107)
+        .unwrap();
+    vm["qmpstatus"] = json!("paused");
+    assert_skipped(&case.plan(), "k-test-c-3", "VM is paused - cannot shutdown");
+}
+
+#[test]
+fn a_guest_whose_status_is_unknown_is_planned_neither_running_nor_stopped() {
+    // pve-manager `API2Tools.pm` `extract_vm_stats`: `unknown` until the
+    // node's pvestatd has sent the guest's status.
+    let mut case = Case::new();
+    case.edit_manifest(K8S_MANIFEST, "cores: 8", "cores: 4");
+    case.set_resource(107, "status", json!("unknown"));
+    assert_skipped(&case.plan(), "k-test-c-3", "status as unknown");
+}
+
+#[test]
+fn a_cloud_init_change_the_vm_has_not_seen_waits_for_a_restart() {
+    // PVE 9.2 fast-plugs cloud-init keys: `/config` (and `/pending`) show
+    // the new value at once, and qemu-server `cloudinit_pending` lists what
+    // the drive, regenerated at the next start, will change.
+    let mut case = Case::new();
+    let (code, text) = case.diff_text();
+    assert_eq!(code, 0, "{text}");
+    let answer = case.answer("/nodes/pve/qemu/111/cloudinit");
+    answer["body"]["data"][0] = json!({
+        "key": "ipconfig0",
+        "value": "ip=10.100.1.170/24,gw=10.100.1.1,ip6=auto",
+        "pending": "ip=10.100.1.174/24,gw=10.100.1.1,ip6=auto"
+    });
+    let (code, text) = case.diff_text();
+    assert_eq!(code, 3, "{text}");
+    let line = text
+        .lines()
+        .find(|l| l.contains("VM/ovmf-cloud"))
+        .unwrap_or_else(|| panic!("{text}"));
+    assert!(
+        line.contains("pending restart") && line.contains("ipconfig0"),
+        "{text}"
     );
 }

@@ -433,6 +433,16 @@ enum Power {
     Stopped,
 }
 
+impl Power {
+    /// The HA resource state that asks for it.
+    fn ha_state(self) -> &'static str {
+        match self {
+            Power::Running => "started",
+            Power::Stopped => "stopped",
+        }
+    }
+}
+
 /// One thing an action does, in order. Sequences are lists of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Stage {
@@ -452,6 +462,23 @@ enum Stage {
     /// `status/start`. `restores`: starts a guest this action stopped,
     /// even after a later step failed.
     Start { guest: String, restores: bool },
+    /// `PUT /cluster/ha/resources/{sid}` with `state=`: the HA manager
+    /// owns the guest's power and carries the request out later
+    /// (pve-ha-manager `API2/HA/Resources.pm` `update`), as PVE's own
+    /// `status/start` and `shutdown` of an HA guest ask it to.
+    HaRequest {
+        sid: String,
+        want: Power,
+        restores: bool,
+    },
+    /// `GET /cluster/ha/status/current` until the manager reports the
+    /// service in the requested state (`HA/Tools.pm`
+    /// `get_verbose_service_state`: `stopping` becomes `stopped`).
+    HaWait {
+        sid: String,
+        want: Power,
+        restores: bool,
+    },
     /// `GET …/status/current` after a shutdown that did not finish in
     /// time: PVE had already signalled the guest, which may be off by now
     /// or power off later. Off: the action goes on as after a shutdown;
@@ -478,7 +505,10 @@ impl Stage {
     fn restores(&self) -> bool {
         matches!(
             self,
-            Stage::Start { restores: true, .. } | Stage::Confirm { restores: true, .. }
+            Stage::Start { restores: true, .. }
+                | Stage::Confirm { restores: true, .. }
+                | Stage::HaRequest { restores: true, .. }
+                | Stage::HaWait { restores: true, .. }
         )
     }
 
@@ -500,6 +530,13 @@ impl Stage {
             Stage::Confirm { guest, .. } | Stage::ReadBack { guest, .. } => {
                 Call::new(Method::Get, format!("{guest}/status/current"))
             }
+            Stage::HaRequest { sid, want, .. } => {
+                let mut form = Params::new();
+                form.push("state", want.ha_state());
+                let path = format!("/cluster/ha/resources/{}", encode_segment(sid));
+                Call::with_form(Method::Put, path, form)
+            }
+            Stage::HaWait { .. } => Call::new(Method::Get, "/cluster/ha/status/current".into()),
         }
     }
 }
@@ -683,6 +720,10 @@ impl Step {
                     let (want, wait) = (*want, *wait);
                     self.confirmed(now, call, (want, wait), &data)
                 }
+                Stage::HaWait { sid, want, .. } => {
+                    let (sid, want) = (sid.clone(), *want);
+                    self.ha_reported(now, call, (&sid, want), &data)
+                }
                 Stage::ReadBack {
                     guest,
                     error,
@@ -796,14 +837,8 @@ impl Step {
             self.wait_until = None;
             return self.stage_done();
         }
-        if let Some(wait) = wait {
-            let until = *self.wait_until.get_or_insert(now.after(wait));
-            if now < until {
-                self.phase = Phase::Waiting {
-                    next_read: now.after(CONFIRM_POLL).min(until),
-                };
-                return;
-            }
+        if wait.is_some_and(|w| self.keep_waiting(now, w)) {
+            return;
         }
         let waited = self.wait_until.take().map_or(String::new(), |_| {
             format!(" after {}s", wait.unwrap_or_default().as_secs())
@@ -819,6 +854,55 @@ impl Step {
         let e = PveError::Refused {
             status: 200,
             text: format!("PVE reports the guest {seen}{waited}, not {wanted}"),
+        };
+        self.stage_failed_with(e, Some(call));
+    }
+
+    /// The stage being waited on is not there yet: `true` while it may be
+    /// read again (within `wait` of its first read), the next read set.
+    fn keep_waiting(&mut self, now: Instant, wait: Duration) -> bool {
+        let until = *self.wait_until.get_or_insert(now.after(wait));
+        if now >= until {
+            return false;
+        }
+        self.phase = Phase::Waiting {
+            next_read: now.after(CONFIRM_POLL).min(until),
+        };
+        true
+    }
+
+    /// `/cluster/ha/status/current`: the service `sid` in state `want`
+    /// ends the wait; another state waits, for a stop as long as a
+    /// shutdown may take, for a start [`RESTART_WAIT`].
+    fn ha_reported(&mut self, now: Instant, call: &Call, (sid, want): (&str, Power), data: &Value) {
+        let entry = data
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e.get("sid").and_then(Value::as_str) == Some(sid));
+        let state = entry
+            .and_then(|e| e.get("state"))
+            .and_then(Value::as_str)
+            .unwrap_or("not reported");
+        if state == want.ha_state() {
+            self.wait_until = None;
+            return self.stage_done();
+        }
+        let wait = match want {
+            Power::Stopped => self.settings.power.shutdown_timeout + SHUTDOWN_GRACE,
+            Power::Running => RESTART_WAIT,
+        };
+        if entry.is_some() && self.keep_waiting(now, wait) {
+            return;
+        }
+        self.wait_until = None;
+        let e = PveError::Refused {
+            status: 200,
+            text: format!(
+                "the HA manager reports {sid} {state}, not {} (after up to {}s)",
+                want.ha_state(),
+                wait.as_secs()
+            ),
         };
         self.stage_failed_with(e, Some(call));
     }
@@ -865,7 +949,14 @@ impl Step {
     fn stage_done(&mut self) {
         self.phase = Phase::Ready;
         match self.stages.pop_front() {
-            Some(Stage::Shutdown { .. } | Stage::ForceStop { .. }) => self.stopped_by_us = true,
+            Some(
+                Stage::Shutdown { .. }
+                | Stage::ForceStop { .. }
+                | Stage::HaWait {
+                    want: Power::Stopped,
+                    ..
+                },
+            ) => self.stopped_by_us = true,
             Some(Stage::Write { call, .. }) if call.path.ends_with("/config") => {
                 self.config_written = true;
             }
@@ -1039,6 +1130,46 @@ fn power_off(guest: &str) -> [Stage; 2] {
     ]
 }
 
+/// The power-off of a guest: through the HA manager when it owns the
+/// guest's power (`ha`), else a graceful shutdown.
+fn power_off_via(guest: &str, ha: Option<&str>) -> Vec<Stage> {
+    match ha {
+        None => power_off(guest).into(),
+        Some(sid) => ha_power(sid, guest, Power::Stopped, false).into(),
+    }
+}
+
+/// The start of a guest: through the HA manager when it owns the guest's
+/// power (`ha`), else `status/start`.
+fn power_on_via(guest: &str, ha: Option<&str>, restores: bool) -> Vec<Stage> {
+    match ha {
+        None => power_on(guest, restores).into(),
+        Some(sid) => ha_power(sid, guest, Power::Running, restores).into(),
+    }
+}
+
+/// The HA manager asked for `want`, its word waited for, then PVE's own.
+fn ha_power(sid: &str, guest: &str, want: Power, restores: bool) -> [Stage; 3] {
+    [
+        Stage::HaRequest {
+            sid: sid.to_owned(),
+            want,
+            restores,
+        },
+        Stage::HaWait {
+            sid: sid.to_owned(),
+            want,
+            restores,
+        },
+        Stage::Confirm {
+            guest: guest.to_owned(),
+            want,
+            restores,
+            wait: None,
+        },
+    ]
+}
+
 fn power_on(guest: &str, restores: bool) -> [Stage; 2] {
     [
         Stage::Start {
@@ -1137,6 +1268,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             digest,
             stop_first,
             restart_after,
+            ha,
         } => {
             let path = guest(*guest_type)?;
             // qemu: async POST (a UPID); lxc: PUT (PVE has no POST there).
@@ -1162,25 +1294,35 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
                 config_form(params, delete, digest.as_deref()),
             )));
             if *stop_first {
-                out.extend(power_off(&path));
+                out.extend(power_off_via(&path, ha.as_deref()));
                 if *restart_after {
-                    out.extend(power_on(&path, true));
+                    out.extend(power_on_via(&path, ha.as_deref(), true));
                 }
             }
         }
-        Work::Start { guest_type } => out.extend(power_on(&guest(*guest_type)?, false)),
-        Work::Stop { guest_type } => out.extend(power_off(&guest(*guest_type)?)),
-        Work::Reboot { guest_type } => {
+        Work::Start { guest_type, ha } => {
+            out.extend(power_on_via(&guest(*guest_type)?, ha.as_deref(), false))
+        }
+        Work::Stop { guest_type, ha } => {
+            out.extend(power_off_via(&guest(*guest_type)?, ha.as_deref()))
+        }
+        Work::Reboot { guest_type, ha } => {
             // A restart that applies what PVE holds pending and keeps the
             // guest's shutdown timeout.
             let path = guest(*guest_type)?;
-            match guest_type {
+            match (guest_type, ha) {
+                // qemu-server `API2/Qemu.pm` `vm_reboot` is not HA-aware:
+                // the HA manager is asked for `stopped`, then `started`.
+                (_, Some(sid)) => {
+                    out.extend(power_off_via(&path, Some(sid)));
+                    out.extend(power_on_via(&path, Some(sid), true));
+                }
                 // pve-container `LXC.pm` `vm_reboot` stops with
                 // `vm_stop($vmid, 0, $timeout, 1)`: lxc-stop without
                 // `--nokill`, which kills the container after 60 s whatever
                 // its shutdown timeout. A graceful shutdown with the
                 // timeout (`--nokill`), then a start, keeps it.
-                GuestType::Lxc => {
+                (GuestType::Lxc, None) => {
                     out.extend(power_off(&path));
                     out.extend(power_on(&path, true));
                 }
@@ -1188,7 +1330,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
                 // for its shutdown (60 s without); the VM is started again
                 // after the task ends (qmeventd), so `running` is waited
                 // for.
-                GuestType::Qemu => {
+                (GuestType::Qemu, None) => {
                     out.push_back(Stage::Reboot {
                         guest: path.clone(),
                     });

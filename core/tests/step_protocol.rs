@@ -60,6 +60,7 @@ fn memory_update(stop_first: bool) -> Action {
             digest: Some("planned".into()),
             stop_first,
             restart_after: stop_first,
+            ha: None,
         },
     )
 }
@@ -69,6 +70,7 @@ fn start() -> Action {
         Op::Start,
         Work::Start {
             guest_type: GuestType::Qemu,
+            ha: None,
         },
     )
 }
@@ -263,7 +265,13 @@ fn a_disk_grows_with_one_resize_to_its_absolute_size() {
 }
 
 fn reboot(guest_type: GuestType) -> Action {
-    action(Op::Reboot, Work::Reboot { guest_type })
+    action(
+        Op::Reboot,
+        Work::Reboot {
+            guest_type,
+            ha: None,
+        },
+    )
 }
 
 #[test]
@@ -503,6 +511,7 @@ fn state_stopped_is_a_graceful_shutdown_confirmed_by_status_current() {
         Op::Stop,
         Work::Stop {
             guest_type: GuestType::Lxc,
+            ha: None,
         },
     );
     let run = succeeds(&a, "running");
@@ -991,10 +1000,82 @@ fn a_secret_is_exposed_only_in_the_wire_form() {
             digest: None,
             stop_first: false,
             restart_after: false,
+            ha: None,
         },
     );
     let mut step = Step::new(&a, settings());
     let call = step.poll_request(Instant::default()).unwrap();
     assert!(!format!("{call:?}").contains("hunter2"));
     assert_eq!(call.form.to_wire()[0].1, "hunter2");
+}
+
+#[test]
+fn an_ha_guests_stop_start_asks_the_ha_manager_and_waits_for_its_word() {
+    // pve-ha-manager `API2/HA/Resources.pm` `update` takes the requested
+    // state; the manager carries it out later and reports it in
+    // `/cluster/ha/status/current` (`HA/Tools.pm`
+    // `get_verbose_service_state`: `stopping`, then `stopped`).
+    let mut a = memory_update(true);
+    if let Work::UpdateConfig { ha, .. } = &mut a.work {
+        *ha = Some("vm:100".into());
+    }
+    let mut requested = "started";
+    let mut reads = 0;
+    let run = drive(&a, settings(), move |call, _| {
+        let path = call.path.as_str();
+        if call.method == Method::Put && path.starts_with("/cluster/ha/resources/") {
+            requested = if shown(call).ends_with("state=stopped") {
+                "stopped"
+            } else {
+                "started"
+            };
+            reads = 0;
+            return Answer::Data(serde_json::Value::Null);
+        }
+        if path == "/cluster/ha/status/current" {
+            reads += 1;
+            let state = match (requested, reads) {
+                ("stopped", 1) => "stopping",
+                ("started", 1) => "starting",
+                (r, _) => r,
+            };
+            return Answer::Data(json!([
+                {"id": "quorum", "type": "quorum", "status": "OK"},
+                {"id": "service:vm:100", "type": "service", "sid": "vm:100", "state": state}
+            ]));
+        }
+        if path.ends_with("/status/current") {
+            let s = if requested == "stopped" {
+                "stopped"
+            } else {
+                "running"
+            };
+            return Answer::Data(json!({"status": s, "qmpstatus": s}));
+        }
+        if path.contains("/tasks/") {
+            return task("stopped", Some("OK"));
+        }
+        upid("qmconfig")
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    let sent: Vec<&str> = run
+        .sent()
+        .into_iter()
+        .filter(|c| !c.contains("/tasks/"))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
+            "PUT /cluster/ha/resources/vm%3A100 state=stopped",
+            "GET /cluster/ha/status/current",
+            "GET /cluster/ha/status/current",
+            "GET /nodes/pve1/qemu/100/status/current",
+            "PUT /cluster/ha/resources/vm%3A100 state=started",
+            "GET /cluster/ha/status/current",
+            "GET /cluster/ha/status/current",
+            "GET /nodes/pve1/qemu/100/status/current",
+        ]
+    );
+    assert!(!run.sent().iter().any(|c| c.contains("/status/shutdown")));
 }
