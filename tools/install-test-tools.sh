@@ -120,17 +120,33 @@ apt_install() { # <package> : install one Debian package, running apt-get update
     fi
 }
 
+# PATH without <tools>/bin: a caller that already has the tools on its PATH
+# (as tests ask) must not find the link itself, or the link would point at
+# itself and the tool would be gone.
+system_path() {
+    local IFS=: out="" d
+    for d in $PATH; do
+        if [ "$d" != "$bin" ] && [ "$(cd "$d" 2>/dev/null && pwd -P)" != "$(cd "$bin" && pwd -P)" ]; then
+            out="${out:+$out:}$d"
+        fi
+    done
+    printf '%s' "$out"
+}
+
 need_binary() { # <binary> <debian package>
-    if command -v "$1" >/dev/null 2>&1; then
-        say "$1 present ($(command -v "$1"))"
+    local found
+    found="$(PATH="$(system_path)" command -v "$1" || true)"
+    if [ -n "$found" ]; then
+        say "$1 present ($found)"
     else
         apt_install "$2"
-        if ! command -v "$1" >/dev/null 2>&1; then
+        found="$(PATH="$(system_path)" command -v "$1" || true)"
+        if [ -z "$found" ]; then
             say "error: Debian package $2 did not provide $1" >&2
             exit 1
         fi
     fi
-    ln -sf "$(command -v "$1")" "$bin/$1"
+    ln -sfn "$found" "$bin/$1"
 }
 
 need_binary age age
