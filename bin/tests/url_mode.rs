@@ -422,8 +422,13 @@ fn https_with_the_token_in_yaml_only_and_a_wrong_token_fails_without_showing_eit
     drop(server);
 }
 
+/// A test tool: in `$PROXOPS_TOOLS_DIR/bin`, else the checkout's `.tools/bin`.
 fn tool(name: &str) -> PathBuf {
-    workspace_root().join(".tools/bin").join(name)
+    std::env::var_os("PROXOPS_TOOLS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".tools"))
+        .join("bin")
+        .join(name)
 }
 
 /// A fresh age key in `dir`; returns (key file, recipient).
