@@ -46,6 +46,10 @@ use crate::exit::{Exit, Failure};
 use crate::lock::{ClusterLock, Locking};
 use crate::out;
 
+/// The one PVE user that may change what PVE reserves for `root@pam`
+/// (privileged containers' features, bind mounts, raw PCI addresses).
+const ROOT_PAM: &str = "root@pam";
+
 /// Where live state comes from.
 #[derive(Debug, Clone)]
 pub enum Source {
@@ -344,7 +348,7 @@ pub fn prepare_reusing<'w>(
         let Some(cc) = cfg.clusters.get(name) else {
             continue;
         };
-        let policy = Policy {
+        let mut policy = Policy {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
@@ -352,6 +356,11 @@ pub fn prepare_reusing<'w>(
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
             host: crate::host::identity(cfg),
             disruption: cc.limits.disruption.clone(),
+            // A replayed plan is made as the configuration would call PVE.
+            root_pam: cfg.auth == AuthMethod::Ticket && cfg.user.as_deref() == Some(ROOT_PAM),
+            // Holds are the daemon's (it sets them per cycle).
+            holds: Default::default(),
+            now: 0,
         };
         if cc.force_stop_after_timeout {
             crate::log::event(
@@ -409,6 +418,9 @@ pub fn prepare_reusing<'w>(
                     }
                 };
                 c.check(name.as_str())?;
+                // An API token is never root@pam to PVE, whatever its user.
+                policy.root_pam =
+                    c.auth == AuthMethod::Ticket && c.user.as_deref() == Some(ROOT_PAM);
                 let credentials = Credentials::from_settings(
                     c.auth,
                     c.user.as_deref(),

@@ -417,6 +417,13 @@ pub struct ReconcileSection {
     pub restart_policy: Option<String>,
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// How long `run` holds back a guest whose disruptive action failed,
+    /// after the first failure (`hold-after-failure`).
+    #[serde(default)]
+    pub hold_after_failure: Option<String>,
+    /// The longest such hold (`hold-max`).
+    #[serde(default)]
+    pub hold_max: Option<String>,
     /// Actions in flight on one node (`tasks-per-node`).
     #[serde(default)]
     pub tasks_per_node: Option<i64>,
@@ -515,6 +522,10 @@ pub struct Config {
     pub restart_policy: RestartPolicy,
     /// `reconcile.purge-ha-and-replicated` (default `false`).
     pub purge_ha_and_replicated: bool,
+    /// `reconcile.hold-after-failure` and `reconcile.hold-max`: how `run`
+    /// holds back a guest whose shutdown, reboot or stop-start write
+    /// failed (default 5m, doubling, at most 1h).
+    pub hold: crate::hold::Backoff,
     /// The first wait before a PVE call is tried again (`pve.retry.base`),
     /// doubling per retry.
     pub retry_base: Duration,
@@ -1118,6 +1129,43 @@ fn resolve(
         }
     };
     let purge_ha_and_replicated = rec.purge_ha_and_replicated.unwrap_or(false);
+    let mut hold_duration = |field: &str, text: Option<&String>, default| match text {
+        None => default,
+        Some(t) => match Duration::parse(t) {
+            Ok(d) if d.as_millis() >= 1000 => d.as_std(),
+            Ok(_) => {
+                diags.push(err(field, format!("{t:?} must be at least 1s")));
+                default
+            }
+            Err(e) => {
+                diags.push(err(field, e.0));
+                default
+            }
+        },
+    };
+    let mut hold = crate::hold::Backoff {
+        first: hold_duration(
+            "reconcile.hold-after-failure",
+            rec.hold_after_failure.as_ref(),
+            crate::hold::Backoff::DEFAULT_FIRST,
+        ),
+        max: hold_duration(
+            "reconcile.hold-max",
+            rec.hold_max.as_ref(),
+            crate::hold::Backoff::DEFAULT_MAX,
+        ),
+    };
+    if hold.max < hold.first {
+        diags.push(err(
+            "reconcile.hold-max",
+            format!(
+                "hold-max ({}s) must not be shorter than hold-after-failure ({}s)",
+                hold.max.as_secs(),
+                hold.first.as_secs()
+            ),
+        ));
+        hold.max = hold.first;
+    }
     let read_concurrency = match rec.read_concurrency {
         Some(n) if (1..=64).contains(&n) => n as usize,
         Some(n) => {
@@ -1364,6 +1412,7 @@ fn resolve(
         lock_wait,
         restart_policy,
         purge_ha_and_replicated,
+        hold,
         retry_base,
         retries,
         listen,

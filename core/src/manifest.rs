@@ -788,9 +788,10 @@ pub struct IpConfig {
     #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "— (required)", "x-impact" = "reboot"))]
     #[schemars(range(max = 31))]
     pub nic: u32,
-    /// The address in CIDR form, e.g. `10.0.0.5/24`.
+    /// The address in CIDR form, e.g. `10.0.0.5/24`, or `dhcp` (qemu-server
+    /// `QemuServer/Cloudinit.pm` reads `ip=dhcp` as DHCP; no gateway then).
     #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "— (required)", "x-impact" = "reboot"))]
-    #[schemars(pattern(r"^[0-9A-Fa-f:.]+/[0-9]{1,3}$"))]
+    #[schemars(pattern(r"^([0-9A-Fa-f:.]+/[0-9]{1,3}|dhcp)$"))]
     pub ip: String,
     /// The gateway, an IP address.
     #[schemars(extend("x-pve-key" = "ipconfigN", "x-default" = "none", "x-impact" = "reboot"))]
@@ -1730,6 +1731,16 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
                     "an EFI disk needs bios: ovmf",
                 ));
             }
+            // qemu-server `QemuServer/OVMF.pm` `get_ovmf_files`: on x86_64
+            // only `efitype=4m` picks the Secure Boot firmware and the
+            // VARS with Microsoft's keys; PVE's default (2m) ignores
+            // `pre-enrolled-keys`.
+            if e.secure_boot == Some(SecureBoot::Enabled) && e.template.as_deref() != Some("4m") {
+                errs.push(FieldError::new(
+                    "spec.hardware.efi-disk.secure-boot",
+                    "Secure Boot needs template: 4m: with PVE's default EFI type (2m) the firmware has no Secure Boot and the keys are not enrolled; set spec.hardware.efi-disk.template: 4m",
+                ));
+            }
         }
         if let Some(ci) = &h.cloud_init
             && ci.enabled
@@ -1842,6 +1853,14 @@ fn validate_cloud_init_data(ci: &CloudInitData, errs: &mut Vec<FieldError>) {
                     format!("{base}.ssh-keys[{i}]"),
                     "not an OpenSSH public key line: \"<type> <base64 key> [comment]\"",
                 ));
+            } else if let Err(why) = crate::wire::SshKey::parse(k)
+                .map_err(|e| e.to_string())
+                .and_then(|key| key.check_blob())
+            {
+                errs.push(FieldError::new(
+                    format!("{base}.ssh-keys[{i}]"),
+                    format!("a public key PVE would refuse (it reads each key with ssh-keygen and refuses the whole write): {why}"),
+                ));
             }
         }
     }
@@ -1883,13 +1902,19 @@ fn validate_cloud_init_data(ci: &CloudInitData, errs: &mut Vec<FieldError>) {
                 format!("nic {} is configured twice", ip.nic),
             ));
         }
-        if !check_cidr(&ip.ip) {
+        if ip.ip != "dhcp" && !check_cidr(&ip.ip) {
             errs.push(FieldError::new(
                 format!("{base}.ipconfigs[{i}].ip"),
                 format!(
-                    "invalid address {:?}: use CIDR, e.g. \"10.0.0.5/24\"",
+                    "invalid address {:?}: use CIDR, e.g. \"10.0.0.5/24\", or dhcp",
                     ip.ip
                 ),
+            ));
+        }
+        if ip.ip == "dhcp" && ip.gateway.is_some() {
+            errs.push(FieldError::new(
+                format!("{base}.ipconfigs[{i}].gateway"),
+                "a gateway comes from DHCP: leave it out with ip: dhcp",
             ));
         }
         if let Some(gw) = &ip.gateway

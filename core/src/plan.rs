@@ -56,6 +56,16 @@ pub struct Policy {
     /// The disruption budget the plan's rollout is told under (execution
     /// applies it; the plan only says how the change will roll).
     pub disruption: crate::rollout::DisruptionBudget,
+    /// ProxOps calls PVE as `root@pam` (ticket authentication as that
+    /// user). An API token never is: PVE refuses it what only `root@pam`
+    /// may change, and the planner refuses that at plan time
+    /// ([`crate::refuse`]).
+    pub root_pam: bool,
+    /// Objects held back after a failed disruptive action (the daemon's
+    /// memory across cycles, [`crate::hold`]); empty for a one-shot plan.
+    pub holds: crate::hold::Holds,
+    /// The time holds are judged at (core reads no clock).
+    pub now: crate::exec::Timestamp,
 }
 
 impl Default for Policy {
@@ -68,6 +78,9 @@ impl Default for Policy {
             purge_ha_and_replicated: false,
             host: Default::default(),
             disruption: Default::default(),
+            root_pam: false,
+            holds: Default::default(),
+            now: 0,
         }
     }
 }

@@ -14,6 +14,12 @@ use crate::names::{Kind, NodeName, Ref, Vmid};
 use crate::plan::{AbortCause, Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
+/// Said of a config write PVE's answer gave no digest for: it goes
+/// without optimistic concurrency (real PVE lists the digest in
+/// `/pending`, pve-guest-common `GuestHelpers.pm`
+/// `config_with_pending_array`).
+const NO_DIGEST: &str = "; sent without a digest (PVE's answer carried none), so an edit made on PVE in between is not detected";
+
 /// The guest family a kind belongs to: PVE names are claimed per family (a
 /// TemplateVM's guest is a plain VM until it is marked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -162,6 +168,8 @@ pub fn plan(
     b.prunes(policy);
     let mut plan = b.plan;
     crate::host::guard(&mut plan, live, &policy.host);
+    crate::hold::guard(&mut plan, desired, &policy.holds, policy.now);
+    paused_guard(&mut plan, live);
     sort_actions(&mut plan.actions);
     plan.deferred
         .sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
@@ -175,6 +183,41 @@ pub fn plan(
         &policy.disruption,
     );
     plan
+}
+
+/// A paused VM (QEMU `paused`, `prelaunch`, `suspended`) refuses shutdown
+/// and reboot (qemu-server `API2/Qemu.pm` `vm_shutdown`, `vm_reboot`: "VM
+/// is paused - cannot shutdown"): each of its disruptive actions becomes a
+/// skipped entry saying so; a write PVE applies live still goes.
+fn paused_guard(plan: &mut Plan, live: &LiveSnapshot) {
+    if live.paused.is_empty() {
+        return;
+    }
+    let (held, kept): (Vec<Action>, Vec<Action>) = std::mem::take(&mut plan.actions)
+        .into_iter()
+        .partition(|a| {
+            matches!(a.target, Target::Guest(v) if live.paused.contains(&v))
+                && (crate::rollout::is_disruptive(a)
+                    || matches!(
+                        a.work,
+                        Work::Delete {
+                            stop_first: true,
+                            ..
+                        }
+                    ))
+        });
+    plan.actions = kept;
+    for a in held {
+        plan.skipped.push(Skipped {
+            kind: a.kind,
+            name: a.name.clone(),
+            node: a.node.clone(),
+            id: a.target.clone(),
+            reason: SkipReason::Paused {
+                op: a.op.as_str().to_owned(),
+            },
+        });
+    }
 }
 
 /// Deterministic order (§13.7): creates before prunes; by dependency level,
@@ -276,6 +319,9 @@ impl Builder<'_> {
             "{}: claim: adds the proxops tag only (proxops/adopted-vmid)",
             obj.r#ref
         );
+        if digest.as_deref().is_none_or(str::is_empty) {
+            reason.push_str(NO_DIGEST);
+        }
         if others > 0 {
             reason.push_str(&format!(
                 "; {others} other change(s) are planned once PVE holds the tag"
@@ -298,6 +344,7 @@ impl Builder<'_> {
                     digest,
                     stop_first: false,
                     restart_after: false,
+                    ha: None,
                 },
             )
         });
@@ -485,6 +532,16 @@ impl Builder<'_> {
             );
             return;
         }
+        if live.power == Power::Unknown && !live.template {
+            self.skip(
+                kind,
+                &name,
+                &node,
+                Target::Guest(id),
+                SkipReason::PowerUnknown,
+            );
+            return;
+        }
         let running = live.power == Power::Running;
         let want_power = desired_power(&obj.spec);
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
@@ -504,8 +561,17 @@ impl Builder<'_> {
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
+                let mut refusals = crate::refuse::update(live, config, &d, self.policy.root_pam);
+                if kind.is_template() && !live.template {
+                    refusals.extend(crate::refuse::mark_template(live, config));
+                }
+                if self.refused(obj, live, refusals) {
+                    return;
+                }
                 let mut power_done = false;
-                let ha = live.ha_state.clone();
+                // The HA manager owns the power of a guest it manages
+                // (not `ignored`): power goes through it.
+                let ha = live.ha_sid();
                 let restart = obj
                     .metadata
                     .restart_policy()
@@ -518,13 +584,8 @@ impl Builder<'_> {
                         && (d.impact == Impact::StopStart
                             || stop_for_state
                             || (kind.is_template() && !live.template));
-                    if stop_first && let Some(state) = &ha {
-                        let what = if stop_for_state {
-                            "a stop"
-                        } else {
-                            "a stop-start update"
-                        };
-                        self.ha_anomaly(obj, live, state, what);
+                    if stop_first && ha.is_some() && kind.is_template() && !live.template {
+                        self.ha_anomaly(obj, live, "marking it a template (a stop first)");
                         return;
                     }
                     reboot_after = running && d.impact == Impact::Reboot && !stop_first;
@@ -539,6 +600,9 @@ impl Builder<'_> {
                     let mut reason = format!("{}: config drift", obj.r#ref);
                     if impact == Impact::StopStart {
                         reason.push_str(" (stop-required)");
+                    }
+                    if config.digest.as_deref().is_none_or(str::is_empty) {
+                        reason.push_str(NO_DIGEST);
                     }
                     self.plan.actions.push(Action {
                         op: Op::Update,
@@ -559,6 +623,7 @@ impl Builder<'_> {
                             digest: config.digest.clone(),
                             stop_first,
                             restart_after,
+                            ha: ha.clone().filter(|_| stop_first),
                         },
                     });
                 }
@@ -571,14 +636,11 @@ impl Builder<'_> {
                     && want_power != Some(PowerState::Stopped)
                     && (reboot_after || !pending.is_empty())
                 {
-                    match (restart, &ha) {
-                        (RestartPolicy::Reboot, Some(state)) => {
-                            self.ha_anomaly(obj, live, state, "a reboot (restart-policy reboot)");
+                    match restart {
+                        RestartPolicy::Reboot => {
+                            self.reboot(obj, live, config, (&d, ha.clone()), deps.clone());
                         }
-                        (RestartPolicy::Reboot, None) => {
-                            self.reboot(obj, live, config, &d, deps.clone());
-                        }
-                        (RestartPolicy::Never, _) if d.changes.is_empty() => {
+                        RestartPolicy::Never if d.changes.is_empty() => {
                             self.skip(
                                 kind,
                                 &name,
@@ -589,13 +651,13 @@ impl Builder<'_> {
                                 },
                             );
                         }
-                        (RestartPolicy::Never, _) => {}
+                        RestartPolicy::Never => {}
                     }
                 }
-                self.grow(obj, live, &d.grows);
+                self.grow(obj, live, config, &d.grows);
                 if kind.is_template() && !live.template {
-                    if running && let Some(state) = &ha {
-                        self.ha_anomaly(obj, live, state, "marking it a template (a stop first)");
+                    if running && ha.is_some() {
+                        self.ha_anomaly(obj, live, "marking it a template (a stop first)");
                         return;
                     }
                     self.plan.actions.push(Action {
@@ -636,10 +698,6 @@ impl Builder<'_> {
                     }
                     _ => None,
                 };
-                if let (Some(_), Some(state)) = (power, &ha) {
-                    self.ha_anomaly(obj, live, state, "a power change (state)");
-                    return;
-                }
                 if let Some((op, from, to)) = power {
                     self.plan.actions.push(Action {
                         op,
@@ -656,10 +714,12 @@ impl Builder<'_> {
                         work: if op == Op::Start {
                             Work::Start {
                                 guest_type: live.guest_type,
+                                ha,
                             }
                         } else {
                             Work::Stop {
                                 guest_type: live.guest_type,
+                                ha,
                             }
                         },
                     });
@@ -668,18 +728,17 @@ impl Builder<'_> {
         }
     }
 
-    /// A power-changing action on an HA-managed guest: `status/stop` and
-    /// `start` only ask the HA manager and return at once (qemu-server
-    /// `API2/Qemu.pm` `vm_stop`/`vm_start`: `ha-manager crm-command`), so a
-    /// write after them races the guest. HA-aware power is not built:
-    /// nothing is done, an anomaly says why.
-    fn ha_anomaly(&mut self, obj: &DesiredObject, live: &LiveGuest, state: &str, what: &str) {
+    /// Making a running HA-managed guest a template: the HA manager would
+    /// stop it, then own the power of a template. ProxOps leaves that to a
+    /// person: nothing is done, an anomaly says why.
+    fn ha_anomaly(&mut self, obj: &DesiredObject, live: &LiveGuest, what: &str) {
+        let state = live.ha_state.as_deref().unwrap_or("");
         self.anomaly(
             AnomalyType::NeedsPerson,
             (obj.r#ref.kind, obj.r#ref.name.as_str(), &live.node, live.vmid),
             None,
             format!(
-                "{what} is needed, but vmid {} is HA-managed (hastate {state}): PVE's HA manager owns its power and ProxOps does not drive HA (no stop, start or reboot through it); change it through ha-manager, or take the guest out of HA",
+                "{what} is needed, but vmid {} is HA-managed (hastate {state}): ProxOps does not make a template of a guest the HA manager runs; take the guest out of HA (ha-manager remove), then the next cycle converts it",
                 live.vmid
             ),
         );
@@ -693,7 +752,7 @@ impl Builder<'_> {
         obj: &DesiredObject,
         live: &LiveGuest,
         config: &crate::live::LiveConfig,
-        d: &drift::Drift,
+        (d, ha): (&drift::Drift, Option<String>),
         deps: Vec<Ref>,
     ) {
         let mut changes: Vec<Change> = config
@@ -723,16 +782,55 @@ impl Builder<'_> {
                 Impact::Reboot,
                 Work::Reboot {
                     guest_type: live.guest_type,
+                    ha,
                 },
             )
         });
     }
 
+    /// PVE would refuse what the object needs ([`crate::refuse`]): one
+    /// `needs_person` anomaly per refusal, and `true` when there is one,
+    /// for the caller to plan nothing more for the object.
+    fn refused(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        refusals: impl IntoIterator<Item = crate::refuse::Refusal>,
+    ) -> bool {
+        let mut any = false;
+        for r in refusals {
+            any = true;
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (
+                    obj.r#ref.kind,
+                    obj.r#ref.name.as_str(),
+                    &live.node,
+                    live.vmid,
+                ),
+                r.field,
+                r.message,
+            );
+        }
+        any
+    }
+
     /// One `resize` action per volume to grow: PVE grows a disk or mount
     /// point online (qemu-server and pve-container `resize_vm`), so the
-    /// impact is live whatever the guest's power.
-    fn grow(&mut self, obj: &DesiredObject, live: &LiveGuest, grows: &[drift::DiskGrowth]) {
+    /// impact is live whatever the guest's power. A grow PVE would refuse
+    /// is an anomaly instead.
+    fn grow(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &crate::live::LiveConfig,
+        grows: &[drift::DiskGrowth],
+    ) {
         for g in grows {
+            let refusal = crate::refuse::grow(live, config, g, self.live);
+            if self.refused(obj, live, refusal) {
+                continue;
+            }
             self.plan.actions.push(Action {
                 changes: vec![Change::new(
                     format!("{}.size", g.disk),
@@ -895,6 +993,23 @@ impl Builder<'_> {
                 format!("cannot create: {e}"),
             ),
             Ok((op, changes, work)) => {
+                if let Work::CreateGuest {
+                    guest_type, params, ..
+                } = &work
+                {
+                    let refusals = crate::refuse::create(*guest_type, params);
+                    if !refusals.is_empty() {
+                        for r in refusals {
+                            self.anomaly(
+                                AnomalyType::NeedsPerson,
+                                (kind, &name, node, id),
+                                r.field,
+                                format!("cannot create: {}", r.message),
+                            );
+                        }
+                        return;
+                    }
+                }
                 if let Work::CloneGuest {
                     source,
                     source_node,
@@ -1126,6 +1241,11 @@ impl Builder<'_> {
                 g.vmid
             ));
         }
+        if !policy.purge_ha_and_replicated
+            && let Some(why) = self.replicated(g)
+        {
+            return Some(why);
+        }
         let state = g.ha_state.as_deref()?;
         if !policy.purge_ha_and_replicated {
             return Some(format!(
@@ -1139,6 +1259,27 @@ impl Builder<'_> {
             g.display_name(),
             g.vmid
         ))
+    }
+
+    /// A guest with replication jobs, or whose jobs could not be read:
+    /// PVE destroys it only with `purge` (qemu-server `API2/Qemu.pm`
+    /// `destroy_vm`, pve-container `API2/LXC.pm` `destroy_vm`:
+    /// `check_for_existing_jobs`, "There is a replication job …"). Said at
+    /// plan time, so it is never stopped for a delete that fails.
+    fn replicated(&self, g: &LiveGuest) -> Option<String> {
+        let name = g.display_name();
+        match self.live.replication.of(g.vmid) {
+            Ok([]) => None,
+            Ok(jobs) => Some(format!(
+                "proxops-tagged guest \"{name}\" (vmid {}) is absent in git but has replication job(s) {}: PVE refuses to destroy a replicated guest without purge (\"There is a replication job …\"), so ProxOps neither stops nor deletes it; remove the jobs by hand, or set purge-ha-and-replicated: true for this cluster",
+                g.vmid,
+                jobs.join(", ")
+            )),
+            Err(f) => Some(format!(
+                "proxops-tagged guest \"{name}\" (vmid {}) is absent in git, but the replication jobs could not be read ({f}): PVE refuses to destroy a replicated guest without purge, so ProxOps neither stops nor deletes it this cycle",
+                g.vmid
+            )),
+        }
     }
 
     fn prune_action(&self, g: &LiveGuest, reason: &str) -> Action {
@@ -1158,7 +1299,8 @@ impl Builder<'_> {
             work: Work::Delete {
                 guest_type: g.guest_type,
                 stop_first: g.power == Power::Running,
-                purge: self.policy.purge_ha_and_replicated && g.ha_state.is_some(),
+                purge: self.policy.purge_ha_and_replicated
+                    && (g.ha_state.is_some() || self.live.replication.of(g.vmid) != Ok(&[][..])),
             },
         }
     }

@@ -258,6 +258,14 @@ fn seen(object: &Touched, live: &LiveSnapshot) -> Seen {
         Touched::Guest(vmid) => match live.guest_by_vmid(*vmid) {
             None => Seen::Absent,
             Some(g) => match &g.config {
+                // Without a digest two reads cannot be told apart: never
+                // equal, as an unreadable object is never unchanged.
+                Ok(c) if c.digest.as_deref().is_none_or(str::is_empty) => {
+                    Seen::Unreadable(format!(
+                        "PVE's answer for guest {vmid} on {} carried no config digest, so a change since cannot be seen",
+                        g.node
+                    ))
+                }
                 Ok(c) => Seen::Guest {
                     node: g.node.clone(),
                     digest: c.digest.clone(),

@@ -29,6 +29,7 @@ fn action(op: Op, kind: Kind, name: &str, node: &str, target: Target, deps: Vec<
         },
         Op::Start => Work::Start {
             guest_type: GuestType::Lxc,
+            ha: None,
         },
         _ => Work::CreateGuest {
             guest_type: GuestType::Lxc,

@@ -95,6 +95,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
                 digest: None,
                 stop_first: true,
                 restart_after: true,
+                ha: None,
             },
             guest(),
         ),
@@ -108,25 +109,35 @@ fn action(s: &Spec, prune_id: u64) -> Action {
                 digest: None,
                 stop_first: false,
                 restart_after: false,
+                ha: None,
             },
             guest(),
         ),
         4 => (
             Op::Start,
             Impact::Live,
-            Work::Start { guest_type: gt },
+            Work::Start {
+                guest_type: gt,
+                ha: None,
+            },
             guest(),
         ),
         5 => (
             Op::Stop,
             Impact::Live,
-            Work::Stop { guest_type: gt },
+            Work::Stop {
+                guest_type: gt,
+                ha: None,
+            },
             guest(),
         ),
         6 => (
             Op::Reboot,
             Impact::Reboot,
-            Work::Reboot { guest_type: gt },
+            Work::Reboot {
+                guest_type: gt,
+                ha: None,
+            },
             guest(),
         ),
         7 => (

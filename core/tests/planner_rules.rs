@@ -750,12 +750,12 @@ fn with_ha(s: &mut LiveSnapshot, vmid: u32, state: &str) {
     g.ha_state = Some(state.into());
 }
 
-// qemu-server `API2/Qemu.pm` `vm_stop`/`vm_start`: for an HA-managed guest
-// they only ask the HA manager (`ha-manager crm-command`) and return: a
-// write after them would race the guest. No stop-start, an anomaly naming
-// HA; a change PVE applies live is still written.
 #[test]
-fn an_ha_managed_guest_gets_no_stop_start_but_its_live_changes_are_written() {
+fn an_ha_managed_guests_stop_start_goes_through_the_ha_manager() {
+    // pve-ha-manager: the HA manager owns the guest's power; PVE's own
+    // `status/shutdown`/`start` of an HA guest ask it (qemu-server
+    // `API2/Qemu.pm` `vm_shutdown`: `ha-manager crm-command stop`). The
+    // update is written, then stopped and started through it.
     let c = cluster(&[VM]);
     let mut s = snapshot();
     add(
@@ -770,35 +770,87 @@ fn an_ha_managed_guest_gets_no_stop_start_but_its_live_changes_are_written() {
     );
     with_ha(&mut s, 100, "started");
     let p = run(&c, &s, 3);
-    assert!(p.actions.is_empty(), "{:#?}", p.actions);
+    assert_eq!(p.actions.len(), 1, "{:#?}", p.actions);
+    assert!(p.anomalies.is_empty(), "{:#?}", p.anomalies);
+    assert!(
+        matches!(
+            &p.actions[0].work,
+            Work::UpdateConfig { stop_first: true, restart_after: true, ha: Some(sid), .. } if sid == "vm:100"
+        ),
+        "{:#?}",
+        p.actions[0].work
+    );
+
+    // `ignored` is not HA-managed for power (pve-ha-manager `HA/Config.pm`
+    // `$service_check_ha_state`): a plain stop-start.
+    with_ha(&mut s, 100, "ignored");
+    let p = run(&c, &s, 3);
+    assert!(
+        matches!(
+            &p.actions[0].work,
+            Work::UpdateConfig {
+                stop_first: true,
+                ha: None,
+                ..
+            }
+        ),
+        "{:#?}",
+        p.actions[0].work
+    );
+}
+
+#[test]
+fn a_replicated_orphan_is_refused_at_plan_time_unless_purge_is_allowed() {
+    // qemu-server `API2/Qemu.pm` `destroy_vm` → pve-guest-common
+    // `ReplicationConfig.pm` `check_for_existing_jobs`: "There is a
+    // replication job …" without purge. Refused before any stop.
+    let c = cluster(&[VM]);
+    let mut s = snapshot();
+    add_running(&mut s, 100, "proxops", "web");
+    add_running(&mut s, 300, "proxops", "old");
+    s.replication = proxops_core::live::Replication::from_json(&serde_json::json!([
+        {"id": "300-0", "guest": 300, "target": "pve2", "type": "local"}
+    ]))
+    .unwrap();
+    let p = run(&c, &s, 3);
+    assert!(
+        !p.actions.iter().any(|a| a.target.to_string() == "300"),
+        "{:#?}",
+        p.actions
+    );
     assert!(
         p.anomalies
             .iter()
-            .any(|a| a.message.contains("HA-managed") && a.message.contains("stop-start")),
+            .any(|a| a.message.contains("replication job(s) 300-0")),
         "{:#?}",
         p.anomalies
     );
-
-    // Memory as desired, only the tags differ: a live write goes ahead.
-    let mut s = snapshot();
-    add(
-        &mut s,
-        "pve1",
-        100,
-        Power::Running,
-        false,
-        Ok(vm_config(100, "1024", "proxops;old", false)),
-        "proxops;old",
-        "web",
+    let secrets = CloudInitSecrets::default();
+    let p = plan(
+        &c,
+        &s,
+        &Context {
+            cluster: &c,
+            secrets: &secrets,
+        },
+        &Policy {
+            purge_ha_and_replicated: true,
+            ..Default::default()
+        },
     );
-    with_ha(&mut s, 100, "started");
-    let p = run(&c, &s, 3);
-    assert_eq!(p.actions.len(), 1, "{:#?}", p.actions);
-    assert_eq!(
-        (p.actions[0].op, p.actions[0].impact),
-        (Op::Update, Impact::Live)
+    let prune = p.actions.iter().find(|a| a.op == Op::Prune).unwrap();
+    assert!(
+        matches!(
+            prune.work,
+            Work::Delete {
+                purge: true,
+                stop_first: true,
+                ..
+            }
+        ),
+        "{:#?}",
+        prune.work
     );
-    assert!(p.anomalies.is_empty(), "{:#?}", p.anomalies);
 }
 
 // qemu-server `destroy_vm`: an HA-managed guest is destroyed only with

@@ -20,8 +20,8 @@ use sha2::{Digest, Sha256};
 
 const PASSWORD: &str = "Ci-Passw0rd-7f3a9c";
 const KEY_OPS_BLOB: &str = "AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F7zRdhBlKjk7aywMT";
-const KEY_CI_BLOB: &str = "AAAAC3NzaC1lZDI1NTE5AAAAIHq0cnVzdGVkLWNpLWtleS1mb3ItdGVzdHMtb25seQ";
-const KEY_NEW_BLOB: &str = "AAAAB3NzaC1yc2EAAAADAQABAAABAQDstrangerkeyblobforthetest";
+const KEY_CI_BLOB: &str = "AAAAC3NzaC1lZDI1NTE5AAAAIHRydXN0ZWQtY2kta2V5LWZvci10ZXN0cy1vbmx5LSEh";
+const KEY_NEW_BLOB: &str = "AAAAB3NzaC1yc2EAAAADAQABAAAAQwBzdHJhbmdlci1rZXktbW9kdWx1cy1mb3ItdGhlLXRlc3RzdHJhbmdlci1rZXktbW9kdWx1cy1mb3ItdGhlLXRlc3Q=";
 
 fn sops_cmd(dir: &Path) -> Command {
     let mut c = Command::new(tool("sops"));

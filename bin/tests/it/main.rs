@@ -59,6 +59,7 @@ mod live_write_faults;
 mod man_and_completions;
 mod pending_recording;
 mod pve_real_replay;
+mod pve_refusals;
 mod scale_fixture;
 mod schema;
 mod secrets_check;

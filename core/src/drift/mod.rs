@@ -160,6 +160,27 @@ pub fn unresolved_secrets(
                         .is_some_and(|s| !s.trim().is_empty())
                 }
             });
+            let unreadable = found && prefix == "cloud-init.ssh-keys." && {
+                let name = reference.strip_prefix(prefix).unwrap_or_default();
+                secrets.ssh_keys.get(name).is_some_and(|k| {
+                    crate::wire::SshKey::parse(k.trim())
+                        .map_err(|e| e.to_string())
+                        .and_then(|key| key.check_blob())
+                        .is_err()
+                })
+            };
+            if unreadable {
+                out.push(
+                    crate::diag::Diagnostic::file(
+                        &obj.file,
+                        format!(
+                            "{}: secret {reference:?} in the cluster's SOPS file is not a public key PVE reads (PVE checks each key with ssh-keygen and refuses the whole write, which would leave a clone with its template's config): the cluster does nothing this cycle",
+                            obj.r#ref
+                        ),
+                    )
+                    .with_field(format!("spec.cloud-init-data.{field}")),
+                );
+            }
             if !found {
                 out.push(
                     crate::diag::Diagnostic::file(
