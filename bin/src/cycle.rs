@@ -850,11 +850,14 @@ pub fn execute_cluster(
 /// and re-plans.
 pub fn execute_plan(
     ready: &Ready<'_>,
-    plan: Plan,
+    mut plan: Plan,
     opts: &ApplyOptions<'_>,
     started_at: Timestamp,
     clock: Instant,
 ) -> ClusterCycle {
+    // The planner's rules once more, whatever made the plan: an action
+    // that breaks one becomes an anomaly and is never sent.
+    proxops_core::admit::guard(&mut plan, ready.desired, &ready.policy);
     let now = runner::unix_now;
     let name = &plan.cluster;
     let progress = opts

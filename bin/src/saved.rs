@@ -20,7 +20,6 @@ use std::time::Instant;
 
 use proxops_core::plan::Plan;
 use proxops_core::saved::{self, SavedCluster, SavedPlan};
-use proxops_pve::reader;
 use proxops_pve::runner::unix_now;
 
 use crate::adopt::ReadOnly;
@@ -97,6 +96,34 @@ fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
     std::fs::rename(&tmp, file).inspect_err(|_| {
         let _ = std::fs::remove_file(&tmp);
     })
+}
+
+/// Reads the cluster (through a transport that refuses writes), plans it
+/// again from the same commit and that read, and asks core whether the
+/// saved cluster may run ([`saved::admit`]): every touched object as the
+/// plan saw it, this host's own guest untouched, the actions exactly the
+/// planner's (an action added, dropped, reordered or changed in the file
+/// runs nothing) and each within the planner's rules. The plan to run, or
+/// why not.
+fn admitted(
+    c: &SavedCluster,
+    ready: &cycle::Ready<'_>,
+    refused: &dyn Fn(String) -> Failure,
+) -> Result<Plan, Failure> {
+    let guard = ReadOnly::new(ready.transport.as_ref());
+    let now = ready.read_and_plan(&c.cluster, &guard);
+    let Some(live) = &now.snapshot else {
+        return Err(refused(format!(
+            "cluster {}: {}",
+            c.cluster,
+            now.plan
+                .abort_reason
+                .as_deref()
+                .unwrap_or("pve inventory read failed")
+        )));
+    };
+    saved::admit(c, &now.plan, ready.desired, live, &ready.policy)
+        .map_err(|lines| refused(lines.join("\n")))
 }
 
 /// `apply --plan FILE`: checks, then executes exactly the saved actions.
@@ -179,41 +206,7 @@ pub fn apply(
                     .map_err(|e| refused(format!("cluster {}: {e}", c.cluster)))?,
             );
         }
-        let guard = ReadOnly::new(ready.transport.as_ref());
-        let live = reader::read_snapshot(&guard, &ready.scope).map_err(|e| {
-            refused(format!(
-                "cluster {}: pve inventory read failed: {e}",
-                c.cluster
-            ))
-        })?;
-        let mut plan: Plan = c.plan();
-        let unrecorded = saved::unobserved(&plan.actions, &c.observed);
-        if !unrecorded.is_empty() {
-            let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
-            return Err(refused(format!(
-                "cluster {}: the plan's actions touch {} that it has no record of (an edited or damaged plan file)",
-                c.cluster,
-                names.join(", ")
-            )));
-        }
-        let moved = saved::check(&c.cluster, &c.observed, &live);
-        if !moved.is_empty() {
-            let lines: Vec<String> = moved.iter().map(ToString::to_string).collect();
-            return Err(refused(lines.join("\n")));
-        }
-        // Saved on another host, the plan may stop the guest this process
-        // runs in: all or nothing, so the whole plan is refused.
-        let mut guarded = plan.clone();
-        proxops_core::host::guard(&mut guarded, &live, &ready.policy.host);
-        if guarded.actions.len() != plan.actions.len() {
-            let lines: Vec<String> = guarded
-                .anomalies
-                .iter()
-                .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
-                .map(|an| format!("cluster {}: {}", c.cluster, an.message))
-                .collect();
-            return Err(refused(lines.join("\n")));
-        }
+        let mut plan = admitted(c, ready, &refused)?;
         saved::resolve_secrets(&c.cluster, &mut plan.actions, &ready.secrets)
             .map_err(|e| Failure::input(format!("apply --plan: {e}; nothing was written")))?;
         runs.push((ready, plan));

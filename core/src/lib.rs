@@ -12,6 +12,7 @@
 //! bytes out.
 
 pub mod action;
+pub mod admit;
 pub mod adopt;
 pub mod bounds;
 pub mod config;

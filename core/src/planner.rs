@@ -69,8 +69,8 @@ fn live_kind(g: &LiveGuest) -> Kind {
 /// Whether a manifest may act on the live guest at its vmid: the guest
 /// carries the ownership tag, or the manifest is the one `adopt` wrote for
 /// this very vmid (its first update adds the tag: the claim).
-fn may_act_on(obj: &DesiredObject, live: &LiveGuest) -> bool {
-    live.is_owned() || obj.metadata.adopted_vmid() == Some(live.vmid)
+fn may_act_on(obj: &DesiredObject, live: &LiveGuest, case_sensitive: bool) -> bool {
+    live.is_owned_in(case_sensitive) || obj.metadata.adopted_vmid() == Some(live.vmid)
 }
 
 fn desired_power(spec: &Spec) -> Option<PowerState> {
@@ -414,7 +414,7 @@ impl Builder<'_> {
         }
         let Some(live) = self.live.guest(&node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
-                if !may_act_on(obj, elsewhere) {
+                if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
                     self.not_owned(obj, &node, elsewhere);
                     return;
                 }
@@ -430,7 +430,7 @@ impl Builder<'_> {
             self.create(obj, &node);
             return;
         };
-        if !may_act_on(obj, live) {
+        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
             self.not_owned(obj, &node, live);
             return;
         }
@@ -468,7 +468,7 @@ impl Builder<'_> {
             );
             return;
         }
-        if live.is_owned()
+        if live.is_owned_in(self.desired.tag_case_sensitive)
             && let Some(lock) = live.lock()
         {
             // PVE refuses config changes and power actions on a locked
@@ -498,7 +498,7 @@ impl Builder<'_> {
                     e.to_string(),
                 );
             }
-            Ok(d) if !live.is_owned() => {
+            Ok(d) if !live.is_owned_in(self.desired.tag_case_sensitive) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 self.claim(obj, live, config.digest.clone(), &d);
             }
@@ -620,6 +620,7 @@ impl Builder<'_> {
                         work: Work::MarkTemplate {
                             guest_type: live.guest_type,
                             stop_first: running,
+                            digest: seen_digest(config, &d),
                         },
                     });
                     return;
@@ -660,6 +661,7 @@ impl Builder<'_> {
                         } else {
                             Work::Stop {
                                 guest_type: live.guest_type,
+                                digest: seen_digest(config, &d),
                             }
                         },
                     });
@@ -723,6 +725,7 @@ impl Builder<'_> {
                 Impact::Reboot,
                 Work::Reboot {
                     guest_type: live.guest_type,
+                    digest: seen_digest(config, d),
                 },
             )
         });
@@ -990,7 +993,7 @@ impl Builder<'_> {
             }
             let kind = live_kind(g);
             let display = g.display_name();
-            if !g.is_owned() {
+            if !g.is_owned_in(self.desired.tag_case_sensitive) {
                 let reason = SkipReason::Untagged {
                     legacy: g.has_legacy_tag(),
                 };
@@ -1159,9 +1162,20 @@ impl Builder<'_> {
                 guest_type: g.guest_type,
                 stop_first: g.power == Power::Running,
                 purge: self.policy.purge_ha_and_replicated && g.ha_state.is_some(),
+                digest: g.config.as_ref().ok().and_then(|c| c.digest.clone()),
             },
         }
     }
+}
+
+/// The config digest a power-off or a template conversion of a guest must
+/// still find before it acts: the one the plan read, when no earlier action
+/// of this plan writes the guest's config (an update, a resize); else
+/// `None`, and only its tags, protection and lock are compared then.
+fn seen_digest(config: &crate::live::LiveConfig, d: &drift::Drift) -> Option<String> {
+    (d.changes.is_empty() && d.grows.is_empty())
+        .then(|| config.digest.clone())
+        .flatten()
 }
 
 /// A qemu config key that holds a volume (PVE's `foreach_volume`: the

@@ -53,6 +53,9 @@ pub struct ClusterDesired {
     /// their case and compare exactly (otherwise PVE lower-cases them and
     /// they compare ignoring case).
     pub tag_case_sensitive: bool,
+    /// The cluster's `allow-extra-keys`: the `spec.extra` keys it lets
+    /// through that are otherwise refused (checked again at execution).
+    pub allow_extra_keys: BTreeSet<String>,
 }
 
 impl ClusterDesired {
@@ -523,6 +526,7 @@ fn compose_cluster(
         name: name.clone(),
         objects,
         tag_case_sensitive: extra.tag_case_sensitive,
+        allow_extra_keys: extra.keys.clone(),
     })
 }
 

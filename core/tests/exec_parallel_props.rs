@@ -120,13 +120,19 @@ fn action(s: &Spec, prune_id: u64) -> Action {
         5 => (
             Op::Stop,
             Impact::Live,
-            Work::Stop { guest_type: gt },
+            Work::Stop {
+                guest_type: gt,
+                digest: None,
+            },
             guest(),
         ),
         6 => (
             Op::Reboot,
             Impact::Reboot,
-            Work::Reboot { guest_type: gt },
+            Work::Reboot {
+                guest_type: gt,
+                digest: None,
+            },
             guest(),
         ),
         7 => (
@@ -135,6 +141,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
             Work::MarkTemplate {
                 guest_type: gt,
                 stop_first: true,
+                digest: None,
             },
             guest(),
         ),
@@ -145,6 +152,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
                 guest_type: gt,
                 stop_first: false,
                 purge: false,
+                digest: None,
             },
             Target::Guest(Vmid::new(prune_id).unwrap()),
         ),

@@ -308,6 +308,7 @@ fn a_template_manifest_over_a_plain_guest_marks_it_stopping_first() {
         Work::MarkTemplate {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            digest: None,
         }
     );
     assert!(
@@ -489,7 +490,8 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true,
-            purge: false
+            purge: false,
+            digest: Some("d1".into()),
         }
     );
     assert_eq!(p.deferred.len(), 1);
@@ -507,7 +509,7 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
 fn a_mixed_case_noprune_tag_protects_as_pve_matches_tags() {
     let c = cluster(&[]);
     let mut s = snapshot();
-    add_running(&mut s, 300, "Proxops;Proxops-NoPrune", "keep");
+    add_running(&mut s, 300, "proxops;Proxops-NoPrune", "keep");
     let p = run_with(&c, &s, 0, true);
     assert!(p.actions.is_empty() && p.deferred.is_empty(), "{p:?}");
     assert!(
@@ -518,16 +520,36 @@ fn a_mixed_case_noprune_tag_protects_as_pve_matches_tags() {
 }
 
 #[test]
-fn a_mixed_case_ownership_tag_is_the_ownership_tag() {
-    let c = cluster(&[]);
+fn under_a_case_sensitive_tag_style_only_proxops_as_written_owns_a_guest() {
+    // Under PVE's case-sensitive tag-style `PROXOPS` and `Proxops` are
+    // tags of their own, which ProxOps never wrote: the guest is not
+    // ProxOps'. Under the default style PVE itself takes them for
+    // `proxops` (and stores every tag lower-cased).
+    let mut c = cluster(&[]);
+    c.tag_case_sensitive = true;
+    for tag in ["PROXOPS", "Proxops"] {
+        let mut s = snapshot();
+        add_running(&mut s, 300, tag, "old");
+        let p = run_with(&c, &s, 0, true);
+        assert!(
+            p.actions.is_empty() && p.deferred.is_empty(),
+            "{tag}: {p:?}"
+        );
+        assert!(
+            p.skipped
+                .iter()
+                .any(|k| k.id.to_string() == "300" && k.reason.is_untagged()),
+            "{tag}: {p:?}"
+        );
+        c.tag_case_sensitive = false;
+        let p = run_with(&c, &s, 0, true);
+        assert_eq!(p.actions.iter().filter(|a| a.op == Op::Prune).count(), 1);
+        c.tag_case_sensitive = true;
+    }
     let mut s = snapshot();
-    add_running(&mut s, 300, "PROXOPS", "old");
+    add_running(&mut s, 300, "proxops", "old");
     let p = run_with(&c, &s, 0, true);
-    assert_eq!(
-        p.actions.iter().filter(|a| a.op == Op::Prune).count(),
-        1,
-        "{p:?}"
-    );
+    assert_eq!(p.actions.iter().filter(|a| a.op == Op::Prune).count(), 1);
 }
 
 #[test]
@@ -861,6 +883,7 @@ fn an_ha_managed_orphan_is_purged_only_by_consent_and_only_when_stopped() {
             guest_type: GuestType::Qemu,
             stop_first: false,
             purge: true,
+            digest: Some("d1".into()),
         }
     );
     assert!(

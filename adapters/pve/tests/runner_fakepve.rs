@@ -100,6 +100,7 @@ fn stop_vm_100(t: &LiveTransport, o: &RunOptions<'_>) -> proxops_core::exec::Exe
             Op::Stop,
             Work::Stop {
                 guest_type: GuestType::Qemu,
+                digest: None,
             },
         )]),
         o,
@@ -319,6 +320,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
             guest_type: GuestType::Qemu,
             stop_first: true,
             purge: false,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -337,6 +339,7 @@ fn a_running_guest_is_shut_down_then_deleted_never_forced() {
             guest_type: GuestType::Qemu,
             stop_first: true,
             purge: false,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));

@@ -1,0 +1,69 @@
+//! What a committer may not make ProxOps do, against fakepve: each test
+//! commits the attack to a copy of the demo repository, runs `apply
+//! --yes`, and shows it refused (exit 2, the file and field named) before
+//! any request reaches PVE.
+
+#![allow(clippy::unwrap_used)]
+
+mod live_support;
+
+use live_support::*;
+use proxops_pve::fakepve::FakePve;
+
+/// `apply --yes` of `repo` is refused as invalid input naming each of
+/// `needles`, and PVE saw no request at all.
+fn refused_before_any_request(pve: &FakePve, repo: &Repo, needles: &[&str]) -> Run {
+    pve.forget_requests().unwrap();
+    let run = apply(pve, repo, &[]);
+    assert_eq!(run.code, 2, "{}", run.all());
+    for needle in needles {
+        assert!(run.stderr.contains(needle), "{needle}\n{}", run.all());
+    }
+    assert_eq!(pve.requests().unwrap(), Vec::new(), "{}", run.all());
+    run
+}
+
+/// The demo's dns-01 container with its bind mount's host path `path`.
+fn bind_mount_of(repo: &Repo, path: &str) {
+    let original =
+        std::fs::read_to_string(workspace_root().join("fixtures/repos/demo/lxc/home/dns-01.yaml"))
+            .unwrap();
+    assert!(original.contains("host-path: /srv/dns-zones"));
+    repo.write(
+        "lxc/home/dns-01.yaml",
+        &original.replace("host-path: /srv/dns-zones", &format!("host-path: {path:?}")),
+    );
+}
+
+#[test]
+fn a_bind_mount_of_a_host_system_directory_is_refused_however_it_is_spelled() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    for (path, resolved) in [
+        ("/./etc", "/etc"),
+        ("//etc", "/etc"),
+        ("/etc/../etc", "/etc"),
+        ("/srv/../", "/"),
+        ("/etc/pve/priv", "/etc/pve/priv"),
+        ("/root/.ssh", "/root/.ssh"),
+        (
+            "/srv/data/../../var/lib/pve-cluster",
+            "/var/lib/pve-cluster",
+        ),
+    ] {
+        bind_mount_of(&repo, path);
+        refused_before_any_request(
+            &pve,
+            &repo,
+            &[
+                "lxc/home/dns-01.yaml",
+                "spec.bind-mounts[0].host-path",
+                &format!("refusing to bind-mount {resolved:?}"),
+            ],
+        );
+    }
+    // A data directory still passes validation.
+    bind_mount_of(&repo, "/srv/dns-zones");
+    let ok = proxops(&pve, &repo, &["validate"]);
+    assert_eq!(ok.code, 0, "{}", ok.all());
+}
