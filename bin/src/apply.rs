@@ -58,7 +58,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let source = Source::Live;
     let ask = needs_confirmation(a)?;
     let ws = context::load_workspace(g, env)?;
-    let session = cycle::prepare(g, env, &ws, &source)?;
+    let session = cycle::prepare_writing(g, env, &ws, &source)?;
     // Each cluster's lock is taken before its read and held until its
     // read-back, across the question: what was shown is what runs.
     let locking = Locking::new(&ws.loaded.config, "proxops apply");

@@ -31,6 +31,10 @@ use crate::exit::{Exit, Failure};
 use crate::lock::Locking;
 use crate::out;
 
+/// The largest plan file `apply --plan` reads: every PVE parameter of a
+/// first apply of thousands of guests fits many times over.
+const PLAN_MAX_BYTES: u64 = 64 * 1024 * 1024;
+
 /// `diff --out FILE`: saves the plans of `outcome`. Refuses (and writes
 /// nothing) when the repository has no commit, any cluster is invalid or
 /// aborted, or a secret has no SOPS reference.
@@ -71,7 +75,7 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
     let text = doc
         .to_json()
         .map_err(|e| Failure::runtime(format!("diff --out: {e}")))?;
-    write_atomically(file, text.as_bytes())
+    crate::files::write_atomically(file, text.as_bytes())
         .map_err(|e| Failure::runtime(format!("diff --out {}: {e}", file.display())))?;
     let actions: usize = doc.clusters.iter().map(|c| c.actions.len()).sum();
     crate::log::event(
@@ -84,18 +88,6 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
         ],
     );
     Ok(())
-}
-
-/// Writes `bytes` to a sibling temporary file and renames it over `file`,
-/// so a reader never sees half a plan.
-fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = file.as_os_str().to_owned();
-    tmp.push(".proxops-tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
 }
 
 /// Reads the cluster (through a transport that refuses writes), plans it
@@ -147,7 +139,9 @@ pub fn apply(
     if output == Output::Markdown {
         return Err(Failure::input("apply --output: use text or json"));
     }
-    let text = std::fs::read_to_string(file)
+    let text = crate::files::read_capped(file, PLAN_MAX_BYTES)
+        .map_err(|e| e.to_string())
+        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()))
         .map_err(|e| Failure::input(format!("cannot read --plan {}: {e}", file.display())))?;
     let doc = SavedPlan::from_json(&text)
         .map_err(|e| Failure::input(format!("--plan {}: {e}", file.display())))?;
@@ -179,7 +173,7 @@ pub fn apply(
         }
     }
 
-    let session = cycle::prepare(g, env, &ws, &Source::Live)?;
+    let session = cycle::prepare_writing(g, env, &ws, &Source::Live)?;
     // Held from the check read to the read-back, as `apply` holds it: no
     // other proxops process can move a touched object in between.
     let locking = Locking::new(&ws.loaded.config, "proxops apply --plan");

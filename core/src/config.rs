@@ -1008,6 +1008,17 @@ fn resolve(
         ));
     }
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    // Locks and the record of which cluster manages which PVE live there:
+    // a relative path would put them wherever the process was started, so
+    // two processes would not meet there.
+    if !(data_dir.starts_with('/') || data_dir == "~" || data_dir.starts_with("~/")) {
+        diags.push(err(
+            "data-dir",
+            format!(
+                "data-dir {data_dir:?} must be an absolute path (or start with ~/): the cluster locks and the record of which cluster manages which PVE are kept there, and every process on this host must find the same ones"
+            ),
+        ));
+    }
     let host = file.host.and_then(|h| {
         let mut bad = false;
         for (i, m) in h.macs.iter().enumerate() {
