@@ -254,10 +254,13 @@ impl Builder<'_> {
 
     /// The first cycle of an adopted guest (its manifest names this vmid in
     /// `proxops/adopted-vmid`) that does not carry the tag yet: one live
-    /// write that adds the tag, the claim, and nothing else: no other key,
-    /// no stop, no power change. An annotation alone can so never stop or
-    /// reconfigure a guest; the rest of its drift is planned from the next
-    /// cycle, once PVE holds the tag and the guest is ProxOps'.
+    /// write that adds the tag to the guest's own tags, the claim, and
+    /// nothing else: no other key, no stop, no power change. Only the
+    /// manifest `adopt` wrote for this very guest claims it: one that
+    /// differs from the guest in anything but the ownership tag (another
+    /// name, other tags, more memory: a hand-written claim) is an anomaly,
+    /// and nothing is written. An annotation can so never stop,
+    /// reconfigure or rename a guest ProxOps does not own.
     fn claim(
         &mut self,
         obj: &DesiredObject,
@@ -265,27 +268,64 @@ impl Builder<'_> {
         digest: Option<String>,
         d: &drift::Drift,
     ) {
-        let (Some(change), Some(tags)) = (
-            d.changes.iter().find(|c| c.field == "tags"),
-            d.params.get("tags"),
-        ) else {
+        let mut kept = live.tags.clone();
+        if let Ok(tag) = crate::wire::Tag::new(crate::manifest::OWNERSHIP_TAG) {
+            kept.insert(tag);
+        }
+        let case_sensitive = self.desired.tag_case_sensitive;
+        let kept = kept.as_pve_stores(case_sensitive);
+        let wanted = d
+            .params
+            .get("tags")
+            .and_then(|t| crate::wire::TagSet::parse(t.expose()).ok())
+            .map(|t| t.as_pve_stores(case_sensitive));
+        // What adopt wrote differs from the guest only where adopt said so
+        // (a gap): never its PVE name, never its tags, never in a way that
+        // takes a running guest down once it is ProxOps'.
+        let running = live.power == Power::Running;
+        let mut differ: Vec<&str> = d
+            .changes
+            .iter()
+            .filter(|c| {
+                matches!(c.field.as_str(), "name" | "hostname")
+                    || (running && c.field != "tags" && c.impact != Some(Impact::Live))
+            })
+            .map(|c| c.field.as_str())
+            .collect();
+        if wanted.as_ref().is_some_and(|w| *w != kept) {
+            differ.push("tags");
+        }
+        let Some(change) = d.changes.iter().find(|c| c.field == "tags") else {
             return;
         };
-        let others = d.changes.len() - 1;
-        let mut reason = format!(
-            "{}: claim: adds the proxops tag only (proxops/adopted-vmid)",
-            obj.r#ref
-        );
-        if others > 0 {
-            reason.push_str(&format!(
-                "; {others} other change(s) are planned once PVE holds the tag"
-            ));
+        if let Some(first) = differ.first() {
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (obj.r#ref.kind, obj.r#ref.name.as_str(), &live.node, live.vmid),
+                Some((*first).to_owned()),
+                format!(
+                    "{} names vmid {} in {}, but it is not that guest as `proxops adopt` wrote it ({} differ{}: a rename, other tags, or a change that would take the running guest down): ProxOps claims an untagged guest only with the manifest adopt wrote for it, keeping its tags; nothing is written. Run `proxops adopt` for vmid {} again, or remove the annotation",
+                    obj.r#ref,
+                    live.vmid,
+                    crate::manifest::ANNOTATION_ADOPTED_VMID,
+                    differ.join(", "),
+                    if differ.len() == 1 { "s" } else { "" },
+                    live.vmid
+                ),
+            );
+            return;
         }
         let mut params = crate::action::Params::new();
-        params.0.push(("tags".into(), tags.clone()));
+        params.push("tags", kept.to_wire());
         self.plan.actions.push(Action {
-            changes: vec![change.clone()],
-            reason,
+            changes: vec![Change {
+                to: Some(kept.to_wire()),
+                ..change.clone()
+            }],
+            reason: format!(
+                "{}: claim: adds the proxops tag to the guest's own tags (proxops/adopted-vmid)",
+                obj.r#ref
+            ),
             ..on_guest(
                 obj,
                 live,
