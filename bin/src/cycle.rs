@@ -650,7 +650,7 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config, reuse: &Tr
                 clusters[i].ready = Err(Unready::new(
                     AbortCause::PveUnidentified,
                     format!(
-                        "cannot tell which PVE base-url leads to, so it may be another cluster's: {e}; no inventory read, no write (asked again next cycle)"
+                        "{e}; so which PVE base-url leads to is not confirmed (it may be another cluster's): no inventory read, no write (asked again next cycle)"
                     ),
                 ))
             }

@@ -209,7 +209,7 @@ pub fn apply(
     if a.dry_run {
         let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
         let palette = crate::diff::palette(g, std::io::stdout().is_terminal());
-        out::print(&proxops_core::render::text_styled(&plans, palette))?;
+        out::print_rendered(&proxops_core::render::text_styled(&plans, palette))?;
         out::print(&format!(
             "the plan still matches commit {commit} and PVE; nothing written (dry run)\n"
         ))?;

@@ -529,3 +529,41 @@ fn record_never_writes_through_a_symlink_out_of_its_folder() {
     assert!(out.path().join("home.json").is_file());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
 }
+
+#[test]
+fn terminal_escapes_from_pve_are_shown_never_obeyed() {
+    // A live description that, printed raw, conceals everything after it:
+    // the prune section, the totals and the question.
+    let mut seed = empty_seed();
+    let mut vm = live_support::seed_vm(150, "monitoring", Some("proxops"), true);
+    vm["config"]["description"] = json!("metrics\u{1b}[8m\u{202e}");
+    seed["guests"] = json!([
+        vm,
+        live_support::seed_vm(160, "old", Some("proxops"), false)
+    ]);
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    repo.set_monitoring_description("reviewed");
+    for args in [
+        &["--color", "always", "diff"][..],
+        &["diff", "--output", "markdown"][..],
+        &["--color", "always", "apply", "--yes", "--dry-run"][..],
+    ] {
+        let run = proxops(&pve, &repo, args);
+        let text = run.all();
+        assert!(!text.contains("\u{1b}[8m"), "{args:?}: {text:?}");
+        assert!(!text.contains('\u{202e}'), "{args:?}: {text:?}");
+        if !args.contains(&"markdown") {
+            assert!(
+                text.contains("metrics\\x1b[8m\\u{202e}"),
+                "{args:?}: {text}"
+            );
+        }
+        assert!(text.contains("old"), "the prune is shown: {text}");
+    }
+    let run = proxops(&pve, &repo, &["--color", "always", "diff"]);
+    // The colours ProxOps itself chose are still there.
+    assert!(run.stdout.contains("\u{1b}[1m"), "{:?}", run.stdout);
+    assert!(run.stdout.contains("Plan: "), "{}", run.stdout);
+}
