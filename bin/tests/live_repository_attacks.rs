@@ -67,3 +67,44 @@ fn a_bind_mount_of_a_host_system_directory_is_refused_however_it_is_spelled() {
     let ok = proxops(&pve, &repo, &["validate"]);
     assert_eq!(ok.code, 0, "{}", ok.all());
 }
+
+/// The demo's monitoring VM with `tail` appended to its spec.
+fn monitoring_with(repo: &Repo, tail: &str) {
+    let original = std::fs::read_to_string(
+        workspace_root().join("fixtures/repos/demo/vm/base/monitoring.yaml"),
+    )
+    .unwrap();
+    repo.write("vm/base/monitoring.yaml", &format!("{original}{tail}"));
+}
+
+#[test]
+fn aliases_that_expand_quadratically_and_nesting_behind_line_breaks_are_refused() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    // 250,000 aliases in a file under the 1 MiB cap (it once took 475 s).
+    monitoring_with(
+        &repo,
+        &format!(
+            "  pve-description: &d x\n  extra:\n    keyboard: [{}]\n",
+            vec!["*d"; 250_000].join(",")
+        ),
+    );
+    refused_before_any_request(
+        &pve,
+        &repo,
+        &[
+            "vm/base/monitoring.yaml",
+            "aliases (*name) expand to more than 10000 nodes",
+        ],
+    );
+    // Deep nesting whose lines end with a carriage return only (178 s).
+    let nest: String = (0..400)
+        .map(|d| format!("{}k{d}:\r", " ".repeat(4 + 2 * d)))
+        .collect();
+    monitoring_with(&repo, &format!("  hardware:\r{nest}"));
+    refused_before_any_request(
+        &pve,
+        &repo,
+        &["vm/base/monitoring.yaml", "deeper than 32 levels"],
+    );
+}

@@ -836,17 +836,23 @@ fn unit_notes(
     errors: &mut [Diagnostic],
     warnings: &mut Vec<Diagnostic>,
 ) {
+    // The errors by field, once: looking each quantity up in the list made
+    // a document with many refused quantities (aliases expand to as many
+    // as they like) quadratic.
+    let mut by_field: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, d) in errors.iter().enumerate() {
+        if let (Some(f), None) = (&d.field, &d.hint) {
+            by_field.entry(f.clone()).or_default().push(i);
+        }
+    }
     for (schema, wire) in WIRE_QUANTITIES {
         for (path, text) in quantities_at(value, schema) {
-            let refused = errors
-                .iter_mut()
-                .filter(|d| d.field.as_deref() == Some(path.as_str()) && d.hint.is_none());
-            let mut any = false;
-            for d in refused {
-                any = true;
-                d.hint = binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
-            }
-            if any {
+            if let Some(refused) = by_field.get(&path) {
+                let hint: Option<Box<str>> =
+                    binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
+                for &i in refused {
+                    errors[i].hint = hint.clone();
+                }
                 continue;
             }
             if let Some(message) = surprise(&text, *wire) {
