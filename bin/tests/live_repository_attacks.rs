@@ -108,3 +108,89 @@ fn aliases_that_expand_quadratically_and_nesting_behind_line_breaks_are_refused(
         &["vm/base/monitoring.yaml", "deeper than 32 levels"],
     );
 }
+
+#[test]
+fn look_alike_annotation_keys_are_refused_not_ignored() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let original = std::fs::read_to_string(
+        workspace_root().join("fixtures/repos/demo/vm/base/monitoring.yaml"),
+    )
+    .unwrap();
+    for key in [
+        "proxops /prune",
+        "\u{440}roxops/prune",
+        "ProxOps/prune",
+        "proxops/purne",
+    ] {
+        repo.write(
+            "vm/base/monitoring.yaml",
+            &original.replace(
+                "  name: monitoring\n",
+                &format!("  name: monitoring\n  annotations:\n    {key:?}: disabled\n"),
+            ),
+        );
+        let run = refused_before_any_request(
+            &pve,
+            &repo,
+            &["vm/base/monitoring.yaml", "metadata.annotations."],
+        );
+        assert!(
+            run.stderr.contains("looks like one of ProxOps'")
+                || run.stderr.contains("non-ASCII")
+                || run.stderr.contains("unknown annotation"),
+            "{key}: {}",
+            run.all()
+        );
+    }
+}
+
+#[test]
+fn spec_extra_keys_nobody_vetted_are_denied_unless_allow_listed() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let original = std::fs::read_to_string(
+        workspace_root().join("fixtures/repos/demo/vm/base/monitoring.yaml"),
+    )
+    .unwrap();
+    for (key, value) in [
+        ("rng0", "source=/dev/hwrng"),
+        ("ivshmem", "size=32"),
+        ("affinity", "0-3"),
+        ("hugepages", "1024"),
+        ("cicustom", "user=local:snippets/u.yaml"),
+        ("smbios1", "uuid=00000000-0000-0000-0000-000000000001"),
+        ("numa0", "cpus=0-1,hostnodes=0"),
+        ("vmstatestorage", "local"),
+    ] {
+        repo.write(
+            "vm/base/monitoring.yaml",
+            &format!("{original}  extra:\n    {key}: {value:?}\n"),
+        );
+        refused_before_any_request(
+            &pve,
+            &repo,
+            &[
+                "vm/base/monitoring.yaml",
+                &format!("spec.extra.{key}"),
+                "refused unless",
+                "allow-extra-keys",
+            ],
+        );
+    }
+    // A vetted guest setting passes; an unvetted one passes once the
+    // cluster's own configuration lists it.
+    repo.write(
+        "vm/base/monitoring.yaml",
+        &format!("{original}  extra:\n    keyboard: de\n    vmstatestorage: local\n"),
+    );
+    let cfg = repo.path().join("clusters/home/config.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(
+        &cfg,
+        format!("{text}      allow-extra-keys: [vmstatestorage]\n"),
+    )
+    .unwrap();
+    let ok = proxops(&pve, &repo, &["validate"]);
+    assert_eq!(ok.code, 0, "{}", ok.all());
+}

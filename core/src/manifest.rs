@@ -1331,15 +1331,50 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                     format!("invalid value {v:?}: a disruption group is a name of letters, digits, '-', '_' and '.'"),
                 ));
             }
-        } else if k.starts_with("proxops/") && k != ANNOTATION_ADOPTED_VMID {
+        } else if k != ANNOTATION_ADOPTED_VMID
+            && let Some(why) = lookalike_key(k)
+        {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}"
+                    "{why}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}, each spelt exactly so"
                 ),
             ));
         }
     }
+    for k in m.labels.keys() {
+        if !k.is_ascii() || k.chars().any(char::is_whitespace) {
+            errs.push(FieldError::new(
+                format!("metadata.labels.{k}"),
+                format!("label key {k:?} holds a non-ASCII or blank character: label keys are plain ASCII"),
+            ));
+        }
+    }
+}
+
+/// Why an annotation key that is none of ProxOps' own is refused: one
+/// that would look like ProxOps' to a reviewer and do nothing. An unknown
+/// key under `proxops/`, a key with a non-ASCII character (`рroxops/prune`
+/// with a Cyrillic `р`), and a key that reads `proxops` once case, blanks
+/// and separators are set aside (`proxops /prune`, `ProxOps/prune`,
+/// `proxops.prune`).
+fn lookalike_key(k: &str) -> Option<String> {
+    if !k.is_ascii() {
+        return Some(format!(
+            "annotation key {k:?} holds a non-ASCII character: annotation keys are plain ASCII (a look-alike letter would make a key that seems ProxOps' and does nothing)"
+        ));
+    }
+    if k.starts_with("proxops/") {
+        return Some(format!("unknown annotation {k:?}"));
+    }
+    let folded: String = k
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    folded
+        .starts_with("proxops")
+        .then(|| format!("annotation key {k:?} looks like one of ProxOps' and is not"))
 }
 
 /// Parses `"Kind:name,Kind:name"`.
