@@ -155,3 +155,37 @@ fn a_relative_data_dir_is_refused() {
     );
     assert_eq!(pve.requests().unwrap(), Vec::new());
 }
+
+#[test]
+fn a_relative_config_path_resolves_its_files_beside_it_not_in_the_repository() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../iso/base/debian-13-netinst.yaml"]);
+    // The host's configuration, in its own folder, names a CA file beside
+    // it by a relative path.
+    let host = tempfile::tempdir().unwrap();
+    std::fs::copy(pve.ca_file(), host.path().join("ca.pem")).unwrap();
+    std::fs::write(
+        host.path().join("proxops.yaml"),
+        format!(
+            "pve:\n  clusters:\n    home:\n      base-url: {}\n      nodes: [pve1, pve2]\n      ca-file: ca.pem\n",
+            pve.url()
+        ),
+    )
+    .unwrap();
+    // The attack: a file of that name committed where the repository's
+    // files resolve (here one that is no certificate at all).
+    repo.write(
+        "ca.pem",
+        "-----BEGIN CERTIFICATE-----\nplanted\n-----END CERTIFICATE-----\n",
+    );
+    repo.write("clusters/home/ca.pem", "planted\n");
+    let out = command(&pve, &repo, &["--config", "proxops.yaml", "diff"])
+        .current_dir(host.path())
+        .output()
+        .unwrap();
+    let run = finished(&pve, out);
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(!run.all().contains("planted"), "{}", run.all());
+    assert!(run.stdout.contains("debian-13-netinst"), "{}", run.all());
+}
