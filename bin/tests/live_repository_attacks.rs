@@ -194,3 +194,29 @@ fn spec_extra_keys_nobody_vetted_are_denied_unless_allow_listed() {
     let ok = proxops(&pve, &repo, &["validate"]);
     assert_eq!(ok.code, 0, "{}", ok.all());
 }
+
+#[test]
+fn one_vmid_on_two_nodes_is_refused_naming_both_manifests() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let vm = |name: &str, node: &str| {
+        format!(
+            "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: {name}\nspec:\n  node: {node}\n  vmid: 420\n  memory: 512MiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 1GiB\n  networks:\n    - bridge: vmbr0\n"
+        )
+    };
+    repo.write("vm/home/left.yaml", &vm("left", "pve1"));
+    repo.write("vm/home/right.yaml", &vm("right", "pve2"));
+    repo.set_resources(&["../../vm/home/left.yaml", "../../vm/home/right.yaml"]);
+    let run = refused_before_any_request(
+        &pve,
+        &repo,
+        &[
+            "vm/home/right.yaml",
+            "spec.vmid",
+            "vmid 420 is already used by VM/left (vm/home/left.yaml) on node pve1, this one on node pve2",
+        ],
+    );
+    let valid = proxops(&pve, &repo, &["validate"]);
+    assert_eq!(valid.code, 2, "{}", valid.all());
+    assert_eq!(run.stderr.matches("vmid 420").count(), 1, "{}", run.all());
+}

@@ -925,18 +925,29 @@ fn cross_checks(
     diags: &mut Vec<Diagnostic>,
 ) -> usize {
     let mut outside = 0;
-    // One vmid pool per node, shared by qemu and lxc guests.
-    let mut ids: BTreeMap<(NodeName, Vmid), &Ref> = BTreeMap::new();
-    for (r, o) in objects {
-        if let Some((node, vmid)) = o.spec.guest_id()
-            && let Some(prev) = ids.insert((node.clone(), vmid), r)
-        {
-            diags.push(object_diag(
-                o,
-                indexes,
-                "spec.vmid",
-                format!("vmid {vmid} on node {node} is already used by {prev}: qemu and lxc guests share one id pool per node"),
-            ));
+    // One vmid pool per PVE cluster, shared by qemu and lxc guests on
+    // every node (pve-cluster keeps one `vmlist` for the whole cluster):
+    // the same vmid on two nodes half-applies.
+    let mut ids: BTreeMap<Vmid, &DesiredObject> = BTreeMap::new();
+    for o in objects.values() {
+        if let Some((node, vmid)) = o.spec.guest_id() {
+            if let Some(prev) = ids.get(&vmid) {
+                let on = match prev.spec.guest_id() {
+                    Some((n, _)) if n != node => format!(" on node {n}, this one on node {node}"),
+                    _ => format!(" on node {node}"),
+                };
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    "spec.vmid",
+                    format!(
+                        "vmid {vmid} is already used by {} ({}){on}: a vmid is unique across the PVE cluster, whatever the node, and qemu and lxc guests share the pool",
+                        prev.r#ref, prev.file
+                    ),
+                ));
+            } else {
+                ids.insert(vmid, o);
+            }
         }
         if !allow.is_empty() {
             let allowed = allow
