@@ -540,6 +540,7 @@ pub fn prepare_reusing<'w>(
     }
     if matches!(source, Source::Live) {
         confirm_distinct_pves(&mut clusters, cfg, reuse);
+        confirm_privileges(&mut clusters);
     }
     Ok(Session { clusters, invalid })
 }
@@ -706,6 +707,40 @@ fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config, reuse: &Tr
     }
     for (i, reason) in refused {
         clusters[i].ready = Err(Unready::new(AbortCause::SharedPve, reason));
+    }
+}
+
+/// Each ready cluster's credentials can see what it manages
+/// ([`proxops_core::audit::needed`]): PVE hides from an inventory read what
+/// a token may not audit, and a plan made from that would create guests
+/// that exist. A cluster missing a privilege, or whose privileges cannot
+/// be read, does nothing this cycle, the privilege and path named.
+fn confirm_privileges(clusters: &mut [Prepared<'_>]) {
+    for p in clusters.iter_mut() {
+        let Ok(r) = &p.ready else { continue };
+        let storages = r.scope.storages.iter().map(|(_, s)| s);
+        let mut missing = Vec::new();
+        let mut unread = None;
+        for need in proxops_core::audit::needed(storages) {
+            match identity::read_privileges(r.transport.as_ref(), &need.path) {
+                Ok(held) if held.contains(need.privilege) => {}
+                Ok(_) => missing.push(need),
+                Err(e) => {
+                    unread = Some(e);
+                    break;
+                }
+            }
+        }
+        let acting_as = r.transport.acting_as();
+        let reason = match unread {
+            Some(e) => Some(format!(
+                "cannot read what these credentials may see: {e}; no inventory read, no write"
+            )),
+            None => proxops_core::audit::refusal(&missing, acting_as.as_deref()),
+        };
+        if let Some(reason) = reason {
+            p.ready = Err(Unready::new(AbortCause::MissingPrivilege, reason));
+        }
     }
 }
 

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 use live_support::sops::encrypt;
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
+use proxops_pve::transport::Transport as _;
 use serde_json::json;
 
 /// Both clusters of the demo repository.
@@ -566,4 +567,109 @@ fn terminal_escapes_from_pve_are_shown_never_obeyed() {
     // The colours ProxOps itself chose are still there.
     assert!(run.stdout.contains("\u{1b}[1m"), "{:?}", run.stdout);
     assert!(run.stdout.contains("Plan: "), "{}", run.stdout);
+}
+
+/// The secret of the separated token `proxops@pve!reconcile`.
+const SEPARATED: &str = "7c1e7a0e-0000-4000-8000-00000000a0d1";
+
+#[test]
+fn a_token_that_cannot_audit_the_guests_is_refused_naming_the_privilege_and_path() {
+    // The operator granted the user and, for the token (privilege
+    // separation), nodes and storage: the second ACL line for /vms is
+    // missing, so PVE hides every guest from the token.
+    let mut seed = empty_seed();
+    seed["guests"] = json!([live_support::seed_vm(
+        150,
+        "monitoring",
+        Some("proxops"),
+        true
+    )]);
+    seed["tokens"] = json!({"proxops@pve!reconcile": SEPARATED});
+    seed["users"] = json!({"proxops@pve": "unused-password"});
+    let all = [
+        "VM.Audit",
+        "VM.Allocate",
+        "VM.Config.Options",
+        "VM.PowerMgmt",
+        "Sys.Audit",
+        "Datastore.Audit",
+        "Datastore.AllocateSpace",
+    ];
+    seed["acl"] = json!([
+        ["proxops@pve", "/", all],
+        ["proxops@pve!reconcile", "/nodes", ["Sys.Audit"]],
+        [
+            "proxops@pve!reconcile",
+            "/storage",
+            ["Datastore.Audit", "Datastore.AllocateSpace"]
+        ],
+    ]);
+    seed["privsep"] = json!(["proxops@pve!reconcile"]);
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    let token = format!("proxops@pve!reconcile={SEPARATED}");
+
+    // The attack as it was: the token's inventory lacks guest 150, which
+    // PVE holds, so a plan would create it again.
+    let api = proxops_pve::auth::ApiToken::new(
+        "proxops@pve",
+        "reconcile",
+        proxops_pve::auth::Secret::new(SEPARATED),
+    )
+    .unwrap();
+    let mut cfg = pve.live_config();
+    cfg.credentials = proxops_pve::auth::Credentials::Token(api);
+    let seen = proxops_pve::live::LiveTransport::new(cfg)
+        .unwrap()
+        .call(&proxops_pve::transport::Request::new(
+            proxops_pve::transport::Method::Get,
+            "/cluster/resources",
+            vec![("type".into(), "vm".into())],
+        ))
+        .unwrap();
+    assert_eq!(
+        seen.data(),
+        &json!([]),
+        "PVE hides the guest from the token"
+    );
+
+    pve.forget_requests().unwrap();
+    for args in [
+        &["--cluster", "home", "diff"][..],
+        &["--cluster", "home", "apply", "--yes"][..],
+    ] {
+        let run = proxops_env(&repo, &[("PROXOPS_PVE_TOKEN_VALUE", &token)], args);
+        assert_eq!(run.code, 1, "{}", run.all());
+        for needle in [
+            "proxops@pve!reconcile cannot audit what this cluster manages",
+            "missing VM.Audit on /vms",
+            "no inventory read, no write",
+            "--tokens 'proxops@pve!reconcile'",
+        ] {
+            assert!(run.all().contains(needle), "{needle}\n{}", run.all());
+        }
+    }
+    let requests = pve.requests().unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|(m, p, _)| m == "GET" && !p.ends_with("/cluster/resources")),
+        "no inventory read, no write: {requests:?}"
+    );
+
+    // The second ACL line: the token sees the guest, and the plan is true.
+    pve.call(
+        "grant",
+        json!(["proxops@pve!reconcile", "/vms", "VM.Audit"]),
+        json!({}),
+    )
+    .unwrap();
+    let run = proxops_env(
+        &repo,
+        &[("PROXOPS_PVE_TOKEN_VALUE", &token)],
+        &["--cluster", "home", "diff"],
+    );
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(!run.stdout.contains("will create"), "{}", run.all());
 }

@@ -14,6 +14,7 @@
 pub mod action;
 pub mod admit;
 pub mod adopt;
+pub mod audit;
 pub mod bounds;
 pub mod config;
 pub mod diag;

@@ -110,6 +110,9 @@ pub enum AbortCause {
     PveUnidentified,
     /// Two cluster configurations lead to one PVE.
     SharedPve,
+    /// The credentials cannot audit what the cluster manages (PVE would
+    /// hide guests from the inventory read).
+    MissingPrivilege,
     /// Credentials or TLS settings are unusable.
     Credentials,
     /// The repository could not be read (not invalid: unreadable).
@@ -118,7 +121,7 @@ pub enum AbortCause {
 
 impl AbortCause {
     /// Every cause.
-    pub const ALL: [AbortCause; 12] = [
+    pub const ALL: [AbortCause; 13] = [
         AbortCause::NotReady,
         AbortCause::InvalidInput,
         AbortCause::UnknownNode,
@@ -129,6 +132,7 @@ impl AbortCause {
         AbortCause::Recording,
         AbortCause::PveUnidentified,
         AbortCause::SharedPve,
+        AbortCause::MissingPrivilege,
         AbortCause::Credentials,
         AbortCause::RepositoryUnreadable,
     ];
@@ -146,6 +150,7 @@ impl AbortCause {
             | AbortCause::Recording
             | AbortCause::PveUnidentified
             | AbortCause::SharedPve
+            | AbortCause::MissingPrivilege
             | AbortCause::Credentials
             | AbortCause::RepositoryUnreadable => CycleResult::Aborted,
         }
