@@ -120,17 +120,30 @@ apt_install() { # <package> : install one Debian package, running apt-get update
     fi
 }
 
+# PATH without <tools>/bin: with it first (as tools/test.sh and a shell
+# that ran it have it), a lookup finds our own link and links it to itself.
+bin_real="$(cd "$bin" && pwd -P)"
+search_path=""
+IFS=: read -r -a path_dirs <<<"$PATH"
+for d in "${path_dirs[@]}"; do
+    if [ -d "$d" ] && [ "$(cd "$d" && pwd -P)" = "$bin_real" ]; then
+        continue
+    fi
+    search_path="${search_path:+$search_path:}$d"
+done
+lookup() { PATH="$search_path" command -v "$1" 2>/dev/null; }
+
 need_binary() { # <binary> <debian package>
-    if command -v "$1" >/dev/null 2>&1; then
-        say "$1 present ($(command -v "$1"))"
+    if lookup "$1" >/dev/null; then
+        say "$1 present ($(lookup "$1"))"
     else
         apt_install "$2"
-        if ! command -v "$1" >/dev/null 2>&1; then
+        if ! lookup "$1" >/dev/null; then
             say "error: Debian package $2 did not provide $1" >&2
             exit 1
         fi
     fi
-    ln -sf "$(command -v "$1")" "$bin/$1"
+    ln -sf "$(lookup "$1")" "$bin/$1"
 }
 
 need_binary age age
