@@ -9,7 +9,6 @@
 
 mod live_support;
 
-use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use live_support::*;
@@ -153,17 +152,7 @@ fn a_cluster_whose_pve_did_not_say_which_it_is_writes_nothing_and_is_asked_again
     // The daemon asks every cycle and writes nothing while PVE does not say.
     let logs = tempfile::tempdir().unwrap();
     let stderr_file = logs.path().join("stderr");
-    let mut daemon = without_proxops_env(&mut Command::new(env!("CARGO_BIN_EXE_proxops")))
-        .current_dir(repo.path())
-        .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-        .args(["--git-path", repo.path().to_str().unwrap()])
-        .args(["--cluster", "home", "--git-poll-sec", "1"])
-        .args(["--listen", "127.0.0.1:0", "run"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_file).unwrap())
-        .spawn()
-        .unwrap();
+    let mut daemon = spawn_daemon(&pve, &repo, &["--cluster", "home"], &stderr_file);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut text = String::new();
     while Instant::now() < deadline && text.matches("leads to is not confirmed").count() < 3 {

@@ -13,7 +13,7 @@
 mod live_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use live_support::sops::encrypt;
@@ -403,20 +403,7 @@ fn plain_http_is_refused_without_consent_and_warned_about_every_cycle() {
 fn run_until(pve: &FakePve, repo: &Repo, selection: &[&str], needle: &str, times: usize) -> String {
     let logs = tempfile::tempdir().unwrap();
     let stderr_file = logs.path().join("stderr");
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .current_dir(repo.path())
-        .env_remove("PROXOPS_GIT_PATH")
-        .env_remove("PROXOPS_CONFIG")
-        .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-        .arg("--git-path")
-        .arg(repo.path())
-        .args(selection)
-        .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_file).unwrap())
-        .spawn()
-        .unwrap();
+    let mut daemon = spawn_daemon(pve, repo, selection, &stderr_file);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut text = String::new();
     while Instant::now() < deadline && text.matches(needle).count() < times {
