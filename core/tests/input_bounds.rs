@@ -224,28 +224,30 @@ fn nesting_hidden_behind_carriage_returns_or_unicode_line_breaks_is_refused() {
     }
 }
 
-/// The shortest of 5 timings of `reps` calls of `small` and of `large`,
-/// taken in turns: the least disturbed by whatever else the machine runs.
-fn fastest(reps: usize, small: impl Fn(), large: impl Fn()) -> (Duration, Duration) {
-    let time = |f: &dyn Fn()| {
+/// The time one call of `small` and one of `large` take: the shortest of
+/// 5 samples of each, taken in turns, each sample `reps` calls of `small`
+/// or a tenth as many of `large`, so both take about as long and meet the
+/// same load from whatever else the machine runs.
+fn per_call(reps: u32, small: impl Fn(), large: impl Fn()) -> (Duration, Duration) {
+    let time = |f: &dyn Fn(), n: u32| {
         let started = Instant::now();
-        for _ in 0..reps {
+        for _ in 0..n {
             f();
         }
-        started.elapsed()
+        started.elapsed() / n
     };
     let (mut s, mut l) = (Duration::MAX, Duration::MAX);
     for _ in 0..5 {
-        s = s.min(time(&small));
-        l = l.min(time(&large));
+        s = s.min(time(&small, reps));
+        l = l.min(time(&large, (reps / 10).max(1)));
     }
     (s, l)
 }
 
 /// Ten times the input takes under fifteen times as long (the quadratic
 /// steps these inputs went through took a hundred times as long).
-fn grows_linearly(what: &str, reps: usize, small: Vec<(&str, String)>, large: Vec<(&str, String)>) {
-    let (small_time, large_time) = fastest(
+fn grows_linearly(what: &str, reps: u32, small: Vec<(&str, String)>, large: Vec<(&str, String)>) {
+    let (small_time, large_time) = per_call(
         reps,
         || {
             diagnostics(CONFIG, &small);
@@ -254,8 +256,8 @@ fn grows_linearly(what: &str, reps: usize, small: Vec<(&str, String)>, large: Ve
             diagnostics(CONFIG, &large);
         },
     );
-    let ratio = large_time.as_secs_f64() / small_time.as_secs_f64().max(1e-6);
-    eprintln!("{what}: {small_time:?} → {large_time:?}, ×{ratio:.1}");
+    let ratio = large_time.as_secs_f64() / small_time.as_secs_f64().max(1e-9);
+    eprintln!("{what}: {small_time:?} → {large_time:?} a call, ×{ratio:.1}");
     assert!(
         ratio < 15.0,
         "{what}: ×{ratio:.1} ({small_time:?} → {large_time:?})"
@@ -270,14 +272,14 @@ fn validation_time_grows_linearly_with_aliases_quantities_and_lines() {
     assert!(found > 10_000, "{found} diagnostics");
     grows_linearly(
         "refused quantities",
-        1,
+        10,
         vec![("vm/home/sized.yaml", many_disks(2_000))],
         vec![("vm/home/sized.yaml", disks)],
     );
     // Aliases past the limit: refused while counting.
     grows_linearly(
         "aliases past the limit",
-        20,
+        50,
         vec![("vm/home/aliased.yaml", disk_aliases(25_000))],
         vec![("vm/home/aliased.yaml", disk_aliases(250_000))],
     );
@@ -298,7 +300,7 @@ fn validation_time_grows_linearly_with_aliases_quantities_and_lines() {
     let scan = |bytes: &[u8]| {
         let _ = proxops_core::bounds::check(FileRole::Manifest, bytes);
     };
-    let (t_small, t_large) = fastest(200, || scan(&small), || scan(&large));
+    let (t_small, t_large) = per_call(500, || scan(&small), || scan(&large));
     let ratio = t_large.as_secs_f64() / t_small.as_secs_f64().max(1e-9);
     eprintln!("nesting scan behind carriage returns: {t_small:?} → {t_large:?}, ×{ratio:.1}");
     assert!(ratio < 15.0, "nesting scan: ×{ratio:.1}");
