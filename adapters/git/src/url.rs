@@ -91,6 +91,38 @@ impl fmt::Debug for UrlSource {
     }
 }
 
+/// The most a PEM file of CA certificates may hold.
+const PEM_MAX_BYTES: u64 = 1024 * 1024;
+
+/// Reads the CA file a configuration names: a regular file (a link to one
+/// is followed) of at most [`PEM_MAX_BYTES`]. A link to `/dev/zero` or a
+/// FIFO is refused at once, never read forever or waited on (opened with
+/// `O_NONBLOCK`, Linux's value on the architectures ProxOps is built for).
+fn read_pem(path: &Path) -> std::io::Result<Vec<u8>> {
+    use std::io::Read as _;
+    use std::os::unix::fs::OpenOptionsExt as _;
+    const O_NONBLOCK: i32 = 0o4000;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)?;
+    if !file.metadata()?.is_file() {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "not a regular file",
+        ));
+    }
+    let mut pem = Vec::new();
+    file.take(PEM_MAX_BYTES + 1).read_to_end(&mut pem)?;
+    if pem.len() as u64 > PEM_MAX_BYTES {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidData,
+            format!("larger than {PEM_MAX_BYTES} bytes"),
+        ));
+    }
+    Ok(pem)
+}
+
 /// Where fetched branches land in the cache; every remote branch is fetched.
 const FETCH_REFSPEC: &str = "+refs/heads/*:refs/remotes/origin/*";
 const TRACKING_PREFIX: &str = "refs/remotes/origin/";
@@ -380,7 +412,7 @@ impl UrlSource {
             path: ca_file.clone(),
             detail,
         };
-        let pem = std::fs::read(ca_file).map_err(|e| ca_err(e.to_string()))?;
+        let pem = read_pem(ca_file).map_err(|e| ca_err(e.to_string()))?;
         let certs =
             reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| ca_err(e.to_string()))?;
         if certs.is_empty() {

@@ -431,3 +431,46 @@ fn a_blob_past_the_read_limit_is_not_inflated_and_still_measures_too_large() {
     assert_eq!(tree.files["vm/base/at-limit.yaml"], at_limit.as_bytes());
     assert_eq!(tree.files["vm/base/a.yaml"], b"v2");
 }
+
+#[test]
+fn a_ca_file_that_is_a_link_to_dev_zero_or_a_fifo_is_refused_not_read_or_waited_on() {
+    // A committed `ca-file` symlink to /dev/zero was read without end; a
+    // FIFO would block the fetch until someone wrote to it.
+    let r = Remote::new();
+    let (_server, _ca, url) = https_fixture(&r);
+    let zero = r.s.path().join("zero.pem");
+    std::os::unix::fs::symlink("/dev/zero", &zero).unwrap();
+    let fifo = r.s.path().join("fifo.pem");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap();
+    assert!(made.success());
+    for ca in [zero, fifo] {
+        let mut src = UrlSource::open(&url, "main", &r.cache(), GitToken::new(TOKEN))
+            .unwrap()
+            .with_ca_file(ca.clone());
+        let err = src.fetch().unwrap_err();
+        assert!(
+            matches!(&err, GitError::CaFile { detail, .. } if detail.contains("not a regular file")),
+            "{}: {err}",
+            ca.display()
+        );
+    }
+}
+
+#[test]
+fn a_ca_file_over_a_mebibyte_is_refused() {
+    let r = Remote::new();
+    let (_server, _ca, url) = https_fixture(&r);
+    let big = r.s.path().join("big.pem");
+    std::fs::write(&big, vec![b'#'; 1024 * 1024 + 1]).unwrap();
+    let mut src = UrlSource::open(&url, "main", &r.cache(), GitToken::new(TOKEN))
+        .unwrap()
+        .with_ca_file(big);
+    let err = src.fetch().unwrap_err();
+    assert!(
+        matches!(&err, GitError::CaFile { detail, .. } if detail.contains("larger than")),
+        "{err}"
+    );
+}
