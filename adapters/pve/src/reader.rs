@@ -190,6 +190,9 @@ pub fn read_snapshot(
         };
         snap.guests.insert((node, vmid), guest);
     }
+    // The inventory's rows are read: its JSON tree (the largest single
+    // thing held for a 10,000-guest cluster) goes before the configs come.
+    drop(response);
     // Nodes the scope names or guests sit on, but PVE listed no node row for.
     let mentioned: Vec<NodeName> = scope
         .allowlist
