@@ -20,6 +20,11 @@ use proxops_core::plan::{Policy, plan};
 use proxops_core::repo::{self, ClusterDesired, RepoInput};
 use proxops_core::wire::TagSet;
 
+/// The allocator of the `proxops` binary, so the planner is timed as it
+/// runs there.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 const NODES: usize = 8;
 
 fn desired(n: usize) -> ClusterDesired {
