@@ -15,6 +15,7 @@ pub mod live;
 pub mod reader;
 pub mod recording;
 pub mod replay;
+mod resolve;
 pub mod retry;
 pub mod runner;
 pub mod tls;
