@@ -24,6 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
@@ -88,12 +89,14 @@ pub fn read_snapshot(
     let what = describe(&resources);
     let acting_as = transport.acting_as();
     let acting_as = acting_as.as_deref();
+    let asked = Instant::now();
     let response = transport.call(&resources).map_err(|e| {
         ReadError::ClusterResources(ReadFailure {
             what: what.clone(),
             message: e.to_string(),
         })
     })?;
+    let round_trip = asked.elapsed();
     if !response.is_success() {
         return Err(ReadError::ClusterResources(ReadFailure {
             what,
@@ -272,7 +275,7 @@ pub fn read_snapshot(
         }
     }
 
-    let mut results = run_bounded(transport, &jobs, scope.concurrency);
+    let mut results = run_bounded(transport, &jobs, scope.concurrency, round_trip);
 
     for (key, idx) in config_jobs {
         let mut what = describe(&jobs[idx]);
@@ -434,17 +437,37 @@ fn describe(r: &Request) -> String {
     format!("{} {}", r.method, r.path)
 }
 
+/// The most the workers' first reads are spread over (see
+/// [`run_bounded`]): a slow inventory answer is no measure of one read.
+const MAX_SPREAD: Duration = Duration::from_millis(100);
+
 /// Runs `jobs` with at most `bound` calls in flight; result `i` belongs to
 /// job `i` (`None` if a worker died before finishing it).
+///
+/// The workers start spread over one `round_trip` (the inventory read's,
+/// at most [`MAX_SPREAD`]), worker `k` of `n` after `k/n` of it: started
+/// together, their requests reached the server together every round and
+/// queued behind each other there (measured against fakepve at 20 ms per
+/// answer: 1.23 s for 201 requests at 4 in flight, against 1.0 s of
+/// network time); spread, each arrives while the others wait on the
+/// network. A real pveproxy's few workers see the same bursts.
 fn run_bounded(
     transport: &dyn Transport,
     jobs: &[Request],
     bound: usize,
+    round_trip: Duration,
 ) -> Vec<Option<Result<Response, TransportError>>> {
     let results: Mutex<Vec<Option<Result<Response, TransportError>>>> =
         Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
-    let work = || {
+    let workers = bound.max(1).min(jobs.len());
+    let spread = round_trip.min(MAX_SPREAD);
+    let work = |k: usize| {
+        // k < workers, both small: the division cannot overflow.
+        let offset = spread * k as u32 / workers.max(1) as u32;
+        if !offset.is_zero() {
+            std::thread::sleep(offset);
+        }
         loop {
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(job) = jobs.get(i) else { break };
@@ -454,17 +477,16 @@ fn run_bounded(
             results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
         }
     };
-    let workers = bound.max(1).min(jobs.len());
     if workers > 0 {
         std::thread::scope(|s| {
             // The calling thread is one of the workers; if a thread cannot
             // be spawned, fewer calls run at once (never more).
-            for _ in 1..workers {
+            for k in 1..workers {
                 let _ = std::thread::Builder::new()
                     .name("pve-read".into())
-                    .spawn_scoped(s, work);
+                    .spawn_scoped(s, move || work(k));
             }
-            work();
+            work(0);
         });
     }
     results.into_inner().unwrap_or_else(|e| e.into_inner())
