@@ -74,19 +74,21 @@ impl Run {
     }
 }
 
-/// Python's `resource.getrusage(RUSAGE_CHILDREN)` after waiting for the
-/// child: the one portable way to read a child's peak RSS and CPU time
-/// without unsafe code (python3 is already a test tool: fakepve, the
-/// scale fixture).
+/// Python's `os.wait4`, which hands back the resource usage of exactly
+/// the child waited for: the one way to read a child's peak RSS and CPU
+/// time without unsafe code here (python3 is already a test tool:
+/// fakepve, the scale fixture). Not `RUSAGE_CHILDREN`: it would also count
+/// whatever the python3 launcher ran before (pyenv's shims do).
 const MEASURE: &str = r#"
-import json, resource, subprocess, sys, time
+import json, os, subprocess, sys, time
 out, err = sys.argv[1], sys.argv[2]
 with open(out, "wb") as o, open(err, "wb") as e:
     t = time.monotonic()
-    p = subprocess.run(sys.argv[3:], stdout=o, stderr=e)
+    p = subprocess.Popen(sys.argv[3:], stdout=o, stderr=e)
+    _, status, r = os.wait4(p.pid, 0)
     wall = time.monotonic() - t
-r = resource.getrusage(resource.RUSAGE_CHILDREN)
-print(json.dumps({"status": p.returncode, "wall": wall, "user": r.ru_utime,
+code = os.waitstatus_to_exitcode(status)
+print(json.dumps({"status": code, "wall": wall, "user": r.ru_utime,
                   "sys": r.ru_stime, "maxrss": r.ru_maxrss}))
 "#;
 
