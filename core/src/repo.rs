@@ -846,19 +846,27 @@ fn unit_notes(
     warnings: &mut Vec<Diagnostic>,
 ) {
     for (schema, wire) in WIRE_QUANTITIES {
-        for (path, text) in quantities_at(value, schema) {
-            let refused = errors
-                .iter_mut()
-                .filter(|d| d.field.as_deref() == Some(path.as_str()) && d.hint.is_none());
-            let mut any = false;
-            for d in refused {
-                any = true;
-                d.hint = binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
-            }
-            if any {
-                continue;
+        for (indexes, text) in quantities_at(value, schema) {
+            // The concrete path is spelled out only when a diagnostic
+            // needs it: a valid manifest (nearly all of them) needs none.
+            let path = || concrete_path(schema, &indexes);
+            if !errors.is_empty() {
+                let path = path();
+                let refused = errors
+                    .iter_mut()
+                    .filter(|d| d.field.as_deref() == Some(path.as_str()) && d.hint.is_none());
+                let mut any = false;
+                for d in refused {
+                    any = true;
+                    d.hint =
+                        binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
+                }
+                if any {
+                    continue;
+                }
             }
             if let Some(message) = surprise(&text, *wire) {
+                let path = path();
                 warnings.push(
                     Diagnostic::file(file, message)
                         .with_field(path.clone())
@@ -874,40 +882,61 @@ fn unit_notes(
 }
 
 /// The scalars at a schema path (`spec.disks[].size`) of a document, with
-/// their concrete paths (`spec.disks[1].size`) and text as written.
-fn quantities_at(value: &serde_yaml::Value, schema: &str) -> Vec<(String, String)> {
-    let mut found = vec![(String::new(), value)];
+/// the list indexes on the way to each and its text as written.
+fn quantities_at<'v>(
+    value: &'v serde_yaml::Value,
+    schema: &str,
+) -> Vec<(Vec<usize>, std::borrow::Cow<'v, str>)> {
+    let mut found: Vec<(Vec<usize>, &serde_yaml::Value)> = vec![(Vec::new(), value)];
     for seg in schema.split('.') {
         let (key, list) = match seg.strip_suffix("[]") {
             Some(k) => (k, true),
             None => (seg, false),
         };
         let mut next = Vec::new();
-        for (path, v) in found {
+        for (indexes, v) in found {
             let Some(child) = v.get(key) else { continue };
-            let here = if path.is_empty() {
-                key.to_owned()
-            } else {
-                format!("{path}.{key}")
-            };
             if list {
                 for (i, item) in child.as_sequence().into_iter().flatten().enumerate() {
-                    next.push((format!("{here}[{i}]"), item));
+                    let mut at = indexes.clone();
+                    at.push(i);
+                    next.push((at, item));
                 }
             } else {
-                next.push((here, child));
+                next.push((indexes, child));
             }
         }
         found = next;
     }
     found
         .into_iter()
-        .filter_map(|(path, v)| match v {
-            serde_yaml::Value::String(s) => Some((path, s.clone())),
-            serde_yaml::Value::Number(n) => Some((path, n.to_string())),
+        .filter_map(|(indexes, v)| match v {
+            serde_yaml::Value::String(s) => Some((indexes, s.as_str().into())),
+            serde_yaml::Value::Number(n) => Some((indexes, n.to_string().into())),
             _ => None,
         })
         .collect()
+}
+
+/// `spec.disks[].size` with its list indexes filled in: `spec.disks[1].size`.
+fn concrete_path(schema: &str, indexes: &[usize]) -> String {
+    let mut out = String::new();
+    let mut indexes = indexes.iter();
+    for (n, seg) in schema.split('.').enumerate() {
+        if n > 0 {
+            out.push('.');
+        }
+        match seg.strip_suffix("[]") {
+            Some(key) => {
+                out.push_str(key);
+                if let Some(i) = indexes.next() {
+                    out.push_str(&format!("[{i}]"));
+                }
+            }
+            None => out.push_str(seg),
+        }
+    }
+    out
 }
 
 /// Diagnostic for a field of a desired object.

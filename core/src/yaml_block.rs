@@ -117,16 +117,16 @@ impl<'a> Reader<'a> {
                 return None;
             }
             let (key, rest) = split_key(line.text)?;
-            if map.contains_key(&key) {
-                return None;
-            }
             self.at += 1;
             let value = if rest.is_empty() {
                 self.nested(indent, depth)?
             } else {
                 self.inline(rest, indent)?
             };
-            map.insert(key, value);
+            // A key given twice is serde_norway's error to report.
+            if map.insert(key, value).is_some() {
+                return None;
+            }
         }
         self.ends_at(indent).then_some(Value::Mapping(map))
     }
