@@ -414,9 +414,11 @@ fn the_rollout_counts_the_turns_the_budget_makes() {
     use proxops_core::rollout::Rollout;
     for (n, budget) in [(20, 1), (20, 2), (20, 3), (20, 4), (20, 5), (7, 20), (1, 1)] {
         let p = stop_start_updates(n);
-        let mut limits = Limits::default();
-        limits.per_node = n;
-        limits.per_cluster = n;
+        let mut limits = Limits {
+            per_node: n,
+            per_cluster: n,
+            ..Limits::default()
+        };
         limits.disruption.cluster = budget;
         let rollout = Rollout::of(&p.actions, |_| None, &limits.disruption);
         assert_eq!(rollout.turns, n.div_ceil(budget), "{n} at {budget}");
@@ -451,8 +453,10 @@ fn the_rollout_counts_the_turns_the_budget_makes() {
 fn a_group_budget_sets_the_turns_when_it_is_the_tighter_one() {
     use proxops_core::rollout::Rollout;
     let p = stop_start_updates(6);
-    let mut budget = DisruptionBudget::default();
-    budget.cluster = 4;
+    let mut budget = DisruptionBudget {
+        cluster: 4,
+        ..DisruptionBudget::default()
+    };
     budget.groups.insert("db".into(), 1);
     // o0, o1 and o2 in db: three turns of one, beside the others.
     let group = |a: &Action| {
