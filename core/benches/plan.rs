@@ -1,7 +1,8 @@
 //! Planning speed at 1,000 / 10,000 / 20,000 guests (`cargo bench -p proxops-core`).
 //!
 //! A plain harness (no extra crate): each size is planned several times and
-//! the median wall time is printed. The fixture is half converged guests,
+//! the median wall time is printed. `PROXOPS_BENCH_QUICK=1` (CI) plans
+//! 1,000 guests three times. The fixture is half converged guests,
 //! a quarter drifted, an eighth missing and an eighth tagged orphans, spread
 //! over 8 nodes, so every planner path is exercised.
 
@@ -108,8 +109,14 @@ fn live(n: usize) -> LiveSnapshot {
 
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let quick = std::env::var("PROXOPS_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
+    let sizes: &[usize] = if quick {
+        &[1_000]
+    } else {
+        &[1_000, 10_000, 20_000]
+    };
     let mut results = Vec::new();
-    for n in [1_000usize, 10_000, 20_000] {
+    for &n in sizes {
         if filter
             .as_ref()
             .is_some_and(|f| !n.to_string().contains(f.as_str()))
@@ -124,7 +131,11 @@ fn main() {
             secrets: &secrets,
         };
         let policy = Policy::default();
-        let runs = if n >= 10_000 { 11 } else { 21 };
+        let runs = match (quick, n >= 10_000) {
+            (true, _) => 3,
+            (false, true) => 11,
+            (false, false) => 21,
+        };
         let mut times = Vec::new();
         let mut actions = 0;
         for _ in 0..runs {
