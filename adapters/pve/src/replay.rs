@@ -21,7 +21,7 @@ pub struct ReplayTransport {
     cluster: ClusterName,
     answers: BTreeMap<(Method, String, String), Answer>,
     /// The recording's text, when the bodies are kept as ranges of it.
-    text: std::sync::Arc<str>,
+    text: std::sync::Arc<String>,
 }
 
 #[derive(Debug, Clone)]
@@ -68,17 +68,25 @@ impl ReplayTransport {
         ReplayTransport {
             cluster,
             answers,
-            text: std::sync::Arc::from(""),
+            text: std::sync::Arc::new(String::new()),
         }
     }
 
     pub fn from_json(bytes: &[u8]) -> Result<ReplayTransport, RecordingError> {
-        if let Some(read) = with_body_ranges(bytes) {
-            return Ok(read);
-        }
-        match with_text_bodies(bytes) {
+        ReplayTransport::from_bytes(bytes.to_vec())
+    }
+
+    /// [`ReplayTransport::from_json`] of bytes it may keep: a recording in
+    /// ProxOps' own shape keeps them as its bodies' text, without a copy.
+    fn from_bytes(bytes: Vec<u8>) -> Result<ReplayTransport, RecordingError> {
+        let bytes = match String::from_utf8(bytes).map(with_body_ranges) {
+            Ok(Ok(read)) => return Ok(read),
+            Ok(Err(text)) => text.into_bytes(),
+            Err(e) => e.into_bytes(),
+        };
+        match with_text_bodies(&bytes) {
             Some(read) => read,
-            None => Recording::from_json(bytes).map(ReplayTransport::from_recording),
+            None => Recording::from_json(&bytes).map(ReplayTransport::from_recording),
         }
     }
 
@@ -87,7 +95,7 @@ impl ReplayTransport {
             path: path.display().to_string(),
             message: e.to_string(),
         })?;
-        ReplayTransport::from_json(&bytes)
+        ReplayTransport::from_bytes(bytes)
     }
 
     /// The cluster the recording was made of.
@@ -151,8 +159,24 @@ fn parsed(text: &str, request: &Request) -> Result<Value, TransportError> {
 /// member of another type, a repeated member, a check that fails), which
 /// the readers below then accept or refuse exactly as before: reading a
 /// 10,000-guest recording member by member into maps was 0.3 G
-/// instructions, and its bodies' copies 12 MB.
-fn with_body_ranges(bytes: &[u8]) -> Option<ReplayTransport> {
+/// instructions, and its bodies' copies 12 MB. The text comes back when
+/// the recording is not of that shape.
+fn with_body_ranges(text: String) -> Result<ReplayTransport, String> {
+    match body_ranges(&text) {
+        Some((cluster, items)) => {
+            let mut read = ReplayTransport::from_answers(cluster, items.into_iter());
+            read.text = std::sync::Arc::new(text);
+            Ok(read)
+        }
+        None => Err(text),
+    }
+}
+
+/// Recorded answers by request (method, path, query).
+type Answers = Vec<((Method, String, String), Answer)>;
+
+/// The answers of [`with_body_ranges`], each body as a range of `text`.
+fn body_ranges(text: &str) -> Option<(ClusterName, Answers)> {
     #[derive(serde::Deserialize)]
     struct Doc<'a> {
         format: &'a str,
@@ -172,7 +196,6 @@ fn with_body_ranges(bytes: &[u8]) -> Option<ReplayTransport> {
         #[serde(borrow)]
         body: &'a RawValue,
     }
-    let text = std::str::from_utf8(bytes).ok()?;
     let doc: Doc<'_> = serde_json::from_str(text).ok()?;
     if doc.format != crate::recording::RECORDING_FORMAT {
         return None;
@@ -202,9 +225,7 @@ fn with_body_ranges(bytes: &[u8]) -> Option<ReplayTransport> {
         };
         items.push((key, answer));
     }
-    let mut read = ReplayTransport::from_answers(cluster, items.into_iter());
-    read.text = std::sync::Arc::from(text);
-    Some(read)
+    Some((cluster, items))
 }
 
 /// Reads a recording keeping each body as JSON text. Everything but the
