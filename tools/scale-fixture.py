@@ -43,9 +43,9 @@ import os
 import shutil
 import sys
 
-SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop"
+SSH_KEY = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh ops@laptop"
 SSH_KEY_ENCODED = (
-    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl%20ops%40laptop"
+    "ssh-ed25519%20AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh%20ops%40laptop"
 )
 ISO_FILE = "debian-13.1.0-amd64-netinst.iso"
 CTT_FILE = "debian-13-standard_13.1-2_amd64.tar.zst"

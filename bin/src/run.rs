@@ -28,11 +28,12 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
+use proxops_core::hold::{Backoff, Holds};
 use proxops_core::notify::{Event, Tracker};
 use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::report::Delivery;
-use proxops_core::report::{ClusterReport, CycleReport, RunMode, StatusStore};
+use proxops_core::report::{ClusterReport, CycleReport, HeldObject, RunMode, StatusStore};
 use proxops_http::{
     Access, Dashboard, DeliveryObserver, GitHooks, Notifier, Observer, ServerEvent, ServerLimits,
     ServerOptions, StatusServer, Target, store_source,
@@ -76,7 +77,10 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // first fetch that fails is not a start-up failure: the daemon serves
     // and counts `not_ready` cycles until the remote answers (§22.6).
     let mut desired = DesiredSource::open(g, env)?;
-    let transports = Arc::new(Transports::default());
+    let transports = Arc::new(match mode {
+        RunMode::Apply => Transports::writing(),
+        RunMode::Observe => Transports::default(),
+    });
     let (config, root, mut known_clusters, first) = match desired.next_cycle(g, env) {
         Ok(ws) => {
             // Credentials and TLS trust must be usable at start-up (exit 2
@@ -187,6 +191,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         transports,
         counted: Arc::new(Mutex::new(Counted::default())),
         notices: Arc::clone(&notices),
+        holds: Arc::new(Mutex::new(BTreeMap::new())),
     };
     let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
     let mut first = Some(first);
@@ -414,6 +419,9 @@ struct Shared {
     transports: Arc<Transports>,
     counted: Arc<Mutex<Counted>>,
     notices: Arc<Notices>,
+    /// Per cluster, the guests held back after a failed disruptive action:
+    /// the daemon's memory across cycles (core's `hold`).
+    holds: Arc<Mutex<BTreeMap<String, Holds>>>,
 }
 
 impl Shared {
@@ -429,6 +437,7 @@ impl Shared {
         let transports = Arc::clone(&self.transports);
         let counted = Arc::clone(&self.counted);
         let notices = Arc::clone(&self.notices);
+        let holds = Arc::clone(&self.holds);
         std::thread::spawn(move || {
             let ctx = CycleContext {
                 mode,
@@ -437,6 +446,7 @@ impl Shared {
                 transports: &transports,
                 counted: &counted,
                 notices: &notices,
+                holds: &holds,
             };
             let report = one_cycle(&g, &env, &ws, &ctx);
             notices.after(&report);
@@ -492,7 +502,8 @@ impl Lane {
     }
 }
 
-/// What one cluster's cycle thread shares with the loop.
+/// What one cluster's cycle thread shares with the loop and reads and
+/// updates of the daemon's memory.
 struct CycleContext<'a> {
     mode: RunMode,
     stop: &'a AtomicBool,
@@ -500,6 +511,7 @@ struct CycleContext<'a> {
     transports: &'a Transports,
     counted: &'a Mutex<Counted>,
     notices: &'a Notices,
+    holds: &'a Mutex<BTreeMap<String, Holds>>,
 }
 
 /// One converge cycle (or, observing, one planning cycle) over a freshly
@@ -512,9 +524,10 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         transports,
         counted,
         notices,
+        holds,
     } = *ctx;
     let started_at = unix_now();
-    let session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
+    let mut session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
         Err(f) => {
             let reason = format!(
@@ -558,6 +571,15 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
             "proxops.invalid_input",
             &[("diagnostic", text.as_str().into())],
         );
+    }
+    // The holds of the last cycles, judged at this cycle's start.
+    if let Ok(held) = holds.lock() {
+        for p in &mut session.clusters {
+            if let Ok(ready) = &mut p.ready {
+                ready.policy.holds = held.get(p.name.as_str()).cloned().unwrap_or_default();
+                ready.policy.now = started_at;
+            }
+        }
     }
     let cycles = match mode {
         RunMode::Apply => session
@@ -604,6 +626,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
             .clusters
             .get(&c.name)
             .and_then(|r| r.as_ref().ok());
+        let held = remember_holds(holds, &c, desired, &ws.loaded.config.hold);
         let mut report = ClusterReport::from_cycle(
             &c.plan,
             c.execution.as_ref(),
@@ -612,6 +635,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
             mode == RunMode::Observe,
             c.finished_at,
         );
+        report.holds = held;
         report.desired_stale = ws.desired_stale;
         report.elapsed_ms = u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX);
         log_cluster(&report, c.elapsed, ws.stale_reason.as_deref());
@@ -640,6 +664,30 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         git_fetched_at: (!ws.desired_stale).then_some(started_at),
         clusters,
     }
+}
+
+/// Teaches the cluster's holds what its executed cycle did, and returns
+/// them as `/status` and `/metrics` show them.
+fn remember_holds(
+    holds: &Mutex<BTreeMap<String, Holds>>,
+    c: &cycle::ClusterCycle,
+    desired: Option<&ClusterDesired>,
+    backoff: &Backoff,
+) -> Vec<HeldObject> {
+    let Ok(mut all) = holds.lock() else {
+        return Vec::new();
+    };
+    let mine = all.entry(c.name.as_str().to_owned()).or_default();
+    if let (Some(execution), Some(desired)) = (&c.execution, desired) {
+        mine.record(
+            execution,
+            c.readback.as_ref(),
+            desired,
+            backoff,
+            c.finished_at,
+        );
+    }
+    HeldObject::all(mine)
 }
 
 /// A cycle whose repository could not be loaded: every cluster known from

@@ -29,7 +29,8 @@ pub enum Impact {
     Live,
     /// Written now; PVE keeps it pending until the guest restarts.
     Reboot,
-    /// ProxOps stops the guest, writes, and starts it again.
+    /// ProxOps writes (PVE holds the change pending on the running
+    /// guest), then shuts the guest down and starts it again.
     StopStart,
     /// Not done: it would lose data or needs a person (an anomaly).
     Blocked,
@@ -250,10 +251,7 @@ pub enum Work {
         start_after: bool,
     },
     /// `POST /nodes/{n}/storage/{s}/download-url`.
-    Download {
-        storage: StorageId,
-        params: Params,
-    },
+    Download { storage: StorageId, params: Params },
     /// A config write (`POST` qemu, `PUT` lxc) carrying the digest PVE
     /// reported when the config was read, so a concurrent edit is refused.
     UpdateConfig {
@@ -261,37 +259,67 @@ pub enum Work {
         params: Params,
         delete: Vec<String>,
         digest: Option<String>,
-        /// Stop before writing, start again after (only for `stop-start`).
+        /// The change needs the guest powered off (a `stop-start` change,
+        /// or `state: stopped`): written first while the guest runs (PVE
+        /// holds it pending), then the guest is shut down, which applies
+        /// it. The name is kept from when the stop came first, so saved
+        /// plans still read.
         stop_first: bool,
+        /// Started again after that shutdown.
         restart_after: bool,
+        /// The HA resource (`vm:100`) when the HA manager owns the guest's
+        /// power: the power-off and the start are requested from it.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ha: Option<String>,
     },
+    /// `status/start`, or for an HA-managed guest (`ha`) the HA manager
+    /// asked for `started`.
     Start {
         guest_type: GuestType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ha: Option<String>,
     },
+    /// A graceful `status/shutdown`, or for an HA-managed guest (`ha`) the
+    /// HA manager asked for `stopped`; `digest` is the config digest the
+    /// plan saw, which the guest must still show before it is shut down.
     Stop {
         guest_type: GuestType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ha: Option<String>,
+        digest: Option<String>,
     },
     /// Mark as template; a running guest is stopped first (PVE refuses to
-    /// convert a running guest).
+    /// convert a running guest), after the guest is found as the plan saw
+    /// it (`digest`).
     MarkTemplate {
         guest_type: GuestType,
         stop_first: bool,
+        digest: Option<String>,
     },
     /// `DELETE /nodes/{n}/{type}/{id}` (never `force`), stopping first
     /// when the guest runs; with `purge=1` when the cluster lets ProxOps
     /// remove an HA-managed or replicated guest from those configurations
-    /// too (`reconcile.purge-ha-and-replicated`).
+    /// too (`reconcile.purge-ha-and-replicated`). Only after the guest is
+    /// found as the plan saw it: config `digest`, the ownership tag, no
+    /// `proxops-noprune`, no protection, no lock.
     Delete {
         guest_type: GuestType,
         stop_first: bool,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         purge: bool,
+        digest: Option<String>,
     },
-    /// `POST /nodes/{n}/{type}/{id}/status/reboot`: a clean shutdown and
-    /// start, which applies the changes PVE holds pending (qemu-server
-    /// `API2/Qemu.pm` `vm_reboot`).
+    /// A restart that applies the changes PVE holds pending: a VM's
+    /// `status/reboot` with the shutdown timeout (qemu-server `API2/Qemu.pm`
+    /// `vm_reboot`), a container's graceful shutdown and start, an
+    /// HA-managed guest's (`ha`) `stopped` then `started` asked of the HA
+    /// manager (`vm_reboot` is not HA-aware); after the guest is found as
+    /// the plan saw it (`digest`).
     Reboot {
         guest_type: GuestType,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        ha: Option<String>,
+        digest: Option<String>,
     },
     /// `PUT /nodes/{n}/{type}/{id}/resize` with `disk=<key>` and the new
     /// absolute `size` (PVE's binary K/M/G/T spelling): grows one disk or
@@ -507,6 +535,22 @@ pub enum SkipReason {
         template: Vmid,
         template_node: NodeName,
     },
+    /// PVE reports the guest's status as neither running nor stopped
+    /// (`unknown`: its node sent no data yet): no power is assumed, nothing
+    /// is planned.
+    PowerUnknown,
+    /// QEMU reports the running VM paused: PVE refuses to shut it down or
+    /// reboot it, so its disruptive action waits (`op`).
+    Paused { op: String },
+    /// The object's disruptive action (`op`) failed `failures` times in a
+    /// row; the daemon tries it again at `next_attempt` (a backoff,
+    /// [`crate::hold`]), or at once after a commit that changes it.
+    Held {
+        op: String,
+        failures: u32,
+        next_attempt: crate::exec::Timestamp,
+        error: String,
+    },
 }
 
 impl SkipReason {
@@ -593,6 +637,23 @@ impl fmt::Display for SkipReason {
                 f,
                 "create deferred: template {template} on node {template_node} could not be read this cycle, so whether its volumes are on shared storage is unknown"
             ),
+            SkipReason::PowerUnknown => f.write_str(
+                "PVE reports its status as unknown (neither running nor stopped: its node has sent no status yet); nothing planned this cycle",
+            ),
+            SkipReason::Paused { op } => write!(
+                f,
+                "paused: QEMU reports the VM paused (qmpstatus), and PVE refuses to shut down or reboot a paused VM (\"VM is paused - cannot shutdown\"); its {op} waits: resume it (qm resume) or stop it by hand"
+            ),
+            SkipReason::Held {
+                op,
+                failures,
+                next_attempt,
+                error,
+            } => write!(
+                f,
+                "held: its {op} failed {failures} time(s) in a row, so it is not tried again before {} (or a commit that changes it); last error: {error}",
+                crate::time::rfc3339(*next_attempt)
+            ),
         }
     }
 }
@@ -646,6 +707,20 @@ pub struct Anomaly {
 }
 
 impl Anomaly {
+    /// A `needs_person` anomaly that stands for action `a`, which is not
+    /// done, `message` saying why.
+    pub fn instead_of(a: &Action, message: String) -> Anomaly {
+        Anomaly {
+            anomaly_type: AnomalyType::NeedsPerson,
+            kind: Some(a.kind),
+            name: Some(a.name.clone()),
+            node: Some(a.node.clone()),
+            id: Some(a.target.clone()),
+            field: None,
+            message,
+        }
+    }
+
     /// The object the anomaly is about, `None` for a kind-wide or
     /// cluster-wide one (`empty_desired`).
     pub fn object(&self) -> Option<(Kind, &str)> {

@@ -420,6 +420,13 @@ pub struct ReconcileSection {
     pub restart_policy: Option<String>,
     #[serde(default)]
     pub purge_ha_and_replicated: Option<bool>,
+    /// How long `run` holds back a guest whose disruptive action failed,
+    /// after the first failure (`hold-after-failure`).
+    #[serde(default)]
+    pub hold_after_failure: Option<String>,
+    /// The longest such hold (`hold-max`).
+    #[serde(default)]
+    pub hold_max: Option<String>,
     /// Actions in flight on one node (`tasks-per-node`).
     #[serde(default)]
     pub tasks_per_node: Option<i64>,
@@ -518,6 +525,10 @@ pub struct Config {
     pub restart_policy: RestartPolicy,
     /// `reconcile.purge-ha-and-replicated` (default `false`).
     pub purge_ha_and_replicated: bool,
+    /// `reconcile.hold-after-failure` and `reconcile.hold-max`: how `run`
+    /// holds back a guest whose shutdown, reboot or stop-start write
+    /// failed (default 5m, doubling, at most 1h).
+    pub hold: crate::hold::Backoff,
     /// The first wait before a PVE call is tried again (`pve.retry.base`),
     /// doubling per retry.
     pub retry_base: Duration,
@@ -752,7 +763,12 @@ pub fn load_over(
     };
     let process = match (process, underneath, &sources.process) {
         (Some((name, file)), Some(base), Some(top)) => {
-            let merged = parse_file(base, &mut diags).and_then(|_| fill_from(top, base));
+            let merged = parse_file(base, &mut diags).and_then(|b| {
+                if b.host.is_some() {
+                    diags.push(self_in_repository(base, &indexes));
+                }
+                fill_from(top, base)
+            });
             Some((name, merged.unwrap_or(file)))
         }
         (None, Some(base), _) => {
@@ -763,6 +779,15 @@ pub fn load_over(
     };
     let process_name = process.as_ref().map(|(n, _)| n.clone()).unwrap_or_default();
     let mut process = process.map(|(_, f)| f).unwrap_or_default();
+    // The guest ProxOps runs in is the host's to say: a repository that
+    // could set `self:` could turn the guard off for that guest.
+    if !sources.process_is_explicit
+        && process.host.is_some()
+        && let Some(src) = &sources.process
+    {
+        diags.push(self_in_repository(src, &indexes));
+        process.host = None;
+    }
 
     // Cluster entries: name → (entry, declaring file).
     let mut clusters: BTreeMap<String, (ClusterEntry, String)> = BTreeMap::new();
@@ -885,12 +910,23 @@ fn fill_from(top: &ConfigSource<'_>, base: &ConfigSource<'_>) -> Option<ConfigFi
     let mut base = value(base)?;
     if let Value::Mapping(m) = &mut base {
         m.remove("git");
+        m.remove("self");
         if let Some(Value::Mapping(pve)) = m.get_mut("pve") {
             pve.remove("clusters");
         }
     }
     fill(&mut merged, &base);
     crate::yaml::from_value(&merged)
+}
+
+/// `self:` in the repository's `proxops.yaml`: refused.
+fn self_in_repository(src: &ConfigSource<'_>, indexes: &BTreeMap<String, YamlIndex>) -> Diagnostic {
+    Diagnostic::file(
+        &src.name,
+        "invalid configuration: self: belongs in the host's own configuration (the --config file), never in the repository: a repository that names the guest ProxOps runs in could name another one and leave this one unguarded",
+    )
+    .with_field("self")
+    .at(indexes.get(&src.name).and_then(|i| i.locate(0, "self")))
 }
 
 /// A rule about a value the process file took from `base` names `base`
@@ -1121,6 +1157,43 @@ fn resolve(
         }
     };
     let purge_ha_and_replicated = rec.purge_ha_and_replicated.unwrap_or(false);
+    let mut hold_duration = |field: &str, text: Option<&String>, default| match text {
+        None => default,
+        Some(t) => match Duration::parse(t) {
+            Ok(d) if d.as_millis() >= 1000 => d.as_std(),
+            Ok(_) => {
+                diags.push(err(field, format!("{t:?} must be at least 1s")));
+                default
+            }
+            Err(e) => {
+                diags.push(err(field, e.0));
+                default
+            }
+        },
+    };
+    let mut hold = crate::hold::Backoff {
+        first: hold_duration(
+            "reconcile.hold-after-failure",
+            rec.hold_after_failure.as_ref(),
+            crate::hold::Backoff::DEFAULT_FIRST,
+        ),
+        max: hold_duration(
+            "reconcile.hold-max",
+            rec.hold_max.as_ref(),
+            crate::hold::Backoff::DEFAULT_MAX,
+        ),
+    };
+    if hold.max < hold.first {
+        diags.push(err(
+            "reconcile.hold-max",
+            format!(
+                "hold-max ({}s) must not be shorter than hold-after-failure ({}s)",
+                hold.max.as_secs(),
+                hold.first.as_secs()
+            ),
+        ));
+        hold.max = hold.first;
+    }
     let read_concurrency = match rec.read_concurrency {
         Some(n) if (1..=64).contains(&n) => n as usize,
         Some(n) => {
@@ -1147,6 +1220,17 @@ fn resolve(
         ));
     }
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    // Locks and the record of which cluster manages which PVE live there:
+    // a relative path would put them wherever the process was started, so
+    // two processes would not meet there.
+    if !(data_dir.starts_with('/') || data_dir == "~" || data_dir.starts_with("~/")) {
+        diags.push(err(
+            "data-dir",
+            format!(
+                "data-dir {data_dir:?} must be an absolute path (or start with ~/): the cluster locks and the record of which cluster manages which PVE are kept there, and every process on this host must find the same ones"
+            ),
+        ));
+    }
     let host = file.host.and_then(|h| {
         let mut bad = false;
         for (i, m) in h.macs.iter().enumerate() {
@@ -1367,6 +1451,7 @@ fn resolve(
         lock_wait,
         restart_policy,
         purge_ha_and_replicated,
+        hold,
         retry_base,
         retries,
         listen,

@@ -12,7 +12,9 @@
 //! bytes out.
 
 pub mod action;
+pub mod admit;
 pub mod adopt;
+pub mod audit;
 pub mod bounds;
 pub mod config;
 pub mod dashboard;
@@ -21,6 +23,7 @@ pub mod drift;
 pub mod exec;
 pub mod extra;
 pub mod graph;
+pub mod hold;
 pub mod host;
 pub mod live;
 pub mod manifest;
@@ -28,6 +31,7 @@ pub mod names;
 pub mod notify;
 pub mod plan;
 pub mod planner;
+mod refuse;
 pub mod render;
 pub mod repo;
 pub mod report;

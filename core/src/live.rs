@@ -200,6 +200,39 @@ impl LiveConfig {
         self.pending.keys().map(String::as_str).collect()
     }
 
+    /// Adds what `GET …/cloudinit` (qemu-server `API2/Qemu.pm`
+    /// `cloudinit_pending`) lists as not yet seen by the guest: PVE 9.2
+    /// fast-plugs cloud-init keys into the config (they never show in
+    /// `/pending`) and regenerates the drive at the next start. An entry
+    /// with `pending` (a changed or added key, `value` the one the guest
+    /// saw) or `delete` is pending like any key held for a restart.
+    pub fn add_cloudinit_pending(&mut self, data: &serde_json::Value) -> Result<(), WireError> {
+        let items = data
+            .as_array()
+            .ok_or_else(|| not_json_of("cloudinit", data, "a JSON array of cloud-init entries"))?;
+        for item in items {
+            let Some(key) = item.get("key").and_then(json_to_text) else {
+                continue;
+            };
+            let deleted = item
+                .get("delete")
+                .and_then(json_to_text)
+                .is_some_and(|d| d != "0");
+            if item.get("pending").is_some_and(|p| !p.is_null()) || deleted {
+                let seen = item.get("value").and_then(json_to_text);
+                self.pending.entry(key).or_insert(seen);
+            }
+        }
+        Ok(())
+    }
+
+    /// A drive of this VM is its cloud-init drive (`…:vm-<id>-cloudinit`).
+    pub fn has_cloudinit_drive(&self) -> bool {
+        self.values.iter().any(|(k, v)| {
+            ["ide", "sata", "scsi"].iter().any(|b| k.starts_with(b)) && v.contains("cloudinit")
+        })
+    }
+
     /// The value of `key` parsed with its wire grammar; `None` when absent.
     /// Errors name `key`.
     pub fn typed<T: WireValue>(&self, key: &str) -> Option<Result<T, WireError>> {
@@ -237,6 +270,11 @@ impl LiveConfig {
     pub fn flag(&self, key: &str) -> Option<Result<bool, WireError>> {
         self.get(key)
             .map(|v| crate::wire::parse_bool(v).map_err(|e| e.for_key(key)))
+    }
+
+    /// A boolean key that is set and true; absent or unreadable is false.
+    pub fn flag_on(&self, key: &str) -> bool {
+        self.flag(key).is_some_and(|f| f.unwrap_or(false))
     }
 
     /// `template` in the config (`1`, `"1"`, `"true"`); absent = not a template.
@@ -287,16 +325,43 @@ pub struct LiveGuest {
     pub config: Result<LiveConfig, ReadFailure>,
 }
 
+/// Whether `tags` make a guest ProxOps': the ownership tag as ProxOps
+/// writes it, `proxops`. Under a case-sensitive `tag-style`
+/// (`case_sensitive`) `PROXOPS` or `Proxops` is a tag of its own, one
+/// ProxOps never wrote, and owns nothing; under PVE's default style PVE
+/// itself takes them for `proxops` (and stores every tag lower-cased).
+/// Every decision that a guest may be written, stopped or pruned starts
+/// here.
+pub fn owns(tags: &TagSet, case_sensitive: bool) -> bool {
+    if case_sensitive {
+        tags.contains(crate::manifest::OWNERSHIP_TAG)
+    } else {
+        tags.has(crate::manifest::OWNERSHIP_TAG)
+    }
+}
+
+/// Whether `tags` keep a guest from being pruned: `proxops-noprune` in any
+/// case (a protection errs towards protecting).
+pub fn keeps(tags: &TagSet) -> bool {
+    tags.has(crate::manifest::NO_PRUNE_TAG)
+}
+
 impl LiveGuest {
-    /// Carries the ownership tag `proxops` (as PVE compares tags, ignoring
-    /// case). Only such a guest may be updated, stopped or pruned.
+    /// Carries the ownership tag exactly as ProxOps writes it, `proxops`,
+    /// whatever the tag-style.
     pub fn is_owned(&self) -> bool {
-        self.tags.has(crate::manifest::OWNERSHIP_TAG)
+        owns(&self.tags, true)
+    }
+
+    /// Carries the ownership tag under the cluster's tag-style ([`owns`]).
+    /// Only such a guest may be updated, stopped or pruned.
+    pub fn is_owned_in(&self, case_sensitive: bool) -> bool {
+        owns(&self.tags, case_sensitive)
     }
 
     /// Carries `proxops-noprune` (ignoring case): never pruned.
     pub fn is_prune_protected(&self) -> bool {
-        self.tags.has(crate::manifest::NO_PRUNE_TAG)
+        keeps(&self.tags)
     }
 
     /// Carries the old `pveconform` tag (which confers no ownership).
@@ -323,6 +388,22 @@ impl LiveGuest {
             .ok()
             .and_then(|c| c.current("protection"))
             .is_some_and(|p| crate::wire::parse_bool(p).unwrap_or(false))
+    }
+
+    /// The HA resource id (`vm:100`, `ct:200`) of a guest whose power the
+    /// HA manager owns: one with an HA state other than `ignored`
+    /// (pve-ha-manager `HA/Config.pm` `$service_check_ha_state`: an
+    /// ignored resource behaves as if it were not managed). `None`
+    /// otherwise.
+    pub fn ha_sid(&self) -> Option<String> {
+        let state = self.ha_state.as_deref()?;
+        (state != "ignored").then(|| {
+            let kind = match self.guest_type {
+                GuestType::Qemu => "vm",
+                GuestType::Lxc => "ct",
+            };
+            format!("{kind}:{}", self.vmid)
+        })
     }
 
     /// The PVE name, or `vmid-<id>` for a guest without one.
@@ -426,6 +507,74 @@ pub struct LiveSnapshot {
     /// template cloned to another node.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub shared_storage: BTreeMap<StorageId, bool>,
+    /// The storages `/cluster/resources` lists, with their `plugintype`
+    /// (`dir`, `lvmthin`, `zfspool`, `nfs`, …): a template's base volume
+    /// on file storage cannot be resized.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub storage_types: BTreeMap<StorageId, String>,
+    /// The cluster's replication jobs by guest, from one
+    /// `GET /cluster/replication` per cycle: PVE refuses to destroy a
+    /// replicated guest without `purge`.
+    #[serde(skip_serializing_if = "Replication::is_empty")]
+    pub replication: Replication,
+    /// Running VMs QEMU reports paused (`qmpstatus` `paused`, `prelaunch`
+    /// or `suspended` in `GET /nodes/{n}/qemu?full=1`, qemu-server
+    /// `QemuServer.pm` `vmstatus`): `/cluster/resources` says `running`,
+    /// but PVE refuses to shut them down or reboot them ("VM is paused -
+    /// cannot shutdown", `API2/Qemu.pm` `vm_shutdown`, `vm_reboot`).
+    #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub paused: std::collections::BTreeSet<Vmid>,
+}
+
+/// What `/cluster/replication` said: each replicated guest's job ids, or
+/// why it could not be read (never taken as "no jobs").
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub enum Replication {
+    Jobs(BTreeMap<Vmid, Vec<String>>),
+    Unreadable(ReadFailure),
+}
+
+impl Default for Replication {
+    fn default() -> Replication {
+        Replication::Jobs(BTreeMap::new())
+    }
+}
+
+impl Replication {
+    /// From the `data` array: `{"id": "100-0", "guest": 100, …}` per job
+    /// (pve-guest-common `ReplicationConfig.pm`).
+    pub fn from_json(data: &serde_json::Value) -> Result<Replication, WireError> {
+        let bad = |expected: &str| not_json_of("replication", data, expected);
+        let items = data
+            .as_array()
+            .ok_or_else(|| bad("a JSON array of replication jobs"))?;
+        let mut jobs: BTreeMap<Vmid, Vec<String>> = BTreeMap::new();
+        for item in items {
+            let guest = item
+                .get("guest")
+                .ok_or_else(|| bad("jobs with a guest"))
+                .and_then(|g| crate::wire::json_vmid(g).map_err(|_| bad("a guest vmid")))?;
+            let id = item.get("id").and_then(json_to_text).unwrap_or_default();
+            jobs.entry(guest).or_default().push(id);
+        }
+        for ids in jobs.values_mut() {
+            ids.sort();
+        }
+        Ok(Replication::Jobs(jobs))
+    }
+
+    fn is_empty(&self) -> bool {
+        matches!(self, Replication::Jobs(j) if j.is_empty())
+    }
+
+    /// The replication jobs of `vmid` (empty: none), or why that is
+    /// unknown.
+    pub fn of(&self, vmid: Vmid) -> Result<&[String], &ReadFailure> {
+        match self {
+            Replication::Jobs(j) => Ok(j.get(&vmid).map_or(&[][..], Vec::as_slice)),
+            Replication::Unreadable(f) => Err(f),
+        }
+    }
 }
 
 impl LiveSnapshot {
@@ -445,6 +594,11 @@ impl LiveSnapshot {
     /// True only when `/cluster/resources` listed `storage` as shared.
     pub fn is_shared(&self, storage: &StorageId) -> bool {
         self.shared_storage.get(storage).copied().unwrap_or(false)
+    }
+
+    /// The plugin type `/cluster/resources` gave `storage`, if listed.
+    pub fn storage_type(&self, storage: &StorageId) -> Option<&str> {
+        self.storage_types.get(storage).map(String::as_str)
     }
 
     /// `None` when the pair was not read this cycle.

@@ -31,7 +31,7 @@ use serde::Serialize;
 
 use crate::config::TargetKind;
 use crate::exec::{ObjectState, Timestamp};
-use crate::report::{ClusterReport, PendingAction};
+use crate::report::{ClusterReport, Hold, PendingAction};
 use crate::time::rfc3339;
 
 /// What happened, as a person is told it.
@@ -283,7 +283,7 @@ impl Seen {
             }
             let quiet = matches!(o.state, ObjectState::Converged | ObjectState::Pruned)
                 && !seen.drift.contains_key(&k)
-                && !r.holds.contains_key(&k);
+                && !r.holds.iter().any(|h| key(&h.kind, &h.name) == k);
             if quiet {
                 seen.settled.push(k);
             }
@@ -298,9 +298,10 @@ impl Seen {
                 .or_default()
                 .insert(one_line(&text));
         }
-        for (k, h) in &r.holds {
+        for held in &r.holds {
+            let h = Hold::from(held);
             seen.held.insert(
-                k.clone(),
+                key(&held.kind, &held.name),
                 format!(
                     "not tried again before {}: {}",
                     rfc3339(h.until),

@@ -56,6 +56,16 @@ pub struct Policy {
     /// The disruption budget the plan's rollout is told under (execution
     /// applies it; the plan only says how the change will roll).
     pub disruption: crate::rollout::DisruptionBudget,
+    /// ProxOps calls PVE as `root@pam` (ticket authentication as that
+    /// user). An API token never is: PVE refuses it what only `root@pam`
+    /// may change, and the planner refuses that at plan time
+    /// ([`crate::refuse`]).
+    pub root_pam: bool,
+    /// Objects held back after a failed disruptive action (the daemon's
+    /// memory across cycles, [`crate::hold`]); empty for a one-shot plan.
+    pub holds: crate::hold::Holds,
+    /// The time holds are judged at (core reads no clock).
+    pub now: crate::exec::Timestamp,
 }
 
 impl Default for Policy {
@@ -68,6 +78,9 @@ impl Default for Policy {
             purge_ha_and_replicated: false,
             host: Default::default(),
             disruption: Default::default(),
+            root_pam: false,
+            holds: Default::default(),
+            now: 0,
         }
     }
 }
@@ -110,6 +123,9 @@ pub enum AbortCause {
     PveUnidentified,
     /// Two cluster configurations lead to one PVE.
     SharedPve,
+    /// The credentials cannot audit what the cluster manages (PVE would
+    /// hide guests from the inventory read).
+    MissingPrivilege,
     /// Credentials or TLS settings are unusable.
     Credentials,
     /// The repository could not be read (not invalid: unreadable).
@@ -118,7 +134,7 @@ pub enum AbortCause {
 
 impl AbortCause {
     /// Every cause.
-    pub const ALL: [AbortCause; 12] = [
+    pub const ALL: [AbortCause; 13] = [
         AbortCause::NotReady,
         AbortCause::InvalidInput,
         AbortCause::UnknownNode,
@@ -129,6 +145,7 @@ impl AbortCause {
         AbortCause::Recording,
         AbortCause::PveUnidentified,
         AbortCause::SharedPve,
+        AbortCause::MissingPrivilege,
         AbortCause::Credentials,
         AbortCause::RepositoryUnreadable,
     ];
@@ -146,6 +163,7 @@ impl AbortCause {
             | AbortCause::Recording
             | AbortCause::PveUnidentified
             | AbortCause::SharedPve
+            | AbortCause::MissingPrivilege
             | AbortCause::Credentials
             | AbortCause::RepositoryUnreadable => CycleResult::Aborted,
         }

@@ -14,6 +14,12 @@ use crate::names::{Kind, NodeName, Ref, Vmid};
 use crate::plan::{AbortCause, Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
+/// Said of a config write PVE's answer gave no digest for: it goes
+/// without optimistic concurrency (real PVE lists the digest in
+/// `/pending`, pve-guest-common `GuestHelpers.pm`
+/// `config_with_pending_array`).
+const NO_DIGEST: &str = "; sent without a digest (PVE's answer carried none), so an edit made on PVE in between is not detected";
+
 /// The guest family a kind belongs to: PVE names are claimed per family (a
 /// TemplateVM's guest is a plain VM until it is marked).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -69,8 +75,8 @@ fn live_kind(g: &LiveGuest) -> Kind {
 /// Whether a manifest may act on the live guest at its vmid: the guest
 /// carries the ownership tag, or the manifest is the one `adopt` wrote for
 /// this very vmid (its first update adds the tag: the claim).
-fn may_act_on(obj: &DesiredObject, live: &LiveGuest) -> bool {
-    live.is_owned() || obj.metadata.adopted_vmid() == Some(live.vmid)
+fn may_act_on(obj: &DesiredObject, live: &LiveGuest, case_sensitive: bool) -> bool {
+    live.is_owned_in(case_sensitive) || obj.metadata.adopted_vmid() == Some(live.vmid)
 }
 
 fn desired_power(spec: &Spec) -> Option<PowerState> {
@@ -162,6 +168,8 @@ pub fn plan(
     b.prunes(policy);
     let mut plan = b.plan;
     crate::host::guard(&mut plan, live, &policy.host);
+    crate::hold::guard(&mut plan, desired, &policy.holds, policy.now);
+    paused_guard(&mut plan, live);
     sort_actions(&mut plan.actions);
     plan.deferred
         .sort_by(|a, b| (&a.node, &a.target).cmp(&(&b.node, &b.target)));
@@ -175,6 +183,41 @@ pub fn plan(
         &policy.disruption,
     );
     plan
+}
+
+/// A paused VM (QEMU `paused`, `prelaunch`, `suspended`) refuses shutdown
+/// and reboot (qemu-server `API2/Qemu.pm` `vm_shutdown`, `vm_reboot`: "VM
+/// is paused - cannot shutdown"): each of its disruptive actions becomes a
+/// skipped entry saying so; a write PVE applies live still goes.
+fn paused_guard(plan: &mut Plan, live: &LiveSnapshot) {
+    if live.paused.is_empty() {
+        return;
+    }
+    let (held, kept): (Vec<Action>, Vec<Action>) = std::mem::take(&mut plan.actions)
+        .into_iter()
+        .partition(|a| {
+            matches!(a.target, Target::Guest(v) if live.paused.contains(&v))
+                && (crate::rollout::is_disruptive(a)
+                    || matches!(
+                        a.work,
+                        Work::Delete {
+                            stop_first: true,
+                            ..
+                        }
+                    ))
+        });
+    plan.actions = kept;
+    for a in held {
+        plan.skipped.push(Skipped {
+            kind: a.kind,
+            name: a.name.clone(),
+            node: a.node.clone(),
+            id: a.target.clone(),
+            reason: SkipReason::Paused {
+                op: a.op.as_str().to_owned(),
+            },
+        });
+    }
 }
 
 /// Deterministic order (§13.7): creates before prunes; by dependency level,
@@ -254,10 +297,13 @@ impl Builder<'_> {
 
     /// The first cycle of an adopted guest (its manifest names this vmid in
     /// `proxops/adopted-vmid`) that does not carry the tag yet: one live
-    /// write that adds the tag, the claim, and nothing else: no other key,
-    /// no stop, no power change. An annotation alone can so never stop or
-    /// reconfigure a guest; the rest of its drift is planned from the next
-    /// cycle, once PVE holds the tag and the guest is ProxOps'.
+    /// write that adds the tag to the guest's own tags, the claim, and
+    /// nothing else: no other key, no stop, no power change. Only the
+    /// manifest `adopt` wrote for this very guest claims it: one that
+    /// differs from the guest in anything but the ownership tag (another
+    /// name, other tags, more memory: a hand-written claim) is an anomaly,
+    /// and nothing is written. An annotation can so never stop,
+    /// reconfigure or rename a guest ProxOps does not own.
     fn claim(
         &mut self,
         obj: &DesiredObject,
@@ -265,27 +311,70 @@ impl Builder<'_> {
         digest: Option<String>,
         d: &drift::Drift,
     ) {
-        let (Some(change), Some(tags)) = (
-            d.changes.iter().find(|c| c.field == "tags"),
-            d.params.get("tags"),
-        ) else {
+        let mut kept = live.tags.clone();
+        if let Ok(tag) = crate::wire::Tag::new(crate::manifest::OWNERSHIP_TAG) {
+            kept.insert(tag);
+        }
+        let case_sensitive = self.desired.tag_case_sensitive;
+        let kept = kept.as_pve_stores(case_sensitive);
+        let wanted = d
+            .params
+            .get("tags")
+            .and_then(|t| crate::wire::TagSet::parse(t.expose()).ok())
+            .map(|t| t.as_pve_stores(case_sensitive));
+        // What adopt wrote differs from the guest only where adopt said so
+        // (a gap): never its PVE name, never its tags, never in a way that
+        // takes a running guest down once it is ProxOps'.
+        let running = live.power == Power::Running;
+        let mut differ: Vec<&str> = d
+            .changes
+            .iter()
+            .filter(|c| {
+                matches!(c.field.as_str(), "name" | "hostname")
+                    || (running && c.field != "tags" && c.impact != Some(Impact::Live))
+            })
+            .map(|c| c.field.as_str())
+            .collect();
+        if wanted.as_ref().is_some_and(|w| *w != kept) {
+            differ.push("tags");
+        }
+        let Some(change) = d.changes.iter().find(|c| c.field == "tags") else {
             return;
         };
-        let others = d.changes.len() - 1;
-        let mut reason = format!(
-            "{}: claim: adds the proxops tag only (proxops/adopted-vmid)",
-            obj.r#ref
-        );
-        if others > 0 {
-            reason.push_str(&format!(
-                "; {others} other change(s) are planned once PVE holds the tag"
-            ));
+        if let Some(first) = differ.first() {
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (obj.r#ref.kind, obj.r#ref.name.as_str(), &live.node, live.vmid),
+                Some((*first).to_owned()),
+                format!(
+                    "{} names vmid {} in {}, but it is not that guest as `proxops adopt` wrote it ({} differ{}: a rename, other tags, or a change that would take the running guest down): ProxOps claims an untagged guest only with the manifest adopt wrote for it, keeping its tags; nothing is written. Run `proxops adopt` for vmid {} again, or remove the annotation",
+                    obj.r#ref,
+                    live.vmid,
+                    crate::manifest::ANNOTATION_ADOPTED_VMID,
+                    differ.join(", "),
+                    if differ.len() == 1 { "s" } else { "" },
+                    live.vmid
+                ),
+            );
+            return;
         }
         let mut params = crate::action::Params::new();
-        params.0.push(("tags".into(), tags.clone()));
+        params.push("tags", kept.to_wire());
         self.plan.actions.push(Action {
-            changes: vec![change.clone()],
-            reason,
+            changes: vec![Change {
+                to: Some(kept.to_wire()),
+                ..change.clone()
+            }],
+            reason: {
+                let mut reason = format!(
+                    "{}: claim: adds the proxops tag to the guest's own tags (proxops/adopted-vmid)",
+                    obj.r#ref
+                );
+                if digest.as_deref().is_none_or(str::is_empty) {
+                    reason.push_str(NO_DIGEST);
+                }
+                reason
+            },
             ..on_guest(
                 obj,
                 live,
@@ -298,6 +387,7 @@ impl Builder<'_> {
                     digest,
                     stop_first: false,
                     restart_after: false,
+                    ha: None,
                 },
             )
         });
@@ -414,7 +504,7 @@ impl Builder<'_> {
         }
         let Some(live) = self.live.guest(&node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
-                if !may_act_on(obj, elsewhere) {
+                if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
                     self.not_owned(obj, &node, elsewhere);
                     return;
                 }
@@ -430,7 +520,7 @@ impl Builder<'_> {
             self.create(obj, &node);
             return;
         };
-        if !may_act_on(obj, live) {
+        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
             self.not_owned(obj, &node, live);
             return;
         }
@@ -468,7 +558,7 @@ impl Builder<'_> {
             );
             return;
         }
-        if live.is_owned()
+        if live.is_owned_in(self.desired.tag_case_sensitive)
             && let Some(lock) = live.lock()
         {
             // PVE refuses config changes and power actions on a locked
@@ -485,6 +575,16 @@ impl Builder<'_> {
             );
             return;
         }
+        if live.power == Power::Unknown && !live.template {
+            self.skip(
+                kind,
+                &name,
+                &node,
+                Target::Guest(id),
+                SkipReason::PowerUnknown,
+            );
+            return;
+        }
         let running = live.power == Power::Running;
         let want_power = desired_power(&obj.spec);
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
@@ -498,14 +598,23 @@ impl Builder<'_> {
                     e.to_string(),
                 );
             }
-            Ok(d) if !live.is_owned() => {
+            Ok(d) if !live.is_owned_in(self.desired.tag_case_sensitive) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 self.claim(obj, live, config.digest.clone(), &d);
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
+                let mut refusals = crate::refuse::update(live, config, &d, self.policy.root_pam);
+                if kind.is_template() && !live.template {
+                    refusals.extend(crate::refuse::mark_template(live, config));
+                }
+                if self.refused(obj, live, refusals) {
+                    return;
+                }
                 let mut power_done = false;
-                let ha = live.ha_state.clone();
+                // The HA manager owns the power of a guest it manages
+                // (not `ignored`): power goes through it.
+                let ha = live.ha_sid();
                 let restart = obj
                     .metadata
                     .restart_policy()
@@ -518,13 +627,8 @@ impl Builder<'_> {
                         && (d.impact == Impact::StopStart
                             || stop_for_state
                             || (kind.is_template() && !live.template));
-                    if stop_first && let Some(state) = &ha {
-                        let what = if stop_for_state {
-                            "a stop"
-                        } else {
-                            "a stop-start update"
-                        };
-                        self.ha_anomaly(obj, live, state, what);
+                    if stop_first && ha.is_some() && kind.is_template() && !live.template {
+                        self.ha_anomaly(obj, live, "marking it a template (a stop first)");
                         return;
                     }
                     reboot_after = running && d.impact == Impact::Reboot && !stop_first;
@@ -539,6 +643,9 @@ impl Builder<'_> {
                     let mut reason = format!("{}: config drift", obj.r#ref);
                     if impact == Impact::StopStart {
                         reason.push_str(" (stop-required)");
+                    }
+                    if config.digest.as_deref().is_none_or(str::is_empty) {
+                        reason.push_str(NO_DIGEST);
                     }
                     self.plan.actions.push(Action {
                         op: Op::Update,
@@ -559,6 +666,7 @@ impl Builder<'_> {
                             digest: config.digest.clone(),
                             stop_first,
                             restart_after,
+                            ha: ha.clone().filter(|_| stop_first),
                         },
                     });
                 }
@@ -571,14 +679,11 @@ impl Builder<'_> {
                     && want_power != Some(PowerState::Stopped)
                     && (reboot_after || !pending.is_empty())
                 {
-                    match (restart, &ha) {
-                        (RestartPolicy::Reboot, Some(state)) => {
-                            self.ha_anomaly(obj, live, state, "a reboot (restart-policy reboot)");
+                    match restart {
+                        RestartPolicy::Reboot => {
+                            self.reboot(obj, live, config, (&d, ha.clone()), deps.clone());
                         }
-                        (RestartPolicy::Reboot, None) => {
-                            self.reboot(obj, live, config, &d, deps.clone());
-                        }
-                        (RestartPolicy::Never, _) if d.changes.is_empty() => {
+                        RestartPolicy::Never if d.changes.is_empty() => {
                             self.skip(
                                 kind,
                                 &name,
@@ -589,13 +694,13 @@ impl Builder<'_> {
                                 },
                             );
                         }
-                        (RestartPolicy::Never, _) => {}
+                        RestartPolicy::Never => {}
                     }
                 }
-                self.grow(obj, live, &d.grows);
+                self.grow(obj, live, config, &d.grows);
                 if kind.is_template() && !live.template {
-                    if running && let Some(state) = &ha {
-                        self.ha_anomaly(obj, live, state, "marking it a template (a stop first)");
+                    if running && ha.is_some() {
+                        self.ha_anomaly(obj, live, "marking it a template (a stop first)");
                         return;
                     }
                     self.plan.actions.push(Action {
@@ -620,6 +725,7 @@ impl Builder<'_> {
                         work: Work::MarkTemplate {
                             guest_type: live.guest_type,
                             stop_first: running,
+                            digest: seen_digest(config, &d),
                         },
                     });
                     return;
@@ -636,10 +742,6 @@ impl Builder<'_> {
                     }
                     _ => None,
                 };
-                if let (Some(_), Some(state)) = (power, &ha) {
-                    self.ha_anomaly(obj, live, state, "a power change (state)");
-                    return;
-                }
                 if let Some((op, from, to)) = power {
                     self.plan.actions.push(Action {
                         op,
@@ -656,10 +758,13 @@ impl Builder<'_> {
                         work: if op == Op::Start {
                             Work::Start {
                                 guest_type: live.guest_type,
+                                ha,
                             }
                         } else {
                             Work::Stop {
                                 guest_type: live.guest_type,
+                                ha,
+                                digest: seen_digest(config, &d),
                             }
                         },
                     });
@@ -668,18 +773,17 @@ impl Builder<'_> {
         }
     }
 
-    /// A power-changing action on an HA-managed guest: `status/stop` and
-    /// `start` only ask the HA manager and return at once (qemu-server
-    /// `API2/Qemu.pm` `vm_stop`/`vm_start`: `ha-manager crm-command`), so a
-    /// write after them races the guest. HA-aware power is not built:
-    /// nothing is done, an anomaly says why.
-    fn ha_anomaly(&mut self, obj: &DesiredObject, live: &LiveGuest, state: &str, what: &str) {
+    /// Making a running HA-managed guest a template: the HA manager would
+    /// stop it, then own the power of a template. ProxOps leaves that to a
+    /// person: nothing is done, an anomaly says why.
+    fn ha_anomaly(&mut self, obj: &DesiredObject, live: &LiveGuest, what: &str) {
+        let state = live.ha_state.as_deref().unwrap_or("");
         self.anomaly(
             AnomalyType::NeedsPerson,
             (obj.r#ref.kind, obj.r#ref.name.as_str(), &live.node, live.vmid),
             None,
             format!(
-                "{what} is needed, but vmid {} is HA-managed (hastate {state}): PVE's HA manager owns its power and ProxOps does not drive HA (no stop, start or reboot through it); change it through ha-manager, or take the guest out of HA",
+                "{what} is needed, but vmid {} is HA-managed (hastate {state}): ProxOps does not make a template of a guest the HA manager runs; take the guest out of HA (ha-manager remove), then the next cycle converts it",
                 live.vmid
             ),
         );
@@ -693,7 +797,7 @@ impl Builder<'_> {
         obj: &DesiredObject,
         live: &LiveGuest,
         config: &crate::live::LiveConfig,
-        d: &drift::Drift,
+        (d, ha): (&drift::Drift, Option<String>),
         deps: Vec<Ref>,
     ) {
         let mut changes: Vec<Change> = config
@@ -723,16 +827,56 @@ impl Builder<'_> {
                 Impact::Reboot,
                 Work::Reboot {
                     guest_type: live.guest_type,
+                    ha,
+                    digest: seen_digest(config, d),
                 },
             )
         });
     }
 
+    /// PVE would refuse what the object needs ([`crate::refuse`]): one
+    /// `needs_person` anomaly per refusal, and `true` when there is one,
+    /// for the caller to plan nothing more for the object.
+    fn refused(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        refusals: impl IntoIterator<Item = crate::refuse::Refusal>,
+    ) -> bool {
+        let mut any = false;
+        for r in refusals {
+            any = true;
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (
+                    obj.r#ref.kind,
+                    obj.r#ref.name.as_str(),
+                    &live.node,
+                    live.vmid,
+                ),
+                r.field,
+                r.message,
+            );
+        }
+        any
+    }
+
     /// One `resize` action per volume to grow: PVE grows a disk or mount
     /// point online (qemu-server and pve-container `resize_vm`), so the
-    /// impact is live whatever the guest's power.
-    fn grow(&mut self, obj: &DesiredObject, live: &LiveGuest, grows: &[drift::DiskGrowth]) {
+    /// impact is live whatever the guest's power. A grow PVE would refuse
+    /// is an anomaly instead.
+    fn grow(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &crate::live::LiveConfig,
+        grows: &[drift::DiskGrowth],
+    ) {
         for g in grows {
+            let refusal = crate::refuse::grow(live, config, g, self.live);
+            if self.refused(obj, live, refusal) {
+                continue;
+            }
             self.plan.actions.push(Action {
                 changes: vec![Change::new(
                     format!("{}.size", g.disk),
@@ -895,6 +1039,23 @@ impl Builder<'_> {
                 format!("cannot create: {e}"),
             ),
             Ok((op, changes, work)) => {
+                if let Work::CreateGuest {
+                    guest_type, params, ..
+                } = &work
+                {
+                    let refusals = crate::refuse::create(*guest_type, params);
+                    if !refusals.is_empty() {
+                        for r in refusals {
+                            self.anomaly(
+                                AnomalyType::NeedsPerson,
+                                (kind, &name, node, id),
+                                r.field,
+                                format!("cannot create: {}", r.message),
+                            );
+                        }
+                        return;
+                    }
+                }
                 if let Work::CloneGuest {
                     source,
                     source_node,
@@ -990,7 +1151,7 @@ impl Builder<'_> {
             }
             let kind = live_kind(g);
             let display = g.display_name();
-            if !g.is_owned() {
+            if !g.is_owned_in(self.desired.tag_case_sensitive) {
                 let reason = SkipReason::Untagged {
                     legacy: g.has_legacy_tag(),
                 };
@@ -1126,6 +1287,11 @@ impl Builder<'_> {
                 g.vmid
             ));
         }
+        if !policy.purge_ha_and_replicated
+            && let Some(why) = self.replicated(g)
+        {
+            return Some(why);
+        }
         let state = g.ha_state.as_deref()?;
         if !policy.purge_ha_and_replicated {
             return Some(format!(
@@ -1139,6 +1305,27 @@ impl Builder<'_> {
             g.display_name(),
             g.vmid
         ))
+    }
+
+    /// A guest with replication jobs, or whose jobs could not be read:
+    /// PVE destroys it only with `purge` (qemu-server `API2/Qemu.pm`
+    /// `destroy_vm`, pve-container `API2/LXC.pm` `destroy_vm`:
+    /// `check_for_existing_jobs`, "There is a replication job …"). Said at
+    /// plan time, so it is never stopped for a delete that fails.
+    fn replicated(&self, g: &LiveGuest) -> Option<String> {
+        let name = g.display_name();
+        match self.live.replication.of(g.vmid) {
+            Ok([]) => None,
+            Ok(jobs) => Some(format!(
+                "proxops-tagged guest \"{name}\" (vmid {}) is absent in git but has replication job(s) {}: PVE refuses to destroy a replicated guest without purge (\"There is a replication job …\"), so ProxOps neither stops nor deletes it; remove the jobs by hand, or set purge-ha-and-replicated: true for this cluster",
+                g.vmid,
+                jobs.join(", ")
+            )),
+            Err(f) => Some(format!(
+                "proxops-tagged guest \"{name}\" (vmid {}) is absent in git, but the replication jobs could not be read ({f}): PVE refuses to destroy a replicated guest without purge, so ProxOps neither stops nor deletes it this cycle",
+                g.vmid
+            )),
+        }
     }
 
     fn prune_action(&self, g: &LiveGuest, reason: &str) -> Action {
@@ -1158,10 +1345,22 @@ impl Builder<'_> {
             work: Work::Delete {
                 guest_type: g.guest_type,
                 stop_first: g.power == Power::Running,
-                purge: self.policy.purge_ha_and_replicated && g.ha_state.is_some(),
+                purge: self.policy.purge_ha_and_replicated
+                    && (g.ha_state.is_some() || self.live.replication.of(g.vmid) != Ok(&[][..])),
+                digest: g.config.as_ref().ok().and_then(|c| c.digest.clone()),
             },
         }
     }
+}
+
+/// The config digest a power-off or a template conversion of a guest must
+/// still find before it acts: the one the plan read, when no earlier action
+/// of this plan writes the guest's config (an update, a resize); else
+/// `None`, and only its tags, protection and lock are compared then.
+fn seen_digest(config: &crate::live::LiveConfig, d: &drift::Drift) -> Option<String> {
+    (d.changes.is_empty() && d.grows.is_empty())
+        .then(|| config.digest.clone())
+        .flatten()
 }
 
 /// A qemu config key that holds a volume (PVE's `foreach_volume`: the

@@ -182,6 +182,18 @@ pub struct Hold {
     pub reason: String,
 }
 
+impl From<&HeldObject> for Hold {
+    fn from(h: &HeldObject) -> Hold {
+        Hold {
+            until: h.next_attempt,
+            reason: match h.failures {
+                0 | 1 => format!("{} failed: {}", h.op, h.last_error),
+                n => format!("{} failed {n} times in a row: {}", h.op, h.last_error),
+            },
+        }
+    }
+}
+
 /// Where a cluster stands, as the dashboard and `/status` say it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -364,12 +376,45 @@ pub struct ClusterReport {
     pub object_anomalies: Vec<AnomalyRecord>,
     /// Each desired object's manifest file, keyed `Kind/name`.
     pub manifests: BTreeMap<String, String>,
-    /// Objects held back after a failed disruptive action, keyed
-    /// `Kind/name`.
-    pub holds: BTreeMap<String, Hold>,
     /// How long the cluster's cycle took, in milliseconds (0: not
     /// measured; the cycle's whole seconds are used instead).
     pub elapsed_ms: u64,
+    /// Guests held back after a failed disruptive action, with their next
+    /// attempt (the daemon's holds after this cycle; empty elsewhere).
+    pub holds: Vec<HeldObject>,
+}
+
+/// A guest held back after its shutdown, reboot or stop-start write
+/// failed ([`crate::hold`]), as `/status` and `/metrics` show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HeldObject {
+    pub kind: String,
+    pub name: String,
+    /// The action that failed (`update`, `reboot`, `stop`, …).
+    pub op: String,
+    /// Failures in a row.
+    pub failures: u32,
+    /// When the daemon tries it again (at once after a commit that
+    /// changes it).
+    pub next_attempt: Timestamp,
+    pub last_error: String,
+}
+
+impl HeldObject {
+    /// Every hold of one cluster, sorted by kind and name.
+    pub fn all(holds: &crate::hold::Holds) -> Vec<HeldObject> {
+        holds
+            .iter()
+            .map(|(r, h)| HeldObject {
+                kind: r.kind.to_string(),
+                name: r.name.to_string(),
+                op: h.op.clone(),
+                failures: h.failures,
+                next_attempt: h.next_attempt,
+                last_error: h.error.clone(),
+            })
+            .collect()
+    }
 }
 
 impl ClusterReport {
@@ -402,7 +447,7 @@ impl ClusterReport {
             planned: Vec::new(),
             object_anomalies: Vec::new(),
             manifests: BTreeMap::new(),
-            holds: BTreeMap::new(),
+            holds: Vec::new(),
             elapsed_ms: 0,
         }
     }
@@ -525,7 +570,7 @@ impl ClusterReport {
             planned,
             object_anomalies: object_anomalies(plan),
             manifests: manifests(desired),
-            holds: BTreeMap::new(),
+            holds: Vec::new(),
             elapsed_ms: 0,
         }
     }
@@ -691,7 +736,11 @@ fn stored_object(
             .filter(|a| mine(&a.kind, &a.name))
             .cloned()
             .collect(),
-        hold: c.holds.get(&key).cloned(),
+        hold: c
+            .holds
+            .iter()
+            .find(|h| mine(&h.kind, &h.name))
+            .map(Hold::from),
         report,
     }
 }
@@ -1135,7 +1184,7 @@ struct CycleDoc<'a> {
 }
 
 #[derive(Serialize)]
-struct HoldDoc<'a> {
+struct ObjectHoldDoc<'a> {
     until: String,
     reason: &'a str,
 }
@@ -1183,7 +1232,7 @@ struct ObjectDoc<'a> {
     anomalies: &'a [AnomalyRecord],
     /// Additive, only when held back: until when, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
-    hold: Option<HoldDoc<'a>>,
+    hold: Option<ObjectHoldDoc<'a>>,
 }
 
 #[derive(Serialize)]
@@ -1209,6 +1258,19 @@ struct ClusterDoc<'a> {
     /// stopped, restarted or pruned by it.
     #[serde(rename = "self", skip_serializing_if = "<[_]>::is_empty")]
     self_guests: &'a [crate::host::SelfGuest],
+    /// Guests held back after a failed disruptive action, with the time
+    /// of their next attempt.
+    holds: Vec<HoldDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct HoldDoc<'a> {
+    kind: &'a str,
+    name: &'a str,
+    action: &'a str,
+    failures: u32,
+    next_attempt: String,
+    last_error: &'a str,
 }
 
 /// `/status`: the JSON document of spec §17.3, pretty-printed, ending in a
@@ -1267,7 +1329,7 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
                 planned_at: o.planned_at.map(rfc3339),
                 planned: &o.planned,
                 anomalies: &o.anomalies,
-                hold: o.hold.as_ref().map(|h| HoldDoc {
+                hold: o.hold.as_ref().map(|h| ObjectHoldDoc {
                     until: rfc3339(h.until),
                     reason: &h.reason,
                 }),
@@ -1301,6 +1363,18 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             read_only: c.read_only,
             pending_actions: (!c.aborted).then(|| pending_by_action(c)),
             self_guests: &c.self_guests,
+            holds: c
+                .holds
+                .iter()
+                .map(|h| HoldDoc {
+                    kind: &h.kind,
+                    name: &h.name,
+                    action: &h.op,
+                    failures: h.failures,
+                    next_attempt: rfc3339(h.next_attempt),
+                    last_error: &h.last_error,
+                })
+                .collect(),
         })
         .collect();
     let recent_cycles = store
@@ -1455,8 +1529,10 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// target), `proxops_observe_only` (1 under
 /// `run --dry-run`), and from the last cycle, for each cluster that was not
 /// aborted, `proxops_pending_actions{cluster,action}` (every action) and
-/// `proxops_plan_anomalies{cluster,type}` (every type). Ages count from
-/// process start when the event never happened.
+/// `proxops_plan_anomalies{cluster,type}` (every type), and for every
+/// cluster of the last cycle `proxops_objects_held{cluster}` (guests held
+/// back after a failed disruptive action whose next attempt is after
+/// `now`). Ages count from process start when the event never happened.
 pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
     let mut m = Metrics::default();
 
@@ -1711,6 +1787,24 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
             &[("target", name)],
             u64::from(t.failing),
         );
+    }
+
+    m.family(
+        "proxops_objects_held",
+        "gauge",
+        "Guests held back after a failed shutdown, reboot or stop-start write, not to be tried again yet, by cluster.",
+    );
+    let held: BTreeMap<&str, usize> = store
+        .last_cycle
+        .iter()
+        .flat_map(|c| &c.clusters)
+        .map(|c| {
+            let n = c.holds.iter().filter(|h| h.next_attempt > now).count();
+            (c.name.as_str(), n)
+        })
+        .collect();
+    for (cluster, n) in held {
+        m.sample("proxops_objects_held", &[("cluster", cluster)], n as u64);
     }
 
     m.family(

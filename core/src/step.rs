@@ -3,9 +3,10 @@
 //! manner of quinn-proto.
 //!
 //! Owns, for every [`Work`]: the sequence of PVE calls (create then mark
-//! template; clone, configure, start; shut down, re-read the config, write,
-//! start; delete treating "gone" as done), following the tasks PVE starts
-//! until their deadline, graceful power (`status/shutdown` with a timeout,
+//! template; clone, configure, start; write while the guest runs, then
+//! shut it down and start it; delete treating "gone" as done), following
+//! the tasks PVE starts until their deadline, graceful power
+//! (`status/shutdown` with a timeout,
 //! `status/stop` only when the cluster's policy allows it after that
 //! timeout), the power state read back from `status/current`, and the one
 //! classification of PVE's error text ([`classify`]) that the adapters'
@@ -398,6 +399,9 @@ pub struct StepSettings {
     /// The longest wait for one PVE task (`reconcile.task-timeout`).
     pub task_timeout: Duration,
     pub power: PowerPolicy,
+    /// The cluster declares PVE's case-sensitive `tag-style`: the
+    /// ownership tag must read `proxops` exactly ([`crate::live::owns`]).
+    pub tags_case_sensitive: bool,
 }
 
 /// The first task status read comes this long after the task started: a
@@ -418,6 +422,14 @@ pub const TASK_POLL_SHARE: u32 = 10;
 /// PVE's shutdown task gives up at its own `timeout`; ProxOps follows it
 /// this much longer before calling it lost.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
+/// How long ProxOps waits for a rebooted VM to run again. PVE starts it
+/// after the reboot task has ended (qemu-server `QemuServer.pm`
+/// `vm_reboot` leaves a reboot request, qmeventd's `qm cleanup` starts the
+/// VM), so `running` is waited for, not read once; a start on a busy node
+/// takes tens of seconds.
+pub const RESTART_WAIT: Duration = Duration::from_secs(120);
+/// While waiting for a power state, `status/current` is read this often.
+pub const CONFIRM_POLL: Duration = Duration::from_secs(1);
 
 /// The power state a read of `status/current` must confirm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -426,55 +438,144 @@ enum Power {
     Stopped,
 }
 
+impl Power {
+    /// The HA resource state that asks for it.
+    fn ha_state(self) -> &'static str {
+        match self {
+            Power::Running => "started",
+            Power::Stopped => "stopped",
+        }
+    }
+}
+
 /// One thing an action does, in order. Sequences are lists of these.
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum Stage {
     /// A write; a UPID answer is a task followed to its end. With
     /// `gone_is_done`, "not found" ends the whole action as done (a delete
-    /// that already happened). `fresh_digest`: a config write that carries
-    /// the digest re-read after a power-off instead of the planner's.
-    Write {
-        call: Call,
-        gone_is_done: bool,
-        fresh_digest: bool,
-    },
+    /// that already happened).
+    Write { call: Call, gone_is_done: bool },
     /// `status/shutdown` with `timeout=`; when it does not finish, either
     /// `status/stop` (policy) or the action fails, guest left running.
     Shutdown { guest: String, gone_is_done: bool },
     /// `status/stop`, only after a shutdown that did not finish.
     ForceStop { guest: String },
+    /// A VM's `status/reboot` with `timeout=` (the shutdown timeout), its
+    /// task followed as a shutdown's is. PVE restarts the VM after the
+    /// task ends (qmeventd), so a waiting [`Stage::Confirm`] follows.
+    Reboot { guest: String },
     /// `status/start`. `restores`: starts a guest this action stopped,
     /// even after a later step failed.
     Start { guest: String, restores: bool },
-    /// `GET …/config`: the digest the next config write carries.
-    ReadDigest { guest: String },
+    /// `PUT /cluster/ha/resources/{sid}` with `state=`: the HA manager
+    /// owns the guest's power and carries the request out later
+    /// (pve-ha-manager `API2/HA/Resources.pm` `update`), as PVE's own
+    /// `status/start` and `shutdown` of an HA guest ask it to.
+    HaRequest {
+        sid: String,
+        want: Power,
+        restores: bool,
+    },
+    /// `GET /cluster/ha/status/current` until the manager reports the
+    /// service in the requested state (`HA/Tools.pm`
+    /// `get_verbose_service_state`: `stopping` becomes `stopped`).
+    HaWait {
+        sid: String,
+        want: Power,
+        restores: bool,
+    },
+    /// `GET …/status/current` after a shutdown that did not finish in
+    /// time: PVE had already signalled the guest, which may be off by now
+    /// or power off later. Off: the action goes on as after a shutdown;
+    /// else it fails with `error` and what PVE reports.
+    ReadBack {
+        guest: String,
+        error: String,
+        /// Off, the guest is started again (a reboot that timed out: PVE
+        /// cleared the reboot request, so an off VM stays off).
+        restart: bool,
+    },
     /// `GET …/status/current`: PVE's own word on the power state.
     Confirm {
         guest: String,
         want: Power,
         restores: bool,
+        /// Read again until PVE reports `want` or this long has passed
+        /// since the first read; `None`: one read.
+        wait: Option<Duration>,
     },
+    /// `GET …/config` before anything that takes the guest down or deletes
+    /// it: the guest must still be as the plan saw it ([`Expect`]), or the
+    /// action ends with nothing sent to it.
+    Verify { guest: String, expect: Expect },
+}
+
+/// What a guest must still be when an action is about to shut it down,
+/// stop, reboot, convert or delete it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Expect {
+    /// The config digest the plan read; `None` when an earlier action of
+    /// the same plan writes the guest's config (then the tags, protection
+    /// and lock are what is compared).
+    digest: Option<String>,
+    /// A prune: the guest must also carry no `proxops-noprune` tag and no
+    /// `protection=1`.
+    prune: bool,
+}
+
+impl Expect {
+    /// Every way `config` (the guest read now) is not what the plan saw,
+    /// in words; empty when it is.
+    fn differences(&self, config: &crate::live::LiveConfig, case_sensitive: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        match config.tags() {
+            Ok(tags) if !crate::live::owns(&tags, case_sensitive) => out.push(format!(
+                "it no longer carries the {} tag",
+                crate::manifest::OWNERSHIP_TAG
+            )),
+            Ok(tags) if self.prune && crate::live::keeps(&tags) => out.push(format!(
+                "it is now tagged {}",
+                crate::manifest::NO_PRUNE_TAG
+            )),
+            Ok(_) => {}
+            Err(e) => out.push(format!("its tags cannot be read ({e})")),
+        }
+        if self.prune
+            && config
+                .current("protection")
+                .is_some_and(|p| crate::wire::parse_bool(p).unwrap_or(true))
+        {
+            out.push("protection is on".to_owned());
+        }
+        if let Some(lock) = config.current("lock").filter(|l| !l.is_empty()) {
+            out.push(format!("it is locked ({lock})"));
+        }
+        if let Some(want) = &self.digest
+            && config.digest.as_ref() != Some(want)
+        {
+            out.push(format!(
+                "its config changed since the plan read it (digest {want}, now {})",
+                config.digest.as_deref().unwrap_or("none")
+            ));
+        }
+        out
+    }
 }
 
 impl Stage {
     fn restores(&self) -> bool {
         matches!(
             self,
-            Stage::Start { restores: true, .. } | Stage::Confirm { restores: true, .. }
+            Stage::Start { restores: true, .. }
+                | Stage::Confirm { restores: true, .. }
+                | Stage::HaRequest { restores: true, .. }
+                | Stage::HaWait { restores: true, .. }
         )
     }
 
-    fn call(&self, power: &PowerPolicy, digest: Option<&str>) -> Call {
+    fn call(&self, power: &PowerPolicy) -> Call {
         match self {
-            Stage::Write {
-                call, fresh_digest, ..
-            } => {
-                let mut call = call.clone();
-                if *fresh_digest && let Some(d) = digest.filter(|d| !d.is_empty()) {
-                    call.form.push("digest", d);
-                }
-                call
-            }
+            Stage::Write { call, .. } => call.clone(),
             Stage::Shutdown { guest, .. } => {
                 let mut form = Params::new();
                 form.push("timeout", power.shutdown_timeout.as_secs().to_string());
@@ -482,10 +583,22 @@ impl Stage {
             }
             Stage::ForceStop { guest } => Call::new(Method::Post, format!("{guest}/status/stop")),
             Stage::Start { guest, .. } => Call::new(Method::Post, format!("{guest}/status/start")),
-            Stage::ReadDigest { guest } => Call::new(Method::Get, format!("{guest}/config")),
-            Stage::Confirm { guest, .. } => {
+            Stage::Reboot { guest } => {
+                let mut form = Params::new();
+                form.push("timeout", power.shutdown_timeout.as_secs().to_string());
+                Call::with_form(Method::Post, format!("{guest}/status/reboot"), form)
+            }
+            Stage::Confirm { guest, .. } | Stage::ReadBack { guest, .. } => {
                 Call::new(Method::Get, format!("{guest}/status/current"))
             }
+            Stage::HaRequest { sid, want, .. } => {
+                let mut form = Params::new();
+                form.push("state", want.ha_state());
+                let path = format!("/cluster/ha/resources/{}", encode_segment(sid));
+                Call::with_form(Method::Put, path, form)
+            }
+            Stage::HaWait { .. } => Call::new(Method::Get, "/cluster/ha/status/current".into()),
+            Stage::Verify { guest, .. } => Call::new(Method::Get, format!("{guest}/config")),
         }
     }
 }
@@ -516,6 +629,9 @@ enum Phase {
     Sent(Call),
     /// Following its task; `reading` while a status read is in flight.
     Task { watch: TaskWatch, reading: bool },
+    /// A waiting [`Stage::Confirm`] saw another power state: its call is
+    /// sent again at `next_read`.
+    Waiting { next_read: Instant },
 }
 
 /// The step protocol of one action. See the module docs for call order.
@@ -525,11 +641,14 @@ pub struct Step {
     node: NodeName,
     stages: VecDeque<Stage>,
     phase: Phase,
-    /// The digest of the config re-read after a power-off.
-    digest: Option<String>,
     /// This action powered the guest off (a restore start may follow a
     /// failure).
     stopped_by_us: bool,
+    /// A config write of this action has ended: PVE holds what it could
+    /// not apply to the running guest pending.
+    config_written: bool,
+    /// Until when a waiting [`Stage::Confirm`] reads again.
+    wait_until: Option<Instant>,
     /// The first failure; restore stages may still run after it.
     failure: Option<Outcome>,
     outcome: Option<Outcome>,
@@ -540,7 +659,12 @@ impl Step {
     /// The protocol for `action`; nothing is sent before `poll_request`.
     pub fn new(action: &Action, settings: StepSettings) -> Step {
         let (stages, outcome) = match stages(action) {
-            Ok(stages) => (stages, None),
+            Ok(mut stages) => {
+                if let Some(verify) = verification(action) {
+                    stages.push_front(verify);
+                }
+                (stages, None)
+            }
             Err(error) => (
                 VecDeque::new(),
                 Some(Outcome::Failed {
@@ -554,8 +678,9 @@ impl Step {
             node: action.node.clone(),
             stages,
             phase: Phase::Ready,
-            digest: None,
             stopped_by_us: false,
+            config_written: false,
+            wait_until: None,
             failure: None,
             outcome,
             upids: Vec::new(),
@@ -594,16 +719,18 @@ impl Step {
         }
         match &mut self.phase {
             Phase::Ready => {
-                let call = self
-                    .stages
-                    .front()?
-                    .call(&self.settings.power, self.digest.as_deref());
+                let call = self.stages.front()?.call(&self.settings.power);
                 self.phase = Phase::Sent(call.clone());
                 Some(call)
             }
             Phase::Task { watch, reading } if !*reading && now >= watch.next_read => {
                 *reading = true;
                 Some(Call::new(Method::Get, watch.status_path.clone()))
+            }
+            Phase::Waiting { next_read, .. } if now >= *next_read => {
+                let call = self.stages.front()?.call(&self.settings.power);
+                self.phase = Phase::Sent(call.clone());
+                Some(call)
             }
             _ => None,
         }
@@ -617,6 +744,7 @@ impl Step {
                 watch,
                 reading: false,
             } if self.outcome.is_none() => Some(watch.next_read.min(watch.deadline)),
+            Phase::Waiting { next_read, .. } if self.outcome.is_none() => Some(*next_read),
             _ => None,
         }
     }
@@ -644,7 +772,7 @@ impl Step {
         match std::mem::replace(&mut self.phase, Phase::Ready) {
             Phase::Sent(call) => self.call_answered(now, &call, answer),
             Phase::Task { watch, .. } => self.task_read(now, watch, answer),
-            Phase::Ready => {}
+            Phase::Ready | Phase::Waiting { .. } => {}
         }
     }
 
@@ -655,16 +783,26 @@ impl Step {
         match answer {
             Answer::Error(e) => self.stage_failed_with(e, Some(call)),
             Answer::Data(data) => match stage {
-                Stage::ReadDigest { .. } => {
-                    self.digest = data
-                        .get("digest")
-                        .and_then(Value::as_str)
-                        .map(str::to_owned);
-                    self.stage_done();
+                Stage::Confirm { want, wait, .. } => {
+                    let (want, wait) = (*want, *wait);
+                    self.confirmed(now, call, (want, wait), &data)
                 }
-                Stage::Confirm { want, .. } => {
-                    let want = *want;
-                    self.confirmed(call, want, &data)
+                Stage::HaWait { sid, want, .. } => {
+                    let (sid, want) = (sid.clone(), *want);
+                    self.ha_reported(now, call, (&sid, want), &data)
+                }
+                Stage::ReadBack {
+                    guest,
+                    error,
+                    restart,
+                } => {
+                    let restart = restart.then(|| guest.clone());
+                    let error = error.clone();
+                    self.read_back(&error, restart, &data)
+                }
+                Stage::Verify { expect, .. } => {
+                    let expect = expect.clone();
+                    self.verified(call, &expect, &data)
                 }
                 _ => match data {
                     Value::String(upid) => self.follow(now, call, upid),
@@ -677,7 +815,7 @@ impl Step {
     fn follow(&mut self, now: Instant, call: &Call, upid: String) {
         let node = upid_node(&upid).unwrap_or_else(|| self.node.to_string());
         let (limit, timeout) = match self.stages.front() {
-            Some(Stage::Shutdown { .. }) => {
+            Some(Stage::Shutdown { .. } | Stage::Reboot { .. }) => {
                 let p = self.settings.power;
                 (p.shutdown_timeout + SHUTDOWN_GRACE, p.timeout_name())
             }
@@ -752,7 +890,13 @@ impl Step {
         };
     }
 
-    fn confirmed(&mut self, call: &Call, want: Power, data: &Value) {
+    fn confirmed(
+        &mut self,
+        now: Instant,
+        call: &Call,
+        (want, wait): (Power, Option<Duration>),
+        data: &Value,
+    ) {
         let status = data.get("status").and_then(Value::as_str).unwrap_or("");
         let qmp = data.get("qmpstatus").and_then(Value::as_str);
         let ok = match want {
@@ -761,8 +905,15 @@ impl Step {
             Power::Running => status == "running" && qmp.is_none_or(|q| q == "running"),
         };
         if ok {
+            self.wait_until = None;
             return self.stage_done();
         }
+        if wait.is_some_and(|w| self.keep_waiting(now, w)) {
+            return;
+        }
+        let waited = self.wait_until.take().map_or(String::new(), |_| {
+            format!(" after {}s", wait.unwrap_or_default().as_secs())
+        });
         let seen = match qmp {
             Some(q) if q != status => format!("{status} ({q})"),
             _ => status.to_owned(),
@@ -773,17 +924,136 @@ impl Step {
         };
         let e = PveError::Refused {
             status: 200,
-            text: format!("PVE reports the guest {seen}, not {wanted}"),
+            text: format!("PVE reports the guest {seen}{waited}, not {wanted}"),
         };
         self.stage_failed_with(e, Some(call));
     }
 
+    /// The stage being waited on is not there yet: `true` while it may be
+    /// read again (within `wait` of its first read), the next read set.
+    fn keep_waiting(&mut self, now: Instant, wait: Duration) -> bool {
+        let until = *self.wait_until.get_or_insert(now.after(wait));
+        if now >= until {
+            return false;
+        }
+        self.phase = Phase::Waiting {
+            next_read: now.after(CONFIRM_POLL).min(until),
+        };
+        true
+    }
+
+    /// `/cluster/ha/status/current`: the service `sid` in state `want`
+    /// ends the wait; another state waits, for a stop as long as a
+    /// shutdown may take, for a start [`RESTART_WAIT`].
+    fn ha_reported(&mut self, now: Instant, call: &Call, (sid, want): (&str, Power), data: &Value) {
+        let entry = data
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|e| e.get("sid").and_then(Value::as_str) == Some(sid));
+        let state = entry
+            .and_then(|e| e.get("state"))
+            .and_then(Value::as_str)
+            .unwrap_or("not reported");
+        if state == want.ha_state() {
+            self.wait_until = None;
+            return self.stage_done();
+        }
+        let wait = match want {
+            Power::Stopped => self.settings.power.shutdown_timeout + SHUTDOWN_GRACE,
+            Power::Running => RESTART_WAIT,
+        };
+        if entry.is_some() && self.keep_waiting(now, wait) {
+            return;
+        }
+        self.wait_until = None;
+        let e = PveError::Refused {
+            status: 200,
+            text: format!(
+                "the HA manager reports {sid} {state}, not {} (after up to {}s)",
+                want.ha_state(),
+                wait.as_secs()
+            ),
+        };
+        self.stage_failed_with(e, Some(call));
+    }
+
+    /// The answer of `status/current` after a shutdown that timed out:
+    /// off is as good as a finished shutdown; running (or anything else)
+    /// fails the action with what PVE reports, as the guest may still
+    /// power off by itself.
+    fn read_back(&mut self, error: &str, restart: Option<String>, data: &Value) {
+        let status = data.get("status").and_then(Value::as_str).unwrap_or("");
+        if status == "stopped" {
+            self.stopped_by_us = true;
+            if let Some(guest) = restart {
+                // After this read-back, before whatever follows it.
+                for (i, stage) in power_on(&guest, true).into_iter().enumerate() {
+                    self.stages.insert(i + 1, stage);
+                }
+            }
+            return self.stage_done();
+        }
+        let seen = match data.get("qmpstatus").and_then(Value::as_str) {
+            Some(q) if q != status => format!("{status} ({q})"),
+            _ => status.to_owned(),
+        };
+        let error = format!(
+            "{error}; PVE reports it {seen}: the shutdown was signalled, so it may still power off by itself (the next cycle looks again); {}",
+            self.left_as_is()
+        );
+        self.fail(Outcome::Failed {
+            error,
+            transient: false,
+        });
+    }
+
+    /// The guest as read now against what the plan saw: any difference
+    /// ends the action before anything is sent to the guest.
+    fn verified(&mut self, call: &Call, expect: &Expect, data: &Value) {
+        let differences = match crate::live::LiveConfig::from_json(data) {
+            Ok(config) => expect.differences(&config, self.settings.tags_case_sensitive),
+            Err(e) => vec![format!("its config cannot be read ({e})")],
+        };
+        if differences.is_empty() {
+            return self.stage_done();
+        }
+        let error = format!(
+            "{}: the guest is not as the plan saw it: {}; nothing was sent to it (the next cycle plans from what it is now)",
+            call.what(),
+            differences.join("; ")
+        );
+        self.stages.clear();
+        self.fail(Outcome::Failed {
+            error,
+            transient: false,
+        });
+    }
+
+    /// What stays as it is after a shutdown that did not finish.
+    fn left_as_is(&self) -> &'static str {
+        if self.config_written {
+            "the change is written and PVE holds it pending until the guest restarts; force-stop-after-timeout: true would stop it hard after the timeout"
+        } else {
+            "nothing else was changed; force-stop-after-timeout: true would stop it hard after the timeout"
+        }
+    }
+
     fn stage_done(&mut self) {
         self.phase = Phase::Ready;
-        if let Some(stage) = self.stages.pop_front()
-            && matches!(stage, Stage::Shutdown { .. } | Stage::ForceStop { .. })
-        {
-            self.stopped_by_us = true;
+        match self.stages.pop_front() {
+            Some(
+                Stage::Shutdown { .. }
+                | Stage::ForceStop { .. }
+                | Stage::HaWait {
+                    want: Power::Stopped,
+                    ..
+                },
+            ) => self.stopped_by_us = true,
+            Some(Stage::Write { call, .. }) if call.path.ends_with("/config") => {
+                self.config_written = true;
+            }
+            _ => {}
         }
         self.finish_if_empty();
     }
@@ -803,7 +1073,7 @@ impl Step {
         };
         let what = call
             .cloned()
-            .unwrap_or_else(|| stage.call(&self.settings.power, self.digest.as_deref()))
+            .unwrap_or_else(|| stage.call(&self.settings.power))
             .what();
         match (&stage, &e) {
             (
@@ -812,6 +1082,10 @@ impl Step {
                 }
                 | Stage::Shutdown {
                     gone_is_done: true, ..
+                }
+                | Stage::Verify {
+                    expect: Expect { prune: true, .. },
+                    ..
                 },
                 PveError::NotFound { .. },
             ) => {
@@ -825,19 +1099,37 @@ impl Step {
                 return self.finish_if_empty();
             }
             (
-                Stage::Shutdown { guest, .. },
+                Stage::Shutdown { guest, .. } | Stage::Reboot { guest },
                 PveError::TaskFailed { .. } | PveError::TaskTimedOut { .. },
             ) => {
                 let power = self.settings.power;
-                if power.force_stop_after_timeout {
+                let reboot = matches!(stage, Stage::Reboot { .. });
+                if power.force_stop_after_timeout && !reboot {
                     self.stages.push_front(Stage::ForceStop {
                         guest: guest.clone(),
                     });
                     return;
                 }
                 let error = format!(
-                    "{what}: the guest did not shut down within its {} ({e}); it is left running with its config untouched; force-stop-after-timeout: true would stop it hard after the timeout",
+                    "{what}: the guest did not shut down within its {} ({e})",
                     power.timeout_name()
+                );
+                if reboot {
+                    // The waiting confirmation of a restart that did not
+                    // happen: the read-back decides what comes next.
+                    self.stages.clear();
+                }
+                self.stages.push_front(Stage::ReadBack {
+                    guest: guest.clone(),
+                    error,
+                    restart: reboot,
+                });
+                return;
+            }
+            (Stage::ReadBack { error, .. }, _) => {
+                let error = format!(
+                    "{error}; its power state could not be read back ({e}): the shutdown was signalled, so it may still power off by itself; {}",
+                    self.left_as_is()
                 );
                 return self.fail(Outcome::Failed {
                     error,
@@ -899,8 +1191,7 @@ fn guest_path(node: &NodeName, guest_type: GuestType, vmid: crate::names::Vmid) 
 }
 
 /// A config write's form: the values, then `delete=` (comma-joined), then
-/// the digest (the planner's, or the one re-read after a power-off, added
-/// at send time).
+/// the digest the planner read.
 pub fn config_form(params: &Params, delete: &[String], digest: Option<&str>) -> Params {
     let mut form = params.clone();
     if !delete.is_empty() {
@@ -916,7 +1207,6 @@ fn write(call: Call) -> Stage {
     Stage::Write {
         call,
         gone_is_done: false,
-        fresh_digest: false,
     }
 }
 
@@ -932,6 +1222,47 @@ fn power_off(guest: &str) -> [Stage; 2] {
             guest: guest.to_owned(),
             want: Power::Stopped,
             restores: false,
+            wait: None,
+        },
+    ]
+}
+
+/// The power-off of a guest: through the HA manager when it owns the
+/// guest's power (`ha`), else a graceful shutdown.
+fn power_off_via(guest: &str, ha: Option<&str>) -> Vec<Stage> {
+    match ha {
+        None => power_off(guest).into(),
+        Some(sid) => ha_power(sid, guest, Power::Stopped, false).into(),
+    }
+}
+
+/// The start of a guest: through the HA manager when it owns the guest's
+/// power (`ha`), else `status/start`.
+fn power_on_via(guest: &str, ha: Option<&str>, restores: bool) -> Vec<Stage> {
+    match ha {
+        None => power_on(guest, restores).into(),
+        Some(sid) => ha_power(sid, guest, Power::Running, restores).into(),
+    }
+}
+
+/// The HA manager asked for `want`, its word waited for, then PVE's own.
+fn ha_power(sid: &str, guest: &str, want: Power, restores: bool) -> [Stage; 3] {
+    [
+        Stage::HaRequest {
+            sid: sid.to_owned(),
+            want,
+            restores,
+        },
+        Stage::HaWait {
+            sid: sid.to_owned(),
+            want,
+            restores,
+        },
+        Stage::Confirm {
+            guest: guest.to_owned(),
+            want,
+            restores,
+            wait: None,
         },
     ]
 }
@@ -946,8 +1277,59 @@ fn power_on(guest: &str, restores: bool) -> [Stage; 2] {
             guest: guest.to_owned(),
             want: Power::Running,
             restores,
+            wait: None,
         },
     ]
+}
+
+/// The check that comes before everything else for work that takes a
+/// guest down or deletes it (a stop-start update, a stop, a reboot, a
+/// template conversion, a prune): the guest is read and must still be as
+/// the plan saw it — its config digest, the ownership tag, and for a prune
+/// no `proxops-noprune` and no protection; never locked. Prunes run last,
+/// after shutdown timeouts, clones and a confirmation prompt: a person may
+/// have claimed the guest back in between.
+fn verification(action: &Action) -> Option<Stage> {
+    let (guest_type, expect) = match &action.work {
+        Work::UpdateConfig {
+            guest_type,
+            digest,
+            stop_first: true,
+            ..
+        }
+        | Work::Stop {
+            guest_type, digest, ..
+        }
+        | Work::Reboot {
+            guest_type, digest, ..
+        }
+        | Work::MarkTemplate {
+            guest_type, digest, ..
+        } => (
+            *guest_type,
+            Expect {
+                digest: digest.clone(),
+                prune: false,
+            },
+        ),
+        Work::Delete {
+            guest_type, digest, ..
+        } => (
+            *guest_type,
+            Expect {
+                digest: digest.clone(),
+                prune: true,
+            },
+        ),
+        _ => return None,
+    };
+    let Target::Guest(vmid) = &action.target else {
+        return None;
+    };
+    Some(Stage::Verify {
+        guest: guest_path(&action.node, guest_type, *vmid),
+        expect,
+    })
 }
 
 /// The sequence of stages each kind of work is (spec §14.1). Adding a verb
@@ -1033,6 +1415,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             digest,
             stop_first,
             restart_after,
+            ha,
         } => {
             let path = guest(*guest_type)?;
             // qemu: async POST (a UPID); lxc: PUT (PVE has no POST there).
@@ -1040,52 +1423,77 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
                 GuestType::Qemu => Method::Post,
                 GuestType::Lxc => Method::Put,
             };
+            // Write before you stop: PVE takes a config write to a running
+            // guest and holds what it cannot apply live as pending
+            // (qemu-server `API2/Qemu.pm` `$update_vm_api` writes every key
+            // to `[PENDING]`, then `vmconfig_hotplug_pending`; pve-container
+            // `LXC/Config.pm` `update_pct_config` likewise), and the
+            // power-off applies it (qemu-server `QemuServer.pm`
+            // `vm_stop_cleanup` → `vmconfig_apply_pending`; pve-container's
+            // poststop hook). So the write comes first, with the planner's
+            // digest, while the guest runs: a write PVE refuses costs no
+            // downtime. Neither refuses a write ProxOps makes because the
+            // guest runs, so no update is written after the stop; only
+            // `template` and `DELETE` must find the guest off (below).
+            out.push_back(write(Call::with_form(
+                method,
+                format!("{path}/config"),
+                config_form(params, delete, digest.as_deref()),
+            )));
             if *stop_first {
-                // A power-off applies pending changes and rewrites the
-                // config: the write carries the digest read after it.
-                out.extend(power_off(&path));
-                out.push_back(Stage::ReadDigest {
-                    guest: path.clone(),
-                });
-                out.push_back(Stage::Write {
-                    call: Call::with_form(
-                        method,
-                        format!("{path}/config"),
-                        config_form(params, delete, None),
-                    ),
-                    gone_is_done: false,
-                    fresh_digest: true,
-                });
+                out.extend(power_off_via(&path, ha.as_deref()));
                 if *restart_after {
-                    out.extend(power_on(&path, true));
+                    out.extend(power_on_via(&path, ha.as_deref(), true));
                 }
-            } else {
-                out.push_back(write(Call::with_form(
-                    method,
-                    format!("{path}/config"),
-                    config_form(params, delete, digest.as_deref()),
-                )));
             }
         }
-        Work::Start { guest_type } => out.extend(power_on(&guest(*guest_type)?, false)),
-        Work::Stop { guest_type } => out.extend(power_off(&guest(*guest_type)?)),
-        Work::Reboot { guest_type } => {
-            // `status/reboot`: a clean shutdown and start that applies what
-            // PVE holds pending (qemu-server `API2/Qemu.pm` `vm_reboot`).
+        Work::Start { guest_type, ha } => {
+            out.extend(power_on_via(&guest(*guest_type)?, ha.as_deref(), false))
+        }
+        Work::Stop { guest_type, ha, .. } => {
+            out.extend(power_off_via(&guest(*guest_type)?, ha.as_deref()))
+        }
+        Work::Reboot { guest_type, ha, .. } => {
+            // A restart that applies what PVE holds pending and keeps the
+            // guest's shutdown timeout.
             let path = guest(*guest_type)?;
-            out.push_back(write(Call::new(
-                Method::Post,
-                format!("{path}/status/reboot"),
-            )));
-            out.push_back(Stage::Confirm {
-                guest: path,
-                want: Power::Running,
-                restores: false,
-            });
+            match (guest_type, ha) {
+                // qemu-server `API2/Qemu.pm` `vm_reboot` is not HA-aware:
+                // the HA manager is asked for `stopped`, then `started`.
+                (_, Some(sid)) => {
+                    out.extend(power_off_via(&path, Some(sid)));
+                    out.extend(power_on_via(&path, Some(sid), true));
+                }
+                // pve-container `LXC.pm` `vm_reboot` stops with
+                // `vm_stop($vmid, 0, $timeout, 1)`: lxc-stop without
+                // `--nokill`, which kills the container after 60 s whatever
+                // its shutdown timeout. A graceful shutdown with the
+                // timeout (`--nokill`), then a start, keeps it.
+                (GuestType::Lxc, None) => {
+                    out.extend(power_off(&path));
+                    out.extend(power_on(&path, true));
+                }
+                // qemu-server `API2/Qemu.pm` `vm_reboot` takes `timeout`
+                // for its shutdown (60 s without); the VM is started again
+                // after the task ends (qmeventd), so `running` is waited
+                // for.
+                (GuestType::Qemu, None) => {
+                    out.push_back(Stage::Reboot {
+                        guest: path.clone(),
+                    });
+                    out.push_back(Stage::Confirm {
+                        guest: path,
+                        want: Power::Running,
+                        restores: false,
+                        wait: Some(RESTART_WAIT),
+                    });
+                }
+            }
         }
         Work::MarkTemplate {
             guest_type,
             stop_first,
+            ..
         } => {
             let path = guest(*guest_type)?;
             if *stop_first {
@@ -1115,6 +1523,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             guest_type,
             stop_first,
             purge,
+            ..
         } => {
             let path = guest(*guest_type)?;
             if *stop_first {
@@ -1132,7 +1541,6 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             out.push_back(Stage::Write {
                 call: Call::with_form(Method::Delete, path, form),
                 gone_is_done: true,
-                fresh_digest: false,
             });
         }
     }

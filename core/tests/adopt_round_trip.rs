@@ -26,9 +26,8 @@ use serde_json::{Value, json};
 const KEY_OPS: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F7zRdhBlKjk7aywMT ops@host";
 const KEY_CI: &str =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0cnVzdGVkLWNpLWtleS1mb3ItdGVzdHMtb25seQ ci@runner";
-const KEY_STRANGER: &str =
-    "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAABAQDstrangerkeyblobforthetest someone@else";
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHRydXN0ZWQtY2kta2V5LWZvci10ZXN0cy1vbmx5LSEh ci@runner";
+const KEY_STRANGER: &str = "ssh-rsa AAAAB3NzaC1yc2EAAAADAQABAAAAQwBzdHJhbmdlci1rZXktbW9kdWx1cy1mb3ItdGhlLXRlc3RzdHJhbmdlci1rZXktbW9kdWx1cy1mb3ItdGhlLXRlc3Q= someone@else";
 
 fn node(n: &str) -> NodeName {
     NodeName::new(n).unwrap()

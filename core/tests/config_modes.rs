@@ -247,8 +247,8 @@ fn a_node_outside_the_allowlist_alone_is_unknown_node() {
     assert_eq!(l.refusal_cause(&lab), AbortCause::InvalidInput);
 }
 
-#[test]
-fn every_cloud_init_reference_the_secrets_lack_is_named_without_a_value() {
+/// A VM `app` in cluster `lab` referencing two SOPS keys and a password.
+fn repo_with_cloud_init_refs() -> BTreeMap<String, String> {
     let mut t = tree();
     t.insert(
         "vm/lab/app.yaml".into(),
@@ -259,14 +259,22 @@ fn every_cloud_init_reference_the_secrets_lack_is_named_without_a_value() {
             "  hardware:\n    cloud-init:\n      enabled: true\n      storage: local-lvm\n  cloud-init-data:\n    ssh-key-refs: [cloud-init.ssh-keys.main, cloud-init.ssh-keys.spare]\n    ci-password-ref: cloud-init.passwords.default\n",
         ),
     );
+    t
+}
+
+#[test]
+fn every_cloud_init_reference_the_secrets_lack_is_named_without_a_value() {
+    let t = repo_with_cloud_init_refs();
     let l = load(&t, None).unwrap();
     let lab = l.clusters[&ClusterName::new("lab").unwrap()]
         .as_ref()
         .unwrap();
     let mut secrets = CloudInitSecrets::default();
-    secrets
-        .ssh_keys
-        .insert("main".into(), "ssh-ed25519 AAAAC3Nza ops@host".into());
+    secrets.ssh_keys.insert(
+        "main".into(),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh ops@host"
+            .into(),
+    );
     secrets
         .passwords
         .insert("default".into(), Secret::new("pa55-Word-7"));
@@ -281,9 +289,11 @@ fn every_cloud_init_reference_the_secrets_lack_is_named_without_a_value() {
         ]
     );
     secrets.passwords.insert("default".into(), Secret::new(""));
-    secrets
-        .ssh_keys
-        .insert("spare".into(), "ssh-ed25519 AAAAC3Nzb ops@host".into());
+    secrets.ssh_keys.insert(
+        "spare".into(),
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHRydXN0ZWQtY2kta2V5LWZvci10ZXN0cy1vbmx5LSEh ops@host"
+            .into(),
+    );
     let missing = drift::unresolved_secrets(lab, &secrets);
     assert_eq!(missing.len(), 1, "{missing:?}");
     assert_eq!(
@@ -295,4 +305,34 @@ fn every_cloud_init_reference_the_secrets_lack_is_named_without_a_value() {
         .passwords
         .insert("default".into(), Secret::new("pa55-Word-7"));
     assert!(drift::unresolved_secrets(lab, &secrets).is_empty());
+}
+
+#[test]
+fn a_sops_ssh_key_pve_could_not_read_refuses_the_cluster() {
+    // qemu-server `API2/Qemu.pm` `$check_sshkeys`: PVE reads each key with
+    // `ssh-keygen -l` and refuses the whole write for one it cannot read,
+    // which left a clone with its template's config.
+    let t = repo_with_cloud_init_refs();
+    let l = load(&t, None).unwrap();
+    let lab = l.clusters[&ClusterName::new("lab").unwrap()]
+        .as_ref()
+        .unwrap();
+    let mut secrets = CloudInitSecrets::default();
+    for name in ["main", "spare"] {
+        secrets.ssh_keys.insert(
+            name.into(),
+            "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@host"
+                .into(),
+        );
+    }
+    secrets
+        .passwords
+        .insert("default".into(), Secret::new("pa55-Word-7"));
+    let refused = drift::unresolved_secrets(lab, &secrets);
+    assert_eq!(refused.len(), 2, "{refused:?}");
+    assert!(
+        refused[0]
+            .to_string()
+            .contains("not a public key PVE reads")
+    );
 }

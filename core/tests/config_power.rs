@@ -106,3 +106,28 @@ fn pve_retry_takes_a_base_and_a_count_within_bounds() {
         "{d:?}"
     );
 }
+
+#[test]
+fn a_failed_restart_holds_the_guest_5m_doubling_to_1h_by_default() {
+    let cfg = load_process("", "", "").unwrap();
+    assert_eq!(cfg.hold.first, Duration::from_secs(300));
+    assert_eq!(cfg.hold.max, Duration::from_secs(3600));
+    let cfg = load_process("  hold-after-failure: 2m\n  hold-max: 30m\n", "", "").unwrap();
+    assert_eq!(cfg.hold.first, Duration::from_secs(120));
+    assert_eq!(cfg.hold.max, Duration::from_secs(1800));
+}
+
+#[test]
+fn hold_settings_are_refused_by_field() {
+    let d = refused("  hold-after-failure: 0s\n", "", "");
+    assert_eq!(
+        d.field.as_deref(),
+        Some("reconcile.hold-after-failure"),
+        "{d}"
+    );
+    let d = refused("  hold-after-failure: 10m\n  hold-max: 5m\n", "", "");
+    assert_eq!(d.field.as_deref(), Some("reconcile.hold-max"), "{d}");
+    assert!(d.to_string().contains("must not be shorter"), "{d}");
+    let d = refused("  hold-max: soon\n", "", "");
+    assert_eq!(d.field.as_deref(), Some("reconcile.hold-max"), "{d}");
+}

@@ -19,7 +19,7 @@ use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::render;
 use proxops_core::report::{
     ActionKey, ActionResult, AnomalyRecord, ClusterReport, CycleCounts, CycleReport, CycleResult,
-    Hold, PendingAction, PlannedAction, StatusStore,
+    HeldObject, PendingAction, PlannedAction, StatusStore,
 };
 
 const START: u64 = 1_798_675_200;
@@ -140,13 +140,14 @@ fn store() -> StatusStore {
             ("VM/db-01".to_owned(), "vm/home/db-01.yaml".to_owned()),
             ("LXC/dns-01".to_owned(), "lxc/home/dns-01.yaml".to_owned()),
         ]),
-        holds: BTreeMap::from([(
-            "LXC/dns-01".to_owned(),
-            Hold {
-                until: START + 600,
-                reason: "shutdown timed out after 180 s".into(),
-            },
-        )]),
+        holds: vec![HeldObject {
+            kind: "LXC".into(),
+            name: "dns-01".into(),
+            op: "update".into(),
+            failures: 1,
+            next_attempt: START + 600,
+            last_error: "shutdown timed out after 180 s".into(),
+        }],
         elapsed_ms: 1250,
     };
     let mut s = StatusStore::new(START - 60);

@@ -95,6 +95,7 @@ fn drift_update_converges_in_one_write() {
                 digest: live.config.as_ref().unwrap().digest.clone(),
                 stop_first: false,
                 restart_after: false,
+                ha: None,
             };
             sim::apply(&mut snap, node, &Target::Guest(vmid), &work);
             let live = snap.guest(node, vmid).unwrap();

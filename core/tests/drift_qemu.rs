@@ -17,7 +17,7 @@ use support::fixture::{cluster, config, drift, drift_with, keys, object, param, 
 const KEY_A: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F7zRdhBlKjk7aywMT alice@laptop";
 const KEY_B: &str =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl bob@desk";
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh bob@desk";
 
 /// A VM `vm1` (vmid 100) with `body` appended to its spec (2-space indent).
 fn vm(body: &str) -> String {

@@ -116,6 +116,11 @@ fn qemu_values(key: &str) -> Option<BoxedStrategy<Fields>> {
                         e["template"] = t;
                     }
                     if let Some(sb) = sb {
+                        // Secure Boot needs efitype 4m (qemu-server
+                        // `QemuServer/OVMF.pm` `get_ovmf_files`).
+                        if sb == "enabled" {
+                            e["template"] = json!("4m");
+                        }
                         e["secure-boot"] = sb;
                     }
                     f.push(("spec.hardware.bios", json!("ovmf")));

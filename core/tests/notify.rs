@@ -17,7 +17,7 @@ use proxops_core::notify::{
 };
 use proxops_core::plan::AbortCause;
 use proxops_core::report::{
-    AnomalyRecord, ClusterReport, CycleCounts, CycleResult, Hold, PendingAction,
+    AnomalyRecord, ClusterReport, CycleCounts, CycleResult, HeldObject, PendingAction,
 };
 
 const T0: u64 = 1_798_675_200;
@@ -72,7 +72,7 @@ fn report(state: ObjectState, pending: Vec<PendingAction>, error: Option<&str>) 
         planned: Vec::new(),
         object_anomalies: Vec::new(),
         manifests: BTreeMap::new(),
-        holds: BTreeMap::new(),
+        holds: Vec::new(),
         elapsed_ms: 0,
     }
 }
@@ -218,18 +218,19 @@ fn anomalies_and_holds_are_told_when_they_appear() {
 
     // The hold a failed shutdown starts (the daemon's hold policy fills it).
     let mut held = report(ObjectState::Failed, Vec::new(), Some("shutdown timed out"));
-    held.holds.insert(
-        "VM/web-01".into(),
-        Hold {
-            until: T0 + 600,
-            reason: "shutdown timed out after 180 s".into(),
-        },
-    );
+    held.holds.push(HeldObject {
+        kind: "VM".into(),
+        name: "web-01".into(),
+        op: "update".into(),
+        failures: 1,
+        next_attempt: T0 + 600,
+        last_error: "shutdown timed out after 180 s".into(),
+    });
     let told = t.observe(&held, T0 + 60);
     assert_eq!(kinds(&told), [EventKind::ApplyFailed, EventKind::HeldBack]);
     assert_eq!(
         told[1].objects[0].detail,
-        "not tried again before 2026-12-31T00:10:00Z: shutdown timed out after 180 s"
+        "not tried again before 2026-12-31T00:10:00Z: update failed: shutdown timed out after 180 s"
     );
     assert!(t.observe(&held, T0 + 90).is_empty());
     assert_eq!(

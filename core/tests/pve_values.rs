@@ -30,6 +30,8 @@ fn ct(body: &str) -> String {
 }
 
 const NIC: &str = "  networks:\n    - bridge: vmbr0\n";
+const NIC_CT: &str =
+    "  networks:\n    - bridge: vmbr0\n      iface: eth0\n      hwaddr: BC:24:11:AA:BB:CC\n";
 
 fn vm_live(extra: serde_json::Value) -> serde_json::Value {
     with(
@@ -301,7 +303,7 @@ fn file_names_extensions_and_efitype_are_what_pve_accepts_as_written() {
 #[test]
 fn secure_boot_change_on_an_existing_efi_disk_is_for_a_person() {
     let doc = vm(&format!(
-        "{NIC}  hardware:\n    bios: ovmf\n    efi-disk:\n      storage: local-lvm\n      secure-boot: enabled\n"
+        "{NIC}  hardware:\n    bios: ovmf\n    efi-disk:\n      storage: local-lvm\n      template: 4m\n      secure-boot: enabled\n"
     ));
     let c = cluster(&[&doc]);
     let live = config(vm_live(
@@ -428,4 +430,145 @@ fn download_url_verify_certificates_and_compression_are_settable() {
     let ctt = "apiVersion: proxops/v1alpha1\nkind: CTTemplate\nmetadata:\n  name: alpine\nspec:\n  nodes: [pve1]\n  storage: local\n  filename: alpine.tar.zst\n  url: https://example.org/alpine.tar.zst\n  compression: gz\n";
     let msg = refusal("", ctt);
     assert!(msg.contains("ISO files only"), "{msg}");
+}
+
+// ------------------------------------------------------------ 8. as PVE reads them
+
+// pve-container src/PVE/LXC/Config.pm `mountpoint_backup_enabled`: rootfs
+// is always backed up, an `mpN` only with `backup=1` (the schema gives the
+// option no default); vzdump excludes the rest.
+#[test]
+fn a_mount_point_without_backup_is_not_backed_up() {
+    let mp = |opts: &str| {
+        ct(&format!(
+            "  mount-points:\n    - storage: local-lvm\n      size: 4GiB\n      mount-point: /srv{opts}\n{NIC_CT}"
+        ))
+    };
+    let live = config(ct_live(
+        json!({"mp0": "local-lvm:vm-200-disk-1,mp=/srv,size=4G"}),
+    ));
+    let c = cluster(&[&mp("\n      options:\n        backup: true")]);
+    let d = drift(&c, "ct1", Power::Running, &live);
+    assert_eq!(keys(&d), ["mp0"]);
+    assert!(param(&d, "mp0").unwrap().contains("backup=1"));
+    let c = cluster(&[&mp("\n      options:\n        backup: false")]);
+    assert!(drift(&c, "ct1", Power::Running, &live).is_empty());
+}
+
+// pve-container src/PVE/LXC.pm `verify_searchdomain_list`: the list is
+// split on commas, semicolons and spaces and stored space-separated.
+#[test]
+fn search_domains_compare_and_are_written_space_separated() {
+    let doc = ct(&format!(
+        "  dns:\n    domain: example.org,lab.example.org\n{NIC_CT}"
+    ));
+    let c = cluster(&[&doc]);
+    let live = config(ct_live(
+        json!({"searchdomain": "example.org lab.example.org"}),
+    ));
+    assert!(drift(&c, "ct1", Power::Running, &live).is_empty());
+    let live = config(ct_live(json!({"searchdomain": "example.org"})));
+    let d = drift(&c, "ct1", Power::Running, &live);
+    assert_eq!(
+        param(&d, "searchdomain"),
+        Some("example.org lab.example.org")
+    );
+}
+
+// qemu-server src/PVE/QemuServer/OVMF.pm `get_ovmf_files`: on x86_64 only
+// `efitype=4m` selects the Secure Boot firmware and the VARS with the keys
+// (absent is 2m); the type is fixed when the EFI disk is created.
+#[test]
+fn secure_boot_needs_efitype_4m_and_an_efitype_difference_is_reported() {
+    let doc = |t: &str| {
+        vm(&format!(
+            "{NIC}  hardware:\n    bios: ovmf\n    efi-disk:\n      storage: local-lvm\n{t}      secure-boot: enabled\n"
+        ))
+    };
+    let msg = refusal("", &doc(""));
+    assert!(msg.contains("Secure Boot needs template: 4m"), "{msg}");
+    assert!(refusal("", &doc("      template: 2m\n")).contains("needs template: 4m"));
+    assert!(load("", &[&doc("      template: 4m\n")]).is_ok());
+
+    let c = cluster(&[&doc("      template: 4m\n")]);
+    let live = config(vm_live(json!({
+        "bios": "ovmf", "efidisk0": "local-lvm:vm-100-disk-1,pre-enrolled-keys=1,size=4M"
+    })));
+    let d = drift(&c, "vm1", Power::Running, &live);
+    assert!(d.params.is_empty(), "{:?}", d.params);
+    assert!(
+        d.anomalies.iter().any(|a| a
+            .message
+            .contains("efitype 2m on PVE but the manifest asks for 4m")),
+        "{:?}",
+        d.anomalies
+    );
+}
+
+// qemu-server src/PVE/QemuServer.pm `vmconfig_hotplug_pending`: `tablet`
+// is plugged and unplugged with usb hotplug; `hotplug` itself applies at
+// once unless the old or new value names memory or cpu.
+#[test]
+fn tablet_and_hotplug_apply_live_as_pve_plugs_them() {
+    let impact = |body: &str, live: serde_json::Value| {
+        let c = cluster(&[&vm(&format!("{NIC}{body}"))]);
+        let d = drift(&c, "vm1", Power::Running, &config(vm_live(live)));
+        d.impact
+    };
+    use proxops_core::action::Impact;
+    let tablet = "  options:\n    tablet: false\n";
+    assert_eq!(impact(tablet, json!({"tablet": 1})), Impact::Live);
+    assert_eq!(
+        impact(tablet, json!({"tablet": 1, "hotplug": "network,disk"})),
+        Impact::Reboot
+    );
+    let hot = |v: &str| format!("  options:\n    hotplug: [{v}]\n");
+    assert_eq!(impact(&hot("network, disk"), json!({})), Impact::Live);
+    assert_eq!(
+        impact(&hot("network, disk, memory"), json!({})),
+        Impact::Reboot
+    );
+    assert_eq!(
+        impact(&hot("network"), json!({"hotplug": "network,cpu"})),
+        Impact::Reboot
+    );
+}
+
+// qemu-server src/PVE/QemuServer/Cloudinit.pm reads `ip=dhcp` (the API's
+// `ipconfigN` format documents it): valid, with no gateway.
+#[test]
+fn an_ipconfig_with_dhcp_is_valid_and_written_as_pve_stores_it() {
+    let doc = vm(&format!(
+        "{NIC}  cloud-init-data:\n    ipconfigs:\n      - nic: 0\n        ip: dhcp\n"
+    ));
+    let c = load("", &[&doc]).unwrap();
+    assert_eq!(get(&create(&c, "vm1"), "ipconfig0"), Some("ip=dhcp"));
+    let with_gw = doc.replace("ip: dhcp\n", "ip: dhcp\n        gateway: 10.0.0.1\n");
+    assert!(refusal("", &with_gw).contains("gateway comes from DHCP"));
+}
+
+// qemu-server src/PVE/API2/Qemu.pm `$check_sshkeys` →
+// pve-common `Tools.pm` `validate_ssh_public_keys` runs `ssh-keygen -l`: a
+// key whose blob does not parse refuses the whole write (500 "SSH public
+// key validation error").
+#[test]
+fn an_ssh_key_pve_could_not_read_is_refused_by_validate() {
+    let doc = |key: &str| {
+        vm(&format!(
+            "{NIC}  cloud-init-data:\n    ssh-keys:\n      - {key}\n"
+        ))
+    };
+    let good = "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh ops@laptop";
+    assert!(load("", &[&doc(good)]).is_ok());
+    // Cut short by a copy and paste: 29 of the key's 32 bytes.
+    let truncated =
+        "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop";
+    let msg = refusal("", &doc(truncated));
+    assert!(
+        msg.contains("PVE would refuse") && msg.contains("ssh-keys[0]"),
+        "{msg}"
+    );
+    // A blob of another type than the line says.
+    let swapped = good.replacen("ssh-ed25519", "ssh-rsa", 1);
+    assert!(refusal("", &doc(&swapped)).contains("not a ssh-rsa key"));
 }

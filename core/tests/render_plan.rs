@@ -49,6 +49,7 @@ fn guest(
         object: None,
         work: Work::Start {
             guest_type: GuestType::Qemu,
+            ha: None,
         },
     }
 }

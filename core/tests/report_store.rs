@@ -90,7 +90,7 @@ fn first_cycle() -> CycleReport {
         planned: Vec::new(),
         object_anomalies: Vec::new(),
         manifests: BTreeMap::new(),
-        holds: BTreeMap::new(),
+        holds: Vec::new(),
         elapsed_ms: 0,
     };
     let lab = ClusterReport::aborted(
@@ -146,7 +146,7 @@ fn second_cycle() -> CycleReport {
         planned: Vec::new(),
         object_anomalies: Vec::new(),
         manifests: BTreeMap::new(),
-        holds: BTreeMap::new(),
+        holds: Vec::new(),
         elapsed_ms: 0,
     };
     let mut lab = ClusterReport::aborted("lab", AbortCause::PveRead, "");

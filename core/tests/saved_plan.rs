@@ -164,6 +164,43 @@ fn an_update_carries_the_guest_digest_and_a_changed_digest_is_moved() {
 }
 
 #[test]
+fn a_guest_answer_without_a_digest_is_unverifiable_and_refused() {
+    // Real PVE lists the digest among `/pending`'s entries (pve-guest-common
+    // `GuestHelpers.pm` `config_with_pending_array`); an answer without it
+    // cannot show a change, so the saved plan refuses the guest even when
+    // both reads lack it.
+    let (c, mut live, _, vmid) = update_of_one_guest();
+    let g = live.guests.values_mut().find(|g| g.vmid == vmid).unwrap();
+    g.config.as_mut().unwrap().digest = None;
+    let p = plan_of(&c, &live, &CloudInitSecrets::default());
+    let saved = SavedCluster::new(&p, &c, &live).unwrap();
+    let seen = saved
+        .observed
+        .iter()
+        .find(|o| o.object == Touched::Guest(vmid))
+        .unwrap();
+    assert!(matches!(seen.seen, Seen::Unreadable(_)), "{seen:?}");
+    let moved = saved::check(&c.name, &saved.observed, &live);
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert!(
+        moved[0].to_string().contains("carried no config digest"),
+        "{}",
+        moved[0]
+    );
+    // The update itself says it goes without optimistic concurrency.
+    let update = p
+        .actions
+        .iter()
+        .find(|a| a.target.to_string() == vmid.to_string())
+        .unwrap();
+    assert!(
+        update.reason.contains("without a digest"),
+        "{}",
+        update.reason
+    );
+}
+
+#[test]
 fn a_guest_that_appeared_or_a_file_that_arrived_since_a_first_plan_is_moved() {
     let c = demo::clusters().remove(0);
     let empty = empty_cluster(&c);
@@ -278,10 +315,12 @@ fn another_format_or_version_is_refused_by_name() {
     let e =
         SavedPlan::from_json(r#"{"format": "proxops-recording/v1", "version": 1}"#).unwrap_err();
     assert!(matches!(e, SavedPlanError::Format { .. }), "{e}");
+    // Version 1 plans carry no digest for a shutdown or a prune: read
+    // again, they are refused by name.
     let e =
-        SavedPlan::from_json(&format!(r#"{{"format": "{FORMAT}", "version": 2}}"#)).unwrap_err();
-    assert!(matches!(e, SavedPlanError::Version { found: 2 }), "{e}");
-    assert!(e.to_string().contains("version 2"), "{e}");
+        SavedPlan::from_json(&format!(r#"{{"format": "{FORMAT}", "version": 1}}"#)).unwrap_err();
+    assert!(matches!(e, SavedPlanError::Version { found: 1 }), "{e}");
+    assert!(e.to_string().contains("version 1"), "{e}");
 }
 
 #[test]

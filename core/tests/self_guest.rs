@@ -247,7 +247,13 @@ fn pruning_the_self_vm_is_an_anomaly_and_uses_no_prune_budget() {
 fn a_stop_start_update_of_the_self_container_is_an_anomaly() {
     let live = converged(&[&ct("512MiB", "")]);
     let c = cluster(&[&ct("512MiB", "  options:\n    nesting: true\n")]);
-    check_refused(&c, &live, &by_mac(&live, 200), 200, Op::Update);
+    // The container is privileged: only root@pam may change its features
+    // (pve-container `LXC.pm` `check_ct_modify_config_perm`).
+    let policy = Policy {
+        root_pam: true,
+        ..by_mac(&live, 200)
+    };
+    check_refused(&c, &live, &policy, 200, Op::Update);
 }
 
 #[test]

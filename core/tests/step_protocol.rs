@@ -25,6 +25,7 @@ fn settings() -> StepSettings {
     StepSettings {
         task_timeout: TASK_TIMEOUT,
         power: PowerPolicy::default(),
+        tags_case_sensitive: true,
     }
 }
 
@@ -57,9 +58,10 @@ fn memory_update(stop_first: bool) -> Action {
             guest_type: GuestType::Qemu,
             params,
             delete: Vec::new(),
-            digest: Some("planned".into()),
+            digest: Some(PLANNED.into()),
             stop_first,
             restart_after: stop_first,
+            ha: None,
         },
     )
 }
@@ -69,6 +71,7 @@ fn start() -> Action {
         Op::Start,
         Work::Start {
             guest_type: GuestType::Qemu,
+            ha: None,
         },
     )
 }
@@ -80,6 +83,7 @@ fn delete(stop_first: bool) -> Action {
             guest_type: GuestType::Qemu,
             stop_first,
             purge: false,
+            digest: Some(PLANNED.into()),
         },
     )
 }
@@ -177,10 +181,16 @@ fn refused(status: u16, text: &str) -> Answer {
     Answer::Error(step::classify(status, text))
 }
 
+/// The config digest the actions of these tests were planned with.
+const PLANNED: &str = "planned";
+
 /// A PVE whose every write starts a task that has ended OK by the first
-/// status read; `status/current` tells `power`; `GET config` a fresh digest.
+/// status read; `status/current` tells `power`; `GET config` shows the
+/// guest as planned (tagged `proxops`, digest [`PLANNED`]) until a
+/// power-off rewrote its config (then digest `fresh`).
 fn healthy(power: &'static str) -> impl FnMut(&Call, Duration) -> Answer {
     let mut state = power;
+    let mut digest = PLANNED;
     move |call: &Call, _| {
         let path = call.path.as_str();
         match call.method {
@@ -189,10 +199,11 @@ fn healthy(power: &'static str) -> impl FnMut(&Call, Duration) -> Answer {
                 Answer::Data(json!({"status": state, "qmpstatus": state}))
             }
             Method::Get if path.ends_with("/config") => {
-                Answer::Data(json!({"memory": 2048, "digest": "fresh"}))
+                Answer::Data(json!({"memory": 2048, "tags": "proxops;web", "digest": digest}))
             }
             _ => {
                 if path.ends_with("/status/shutdown") || path.ends_with("/status/stop") {
+                    digest = "fresh";
                     state = "stopped";
                 } else if path.ends_with("/status/start") {
                     state = "running";
@@ -201,6 +212,11 @@ fn healthy(power: &'static str) -> impl FnMut(&Call, Duration) -> Answer {
             }
         }
     }
+}
+
+/// The guest's config as the plan saw it.
+fn as_planned() -> Answer {
+    Answer::Data(json!({"tags": "proxops", "digest": PLANNED}))
 }
 
 /// Drives `a` against a [`healthy`] PVE whose guest is `power`; it must
@@ -262,24 +278,119 @@ fn a_disk_grows_with_one_resize_to_its_absolute_size() {
     assert_eq!(run.upids.len(), 1);
 }
 
-#[test]
-fn a_reboot_is_one_status_reboot_confirmed_by_status_current() {
-    // qemu-server `API2/Qemu.pm` `vm_reboot`: a clean shutdown and start
-    // that applies what PVE holds pending; never a stop.
-    let a = action(
+fn reboot(guest_type: GuestType) -> Action {
+    action(
         Op::Reboot,
         Work::Reboot {
-            guest_type: GuestType::Qemu,
+            guest_type,
+            ha: None,
+            digest: None,
         },
+    )
+}
+
+#[test]
+fn a_vm_reboot_carries_the_shutdown_timeout_and_waits_for_running() {
+    // qemu-server `API2/Qemu.pm` `vm_reboot` takes `timeout` for its
+    // shutdown (60 s without); qmeventd starts the VM after the task ends,
+    // so `status/current` may say stopped for a while.
+    let mut reads = 0;
+    let run = drive(&reboot(GuestType::Qemu), settings(), |call, _| {
+        if call.method == Method::Get && call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.ends_with("/status/current") {
+            reads += 1;
+            let state = if reads < 4 { "stopped" } else { "running" };
+            Answer::Data(json!({"status": state, "qmpstatus": state}))
+        } else if call.path.contains("/tasks/") {
+            task("stopped", Some("OK"))
+        } else {
+            upid("qmreboot")
+        }
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert_eq!(
+        run.writes(),
+        ["POST /nodes/pve1/qemu/100/status/reboot timeout=180"]
     );
-    let run = succeeds(&a, "running");
-    assert_eq!(run.writes(), ["POST /nodes/pve1/qemu/100/status/reboot"]);
-    assert!(
-        run.sent()
-            .contains(&"GET /nodes/pve1/qemu/100/status/current"),
-        "{:?}",
-        run.calls
+    let confirms: Vec<Duration> = run
+        .calls
+        .iter()
+        .filter(|(_, c)| c.ends_with("/status/current"))
+        .map(|(t, _)| *t)
+        .collect();
+    assert_eq!(confirms.len(), 4, "{:?}", run.calls);
+    assert_eq!(confirms[3] - confirms[0], step::CONFIRM_POLL * 3);
+}
+
+#[test]
+fn a_vm_that_does_not_run_again_after_its_reboot_fails_after_the_wait() {
+    let run = drive(&reboot(GuestType::Qemu), settings(), |call, _| {
+        if call.method == Method::Get && call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.ends_with("/status/current") {
+            Answer::Data(json!({"status": "stopped"}))
+        } else if call.path.contains("/tasks/") {
+            task("stopped", Some("OK"))
+        } else {
+            upid("qmreboot")
+        }
+    });
+    assert_fails_with(
+        &run,
+        "PVE reports the guest stopped after 120s, not running",
     );
+}
+
+#[test]
+fn a_vm_reboot_that_timed_out_and_left_the_vm_off_starts_it() {
+    // `vm_reboot` clears the reboot request when its shutdown times out
+    // (`clear_reboot_request`): a VM that powers off later stays off.
+    let mut started = false;
+    let run = drive(&reboot(GuestType::Qemu), settings(), move |call, _| {
+        let path = call.path.as_str();
+        if call.method == Method::Get && path.ends_with("/config") {
+            return as_planned();
+        }
+        if path.ends_with("/status/start") {
+            started = true;
+            return upid("qmstart");
+        }
+        if path.ends_with("/status/current") {
+            let state = if started { "running" } else { "stopped" };
+            return Answer::Data(json!({"status": state}));
+        }
+        if path.contains("qmreboot") {
+            return task("stopped", Some("VM quit/powerdown failed - got timeout"));
+        }
+        if path.contains("/tasks/") {
+            return task("stopped", Some("OK"));
+        }
+        upid("qmreboot")
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert_eq!(
+        run.writes(),
+        [
+            "POST /nodes/pve1/qemu/100/status/reboot timeout=180",
+            "POST /nodes/pve1/qemu/100/status/start"
+        ]
+    );
+}
+
+#[test]
+fn a_container_restart_is_a_shutdown_with_its_timeout_then_a_start() {
+    // pve-container `LXC.pm` `vm_reboot` stops without `--nokill`: the
+    // container is killed after 60 s whatever its timeout. Never sent.
+    let run = succeeds(&reboot(GuestType::Lxc), "running");
+    assert_eq!(
+        run.writes(),
+        [
+            "POST /nodes/pve1/lxc/100/status/shutdown timeout=180",
+            "POST /nodes/pve1/lxc/100/status/start"
+        ]
+    );
+    assert!(!run.sent().iter().any(|c| c.contains("/status/reboot")));
 }
 
 #[test]
@@ -292,6 +403,7 @@ fn a_purging_delete_asks_pve_to_purge() {
             guest_type: GuestType::Qemu,
             stop_first: false,
             purge: true,
+            digest: None,
         },
     );
     let run = succeeds(&a, "stopped");
@@ -331,7 +443,10 @@ fn a_clone_is_cloned_configured_started_and_confirmed_running() {
 }
 
 #[test]
-fn a_stop_start_update_shuts_down_rereads_the_digest_writes_and_starts() {
+fn a_stop_start_update_writes_first_then_shuts_down_and_starts() {
+    // Write before you stop: qemu-server `API2/Qemu.pm` `$update_vm_api`
+    // takes a write to a running VM into `[PENDING]`; the shutdown applies
+    // it (`QemuServer.pm` `vm_stop_cleanup` → `vmconfig_apply_pending`).
     let run = succeeds(&memory_update(true), "running");
     let sent: Vec<&str> = run
         .sent()
@@ -341,17 +456,38 @@ fn a_stop_start_update_shuts_down_rereads_the_digest_writes_and_starts() {
     assert_eq!(
         sent,
         [
+            // The guest is still as planned before it is shut down.
+            "GET /nodes/pve1/qemu/100/config",
+            // The planner's digest: the write comes while the guest runs.
+            "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
             "POST /nodes/pve1/qemu/100/status/shutdown timeout=180",
             "GET /nodes/pve1/qemu/100/status/current",
-            "GET /nodes/pve1/qemu/100/config",
-            // The digest of the config as the shutdown left it, not the
-            // planner's ("planned").
-            "POST /nodes/pve1/qemu/100/config memory=4096&digest=fresh",
             "POST /nodes/pve1/qemu/100/status/start",
             "GET /nodes/pve1/qemu/100/status/current",
         ]
     );
     assert!(!run.sent().iter().any(|c| c.contains("status/stop")));
+}
+
+#[test]
+fn a_refused_stop_start_write_costs_no_shutdown() {
+    let mut answered = healthy("running");
+    let run = drive(&memory_update(true), settings(), move |call, t| {
+        if call.method == Method::Post && call.path.ends_with("/config") {
+            refused(
+                500,
+                "balloon value too large (must be smaller than assigned memory)",
+            )
+        } else {
+            answered(call, t)
+        }
+    });
+    assert_fails_with(&run, "balloon value too large");
+    assert_eq!(
+        run.writes(),
+        ["POST /nodes/pve1/qemu/100/config memory=4096&digest=planned"],
+        "no shutdown, no start"
+    );
 }
 
 #[test]
@@ -382,6 +518,7 @@ fn a_running_guest_is_shut_down_before_it_is_marked_template() {
         Work::MarkTemplate {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            digest: None,
         },
     );
     let run = succeeds(&a, "running");
@@ -400,6 +537,8 @@ fn state_stopped_is_a_graceful_shutdown_confirmed_by_status_current() {
         Op::Stop,
         Work::Stop {
             guest_type: GuestType::Lxc,
+            ha: None,
+            digest: None,
         },
     );
     let run = succeeds(&a, "running");
@@ -573,7 +712,9 @@ fn a_gone_answer_to_a_delete_is_success() {
     }
     // Gone inside the delete's task, too.
     let run = drive(&delete(false), settings(), |call, _| {
-        if call.path.contains("/tasks/") {
+        if call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.contains("/tasks/") {
             task("stopped", Some("no such VM ('100')"))
         } else {
             upid("qmdestroy")
@@ -710,14 +851,16 @@ fn shutdown_fails() -> impl FnMut(&Call, Duration) -> Answer {
 }
 
 #[test]
-fn a_shutdown_that_times_out_leaves_the_guest_running_and_its_config_untouched() {
+fn a_shutdown_that_times_out_is_read_back_and_the_written_change_waits_pending() {
     let run = drive(&memory_update(true), settings(), shutdown_fails());
     match &run.outcome {
         Outcome::Failed { error, transient } => {
             assert!(
                 error.contains("did not shut down within its shutdown-timeout of 180s")
-                    && error.contains("left running with its config untouched")
-                    && error.contains("got timeout"),
+                    && error.contains("got timeout")
+                    && error.contains("PVE reports it running")
+                    && error.contains("may still power off by itself")
+                    && error.contains("holds it pending until the guest restarts"),
                 "{error}"
             );
             assert!(!transient);
@@ -726,16 +869,53 @@ fn a_shutdown_that_times_out_leaves_the_guest_running_and_its_config_untouched()
     }
     assert_eq!(
         run.writes(),
-        ["POST /nodes/pve1/qemu/100/status/shutdown timeout=180"],
-        "no stop, no write, no start"
+        [
+            "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
+            "POST /nodes/pve1/qemu/100/status/shutdown timeout=180"
+        ],
+        "no stop, no start"
+    );
+    assert_eq!(
+        run.sent().last().copied(),
+        Some("GET /nodes/pve1/qemu/100/status/current"),
+        "the power state is read back"
+    );
+}
+
+#[test]
+fn a_guest_that_powered_off_after_its_shutdown_timed_out_is_started_again() {
+    // qemu-server `QemuServer.pm` `_do_vm_stop`: the powerdown request was
+    // delivered before the task gave up; a slow guest is off later.
+    let mut off_later = shutdown_fails();
+    let mut started = false;
+    let run = drive(&memory_update(true), settings(), move |call, t| {
+        if call.path.ends_with("/status/start") {
+            started = true;
+        }
+        if call.path.ends_with("/status/current") {
+            let state = if started { "running" } else { "stopped" };
+            return Answer::Data(json!({"status": state, "qmpstatus": state}));
+        }
+        off_later(call, t)
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert_eq!(
+        run.writes().last().copied(),
+        Some("POST /nodes/pve1/qemu/100/status/start")
     );
 }
 
 #[test]
 fn a_shutdown_task_that_outlives_its_timeout_is_given_up_on() {
     let run = drive(&memory_update(true), settings(), |call, _| {
-        if call.path.contains("/tasks/") {
+        if call.path.contains("qmshutdown") {
             task("running", None)
+        } else if call.path.contains("/tasks/") {
+            task("stopped", Some("OK"))
+        } else if call.method == Method::Get && call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.ends_with("/config") {
+            upid("qmconfig")
         } else {
             upid("qmshutdown")
         }
@@ -743,10 +923,10 @@ fn a_shutdown_task_that_outlives_its_timeout_is_given_up_on() {
     assert_fails_with(&run, "shutdown-timeout of 180s");
     assert_eq!(
         run.ended,
-        Duration::from_secs(180) + step::SHUTDOWN_GRACE,
-        "the shutdown's own deadline, not the task timeout"
+        step::FIRST_TASK_POLL + Duration::from_secs(180) + step::SHUTDOWN_GRACE,
+        "the write's task, then the shutdown's own deadline, not the task timeout"
     );
-    assert_eq!(run.writes().len(), 1);
+    assert_eq!(run.writes().len(), 2, "the write, then the shutdown");
 }
 
 #[test]
@@ -760,9 +940,9 @@ fn with_force_stop_after_timeout_a_stop_follows_and_the_update_goes_on() {
     assert_eq!(
         run.writes(),
         [
+            "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
             "POST /nodes/pve1/qemu/100/status/shutdown timeout=180",
             "POST /nodes/pve1/qemu/100/status/stop",
-            "POST /nodes/pve1/qemu/100/config memory=4096&digest=fresh",
             "POST /nodes/pve1/qemu/100/status/start",
         ]
     );
@@ -786,20 +966,16 @@ fn a_guest_already_off_needs_no_shutdown() {
 }
 
 #[test]
-fn a_failed_write_after_a_shutdown_still_starts_the_guest_again() {
+fn a_failed_start_after_the_shutdown_leaves_the_guest_stopped_and_says_so() {
     let mut answered = healthy("running");
     let run = drive(&memory_update(true), settings(), move |call, t| {
-        if call.method == Method::Post && call.path.ends_with("/config") {
-            refused(500, "unable to apply pending change memory")
+        if call.path.ends_with("/status/start") {
+            refused(500, "start failed: QEMU exited with code 1")
         } else {
             answered(call, t)
         }
     });
-    assert_fails_with(&run, "unable to apply pending change memory");
-    assert!(
-        run.writes()
-            .contains(&"POST /nodes/pve1/qemu/100/status/start")
-    );
+    assert_fails_with(&run, "the guest is left stopped");
 }
 
 #[test]
@@ -834,7 +1010,10 @@ fn the_shutdown_timeout_annotation_wins_over_the_clusters() {
     );
     assert_eq!(
         run.writes(),
-        ["POST /nodes/pve1/qemu/100/status/shutdown timeout=300"]
+        [
+            "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
+            "POST /nodes/pve1/qemu/100/status/shutdown timeout=300"
+        ]
     );
     assert_fails_with(&run, "proxops/shutdown-timeout of 300s");
 }
@@ -852,10 +1031,282 @@ fn a_secret_is_exposed_only_in_the_wire_form() {
             digest: None,
             stop_first: false,
             restart_after: false,
+            ha: None,
         },
     );
     let mut step = Step::new(&a, settings());
     let call = step.poll_request(Instant::default()).unwrap();
     assert!(!format!("{call:?}").contains("hunter2"));
     assert_eq!(call.form.to_wire()[0].1, "hunter2");
+}
+
+#[test]
+fn an_ha_guests_stop_start_asks_the_ha_manager_and_waits_for_its_word() {
+    // pve-ha-manager `API2/HA/Resources.pm` `update` takes the requested
+    // state; the manager carries it out later and reports it in
+    // `/cluster/ha/status/current` (`HA/Tools.pm`
+    // `get_verbose_service_state`: `stopping`, then `stopped`).
+    let mut a = memory_update(true);
+    if let Work::UpdateConfig { ha, .. } = &mut a.work {
+        *ha = Some("vm:100".into());
+    }
+    let mut requested = "started";
+    let mut reads = 0;
+    let run = drive(&a, settings(), move |call, _| {
+        let path = call.path.as_str();
+        if call.method == Method::Put && path.starts_with("/cluster/ha/resources/") {
+            requested = if shown(call).ends_with("state=stopped") {
+                "stopped"
+            } else {
+                "started"
+            };
+            reads = 0;
+            return Answer::Data(serde_json::Value::Null);
+        }
+        if path == "/cluster/ha/status/current" {
+            reads += 1;
+            let state = match (requested, reads) {
+                ("stopped", 1) => "stopping",
+                ("started", 1) => "starting",
+                (r, _) => r,
+            };
+            return Answer::Data(json!([
+                {"id": "quorum", "type": "quorum", "status": "OK"},
+                {"id": "service:vm:100", "type": "service", "sid": "vm:100", "state": state}
+            ]));
+        }
+        if path.ends_with("/status/current") {
+            let s = if requested == "stopped" {
+                "stopped"
+            } else {
+                "running"
+            };
+            return Answer::Data(json!({"status": s, "qmpstatus": s}));
+        }
+        if path.contains("/tasks/") {
+            return task("stopped", Some("OK"));
+        }
+        if call.method == Method::Get && path.ends_with("/config") {
+            return as_planned();
+        }
+        upid("qmconfig")
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    let sent: Vec<&str> = run
+        .sent()
+        .into_iter()
+        .filter(|c| !c.contains("/tasks/"))
+        .collect();
+    assert_eq!(
+        sent,
+        [
+            // The guest is still as planned before anything is sent to it.
+            "GET /nodes/pve1/qemu/100/config",
+            "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
+            "PUT /cluster/ha/resources/vm%3A100 state=stopped",
+            "GET /cluster/ha/status/current",
+            "GET /cluster/ha/status/current",
+            "GET /nodes/pve1/qemu/100/status/current",
+            "PUT /cluster/ha/resources/vm%3A100 state=started",
+            "GET /cluster/ha/status/current",
+            "GET /cluster/ha/status/current",
+            "GET /nodes/pve1/qemu/100/status/current",
+        ]
+    );
+    assert!(!run.sent().iter().any(|c| c.contains("/status/shutdown")));
+}
+
+// ------------------------------------------------ the guest as planned
+
+/// A PVE whose guest config reads as `config` (JSON, no digest: `digest`
+/// is added), otherwise [`healthy`] with the guest `power`.
+fn reading(
+    config: serde_json::Value,
+    digest: &'static str,
+    power: &'static str,
+) -> impl FnMut(&Call, Duration) -> Answer {
+    let mut rest = healthy(power);
+    move |call: &Call, at| {
+        if call.method == Method::Get && call.path.ends_with("/config") {
+            let mut c = config.clone();
+            c["digest"] = json!(digest);
+            return Answer::Data(c);
+        }
+        rest(call, at)
+    }
+}
+
+/// The action ended with nothing written, saying why the guest is not as
+/// planned.
+fn refused_as_changed(run: &Run, why: &str) {
+    assert_eq!(run.writes(), Vec::<&str>::new(), "{:?}", run.calls);
+    assert_fails_with(run, "the guest is not as the plan saw it");
+    assert_fails_with(run, why);
+    assert_fails_with(run, "nothing was sent to it");
+    assert_eq!(
+        run.sent(),
+        ["GET /nodes/pve1/qemu/100/config"],
+        "one read, then nothing"
+    );
+}
+
+#[test]
+fn a_prune_reads_the_guest_first_and_deletes_only_what_the_plan_saw() {
+    let run = succeeds(&delete(true), "running");
+    assert_eq!(run.sent()[0], "GET /nodes/pve1/qemu/100/config");
+}
+
+#[test]
+fn a_prune_of_a_guest_tagged_noprune_since_the_plan_sends_nothing() {
+    // An operator saw the plan and protected the guest: PVE's config holds
+    // the new tag (and so a new digest).
+    let run = drive(
+        &delete(true),
+        settings(),
+        reading(
+            json!({"tags": "proxops;proxops-noprune"}),
+            "edited",
+            "running",
+        ),
+    );
+    refused_as_changed(&run, "it is now tagged proxops-noprune");
+    refused_as_changed(&run, "digest planned, now edited");
+}
+
+#[test]
+fn a_prune_of_a_guest_untagged_protected_or_locked_since_the_plan_sends_nothing() {
+    for (config, why) in [
+        (
+            json!({"tags": "web"}),
+            "it no longer carries the proxops tag",
+        ),
+        // These settings are a cluster with a case-sensitive tag-style:
+        // only ProxOps' own spelling owns there.
+        (
+            json!({"tags": "PROXOPS"}),
+            "it no longer carries the proxops tag",
+        ),
+        (
+            json!({"tags": "proxops", "protection": 1}),
+            "protection is on",
+        ),
+        (
+            json!({"tags": "proxops", "lock": "backup"}),
+            "it is locked (backup)",
+        ),
+    ] {
+        // The digest alone would not tell: the edit kept it (as a pending
+        // change or a lock may).
+        let run = drive(
+            &delete(false),
+            settings(),
+            reading(config, PLANNED, "stopped"),
+        );
+        refused_as_changed(&run, why);
+    }
+}
+
+#[test]
+fn a_stop_start_update_of_a_guest_edited_by_hand_is_not_shut_down() {
+    let run = drive(
+        &memory_update(true),
+        settings(),
+        reading(
+            json!({"tags": "proxops", "memory": 8192}),
+            "edited",
+            "running",
+        ),
+    );
+    refused_as_changed(&run, "its config changed since the plan read it");
+}
+
+#[test]
+fn a_stop_reboot_or_conversion_of_a_guest_untagged_since_the_plan_sends_nothing() {
+    for work in [
+        Work::Stop {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: Some(PLANNED.into()),
+        },
+        Work::Reboot {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: Some(PLANNED.into()),
+        },
+        Work::MarkTemplate {
+            guest_type: GuestType::Qemu,
+            stop_first: true,
+            digest: Some(PLANNED.into()),
+        },
+    ] {
+        let run = drive(
+            &action(Op::Stop, work),
+            settings(),
+            reading(json!({"tags": "web"}), PLANNED, "running"),
+        );
+        refused_as_changed(&run, "it no longer carries the proxops tag");
+    }
+}
+
+#[test]
+fn an_action_after_another_on_its_guest_compares_tags_lock_and_protection_not_the_digest() {
+    // A reboot that follows this plan's own update: the digest moved, as
+    // planned; the guest is still ProxOps'.
+    let reboot = action(
+        Op::Reboot,
+        Work::Reboot {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: None,
+        },
+    );
+    let run = drive(
+        &reboot,
+        settings(),
+        reading(
+            json!({"tags": "proxops"}),
+            "written-by-the-update",
+            "running",
+        ),
+    );
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    let run = drive(
+        &reboot,
+        settings(),
+        reading(json!({"tags": "proxops", "lock": "backup"}), "x", "running"),
+    );
+    refused_as_changed(&run, "it is locked (backup)");
+}
+
+#[test]
+fn a_prune_whose_guest_is_already_gone_is_done_without_a_write() {
+    let run = drive(&delete(true), settings(), |call: &Call, _| {
+        if call.method == Method::Get {
+            refused(
+                500,
+                "Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist",
+            )
+        } else {
+            upid("qmdestroy")
+        }
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert!(run.writes().is_empty(), "{:?}", run.calls);
+}
+
+#[test]
+fn a_guest_that_cannot_be_read_before_a_prune_is_not_deleted() {
+    let run = drive(&delete(true), settings(), |call: &Call, _| {
+        if call.method == Method::Get {
+            refused(596, "Connection timed out")
+        } else {
+            upid("qmdestroy")
+        }
+    });
+    assert!(run.writes().is_empty(), "{:?}", run.calls);
+    assert!(
+        matches!(run.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        run.outcome
+    );
 }

@@ -36,6 +36,13 @@ Seed file keys (all optional):
             ("pending": key -> value the next start takes, null for a queued removal;
             GET .../pending also lists the digest, as real PVE does)
   settings  {"version": "9.2.0", "ticket_ttl": 7200, ...}   see SETTINGS
+  ha_resources  [{"sid": "vm:100", "state": "started", "comment": ...}]
+            HA resources the manager already carries out (see ClusterHaReplication)
+  replication   [{"id": "100-0", "target": "pve2", "schedule": "*/15"}]
+            replication jobs (`<guest>-<jobnum>`; nothing is replicated)
+  acl       [["alice@pve", "/vms", ["VM.Audit"]], ...]   grants (the first one switches ACLs on)
+  privsep   ["alice@pve!ci", ...]   API tokens with privilege separation: a token
+            holds a privilege only where both it and its user do
 
 Control port (JSON in, JSON out):
   POST /call      {"fn": NAME, "args": [...], "kwargs": {...}}  NAME from CALLABLE
@@ -53,12 +60,15 @@ import inspect
 import ipaddress
 import json
 import os
+import re
 import sys
 import threading
+import time
 
 from aiohttp import web
 from fakepve import FakePve
 from fakepve.certs import make_cert
+from fakepve.model import PveError
 
 # FakePve methods a test may call through POST /call.
 CALLABLE = frozenset((
@@ -70,7 +80,7 @@ CALLABLE = frozenset((
 # FakePve attributes a test may set through POST /settings or the seed's "settings".
 SETTINGS = frozenset((
     'time_scale', 'latency', 'ticket_ttl', 'lock_wait', 'shutdown_default_timeout', 'ha_delay', 'quorate',
-    'tfa', 'version', 'release_version', 'cluster_name', 'max_requests', 'body_timeout',
+    'tfa', 'version', 'release_version', 'cluster_name', 'max_requests', 'body_timeout', 'ha_lag',
 ))
 
 # Guest attributes a test may set through POST /guest or a seeded guest's "attrs".
@@ -82,8 +92,293 @@ GUEST_ATTRS = frozenset((
 EXIT_ADDRESS_IN_USE = 3
 
 
-class LauncherPve(FakePve):
-    """FakePve with the qemu disk resize PVE does.
+class ClusterHaReplication(object):
+    """Mixin of FakePve: HA resources and replication jobs, with state.
+
+    fakepve 0.5.0 answers `/cluster/ha/*` and `/cluster/replication` with
+    made-up values of the schema's shape (a client would see an HA resource
+    and jobs that do not exist) and never changes a thing. This models them
+    as PVE does, for ProxOps' power and prune decisions and for later work
+    that reconciles HA resources and replication jobs themselves:
+
+    HA resources (pve-ha-manager `API2/HA/Resources.pm`, `HA/Config.pm`):
+      GET/POST `/cluster/ha/resources`, GET/PUT/DELETE `/cluster/ha/resources/{sid}`.
+      A resource's requested `state` is kept on the guest (`ha_state`, which
+      fakepve shows as `hastate` in `/cluster/resources` and in
+      `status/current`'s `ha`). A changed request is carried out by "the
+      manager" after `ha_delay` PVE seconds plus `ha_lag` real seconds
+      (a setting, default 0.3 s, so that a client must wait as it must on
+      PVE): `started` starts the guest (pending changes applied), `stopped`
+      and `disabled` stop it. Until then `GET /cluster/ha/status/current`
+      reports the service as the manager sees it (`crm_state`, and `state`
+      as `get_verbose_service_state` words it: `starting`, `stopping`, …).
+    Replication jobs (pve-guest-common `ReplicationConfig.pm`, pve-manager
+      `API2/ReplicationConfig.pm`): GET/POST `/cluster/replication`,
+      GET/DELETE `/cluster/replication/{id}`; ids are `<guest>-<jobnum>`. A
+      delete removes the job at once (PVE marks it and its runner removes
+      it). Nothing is replicated.
+    Destroying a guest (qemu-server `API2/Qemu.pm` `destroy_vm`,
+      pve-container `API2/LXC.pm` `destroy_vm`): without `purge`, an HA
+      resource in any state ("used in HA resources and purge parameter not
+      set") or a replication job ("There is a replication job …") refuses
+      it; with `purge` both are removed.
+
+    Not modelled: HA groups and rules, migration, fencing, the `ignored`
+    state's direct power (fakepve routes every power call of a guest with
+    an HA state through its own HA request), the CRM's command queue.
+    """
+
+    def _ha_init(self):
+        self.ha_resources = {}       # sid -> {'comment': ..., 'max_restart': ..., ...}
+        self.ha_pending = {}         # sid -> the manager's state until it acts
+        self.replication_jobs = {}   # id -> job
+        self.ha_lag = 0.3
+
+    # ---------------------------------------------------------------- HA
+
+    def _routes_launcher_ha(self):
+        return [('GET', '/cluster/ha/resources', self._ha_list),
+                ('POST', '/cluster/ha/resources', self._ha_create),
+                ('GET', '/cluster/ha/resources/{sid}', self._ha_read),
+                ('PUT', '/cluster/ha/resources/{sid}', self._ha_update),
+                ('DELETE', '/cluster/ha/resources/{sid}', self._ha_delete),
+                ('GET', '/cluster/ha/status/current', self._ha_status)]
+
+    def _ha_sid(self, text):
+        """pve-ha-manager `HA/Config.pm` `parse_sid`: `vm:100`, `ct:100` or `100`."""
+        from fakepve.routing import die
+        m = re.fullmatch(r'(?:(vm|ct):)?(\d+)', str(text))
+        if not m:
+            raise die("unable to parse service id '{0}'".format(text))
+        kind, vmid = m.group(1), int(m.group(2))
+        guest = self.guest(vmid)
+        if kind is None:
+            if guest is None:
+                raise die("unable to find VM '{0}'".format(vmid))
+            kind = 'ct' if self.ct(vmid) is not None else 'vm'
+        return '{0}:{1}'.format(kind, vmid), guest
+
+    def _ha_digest(self):
+        from fakepve.routing import sha1
+        return sha1(json.dumps({sid: dict(r, state=self._ha_state(sid))
+                                for sid, r in self.ha_resources.items()}, sort_keys=True))
+
+    def _ha_state(self, sid):
+        guest = self.guest(int(sid.split(':')[1]))
+        return guest.ha_state if guest is not None else None
+
+    def _ha_doc(self, sid):
+        doc = dict(self.ha_resources[sid], sid=sid, type=sid.split(':')[0], state=self._ha_state(sid))
+        doc['digest'] = self._ha_digest()
+        return doc
+
+    async def _ha_list(self, v, user):
+        return [self._ha_doc(sid) for sid in sorted(self.ha_resources)
+                if not v.get('type') or v['type'] == sid.split(':')[0]]
+
+    async def _ha_read(self, v, user):
+        from fakepve.routing import die
+        sid, _ = self._ha_sid(v['sid'])
+        if sid not in self.ha_resources:
+            raise die("no such resource '{0}'".format(sid))
+        return self._ha_doc(sid)
+
+    def _ha_options(self, v):
+        return {k: v[k] for k in ('comment', 'max_restart', 'max_relocate', 'failback', 'group')
+                if v.get(k) is not None}
+
+    async def _ha_create(self, v, user):
+        from fakepve.routing import die
+        sid, guest = self._ha_sid(v['sid'])
+        if guest is None:
+            raise die("{0} '{1}' does not exist".format(
+                'VM' if sid.startswith('vm') else 'CT', sid.split(':')[1]))
+        if sid in self.ha_resources:
+            raise die("resource ID '{0}' already defined".format(sid))
+        self.ha_resources[sid] = self._ha_options(v)
+        self._ha_request(sid, guest, v.get('state') or 'started')
+        return None
+
+    async def _ha_update(self, v, user):
+        from fakepve.routing import check_digest, die
+        sid, guest = self._ha_sid(v['sid'])
+        if sid not in self.ha_resources:
+            raise die("no such resource '{0}'".format(sid))
+        check_digest(self._ha_digest(), v.get('digest'))
+        self.ha_resources[sid].update(self._ha_options(v))
+        for key in (v.get('delete') or '').split(','):
+            self.ha_resources[sid].pop(key.strip(), None)
+        if v.get('state'):
+            self._ha_request(sid, guest, v['state'])
+        return None
+
+    async def _ha_delete(self, v, user):
+        from fakepve.routing import die
+        sid, guest = self._ha_sid(v['sid'])
+        if sid not in self.ha_resources:
+            raise die("cannot delete service '{0}', not HA managed!".format(sid))
+        self._ha_forget(sid, guest)
+        return None
+
+    def _ha_forget(self, sid, guest):
+        self.ha_resources.pop(sid, None)
+        self.ha_pending.pop(sid, None)
+        if guest is not None:
+            guest.ha_state = None
+
+    def _ha_request(self, sid, guest, state):
+        """Records the requested state; the manager acts later."""
+        crm = self._ha_crm(sid, guest)
+        guest.ha_state = state
+        if state == 'ignored':
+            self.ha_pending.pop(sid, None)
+            return
+        self.ha_pending[sid] = crm
+        asyncio.ensure_future(self._ha_manage(sid, guest, state))
+
+    async def _ha_manage(self, sid, guest, state):
+        await self.pause(self.ha_delay)
+        await asyncio.sleep(self.ha_lag)
+        if self.ha_resources.get(sid) is None or guest.ha_state != state:
+            return
+        if state == 'started' and guest.status != 'running':
+            if self.ct(guest.vmid) is not None:
+                self._apply(guest)
+                guest.pid = next(self._ct_pids)
+            else:
+                guest.apply_pending()
+                guest.qmpstatus = 'running'
+            guest.status = 'running'
+            guest.started_at = time.time()
+        elif state in ('stopped', 'disabled') and guest.status == 'running':
+            guest.status = 'stopped'
+            if self.ct(guest.vmid) is not None:
+                guest.pid = None
+            else:
+                guest.qmpstatus = 'stopped'
+        self.ha_pending.pop(sid, None)
+
+    def _ha_crm(self, sid, guest):
+        """The manager's own state of a service: `started` or `stopped`."""
+        if sid in self.ha_pending:
+            return self.ha_pending[sid]
+        return 'started' if guest is not None and guest.status == 'running' else 'stopped'
+
+    async def _ha_status(self, v, user):
+        """pve-ha-manager `API2/HA/Status.pm` `current`, services as
+        `HA/Tools.pm` `get_verbose_service_state` words them."""
+        now = int(time.time())
+        master = sorted(self.nodes)[0] if self.nodes else 'pve1'
+        out = [{'id': 'quorum', 'type': 'quorum', 'node': master, 'quorate': 1, 'status': 'OK'},
+               {'id': 'master', 'type': 'master', 'node': master, 'timestamp': now,
+                'status': '{0} (active, {1})'.format(master, time.strftime('%c', time.gmtime(now)))}]
+        for sid in sorted(self.ha_resources):
+            guest = self.guest(int(sid.split(':')[1]))
+            req = self._ha_state(sid) or 'started'
+            crm = self._ha_crm(sid, guest)
+            state = crm
+            if req == 'ignored':
+                state = 'ignored'
+            elif crm == 'stopped' and req == 'started':
+                state = 'starting'
+            elif crm == 'started' and req in ('stopped', 'disabled'):
+                state = 'stopping'
+            elif crm == 'stopped' and req == 'disabled':
+                state = 'disabled'
+            node = guest.node if guest is not None else '---'
+            out.append({'id': 'service:' + sid, 'type': 'service', 'sid': sid, 'node': node,
+                        'crm_state': crm, 'request_state': req, 'state': state,
+                        'status': '{0} ({1}, {2})'.format(sid, node, state)})
+        return out
+
+    # ------------------------------------------------------- replication
+
+    def _routes_launcher_replication(self):
+        return [('GET', '/cluster/replication', self._repl_list),
+                ('POST', '/cluster/replication', self._repl_create),
+                ('GET', '/cluster/replication/{id}', self._repl_read),
+                ('DELETE', '/cluster/replication/{id}', self._repl_delete)]
+
+    def _repl_job(self, spec):
+        """A job as `ReplicationConfig.pm` stores it: `<guest>-<jobnum>`."""
+        from fakepve.routing import die
+        m = re.fullmatch(r'(\d+)-(\d+)', str(spec.get('id', '')))
+        if not m:
+            raise die("invalid replication job id '{0}'".format(spec.get('id')))
+        guest = self.guest(int(m.group(1)))
+        if guest is None:
+            raise die("guest '{0}' does not exist".format(m.group(1)))
+        job = {'id': spec['id'], 'type': spec.get('type', 'local'), 'guest': int(m.group(1)),
+               'jobnum': int(m.group(2)), 'target': spec['target'], 'source': guest.node,
+               'schedule': spec.get('schedule', '*/15')}
+        for key in ('comment', 'disable', 'rate'):
+            if spec.get(key) is not None:
+                job[key] = spec[key]
+        return job
+
+    async def _repl_list(self, v, user):
+        return [self.replication_jobs[i] for i in sorted(self.replication_jobs)]
+
+    async def _repl_read(self, v, user):
+        from fakepve.routing import die
+        if v['id'] not in self.replication_jobs:
+            raise die("replication job '{0}' does not exist".format(v['id']))
+        return self.replication_jobs[v['id']]
+
+    async def _repl_create(self, v, user):
+        from fakepve.routing import die
+        job = self._repl_job(v)
+        if job['id'] in self.replication_jobs:
+            raise die("replication job '{0}' already exists".format(job['id']))
+        self.replication_jobs[job['id']] = job
+        return None
+
+    async def _repl_delete(self, v, user):
+        self.replication_jobs.pop(v['id'], None)
+        return None
+
+    # ----------------------------------------------------------- destroy
+
+    def _refuse_destroy(self, guest, what, v):
+        """`destroy_vm`'s early checks after protection: HA, replication."""
+        if v.get('purge'):
+            return
+        kind = 'ct' if what == 'CT' else 'vm'
+        if '{0}:{1}'.format(kind, guest.vmid) in self.ha_resources:
+            raise PveError(500, 'unable to remove {0} {1} - used in HA resources and purge parameter not set.'
+                           .format(what, guest.vmid))
+        for job_id, job in sorted(self.replication_jobs.items()):
+            if job['guest'] == guest.vmid:
+                raise PveError(500, "There is a replication job '{0}' for guest '{1}' - Please remove that first."
+                               .format(job_id, guest.vmid))
+
+    def _purge(self, guest, what, v):
+        if not v.get('purge'):
+            return
+        for job_id in [i for i, j in self.replication_jobs.items() if j['guest'] == guest.vmid]:
+            del self.replication_jobs[job_id]
+        self._ha_forget('{0}:{1}'.format('ct' if what == 'CT' else 'vm', guest.vmid), guest)
+
+    async def _qm_destroy(self, v, user):
+        vm = self.find(v['node'], v['vmid'])
+        self._qm_check_protection(vm, "can't remove VM {0}".format(vm.vmid))
+        self._refuse_destroy(vm, 'VM', v)
+        upid = await super()._qm_destroy(v, user)
+        self._purge(vm, 'VM', v)
+        return upid
+
+    async def _lxc_destroy(self, user, v):
+        ct = self._find_ct(v['node'], v['vmid'])
+        self._check_protection(ct, "can't remove CT {0}".format(ct.vmid))
+        self._refuse_destroy(ct, 'CT', v)
+        upid = await super()._lxc_destroy(user, v)
+        self._purge(ct, 'CT', v)
+        return upid
+
+
+class LauncherPve(ClusterHaReplication, FakePve):
+    """FakePve with the qemu disk resize PVE does, and HA resources and
+    replication jobs with state (`ClusterHaReplication`).
 
     fakepve 0.5.0 answers `PUT /nodes/{node}/qemu/{vmid}/resize` with a task that changes nothing
     (its container resize is modelled). This follows qemu-server src/PVE/API2/Qemu.pm `resize_vm`:
@@ -123,6 +418,42 @@ class LauncherPve(FakePve):
         return await self.task(vm.node, 'resize', vm.vmid, user, body, vm=vm)
 
 
+class PrivsepPve(LauncherPve):
+    """API tokens with privilege separation and PVE's answer to `GET /access/permissions?path=`.
+
+    fakepve 0.5.0 gives a token its own grants plus its user's. PVE intersects them for a token
+    with privilege separation (pve-access-control src/PVE/RPCEnvironment.pm `permissions`: the
+    owning user's privileges on the path, filtered to those the token also holds). And for
+    `?path=` PVE answers one entry, the effective privileges on that very path, inherited ones
+    included (src/PVE/API2/AccessControl.pm `permissions`: `{ $path => $rpcenv->permissions(...) }`,
+    or `{}` when there are none); fakepve lists the granted paths around it instead.
+    """
+
+    privsep = frozenset()
+
+    def _acl_allows(self, who, path, priv):
+        """Whether `who`'s own grants (not its user's) hold `priv` on `path`."""
+        for granted, privs in (self.acl or {}).get(who, []):
+            if priv in privs and (granted == '/' or path == granted or path.startswith(granted + '/')):
+                return True
+        return False
+
+    def allowed(self, user, path, priv):
+        if user in self.privsep and self.acl is not None:
+            owner = user.split('!')[0]
+            return super().allowed(owner, path, priv) and self._acl_allows(user, path, priv)
+        return super().allowed(user, path, priv)
+
+    async def _permissions(self, v, user):
+        from fakepve import shapes
+        who = v.get('userid') or user
+        path = v.get('path')
+        if path is None:
+            return await super()._permissions(v, user)
+        held = sorted(p for p in shapes.PRIVILEGES if self.acl is None or self.allowed(who, path, p))
+        return {path: dict.fromkeys(held, 1)} if held else {}
+
+
 class SeedError(Exception):
     """The seed file asks for something this launcher does not do."""
 
@@ -146,7 +477,8 @@ def set_guest_attrs(guest, attrs):
 
 def seed(pve, spec):
     """Fill the fake cluster from the seed file's keys (see the module doc)."""
-    known = {'nodes', 'storages', 'files', 'tokens', 'users', 'guests', 'settings'}
+    known = {'nodes', 'storages', 'files', 'tokens', 'users', 'guests', 'settings', 'ha_resources',
+             'replication', 'acl', 'privsep'}
     unknown = sorted(set(spec) - known)
     if unknown:
         raise SeedError('unknown seed keys: {0}'.format(', '.join(unknown)))
@@ -172,7 +504,26 @@ def seed(pve, spec):
         pve.store_file(f['storage'], f['name'], f.get('size', 1 << 20), f.get('content', 'iso'))
     pve.apitokens.update(spec.get('tokens', {}))
     pve.users.update(spec.get('users', {}))
+    for who, path, privs in spec.get('acl', []):
+        pve.grant(who, path, *privs)
+    pve.privsep = frozenset(spec.get('privsep', []))
     apply_settings(pve, spec.get('settings', {}))
+    for r in spec.get('ha_resources', []):
+        seed_ha_resource(pve, r)
+    for job in spec.get('replication', []):
+        job = pve._repl_job(job)
+        pve.replication_jobs[job['id']] = job
+
+
+def seed_ha_resource(pve, r):
+    """An HA resource the manager already carries out: its guest's power
+    is as seeded, its requested state recorded."""
+    sid, guest = pve._ha_sid(r['sid'])
+    if guest is None:
+        raise SeedError('ha resource {0}: no such guest'.format(r['sid']))
+    pve.ha_resources[sid] = {k: r[k] for k in ('comment', 'max_restart', 'max_relocate', 'failback')
+                             if k in r}
+    guest.ha_state = r.get('state', 'started')
 
 
 def redactor(pve):
@@ -318,7 +669,8 @@ async def serve(args):
     with open(args.seed) as fh:
         spec = json.load(fh)
     password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
-    pve = LauncherPve(user=args.user, password=password, host=args.host, port=args.port)
+    pve = PrivsepPve(user=args.user, password=password, host=args.host, port=args.port)
+    pve._ha_init()
     pve.time_scale = args.time_scale
     with_pending_digest(pve)
     try:

@@ -44,6 +44,7 @@ fn start(vmid: u32) -> Action {
         object: None,
         work: Work::Start {
             guest_type: GuestType::Qemu,
+            ha: None,
         },
     }
 }

@@ -1,12 +1,17 @@
 //! The snapshot reader: one cluster's PVE state read into a `LiveSnapshot`.
 //!
 //! Requests, for N guests and S (node, storage) pairs: exactly one
-//! `GET /cluster/resources`, then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
-//! per guest on an online node in scope, then one bare
+//! `GET /cluster/resources`, one `GET /cluster/replication` (a replicated
+//! guest is destroyed only with `purge`; a server or recording without the
+//! endpoint has no jobs), then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
+//! per guest on an online node in scope, one bare
 //! `GET /nodes/{n}/storage/{s}/content` per requested pair (never the
 //! per-type `…/content/iso` form: PVE 9.2 answers 500 there on dir storage
-//! [PROBE]). Config and content reads run with bounded concurrency; results
-//! are assembled in a fixed order whatever the timing.
+//! [PROBE]), one `GET /nodes/{n}/qemu?full=1` per node running VMs
+//! (`qmpstatus` tells a paused VM), then one `GET …/qemu/{id}/cloudinit`
+//! per running VM with a cloud-init drive. Reads after the inventory run
+//! with bounded concurrency; results are assembled in a fixed order
+//! whatever the timing.
 //!
 //! `/pending` rather than `/config`: it lists every key with its current
 //! value, its queued value and a queued removal, plus the `digest` (real
@@ -27,7 +32,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use proxops_core::live::{
-    GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
+    GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, Replication,
+    StorageContent,
 };
 use proxops_core::names::{NodeName, StorageId, Vmid};
 use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
@@ -35,7 +41,7 @@ use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
 use proxops_core::step::{self, PveError};
 
 use crate::retry::{pve_message, refusal_hint};
-use crate::transport::{Request, Response, Transport, TransportError, encode_segment};
+use crate::transport::{Method, Request, Response, Transport, TransportError, encode_segment};
 
 /// What to read.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,6 +118,10 @@ pub fn read_snapshot(
 
     let mut snap = LiveSnapshot::default();
     let mut failures: Vec<ReadFailure> = Vec::new();
+    snap.replication = read_replication(transport, acting_as);
+    if let Replication::Unreadable(f) = &snap.replication {
+        failures.push(f.clone());
+    }
     // Guests whose resource row could not be fully read: no config read.
     let mut row_problems: BTreeMap<(NodeName, Vmid), String> = BTreeMap::new();
 
@@ -141,6 +151,9 @@ pub fn read_snapshot(
             // volumes can be cloned to another node. No extra request.
             if let Some(id) = text("storage").and_then(|s| StorageId::new(&s).ok()) {
                 let shared = text("shared").is_some_and(|v| v == "1");
+                if let Some(plugin) = text("plugintype") {
+                    snap.storage_types.insert(id.clone(), plugin);
+                }
                 *snap.shared_storage.entry(id).or_default() |= shared;
             }
             continue;
@@ -275,7 +288,33 @@ pub fn read_snapshot(
         }
     }
 
+    // One list per node running VMs: `qmpstatus` shows the paused ones.
+    let mut paused_jobs: Vec<usize> = Vec::new();
+    let running_nodes: BTreeSet<&NodeName> = snap
+        .guests
+        .values()
+        .filter(|g| g.guest_type == GuestType::Qemu && g.power == Power::Running)
+        .filter(|g| snap.nodes.get(&g.node) == Some(&NodeState::Online))
+        .map(|g| &g.node)
+        .collect();
+    for node in running_nodes {
+        paused_jobs.push(jobs.len());
+        jobs.push(Request::new(
+            Method::Get,
+            format!("/nodes/{}/qemu", encode_segment(node.as_str())),
+            vec![("full".into(), "1".into())],
+        ));
+    }
+
     let mut results = run_bounded(transport, &jobs, scope.concurrency, round_trip);
+    for idx in paused_jobs {
+        // Unreadable or absent (an older recording): none known paused.
+        if let Some(Ok(r)) = results[idx].take()
+            && r.is_success()
+        {
+            snap.paused.extend(paused_vms(r.data()));
+        }
+    }
 
     for (key, idx) in config_jobs {
         let mut what = describe(&jobs[idx]);
@@ -300,6 +339,7 @@ pub fn read_snapshot(
             }
         }
     }
+    read_cloudinit_pending(transport, &mut snap, scope.concurrency, &mut failures);
     for (key, idx) in storage_jobs {
         let what = describe(&jobs[idx]);
         let content = match results[idx].take() {
@@ -337,6 +377,97 @@ pub fn read_snapshot(
     failures.dedup();
     snap.failures = failures;
     Ok(snap)
+}
+
+/// One `GET …/cloudinit` per running VM with a cloud-init drive: what the
+/// guest has not seen yet is pending (PVE 9.2 fast-plugs cloud-init keys,
+/// so `/pending` never lists them). A server or recording without the
+/// endpoint shows nothing pending; a failed read is kept as a failure.
+fn read_cloudinit_pending(
+    transport: &dyn Transport,
+    snap: &mut LiveSnapshot,
+    bound: usize,
+    failures: &mut Vec<ReadFailure>,
+) {
+    let keys: Vec<(NodeName, Vmid)> = snap
+        .guests
+        .iter()
+        .filter(|(_, g)| g.guest_type == GuestType::Qemu && g.power == Power::Running)
+        .filter(|(_, g)| g.config.as_ref().is_ok_and(LiveConfig::has_cloudinit_drive))
+        .map(|(k, _)| k.clone())
+        .collect();
+    let jobs: Vec<Request> = keys
+        .iter()
+        .filter_map(|k| snap.guests.get(k))
+        .map(|g| Request::get(format!("{}/cloudinit", guest_path(g))))
+        .collect();
+    // Few and after the config reads: started at once, not spread.
+    let results = run_bounded(transport, &jobs, bound, Duration::ZERO);
+    for ((key, job), result) in keys.iter().zip(&jobs).zip(results) {
+        let answer = match result {
+            Some(Ok(r)) if r.is_success() => r,
+            Some(Ok(r)) if r.status == 404 || r.status == 501 => continue,
+            Some(Err(TransportError::NotRecorded { .. })) => continue,
+            other => {
+                let message = match other {
+                    Some(Ok(r)) => status_message(&r, None),
+                    Some(Err(e)) => e.to_string(),
+                    None => "read did not complete".into(),
+                };
+                failures.push(ReadFailure {
+                    what: describe(job),
+                    message,
+                });
+                continue;
+            }
+        };
+        if let Some(Ok(cfg)) = snap.guests.get_mut(key).map(|g| g.config.as_mut())
+            && let Err(e) = cfg.add_cloudinit_pending(answer.data())
+        {
+            failures.push(ReadFailure {
+                what: describe(job),
+                message: e.to_string(),
+            });
+        }
+    }
+}
+
+/// The VMs a `GET /nodes/{n}/qemu?full=1` answer shows paused (QEMU's
+/// status `paused`, `prelaunch` or `suspended`: qemu-server
+/// `QemuServer.pm` `vm_is_paused`).
+fn paused_vms(data: &serde_json::Value) -> Vec<Vmid> {
+    data.as_array()
+        .into_iter()
+        .flatten()
+        .filter(|vm| {
+            matches!(
+                vm.get("qmpstatus").and_then(serde_json::Value::as_str),
+                Some("paused" | "prelaunch" | "suspended")
+            )
+        })
+        .filter_map(|vm| json_vmid(vm.get("vmid")?).ok())
+        .collect()
+}
+
+const REPLICATION_PATH: &str = "/cluster/replication";
+
+/// The cluster's replication jobs. No endpoint (404, 501) or no answer in
+/// the recording being replayed is no jobs; any other failure is kept.
+fn read_replication(transport: &dyn Transport, acting_as: Option<&str>) -> Replication {
+    let request = Request::get(REPLICATION_PATH);
+    let fail = |message: String| {
+        Replication::Unreadable(ReadFailure {
+            what: describe(&request),
+            message,
+        })
+    };
+    match transport.call(&request) {
+        Err(TransportError::NotRecorded { .. }) => Replication::default(),
+        Err(e) => fail(e.to_string()),
+        Ok(r) if r.status == 501 || r.status == 404 => Replication::default(),
+        Ok(r) if !r.is_success() => fail(status_message(&r, acting_as)),
+        Ok(r) => Replication::from_json(r.data()).unwrap_or_else(|e| fail(e.to_string())),
+    }
 }
 
 enum ConfigRead {

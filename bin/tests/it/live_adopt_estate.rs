@@ -33,7 +33,7 @@ use serde_json::{Value, json};
 const KEY_OPS: &str =
     "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAILnyd2niY8ht8KRea6M6y+TBx08F7zRdhBlKjk7aywMT ops@host";
 const KEY_CI: &str =
-    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHq0cnVzdGVkLWNpLWtleS1mb3ItdGVzdHMtb25seQ ci@runner";
+    "ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIHRydXN0ZWQtY2kta2V5LWZvci10ZXN0cy1vbmx5LSEh ci@runner";
 
 /// PVE's `sshkeys` encoding: percent-encoded, newline-separated lines.
 fn pve_sshkeys(lines: &[&str]) -> String {

@@ -87,17 +87,20 @@ fn a_cold_memory_change_shuts_the_vm_down_never_stops_it_and_converges() {
 }
 
 #[test]
-fn a_shutdown_that_times_out_fails_naming_the_timeout_and_leaves_the_vm_running_unchanged() {
+fn a_shutdown_that_times_out_is_read_back_and_leaves_the_written_change_pending() {
     let (pve, repo) = running_vm_wanting_more_memory();
     // The guest takes 500 s to shut down; PVE's shutdown task gives up at
     // the 180 s timeout ProxOps asks for (fakepve: "VM quit/powerdown
-    // failed - got timeout").
+    // failed - got timeout"). The change was written first, while the VM
+    // ran: PVE holds it pending.
     pve.set_guest(150, serde_json::json!({"shutdown_secs": 500}))
         .unwrap();
     let run = apply(&pve, &repo, &[]);
     assert_eq!(run.code, 1, "{}", run.all());
     assert!(
-        run.all().contains("shutdown-timeout of 180s") && run.all().contains("left running"),
+        run.all().contains("shutdown-timeout of 180s")
+            && run.all().contains("PVE reports it running")
+            && run.all().contains("pending until the guest restarts"),
         "{}",
         run.all()
     );
@@ -106,15 +109,31 @@ fn a_shutdown_that_times_out_fails_naming_the_timeout_and_leaves_the_vm_running_
         [("shutdown".to_owned(), "timeout=180".to_owned())],
         "no stop, no start"
     );
+    let sent = pve.requests().unwrap();
+    let write = sent
+        .iter()
+        .position(|(m, p, _)| m != "GET" && p.ends_with("/qemu/150/config"))
+        .expect("the config write was sent");
+    let shutdown = sent
+        .iter()
+        .position(|(_, p, _)| p.ends_with("/qemu/150/status/shutdown"))
+        .unwrap();
+    assert!(write < shutdown, "written before the shutdown: {sent:?}");
     assert!(
-        !pve.requests()
-            .unwrap()
+        sent[shutdown + 1..]
             .iter()
-            .any(|(m, p, _)| m != "GET" && p.ends_with("/qemu/150/config")),
-        "the config write was not sent"
+            .any(|(m, p, _)| m == "GET" && p.ends_with("/qemu/150/status/current")),
+        "read back after the timeout: {sent:?}"
     );
     assert_eq!(current(&pve)["status"], "running");
+    // The running VM keeps its memory; 2048 waits for the restart.
     assert_eq!(memory(&pve), "1024");
+    let again = proxops(&pve, &repo, &["diff"]);
+    assert!(
+        again.all().contains("pending restart") && again.all().contains("memory"),
+        "{}",
+        again.all()
+    );
 }
 
 #[test]

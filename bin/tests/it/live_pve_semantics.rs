@@ -85,6 +85,14 @@ fn a_converged_guest_with_a_pending_change_is_rebooted_when_the_policy_says_so()
         "{}",
         run.all()
     );
+    let reboot = pve
+        .requests()
+        .unwrap()
+        .into_iter()
+        .find(|(_, p, _)| p.ends_with("/status/reboot"))
+        .unwrap();
+    // qemu-server `vm_reboot` takes the shutdown's `timeout` (60 s without).
+    assert_eq!(reboot.2, "timeout=180");
     let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
     assert_eq!(diff.code, 0, "{}", diff.all());
 }
@@ -143,4 +151,86 @@ fn a_guest_locked_for_backup_is_skipped_with_its_lock_named() {
         "{}",
         run.all()
     );
+}
+
+#[test]
+fn a_replicated_orphan_is_never_stopped_without_purge_and_purged_with_it() {
+    // qemu-server `API2/Qemu.pm` `destroy_vm`: a guest with replication
+    // jobs is destroyed only with `purge` (pve-guest-common
+    // `ReplicationConfig.pm` `check_for_existing_jobs`); the launcher's
+    // replication model refuses the same way.
+    let mut seed = seed_with(vec![app_vm(310, "app"), app_vm(330, "old")]);
+    seed["nodes"] = json!(["pve2"]);
+    seed["replication"] = json!([{"id": "330-0", "target": "pve2"}]);
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = app_repo(&pve, &app_manifest(310, "app", "", ""));
+
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert!(writes(&pve).is_empty(), "{:?}\n{}", writes(&pve), run.all());
+    assert!(
+        run.stdout
+            .lines()
+            .any(|l| l.contains("needs_person") && l.contains("replication job(s) 330-0")),
+        "{}",
+        run.all()
+    );
+
+    repo.set_reconcile("purge-ha-and-replicated", "true");
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    let sent = pve.requests().unwrap();
+    assert!(
+        sent.iter()
+            .any(|(m, p, _)| m == "DELETE" && p.ends_with("/qemu/330")),
+        "{sent:?}\n{}",
+        run.all()
+    );
+    // The launcher destroys a replicated guest only with purge=1, which
+    // removes its jobs (fakepve keeps no query string to show).
+    let jobs = pve_get(&pve, "/cluster/replication");
+    assert_eq!(jobs, json!([]));
+}
+
+#[test]
+fn an_ha_guests_stop_start_change_goes_through_the_ha_manager() {
+    // The guest's power is the HA manager's: PVE's own tools ask it
+    // (`PUT /cluster/ha/resources/{sid}` `state`), and ProxOps waits on
+    // `/cluster/ha/status/current` until it reports the state.
+    let mut seed = seed_with(vec![app_vm(310, "app")]);
+    seed["ha_resources"] = json!([{"sid": "vm:310", "state": "started"}]);
+    let pve = FakePve::start(&seed).unwrap();
+    let more = app_manifest(310, "app", "", "").replace("512MiB", "1GiB");
+    let repo = app_repo(&pve, &more);
+
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    let sent = pve.requests().unwrap();
+    let ha: Vec<String> = sent
+        .iter()
+        .filter(|(m, p, _)| m == "PUT" && p.contains("/cluster/ha/resources/"))
+        .map(|(_, _, b)| b.clone())
+        .collect();
+    assert_eq!(ha, ["state=stopped", "state=started"], "{}", run.all());
+    assert!(
+        !sent.iter().any(|(_, p, _)| p.ends_with("/status/shutdown")),
+        "{sent:?}"
+    );
+    assert!(
+        sent.iter()
+            .filter(|(_, p, _)| p.ends_with("/cluster/ha/status/current"))
+            .count()
+            >= 2
+    );
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    assert_eq!(diff.code, 0, "{}", diff.all());
+}
+
+/// `GET path`'s `data` from fakepve, as the configured token.
+fn pve_get(pve: &FakePve, path: &str) -> Value {
+    use proxops_pve::transport::{Request, Transport};
+    let t = proxops_pve::live::LiveTransport::new(pve.live_config()).unwrap();
+    t.call(&Request::get(path)).unwrap().data().clone()
 }

@@ -701,3 +701,201 @@ fn status_output_json_is_the_document_an_observing_daemon_serves() {
         "proxops status --output json:\n{printed:#}\n/status:\n{served:#}"
     );
 }
+
+/// Seconds since the Unix epoch of an RFC 3339 UTC time
+/// (`2026-12-01T15:00:00Z`), as `/status` writes them.
+fn epoch_secs(t: &str) -> i64 {
+    let n = |a: usize, b: usize| t[a..b].parse::<i64>().unwrap();
+    let (y, m, d) = (n(0, 4), n(5, 7), n(8, 10));
+    // Days from civil (Howard Hinnant's algorithm).
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + n(11, 13) * 3600 + n(14, 16) * 60 + n(17, 19)
+}
+
+/// The home cluster's holds in a `/status` body.
+fn holds(status_body: &str) -> Vec<Value> {
+    let doc: Value = serde_json::from_str(status_body).unwrap_or_default();
+    doc["clusters"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|c| c["name"] == "home")
+        .flat_map(|c| c["holds"].as_array().cloned().unwrap_or_default())
+        .collect()
+}
+
+/// A daemon polling every second over the monitoring VM alone (the repo
+/// set up by `configure` too), once it has created it and converged; and
+/// its status address.
+fn monitoring_converged(
+    deadline: Instant,
+    configure: impl Fn(&Repo),
+) -> (FakePve, Repo, Daemon, String) {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    configure(&repo);
+    let mut daemon = Daemon::start(&pve, &repo);
+    let addr = daemon.address(deadline);
+    wait_for(&addr, "/status", deadline, "converged", |_, b| {
+        monitoring_state(b).as_deref() == Some("converged")
+    });
+    (pve, repo, daemon, addr)
+}
+
+/// Forgets the requests so far, asks for more memory than the monitoring
+/// VM has (a stop-start change: it cannot hot-plug memory), and waits for
+/// `/status` to show it held: that body and the hold.
+fn more_memory_until_held(
+    pve: &FakePve,
+    repo: &Repo,
+    addr: &str,
+    deadline: Instant,
+) -> (String, Value) {
+    pve.forget_requests().unwrap();
+    let manifest = repo.path().join("vm/base/monitoring.yaml");
+    let text = std::fs::read_to_string(&manifest).unwrap();
+    std::fs::write(&manifest, text.replace("memory: 1GiB", "memory: 2GiB")).unwrap();
+    let status = wait_for(addr, "/status", deadline, "held", |_, b| {
+        !holds(b).is_empty()
+    });
+    let held = holds(&status)[0].clone();
+    (status, held)
+}
+
+#[test]
+fn a_refused_stop_start_write_holds_the_guest_instead_of_retrying_every_poll() {
+    // Polling every second, the daemon meets a stop-start change (memory,
+    // which the VM cannot hot-plug) whose config write fakepve refuses.
+    // It writes before it stops, so the refusal costs no shutdown, and
+    // the guest is held for the backoff (5 minutes): no second write, and
+    // no shutdown at all, in the window watched; /status shows the hold
+    // and its next attempt, /metrics counts it.
+    const WATCHED: Duration = Duration::from_secs(12);
+    let deadline = Instant::now() + DEADLINE;
+    let (pve, repo, mut daemon, addr) = monitoring_converged(deadline, |_| {});
+
+    pve.call(
+        "fail",
+        json!(["POST", "/nodes/pve1/qemu/150/config"]),
+        json!({"status": 500, "message": "unable to write config: storage busy"}),
+    )
+    .unwrap();
+    let (status, held) = more_memory_until_held(&pve, &repo, &addr, deadline);
+    assert_eq!(held["kind"], "VM", "{status}");
+    assert_eq!(held["name"], "monitoring", "{status}");
+    assert_eq!(held["action"], "update", "{status}");
+    assert_eq!(held["failures"], 1, "{status}");
+    assert!(
+        held["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("storage busy"),
+        "{status}"
+    );
+    let doc: Value = serde_json::from_str(&status).unwrap();
+    let failed_at = epoch_secs(doc["last_cycle"]["finished_at"].as_str().unwrap());
+    let next = epoch_secs(held["next_attempt"].as_str().unwrap());
+    assert!(
+        next - failed_at >= 5 * 60 - 2,
+        "the next attempt comes after the 5-minute backoff: {status}"
+    );
+
+    // Cycles go on (one a second) and plan the change as held.
+    let (_, metrics) = get(&addr, "/metrics");
+    assert_eq!(
+        sample(&metrics, "proxops_objects_held", &[r#"cluster="home""#]),
+        1,
+        "{metrics}"
+    );
+    let to_150 = |sent: &[(String, String, String)], suffix: &str| {
+        sent.iter()
+            .filter(|(m, p, _)| m == "POST" && p.ends_with(&format!("/qemu/150{suffix}")))
+            .count()
+    };
+    let powers = ["/status/shutdown", "/status/stop", "/status/reboot"];
+    // The one attempt: its write (with the transport's own retries of a
+    // 500 within the call), and no shutdown.
+    let sent = pve.requests().unwrap();
+    assert!(to_150(&sent, "/config") >= 1, "{sent:?}");
+    let shutdowns = |sent: &[_]| powers.iter().map(|p| to_150(sent, p)).sum::<usize>();
+    assert_eq!(
+        shutdowns(&sent),
+        0,
+        "a refused write costs no shutdown: {sent:?}"
+    );
+
+    pve.forget_requests().unwrap();
+    let cycles = |m: &str| sample(m, "proxops_cycles_total", &[r#"result="ok""#]);
+    let before = cycles(&metrics);
+    std::thread::sleep(WATCHED);
+    let (_, metrics) = get(&addr, "/metrics");
+    assert!(cycles(&metrics) >= before + 5, "{metrics}");
+    let sent = pve.requests().unwrap();
+    assert_eq!(
+        to_150(&sent, "/config"),
+        0,
+        "held: no second write: {sent:?}"
+    );
+    assert_eq!(shutdowns(&sent), 0, "held: no shutdown: {sent:?}");
+    let (_, status) = get(&addr, "/status");
+    let o = serde_json::from_str::<Value>(&status).unwrap()["objects"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|o| o["name"] == "monitoring")
+        .cloned()
+        .unwrap();
+    assert_eq!(o["state"], "skipped", "{status}");
+    assert!(
+        o["last_error"]
+            .as_str()
+            .unwrap()
+            .starts_with("held: its update failed 1 time(s)"),
+        "{status}"
+    );
+    assert!(daemon.terminate(deadline).success());
+}
+
+#[test]
+fn a_guest_that_does_not_shut_down_is_shut_down_once_not_every_poll() {
+    // The write goes through (PVE holds the memory change pending), the
+    // guest ignores the shutdown (PVE's task ends "got timeout"), PVE
+    // reads back that it still runs. Under restart-policy reboot the next
+    // cycles would reboot it for the pending change, poll after poll: the
+    // hold allows one shutdown, then nothing for the backoff.
+    const WATCHED: Duration = Duration::from_secs(8);
+    let deadline = Instant::now() + DEADLINE;
+    let (pve, repo, mut daemon, addr) = monitoring_converged(deadline, |repo| {
+        repo.set_reconcile("restart-policy", "reboot");
+    });
+    pve.set_guest(150, json!({"shutdown_secs": 100_000}))
+        .unwrap();
+    let (status, held) = more_memory_until_held(&pve, &repo, &addr, deadline);
+    let error = held["last_error"].as_str().unwrap();
+    assert!(
+        error.contains("did not shut down") && error.contains("PVE reports it running"),
+        "{status}"
+    );
+    std::thread::sleep(WATCHED);
+    let sent = pve.requests().unwrap();
+    let count = |suffix: &str| {
+        sent.iter()
+            .filter(|(m, p, _)| m == "POST" && p.ends_with(&format!("/qemu/150{suffix}")))
+            .count()
+    };
+    assert_eq!(count("/status/shutdown"), 1, "{sent:?}");
+    assert_eq!(
+        count("/status/reboot") + count("/status/stop"),
+        0,
+        "{sent:?}"
+    );
+    assert_eq!(count("/config"), 1, "{sent:?}");
+    assert!(daemon.terminate(deadline).success());
+}

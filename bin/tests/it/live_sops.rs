@@ -74,14 +74,14 @@ impl SopsRepo {
         let token_secret = token.expose().rsplit('=').next().unwrap().to_owned();
         let keys = tempfile::tempdir().unwrap();
         let plain = format!(
-            "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n"
+            "secrets:\n  pve-user: root@pam\n  pve-token-id: proxops\n  pve-token: {token_secret}\ncloud-init:\n  passwords:\n    default: {PASSWORD}\n  ssh-keys:\n    main: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh ops@laptop\n"
         );
         let (cipher, key) = encrypt(keys.path(), &plain);
         use_sops_file(&repo, &cipher);
         let web = std::fs::read_to_string(repo.path().join("vm/home/web-01.yaml")).unwrap();
         let web = web
             .replace(
-                "    ssh-keys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIFQ0bU9pZ3l0c1Z0a2VlcG1lc2VjcmV0cGxlYXNl ops@laptop\n",
+                "    ssh-keys:\n      - ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAAIGRlbW8tb3BzLWxhcHRvcC1rZXktZm9yLXByb3hvcHMh ops@laptop\n",
                 "    ssh-key-refs: [cloud-init.ssh-keys.main]\n    ci-password-ref: cloud-init.passwords.default\n",
             );
         assert!(web.contains("ci-password-ref"));

@@ -107,7 +107,7 @@ pub(crate) fn declared_identity(vm: &VmSpec) -> BTreeSet<String> {
     out
 }
 
-fn is_identity_key(k: &str) -> bool {
+pub(super) fn is_identity_key(k: &str) -> bool {
     super::CLONE_IDENTITY_KEYS.contains(&k)
         || k.strip_prefix("ipconfig")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
@@ -143,21 +143,40 @@ fn adopt_ipconfigs(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
     for (n, key, v) in cx.take_slots("ipconfig") {
         let p = PropertyString::parse(&v).unwrap_or_default();
         match p.get("ip") {
-            Some(ip) if manifest::check_cidr(ip) && n <= 31 => {
+            Some(ip) if (ip == "dhcp" || manifest::check_cidr(ip)) && n <= 31 => {
                 let gw = p.get("gw").map(str::to_owned);
-                if gw.as_deref().is_some_and(|g| g.parse::<core::net::IpAddr>().is_err()) {
+                if gw
+                    .as_deref()
+                    .is_some_and(|g| g.parse::<core::net::IpAddr>().is_err())
+                {
                     cx.gap(&key, Some(&v), "unreadable gateway: left to PVE");
                     continue;
                 }
-                crate::adopt::section(&mut vm.cloud_init_data).ipconfigs.push(IpConfig { nic: n, ip: ip.to_owned(), gateway: gw });
+                crate::adopt::section(&mut vm.cloud_init_data)
+                    .ipconfigs
+                    .push(IpConfig {
+                        nic: n,
+                        ip: ip.to_owned(),
+                        gateway: gw,
+                    });
                 let rest: Vec<PropToken> = p
                     .into_tokens()
                     .into_iter()
-                    .filter(|t| !matches!(t, PropToken::Pair { key, .. } if key == "ip" || key == "gw"))
+                    .filter(
+                        |t| !matches!(t, PropToken::Pair { key, .. } if key == "ip" || key == "gw"),
+                    )
                     .collect();
-                cx.token_gap(&key, &rest, "IPv6 settings (ip6, gw6) are not modelled; PVE keeps them");
+                cx.token_gap(
+                    &key,
+                    &rest,
+                    "IPv6 settings (ip6, gw6) are not modelled; PVE keeps them",
+                );
             }
-            _ => cx.gap(&key, Some(&v), "only a static IPv4/IPv6 address (ip=<cidr>) is modelled; DHCP and IPv6-only settings stay PVE's"),
+            _ => cx.gap(
+                &key,
+                Some(&v),
+                "only an address (ip=<cidr>) or ip=dhcp is modelled; IPv6-only settings stay PVE's",
+            ),
         }
     }
     true

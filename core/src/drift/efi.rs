@@ -104,8 +104,20 @@ fn efidisk_drift(acc: &mut Acc, cfg: &LiveConfig, e: &manifest::EfiDisk) {
         acc.anomaly(AnomalyType::DataLoss, Some("efidisk0"), format!("efidisk0 lives on another storage than {}: PVE would re-create the EFI variables; move it by hand or change the manifest", e.storage));
         return;
     }
-    // Size and efitype are not compared: PVE sizes the volume itself (a tiny
-    // size is clamped to 4M) and changing efitype needs a new volume.
+    // Size is not compared: PVE sizes the volume itself (a tiny size is
+    // clamped to 4M). `efitype` picks the firmware and its VARS layout
+    // (qemu-server `QemuServer/OVMF.pm` `get_ovmf_files`; absent is 2m):
+    // changing it needs a new EFI disk, so a difference is for a person.
+    let live_type = le.efitype.as_deref().unwrap_or("2m");
+    if let Some(t) = &want.efitype
+        && t != live_type
+    {
+        acc.anomaly(
+            AnomalyType::NeedsPerson,
+            Some("efidisk0"),
+            format!("efidisk0 is efitype {live_type} on PVE but the manifest asks for {t}: the EFI type is fixed when the EFI disk is created (its variables store has that layout), so writing it would change nothing; remove efidisk0 by hand so ProxOps creates it anew (the EFI variables are lost), or set template: {live_type}"),
+        );
+    }
     // `pre-enrolled-keys` only picks the OVMF VARS template when the EFI
     // disk is created (qemu-server `QemuServer/OVMF.pm`): writing it on an
     // existing disk enrols nothing, so a change is for a person.

@@ -12,8 +12,10 @@
 //!   NIC change, a new NIC or a removed one with `network` hotplug; a CD-ROM
 //!   medium always (`change_medium`); a new scsi/virtio disk with `disk`
 //!   hotplug (ide/sata stay pending); `memory` with `memory` hotplug and
-//!   `numa=1`; `vcpus` with `cpu` hotplug (`qemu_cpu_hotplug`). `cores` is not
-//!   in that list: a changed core count always waits for a restart.
+//!   `numa=1`; `vcpus` with `cpu` hotplug (`qemu_cpu_hotplug`); `tablet`
+//!   with `usb` hotplug; `hotplug` itself unless its old or new value
+//!   names `memory` or `cpu`. `cores` is not in that list: a changed core
+//!   count always waits for a restart.
 //! - LXC (pve-container `LXC/Config.pm` `vmconfig_hotplug_pending`, `LXC.pm`
 //!   `update_net`): `cores`, `memory`, `swap` (cgroups), `netN`, a new `mpN`.
 //!
@@ -86,6 +88,14 @@ impl Hotplug {
             ("memory", false) => self.has("memory") && self.numa,
             // Only `vcpus` is hot-plugged; `cores` falls through to pending.
             ("vcpus", false) => self.has("cpu"),
+            // `vm_deviceplug`/`vm_deviceunplug` of the tablet with usb
+            // hotplug.
+            ("tablet", false) => self.has("usb"),
+            // `hotplug` itself, unless the old or new value involves
+            // memory or cpu ("skip" in `vmconfig_hotplug_pending`).
+            ("hotplug", false) => ![from, to]
+                .iter()
+                .any(|v| v.is_some_and(|v| v.contains("memory") || v.contains("cpu"))),
             ("net", true) => match (from, to) {
                 (Some(old), Some(new)) => {
                     changed_options(old, new)

@@ -96,8 +96,14 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
         "searchdomain",
         "spec.dns.domain",
         REBOOT,
-        |i| Ok(i.spec.dns.as_ref().and_then(|d| text(d.domain.as_ref()))),
-        same_trimmed,
+        |i| {
+            Ok(i.spec
+                .dns
+                .as_ref()
+                .and_then(|d| d.domain.as_deref())
+                .and_then(|d| plain(space_list(d))))
+        },
+        same_space_list,
         inverse::searchdomain,
     )),
     Row::Key(Key::new(
@@ -298,4 +304,19 @@ pub(crate) fn drift(
     owned::drift(KEYS, &input, cfg, acc)?;
     super::extra_drift(&ct.extra, cfg, acc);
     Ok(())
+}
+
+/// A DNS list as pve-container stores it: `PVE::Tools::split_list` (on
+/// commas, semicolons and white space), joined with single spaces
+/// (`LXC.pm` `verify_searchdomain_list`, `verify_nameserver_list`).
+fn space_list(v: &str) -> String {
+    v.split([',', ';', ' ', '\t', '\n'])
+        .filter(|s| !s.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// The same list in PVE's stored form, in order.
+fn same_space_list(live: Option<&str>, want: &str) -> bool {
+    live.is_some_and(|l| space_list(l) == space_list(want))
 }

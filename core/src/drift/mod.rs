@@ -50,6 +50,13 @@ pub use owned::OwnedKey;
 pub use qemu::NESTED_VIRT_FLAG;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
 
+/// A cloud-init identity key a clone inherits from its template and the
+/// drift clears unless the manifest declares it (`ciuser`, `sshkeys`,
+/// `ipconfigN`, …): the only keys ProxOps ever sends in a `delete=` list.
+pub fn is_clone_identity_key(key: &str) -> bool {
+    cloudinit::is_identity_key(key)
+}
+
 /// The keys and slot families a VM or TemplateVM owns, in create-form
 /// order: the table create, drift and adoption fold over.
 pub fn qemu_owned_keys() -> Vec<OwnedKey> {
@@ -166,6 +173,27 @@ pub fn unresolved_secrets(
                         .is_some_and(|s| !s.trim().is_empty())
                 }
             });
+            let unreadable = found && prefix == "cloud-init.ssh-keys." && {
+                let name = reference.strip_prefix(prefix).unwrap_or_default();
+                secrets.ssh_keys.get(name).is_some_and(|k| {
+                    crate::wire::SshKey::parse(k.trim())
+                        .map_err(|e| e.to_string())
+                        .and_then(|key| key.check_blob())
+                        .is_err()
+                })
+            };
+            if unreadable {
+                out.push(
+                    crate::diag::Diagnostic::file(
+                        &obj.file,
+                        format!(
+                            "{}: secret {reference:?} in the cluster's SOPS file is not a public key PVE reads (PVE checks each key with ssh-keygen and refuses the whole write, which would leave a clone with its template's config): the cluster does nothing this cycle",
+                            obj.r#ref
+                        ),
+                    )
+                    .with_field(format!("spec.cloud-init-data.{field}")),
+                );
+            }
             if !found {
                 out.push(
                     crate::diag::Diagnostic::file(

@@ -213,9 +213,13 @@ fn mount_overlay(lm: &LxcVolumeMount, m: &MountPoint) -> LxcVolumeMount {
         next.mp = Some(p.clone());
     }
     let o = m.options.clone().unwrap_or_default();
+    // Each option with what an absent token means to PVE. A mount point
+    // without `backup` is not backed up (pve-container `LXC/Config.pm`
+    // `mountpoint_backup_enabled`: only rootfs always is; the schema gives
+    // `backup` no default).
     let pairs: [(Option<bool>, &mut Option<bool>, bool); 5] = [
         (o.read_only, &mut next.ro, false),
-        (o.backup, &mut next.backup, true),
+        (o.backup, &mut next.backup, false),
         (o.acl, &mut next.acl, false),
         (o.quota, &mut next.quota, false),
         (o.shared, &mut next.shared, false),

@@ -42,6 +42,40 @@ pub fn percent_decode(s: &str) -> Result<String, WireError> {
     String::from_utf8(out).map_err(|_| bad())
 }
 
+/// Standard padded base64 (what OpenSSH writes); `None` when it is not.
+fn base64_decode(text: &str) -> Option<Vec<u8>> {
+    let value = |c: u8| -> Option<u32> {
+        Some(match c {
+            b'A'..=b'Z' => c - b'A',
+            b'a'..=b'z' => c - b'a' + 26,
+            b'0'..=b'9' => c - b'0' + 52,
+            b'+' => 62,
+            b'/' => 63,
+            _ => return None,
+        } as u32)
+    };
+    let bytes = text.as_bytes();
+    if bytes.is_empty() || !bytes.len().is_multiple_of(4) {
+        return None;
+    }
+    let mut out = Vec::with_capacity(bytes.len() / 4 * 3);
+    let last = bytes.len() / 4 - 1;
+    for (i, chunk) in bytes.chunks(4).enumerate() {
+        let pad = chunk.iter().rev().take_while(|c| **c == b'=').count();
+        if pad > 2 || (pad > 0 && i != last) {
+            return None;
+        }
+        let mut n = 0u32;
+        for c in &chunk[..4 - pad] {
+            n = (n << 6) | value(*c)?;
+        }
+        n <<= 6 * pad as u32;
+        let got = [(n >> 16) as u8, (n >> 8) as u8, n as u8];
+        out.extend_from_slice(&got[..3 - pad]);
+    }
+    Some(out)
+}
+
 /// One public key line: `<type> <blob> [comment…]`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct SshKey {
@@ -82,6 +116,59 @@ impl SshKey {
             blob: blob.to_owned(),
             comment: fields.collect::<Vec<_>>().join(" "),
         })
+    }
+
+    /// Whether the key blob parses as `ssh-keygen -l` reads it, which is
+    /// PVE's check (qemu-server `API2/Qemu.pm` `$check_sshkeys` →
+    /// `PVE::Tools::validate_ssh_public_keys`: a key `ssh-keygen` cannot
+    /// read is a 500 "SSH public key validation error", and the whole
+    /// write is refused): padded base64 of length-prefixed strings, the
+    /// first the key type named before it, as many as that type has (an
+    /// ed25519 key of 32 bytes), nothing left over. `Err` says what is
+    /// wrong.
+    pub fn check_blob(&self) -> Result<(), String> {
+        let bytes = base64_decode(&self.blob).ok_or("the key blob is not padded base64")?;
+        let mut parts = Vec::new();
+        let mut rest = bytes.as_slice();
+        while !rest.is_empty() {
+            let (len, tail) = rest
+                .split_first_chunk::<4>()
+                .ok_or("the key blob is truncated")?;
+            let len = u32::from_be_bytes(*len) as usize;
+            if tail.len() < len {
+                return Err("the key blob is truncated".into());
+            }
+            parts.push(&tail[..len]);
+            rest = &tail[len..];
+        }
+        let Some(first) = parts.first() else {
+            return Err("the key blob is empty".into());
+        };
+        if *first != self.key_type.as_bytes() {
+            return Err(format!(
+                "the key blob is not a {} key (it says {:?})",
+                self.key_type,
+                String::from_utf8_lossy(first)
+            ));
+        }
+        let want = match self.key_type.as_str() {
+            "ssh-ed25519" => 2,
+            "ssh-rsa"
+            | "ecdsa-sha2-nistp256"
+            | "ecdsa-sha2-nistp384"
+            | "ecdsa-sha2-nistp521"
+            | "sk-ssh-ed25519@openssh.com" => 3,
+            "sk-ecdsa-sha2-nistp256@openssh.com" => 4,
+            "ssh-dss" => 5,
+            other => return Err(format!("unknown key type {other:?}")),
+        };
+        if parts.len() != want || parts.iter().skip(1).any(|p| p.is_empty()) {
+            return Err("the key blob is truncated or has extra data".into());
+        }
+        if self.key_type == "ssh-ed25519" && parts[1].len() != 32 {
+            return Err("an ed25519 key blob holds a 32-byte key".into());
+        }
+        Ok(())
     }
 
     pub fn id(&self) -> SshKeyId {

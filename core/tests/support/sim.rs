@@ -27,9 +27,13 @@
 //! recorded as pending with the value the guest runs with. A stop, a
 //! reboot or a start applies what is pending (qemu-server `API2/Qemu.pm`
 //! `vm_reboot`, `QemuServer.pm` `vm_stop_cleanup` → `vmconfig_apply_pending`;
-//! pve-container's poststop hook). A delete of a `protection=1` guest is
+//! pve-container's poststop hook). A stop-start update is written while the
+//! guest runs, then the guest is shut down and started. A delete of a `protection=1` guest is
 //! refused and changes nothing (qemu-server `API2/Qemu.pm` `destroy_vm`,
-//! `check_protection`).
+//! `check_protection`), and so is one of an HA-managed or replicated guest
+//! without `purge`. A config write PVE refuses whatever the guest's state
+//! (a protected container's volumes, balloon above memory, a boot order
+//! naming a missing device) panics: the planner refuses those itself.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use std::collections::BTreeMap;
@@ -220,10 +224,9 @@ fn apply_guest(
             let gt = g.guest_type;
             let was_running = g.power == Power::Running;
             let mut cfg = g.config.clone().unwrap();
-            if *stop_first {
-                g.power = Power::Stopped;
-                cfg.pending.clear();
-            }
+            refuse_write(gt, &cfg, params, delete);
+            // Written first, while the guest runs (ProxOps writes before it
+            // stops): what PVE cannot apply live goes pending.
             let running = g.power == Power::Running;
             let before = cfg.clone();
             let mut counter = next_disk_number(&cfg, vmid);
@@ -257,8 +260,15 @@ fn apply_guest(
             };
             g.name = cfg.get(name_key).unwrap_or("").to_owned();
             g.config = Ok(cfg);
-            if *stop_first && *restart_after && was_running {
-                g.power = Power::Running;
+            if *stop_first {
+                // The shutdown applies what is pending (qemu-server
+                // `QemuServer.pm` `vm_stop_cleanup` →
+                // `vmconfig_apply_pending`; pve-container's poststop hook).
+                g.power = Power::Stopped;
+                apply_pending(g);
+                if *restart_after && was_running {
+                    g.power = Power::Running;
+                }
             }
         }
         Work::Start { .. } => {
@@ -277,15 +287,23 @@ fn apply_guest(
         Work::MarkTemplate { .. } => {
             mark_as_template(snapshot.guests.get_mut(&key).expect("no such guest"))
         }
-        Work::Delete { .. } => {
+        Work::Delete { purge, .. } => {
             let protected = snapshot.guests.get(&key).is_some_and(|g| {
                 g.config
                     .as_ref()
                     .is_ok_and(|c| c.current("protection") == Some("1"))
             });
             // qemu-server `destroy_vm` → `check_protection`: "can't remove
-            // VM … - protection mode enabled"; the guest stays.
-            if !protected {
+            // VM … - protection mode enabled"; without `purge`, an HA
+            // resource or a replication job (pve-guest-common
+            // `ReplicationConfig.pm` `check_for_existing_jobs`) refuses it
+            // too. The guest stays.
+            let ha = snapshot
+                .guests
+                .get(&key)
+                .is_some_and(|g| g.ha_state.is_some());
+            let replicated = snapshot.replication.of(vmid) != Ok(&[][..]);
+            if !protected && (*purge || !(ha || replicated)) {
                 snapshot.guests.remove(&key);
             }
         }
@@ -315,6 +333,42 @@ fn apply_guest(
             g.config = Ok(cfg);
         }
         Work::Download { .. } => unreachable!(),
+    }
+}
+
+/// What PVE refuses of a config write whatever the guest's state: the
+/// planner must never send it (it refuses at plan time), so the simulator
+/// panics with PVE's message.
+fn refuse_write(gt: GuestType, cfg: &LiveConfig, params: &Params, delete: &[String]) {
+    let mount = |k: &str| {
+        k == "rootfs"
+            || k.strip_prefix("mp")
+                .is_some_and(|n| n.parse::<u32>().is_ok())
+    };
+    if gt == GuestType::Lxc {
+        // pve-container `LXC/Config.pm` `update_pct_config` → `check_protection`.
+        if cfg.current("protection") == Some("1") && params.0.iter().any(|(k, _)| mount(k)) {
+            panic!("can't update CT drive - protection mode enabled");
+        }
+        return;
+    }
+    // qemu-server `API2/Qemu.pm` `$update_vm_api`: balloon above memory,
+    // a boot order naming a device the VM does not have.
+    if let (Some(m), Some(b)) = (param(params, "memory"), cfg.get("balloon")) {
+        let (m, b) = (m.parse::<u64>().unwrap_or(0), b.parse::<u64>().unwrap_or(0));
+        assert!(
+            b <= m,
+            "balloon value too large (must be smaller than assigned memory)"
+        );
+    }
+    if let Some(order) = param(params, "boot").and_then(|b| b.strip_prefix("order=")) {
+        for dev in order.split(';').filter(|d| !d.is_empty()) {
+            let exists = cfg.get(dev).is_some() || params.contains(dev);
+            assert!(
+                exists && !delete.iter().any(|k| k == dev),
+                "invalid bootorder: device '{dev}' does not exist"
+            );
+        }
     }
 }
 
@@ -406,6 +460,12 @@ fn takes_live(
         // Only `vcpus` has a hot-plug branch (`qemu_cpu_hotplug`); `cores`
         // has none and waits for a restart.
         _ if key == "vcpus" => plugs("cpu"),
+        // The tablet device is plugged with usb hotplug; `hotplug` applies
+        // at once unless either value names memory or cpu.
+        _ if key == "tablet" => plugs("usb"),
+        _ if key == "hotplug" => ![old, new]
+            .iter()
+            .any(|v| v.is_some_and(|v| v.contains("memory") || v.contains("cpu"))),
         // `vmconfig_hotplug_pending`'s fast-plug options and the cgroup
         // `cpulimit`; PVE 9.2 also fast-plugs the cloud-init keys.
         _ => matches!(

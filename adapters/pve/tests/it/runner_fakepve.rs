@@ -100,6 +100,8 @@ fn stop_vm_100(t: &LiveTransport, o: &RunOptions<'_>) -> proxops_core::exec::Exe
             Op::Stop,
             Work::Stop {
                 guest_type: GuestType::Qemu,
+                ha: None,
+                digest: None,
             },
         )]),
         o,
@@ -131,6 +133,7 @@ fn description_update(t: &dyn Transport, text: &str) -> Action {
             digest,
             stop_first: false,
             restart_after: false,
+            ha: None,
         },
     )
 }
@@ -217,6 +220,7 @@ fn a_container_config_is_written_with_put_and_its_digest() {
             digest: guest.config.as_ref().unwrap().digest.clone(),
             stop_first: false,
             restart_after: false,
+            ha: None,
         },
     );
     a.kind = Kind::LXC;
@@ -286,6 +290,7 @@ fn a_task_error_fails_the_action_with_the_exit_status() {
             Op::Start,
             Work::Start {
                 guest_type: GuestType::Qemu,
+                ha: None,
             },
         )]),
         &opts(None),
@@ -319,6 +324,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
             guest_type: GuestType::Qemu,
             stop_first: true,
             purge: false,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -337,6 +343,7 @@ fn a_running_guest_is_shut_down_then_deleted_never_forced() {
             guest_type: GuestType::Qemu,
             stop_first: true,
             purge: false,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -447,4 +454,158 @@ fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
         running.iter().all(|l| **l == format!("running 0 {upid}")),
         "{heard:?}"
     );
+}
+
+/// The non-GET requests fakepve saw, as `METHOD path body`.
+fn sent_writes(pve: &FakePve) -> Vec<String> {
+    pve.requests()
+        .unwrap()
+        .into_iter()
+        .filter(|(m, _, _)| m != "GET")
+        .map(|(m, p, b)| format!("{m} {} {b}", p.trim_start_matches("/api2/json")))
+        .map(|s| s.trim_end().to_owned())
+        .collect()
+}
+
+#[test]
+fn under_restart_policy_reboot_a_container_is_shut_down_with_its_timeout_and_started() {
+    // pve-container `LXC.pm` `vm_reboot` stops without `--nokill`: PVE's
+    // own reboot kills a container after 60 s. Never sent.
+    let mut s = seed();
+    s["guests"][1]["status"] = json!("running");
+    // Ours, as the plan saw it: the action reads the config first.
+    s["guests"][1]["config"]["tags"] = json!("proxops");
+    let pve = FakePve::start(&s).unwrap();
+    let t = live(&pve);
+    pve.forget_requests().unwrap();
+    let mut a = action(
+        200,
+        Op::Reboot,
+        Work::Reboot {
+            guest_type: GuestType::Lxc,
+            ha: None,
+            digest: None,
+        },
+    );
+    a.kind = Kind::LXC;
+    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    assert_eq!(
+        sent_writes(&pve),
+        [
+            "POST /nodes/pve1/lxc/200/status/shutdown timeout=180",
+            "POST /nodes/pve1/lxc/200/status/start"
+        ]
+    );
+}
+
+#[test]
+fn a_vm_reboot_carries_the_shutdown_timeout_and_is_confirmed_running() {
+    // qemu-server `API2/Qemu.pm` `vm_reboot`: `timeout` for its shutdown.
+    let pve = FakePve::start(&seed()).unwrap();
+    let t = live(&pve);
+    pve.forget_requests().unwrap();
+    let a = action(
+        100,
+        Op::Reboot,
+        Work::Reboot {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: None,
+        },
+    );
+    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    assert_eq!(
+        sent_writes(&pve),
+        ["POST /nodes/pve1/qemu/100/status/reboot timeout=180"]
+    );
+    assert!(
+        pve.requests()
+            .unwrap()
+            .iter()
+            .any(|(m, p, _)| m == "GET" && p.ends_with("/qemu/100/status/current"))
+    );
+}
+
+#[test]
+fn an_ha_managed_vm_is_stopped_and_started_by_the_ha_manager() {
+    // The launcher's HA manager (pve-ha-manager `API2/HA/Resources.pm`)
+    // carries a request out ~0.3 s later; the step waits on
+    // `/cluster/ha/status/current` until it reports the state.
+    let mut s = seed();
+    s["ha_resources"] = json!([{"sid": "vm:100", "state": "started"}]);
+    let pve = FakePve::start(&s).unwrap();
+    let t = live(&pve);
+    let snap = read_snapshot(&t, &ReadScope::default()).unwrap();
+    let g = snap
+        .guest(&NodeName::new("pve1").unwrap(), Vmid::new(100).unwrap())
+        .unwrap();
+    assert_eq!(g.ha_sid().as_deref(), Some("vm:100"));
+    let mut params = Params::new();
+    params.push("cores", "4");
+    let a = action(
+        100,
+        Op::Update,
+        Work::UpdateConfig {
+            guest_type: GuestType::Qemu,
+            params,
+            delete: Vec::new(),
+            digest: g.config.as_ref().unwrap().digest.clone(),
+            stop_first: true,
+            restart_after: true,
+            ha: g.ha_sid(),
+        },
+    );
+    pve.forget_requests().unwrap();
+    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
+    let writes = sent_writes(&pve);
+    assert_eq!(writes.len(), 3, "{writes:?}");
+    assert!(writes[0].starts_with("POST /nodes/pve1/qemu/100/config cores=4&digest="));
+    assert_eq!(
+        writes[1..],
+        [
+            "PUT /cluster/ha/resources/vm:100 state=stopped",
+            "PUT /cluster/ha/resources/vm:100 state=started"
+        ]
+    );
+    let waits = pve
+        .requests()
+        .unwrap()
+        .iter()
+        .filter(|(_, p, _)| p.ends_with("/cluster/ha/status/current"))
+        .count();
+    assert!(waits >= 4, "each request is waited for: {waits}");
+    let current = t
+        .call(&Request::get("/nodes/pve1/qemu/100/status/current"))
+        .unwrap();
+    assert_eq!(current.data()["status"], "running");
+    let config = t
+        .call(&Request::get("/nodes/pve1/qemu/100/config"))
+        .unwrap();
+    assert_eq!(config.data()["cores"], json!("4"));
+}
+
+#[test]
+fn replication_jobs_are_read_once_per_snapshot() {
+    let mut s = seed();
+    s["nodes"] = json!(["pve2"]);
+    s["replication"] = json!([{"id": "200-0", "target": "pve2", "schedule": "*/15"}]);
+    let pve = FakePve::start(&s).unwrap();
+    let t = live(&pve);
+    pve.forget_requests().unwrap();
+    let snap = read_snapshot(&t, &ReadScope::default()).unwrap();
+    assert_eq!(
+        snap.replication.of(Vmid::new(200).unwrap()),
+        Ok(&["200-0".to_owned()][..])
+    );
+    assert_eq!(snap.replication.of(Vmid::new(100).unwrap()), Ok(&[][..]));
+    let reads = pve
+        .requests()
+        .unwrap()
+        .iter()
+        .filter(|(_, p, _)| p.ends_with("/cluster/replication"))
+        .count();
+    assert_eq!(reads, 1);
 }

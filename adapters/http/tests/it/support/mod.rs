@@ -125,7 +125,7 @@ pub fn cycle(started_at: u64) -> CycleReport {
         planned: Vec::new(),
         object_anomalies: Vec::new(),
         manifests: BTreeMap::new(),
-        holds: BTreeMap::new(),
+        holds: Vec::new(),
         elapsed_ms: 0,
     };
     CycleReport {
