@@ -482,8 +482,8 @@ mod tests {
         use proptest::prelude::*;
         let piece = prop::sample::select(vec![
             "a: ", "- ", "- - ", "? ", ": ", "[", "]", "{", "}", "'", "\"", "#", "|", ">", "x",
-            " ", "  ", "\n", "\t", ",", "--- ", "&a ", "!t ", "\r", "\r\n", "\u{85}",
-            "\u{2028}", "\u{2029}",
+            " ", "  ", "\n", "\t", ",", "--- ", "&a ", "!t ", "\r", "\r\n", "\u{85}", "\u{2028}",
+            "\u{2029}",
         ]);
         proptest!(|(pieces in prop::collection::vec(piece, 0..200), limit in 1usize..12)| {
             let text: String = pieces.concat();
