@@ -33,6 +33,7 @@ tools/install-test-tools.sh
 export PATH="$PROXOPS_TOOLS_DIR/bin:$PATH"
 
 echo "load: $(cut -d' ' -f1-3 /proc/loadavg)"
-cargo bench -p proxops-core --bench plan
-cargo bench -p proxops \
+# One cargo invocation for all of them: two would build the dependencies
+# twice, once per feature set (minutes in CI).
+cargo bench -p proxops-core --bench plan -p proxops \
     --bench diff_replay --bench live_cycle --bench rollout --bench apply_memory --bench soak
