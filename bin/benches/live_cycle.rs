@@ -1,27 +1,34 @@
 //! A converged cycle against fakepve with network latency
-//! (`cargo bench -p proxops --bench live_cycle`): 500 guests on 4 nodes,
-//! each response delayed by 20 ms. Prints the requests one cycle sends, its
-//! wall time, and the serial lower bound (requests × latency) the bounded
-//! read concurrency beats. Needs the test tools (tools/install-test-tools.sh).
+//! (`cargo bench -p proxops --bench live_cycle`): `PROXOPS_CYCLE_GUESTS`
+//! VMs (200) on 4 nodes, every answer 20 ms late, read at each
+//! `read-concurrency` of `PROXOPS_CYCLE_CONCURRENCY` (`1,2,4,8,16`);
+//! `PROXOPS_CYCLE_LATENCY_MS` sets the latency.
+//!
+//! Prints per concurrency the requests one `proxops diff` sends, its wall
+//! and CPU time (median of `PROXOPS_CYCLE_RUNS`, 5) and the ratio to the
+//! bound requests × latency / concurrency: the time the reads take if
+//! nothing but the network is waited for. Quick mode (CI): 20 guests,
+//! concurrency 4, one run. Needs the test tools
+//! (tools/install-test-tools.sh).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod support;
+
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
-const GUESTS: usize = 500;
 const NODES: usize = 4;
-const LATENCY: f64 = 0.020;
 
-fn seed() -> Value {
-    let mut guests = Vec::new();
-    for i in 0..GUESTS {
+fn seed(guests: usize) -> Value {
+    let mut list = Vec::new();
+    for i in 0..guests {
         let vmid = 1000 + i;
-        guests.push(json!({
+        list.push(json!({
             "vmid": vmid, "name": format!("vm-{vmid}"), "node": format!("pve{}", i % NODES + 1),
             "status": "running",
             "config": {
@@ -32,76 +39,82 @@ fn seed() -> Value {
             }
         }));
     }
-    json!({"nodes": (1..=NODES).map(|n| format!("pve{n}")).collect::<Vec<_>>(), "guests": guests})
+    json!({"nodes": (1..=NODES).map(|n| format!("pve{n}")).collect::<Vec<_>>(), "guests": list})
 }
 
-fn repo(dir: &Path, pve: &FakePve) {
-    let w = |rel: &str, text: String| {
-        let p = dir.join(rel);
-        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-        std::fs::write(p, text).unwrap();
-    };
+fn repo(dir: &Path, pve: &FakePve, guests: usize, concurrency: usize) {
     let nodes: Vec<String> = (1..=NODES).map(|n| format!("pve{n}")).collect();
-    w(
+    support::write(
+        dir,
         "clusters/bench/config.yaml",
-        format!(
-            "pve:\n  clusters:\n    bench:\n      base-url: {}\n      nodes: [{}]\n      ca-file: {}\n",
+        &format!(
+            "pve:\n  clusters:\n    bench:\n      base-url: {}\n      nodes: [{}]\n      ca-file: {}\n      read-concurrency: {concurrency}\n",
             pve.url(),
             nodes.join(", "),
             pve.ca_file().display()
         ),
     );
     let mut list = String::from("resources:\n");
-    for i in 0..GUESTS {
+    for i in 0..guests {
         let vmid = 1000 + i;
-        w(
+        support::write(
+            dir,
             &format!("vm/bench/vm-{vmid}.yaml"),
-            format!(
+            &format!(
                 "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: vm-{vmid}\nspec:\n  node: pve{}\n  vmid: {vmid}\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n",
                 i % NODES + 1
             ),
         );
         list.push_str(&format!("  - ../../vm/bench/vm-{vmid}.yaml\n"));
     }
-    w("clusters/bench/resources.yaml", list);
+    support::write(dir, "clusters/bench/resources.yaml", &list);
 }
 
 fn main() {
-    let pve = FakePve::start(&seed()).expect("fakepve (run tools/install-test-tools.sh)");
+    let guests = support::env_usize("PROXOPS_CYCLE_GUESTS", 200, 20);
+    let runs = support::env_usize("PROXOPS_CYCLE_RUNS", 5, 1);
+    let sweep = support::env_list("PROXOPS_CYCLE_CONCURRENCY", "1,2,4,8,16", "4");
+    let latency = support::env_usize("PROXOPS_CYCLE_LATENCY_MS", 20, 20) as f64 / 1e3;
+    let pve = FakePve::start(&seed(guests)).expect("fakepve (run tools/install-test-tools.sh)");
     pve.settings(json!({"time_scale": 1.0})).unwrap();
-    pve.call("slow_network", json!([LATENCY]), json!({}))
+    pve.call("slow_network", json!([latency]), json!({}))
         .unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    repo(dir.path(), &pve);
-    let mut times = Vec::new();
-    let mut requests = 0;
-    for _ in 0..3 {
-        pve.forget_requests().unwrap();
-        let t = Instant::now();
-        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
-            .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-            .arg("--git-path")
-            .arg(dir.path())
-            .arg("diff")
-            .output()
-            .unwrap();
-        times.push(t.elapsed());
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("no drift"),
-            "{stdout}{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        requests = pve.requests().unwrap().len();
-    }
-    times.sort();
-    let wall = times[1];
-    let serial = Duration::from_secs_f64(requests as f64 * LATENCY);
     println!(
-        "converged cycle: {GUESTS} guests on {NODES} nodes, {requests} requests (bound N + 2M + 3 = {}), wall {:.2} s (median of 3), serial lower bound {:.2} s ({:.1}x faster)",
-        GUESTS + 2 * NODES + 3,
-        wall.as_secs_f64(),
-        serial.as_secs_f64(),
-        serial.as_secs_f64() / wall.as_secs_f64()
+        "converged cycle: {guests} guests on {NODES} nodes, {:.0} ms per answer, median of {runs}, load {}",
+        latency * 1e3,
+        support::load()
     );
+    for concurrency in sweep {
+        let dir = tempfile::tempdir().unwrap();
+        repo(dir.path(), &pve, guests, concurrency);
+        let (mut walls, mut cpus) = (Vec::new(), Vec::new());
+        let mut requests = 0;
+        for _ in 0..runs {
+            pve.forget_requests().unwrap();
+            let mut cmd = Command::new(support::proxops());
+            cmd.env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
+                .arg("--git-path")
+                .arg(dir.path())
+                .arg("diff");
+            let run = support::measure(&cmd);
+            assert!(
+                run.status == 0 && run.stdout.contains("no drift"),
+                "{}{}",
+                run.stdout,
+                run.stderr
+            );
+            walls.push(run.wall);
+            cpus.push(run.cpu());
+            requests = pve.requests().unwrap().len();
+        }
+        let wall = support::median(walls);
+        let bound = Duration::from_secs_f64(requests as f64 * latency / concurrency as f64);
+        println!(
+            "read-concurrency {concurrency:>2}: {requests} requests, wall {} (CPU {}), bound requests x latency / concurrency {}: {:.2}x",
+            support::secs(wall),
+            support::secs(support::median(cpus)),
+            support::secs(bound),
+            wall.as_secs_f64() / bound.as_secs_f64()
+        );
+    }
 }

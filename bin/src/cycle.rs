@@ -491,6 +491,8 @@ pub fn prepare_reusing<'w>(
                 );
                 let kept = reuse.live.lock().ok().and_then(|m| m.get(&key).cloned());
                 if let Some(shared) = kept {
+                    // A new cycle looks the endpoint up again, once.
+                    shared.new_cycle();
                     break 'live (
                         Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
                         c.cloud_init,
@@ -507,6 +509,7 @@ pub fn prepare_reusing<'w>(
                 let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
                 live.retry.base = cfg.retry_base.as_std();
                 live.retry.max_retries = cfg.retries;
+                live.connections = cc.read_concurrency.max(cc.limits.per_cluster);
                 let transport = LiveTransport::new(live)
                     .map_err(|e| {
                         Failure::input(format!(

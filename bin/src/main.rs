@@ -32,7 +32,8 @@ use std::process::ExitCode;
 
 /// Loading a large repository and recording makes millions of small
 /// allocations (YAML and JSON trees); glibc's allocator spent a third of a
-/// 10,000-guest `diff --replay` in malloc and free.
+/// 10,000-guest `diff --replay` in malloc and free. Its version and
+/// settings (no transparent huge pages) are in the workspace Cargo.toml.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

@@ -19,13 +19,16 @@ use crate::yaml::{DocError, deserialize_document};
 /// Default `reconcile.prune-budget`: at most this many deletions per cluster per cycle.
 pub const DEFAULT_PRUNE_BUDGET: u32 = 3;
 /// Default config-read concurrency per cluster (`reconcile.read-concurrency`).
-/// Measured against fakepve with 20 ms per response, a converged cycle of
-/// 2,000 guests on 8 nodes (2,009 reads) takes 49 s at 1, 25 s at 2, 13 s
-/// at 4, 7 s at 8 and 4 s at 16 (docs/performance.md). 4 is kept: it reads
-/// 2,000 guests well inside the 30 s poll interval, while pveproxy on the
-/// node behind `base-url` has 3 workers by default, so more reads in flight
-/// only queue on that production node beside its web UI and other clients.
-pub const DEFAULT_READ_CONCURRENCY: usize = 4;
+/// Measured against fakepve with 20 ms per response (bench `live_cycle`,
+/// docs/performance.md), a converged 200-guest cycle takes 4.46 s at 1,
+/// 1.23 s at 4, 0.70 s at 8 and 0.37 s at 16. 8 takes the larger part of
+/// that gain and no more: each read is proxied by the `base-url` node's
+/// pveproxy to the guest's own node (`proxyto`), and only the reads of
+/// its own guests run in one of its 3 workers, so 8 in flight stay within
+/// what a cluster of 3 or more nodes serves at once; it is also the
+/// runner's `tasks-per-cluster`. A 2,000-guest cluster reads in about 6 s
+/// at 20 ms per request.
+pub const DEFAULT_READ_CONCURRENCY: usize = 8;
 
 /// Default `daemon.parallel-clusters`: clusters `proxops run` reads, plans
 /// and applies at the same time. Each has its own PVE, so they do not

@@ -46,3 +46,4 @@ pub mod time;
 pub mod units;
 pub mod wire;
 pub mod yaml;
+pub mod yaml_block;

@@ -227,6 +227,11 @@ pub struct Rollout {
     /// How many of them run at once at most (the cluster's budget, or
     /// fewer when there are fewer).
     pub at_once: usize,
+    /// How many turns the disruption budget makes them take: the fewest
+    /// rounds in which every disruptive action runs, no round beyond the
+    /// cluster's budget or a group's (20 updates at a budget of 1 are 20
+    /// turns, whatever their dependency waves).
+    pub turns: usize,
     /// Per disruption group: its disruptive actions and its budget.
     pub groups: Vec<GroupRollout>,
     /// Disruptive actions per operation, e.g. `("stop-start update", 3)`.
@@ -278,10 +283,21 @@ impl Rollout {
         // group's against its own too.
         let ungrouped = disruptive - groups.values().sum::<usize>();
         let grouped: usize = groups.iter().map(|(g, n)| budget.of_group(g).min(*n)).sum();
+        // Each round runs at most the cluster's budget, and of a group at
+        // most its own: every round bound is needed, and (a flow over the
+        // rounds shows) enough.
+        let cluster = budget.cluster.max(1);
+        let turns = groups
+            .iter()
+            .map(|(g, n)| n.div_ceil(budget.of_group(g).min(cluster)))
+            .chain([disruptive.div_ceil(cluster)])
+            .max()
+            .unwrap_or(0);
         Rollout {
             waves,
             disruptive,
-            at_once: budget.cluster.max(1).min(ungrouped + grouped),
+            turns,
+            at_once: cluster.min(ungrouped + grouped),
             groups: groups
                 .into_iter()
                 .map(|(group, n)| GroupRollout {
@@ -296,7 +312,8 @@ impl Rollout {
 
     /// One line for the text and Markdown renderings, `None` when nothing
     /// in the plan makes a guest unavailable: "Rollout: 3 stop-start
-    /// updates, 1 at a time; group db: 3, 1 at a time."
+    /// updates (1 guest(s) unavailable at once: 3 turns), in 1 dependency
+    /// wave(s); group db: 3, 1 at a time."
     pub fn line(&self) -> Option<String> {
         if self.disruptive == 0 {
             return None;
@@ -307,9 +324,11 @@ impl Rollout {
             .map(|(w, n)| format!("{n} {w}{}", if *n == 1 { "" } else { "s" }))
             .collect();
         let mut line = format!(
-            "Rollout: {} ({} guest(s) unavailable at once), in {} wave(s)",
+            "Rollout: {} ({} guest(s) unavailable at once: {} turn{}), in {} dependency wave(s)",
             what.join(", "),
             self.at_once,
+            self.turns,
+            if self.turns == 1 { "" } else { "s" },
             self.waves.iter().max().map_or(0, |w| w + 1),
         );
         for g in &self.groups {

@@ -404,19 +404,21 @@ pub struct StepSettings {
     pub tags_case_sensitive: bool,
 }
 
-/// The first task status read comes this long after the task started
-/// (most tasks PVE runs for ProxOps end within it)…
-pub const FIRST_TASK_POLL: Duration = Duration::from_millis(100);
-/// …then the wait is a fifth of the time the task has run
+/// The first task status read comes this long after the task started: a
+/// config write's task ends within it. (At 100 ms, a stop-start update
+/// waited 100 ms for a write done in one; with the wait below, that was
+/// 1.12-1.14x the tasks' own time; docs/performance.md.)
+pub const FIRST_TASK_POLL: Duration = Duration::from_millis(25);
+/// …then the wait is a tenth of the time the task has run
 /// ([`TASK_POLL_SHARE`]), at least the first wait and at most this, so a
-/// task is seen ended within a fifth of its own duration (about 1.2× its
-/// time, measured in docs/performance.md) and a 20-minute clone costs a
-/// few hundred reads, not thousands.
+/// task is seen ended within a tenth of its own duration (about 1.05× its
+/// time on average) and a 20-minute clone costs a few hundred reads, not
+/// thousands.
 pub const MAX_TASK_POLL: Duration = Duration::from_secs(5);
 /// The next status read of a running task comes after its running time
 /// divided by this. Doubling (the wait before) found a task that ended
-/// just after a read up to twice its duration late.
-pub const TASK_POLL_SHARE: u32 = 5;
+/// just after a read up to twice its duration late; a fifth, a fifth late.
+pub const TASK_POLL_SHARE: u32 = 10;
 /// PVE's shutdown task gives up at its own `timeout`; ProxOps follows it
 /// this much longer before calling it lost.
 pub const SHUTDOWN_GRACE: Duration = Duration::from_secs(30);

@@ -166,10 +166,12 @@ pub fn binary_spelling(text: &str, wire: WireUnit) -> Option<String> {
 pub fn surprise(text: &str, wire: WireUnit) -> Option<String> {
     let t = text.trim();
     let q = Quantity::parse(t).ok()?;
-    let meant = binary_spelling(t, wire)?;
+    // Whole in PVE's unit (nearly every quantity): no surprise, and no
+    // spelling to work out.
     if q.bytes().is_multiple_of(wire.bytes()) {
         return None;
     }
+    let meant = binary_spelling(t, wire)?;
     let came = q.bytes() as f64 / wire.bytes() as f64;
     let unit = wire.name();
     let pve = meant.trim_end_matches("iB");

@@ -248,8 +248,19 @@ pub fn from_value<T: DeserializeOwned>(value: &serde_yaml::Value) -> Option<T> {
 }
 
 /// Every document of a YAML text as a value (`Null` for an empty one), or
-/// the syntax error.
+/// the syntax error. Manifests in the block YAML they are usually written
+/// in are read by [`crate::yaml_block`], several times faster; anything
+/// else (and every error) by serde_norway.
 pub fn document_values(text: &str) -> Result<Vec<serde_yaml::Value>, DocError> {
+    match crate::yaml_block::documents(text) {
+        Some(docs) => Ok(docs),
+        None => serde_documents(text),
+    }
+}
+
+/// [`document_values`] as serde_norway reads them: the reference the
+/// faster reader is held to.
+pub fn serde_documents(text: &str) -> Result<Vec<serde_yaml::Value>, DocError> {
     let mut out = Vec::new();
     for de in serde_yaml::Deserializer::from_str(text) {
         match serde_yaml::Value::deserialize_from(de) {

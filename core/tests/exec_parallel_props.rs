@@ -507,3 +507,72 @@ fn a_group_budget_holds_its_members_while_other_guests_roll() {
     out.sort();
     assert_eq!(out, ["o0", "o2", "o3"], "o1 waits for o0, the others go");
 }
+
+/// The plan's rollout line says how many turns the budget makes, and an
+/// execution handing out what it may and ending it all before the next
+/// round takes exactly that many rounds (equal actions, no groups).
+#[test]
+fn the_rollout_counts_the_turns_the_budget_makes() {
+    use proxops_core::rollout::Rollout;
+    for (n, budget) in [(20, 1), (20, 2), (20, 3), (20, 4), (20, 5), (7, 20), (1, 1)] {
+        let p = stop_start_updates(n);
+        let mut limits = Limits {
+            per_node: n,
+            per_cluster: n,
+            ..Limits::default()
+        };
+        limits.disruption.cluster = budget;
+        let rollout = Rollout::of(&p.actions, |_| None, &limits.disruption);
+        assert_eq!(rollout.turns, n.div_ceil(budget), "{n} at {budget}");
+        let mut e = Execution::with_limits(&p, &limits, |_| None);
+        let mut rounds = 0;
+        let mut now = 1;
+        while !e.is_finished() {
+            let started: Vec<usize> = std::iter::from_fn(|| e.next(now).map(|(i, _)| i)).collect();
+            assert!(
+                !started.is_empty(),
+                "nothing runs, nothing left to wait for"
+            );
+            rounds += 1;
+            now += 1;
+            for i in started {
+                e.record(i, Outcome::Succeeded, now);
+            }
+        }
+        assert_eq!(rounds, rollout.turns, "{n} at {budget}");
+    }
+    let p = stop_start_updates(20);
+    let line = Rollout::of(&p.actions, |_| None, &DisruptionBudget::default()).line();
+    assert_eq!(
+        line.as_deref(),
+        Some(
+            "Rollout: 20 stop-start updates (1 guest(s) unavailable at once: 20 turns), in 1 dependency wave(s)."
+        )
+    );
+}
+
+#[test]
+fn a_group_budget_sets_the_turns_when_it_is_the_tighter_one() {
+    use proxops_core::rollout::Rollout;
+    let p = stop_start_updates(6);
+    let mut budget = DisruptionBudget {
+        cluster: 4,
+        ..DisruptionBudget::default()
+    };
+    budget.groups.insert("db".into(), 1);
+    // o0, o1 and o2 in db: three turns of one, beside the others.
+    let group = |a: &Action| {
+        let n = &a.object.as_ref()?.name;
+        ["o0", "o1", "o2"]
+            .contains(&n.as_str())
+            .then(|| "db".to_owned())
+    };
+    let rollout = Rollout::of(&p.actions, group, &budget);
+    assert_eq!(rollout.turns, 3);
+    budget.groups.insert("db".into(), 3);
+    assert_eq!(
+        Rollout::of(&p.actions, group, &budget).turns,
+        2,
+        "6 at 4 at once"
+    );
+}

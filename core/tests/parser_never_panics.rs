@@ -2,7 +2,8 @@
 //! it either loads or returns diagnostics that each name a file and say
 //! what is wrong. Two generators: YAML-ish noise dropped into any file of
 //! the demo repository, and small edits (delete, duplicate, swap, retype,
-//! unknown key, truncate) of the demo's own files.
+//! unknown key, truncate) of the demo's own files. The same texts hold
+//! the block-YAML reader (`yaml_block`) to serde_norway's reading.
 
 #![allow(clippy::unwrap_used)]
 // Reads the demo fixtures and PROPTEST_CASES.
@@ -17,6 +18,7 @@ use proptest::prelude::*;
 use proxops_core::config::Overrides;
 use proxops_core::diag::Diagnostic;
 use proxops_core::repo::{self, RepoInput};
+use proxops_core::{yaml, yaml_block};
 
 type Tree = (BTreeMap<String, Vec<u8>>, BTreeSet<String>);
 
@@ -282,6 +284,16 @@ fn apply(text: &str, m: &Mutation) -> String {
     lines.join("\n") + "\n"
 }
 
+/// Where the block-YAML reader answers, it answers as serde_norway does
+/// (in order: `Mapping`'s `==` ignores it).
+fn same_reading(text: &str) -> Result<(), TestCaseError> {
+    if let Some(fast) = yaml_block::documents(text) {
+        let reference = yaml::serde_documents(text).map(|d| format!("{d:?}"));
+        prop_assert_eq!(Ok(format!("{fast:?}")), reference, "{}", text);
+    }
+    Ok(())
+}
+
 fn cases() -> u32 {
     std::env::var("PROPTEST_CASES")
         .ok()
@@ -298,6 +310,7 @@ proptest! {
         let (mut files, dirs) = demo();
         let targets = yaml_files(&files);
         let target = which.get(&targets).clone();
+        same_reading(&text)?;
         files.insert(target, text.clone().into_bytes());
         if extra {
             // The same noise as one more manifest the home cluster lists.
@@ -317,6 +330,7 @@ proptest! {
         for m in &edits {
             text = apply(&text, m);
         }
+        same_reading(&text)?;
         files.insert(target, text.into_bytes());
         load_checked(&files, &dirs)?;
     }
@@ -340,4 +354,41 @@ fn the_unedited_demo_loads_without_diagnostics() {
         loaded.diagnostics()
     );
     assert_eq!(loaded.object_count(), 14);
+}
+
+/// Every YAML file the project ships (the fixtures' manifests,
+/// configurations and compositions) reads the same through the block-YAML
+/// reader as through serde_norway, and the reader takes nearly all of them:
+/// a repository's load is only fast if it does.
+#[test]
+fn every_fixture_reads_the_same_through_the_block_reader() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures");
+    let mut stack = vec![root];
+    let (mut read, mut total) = (0, 0);
+    while let Some(dir) = stack.pop() {
+        for entry in std::fs::read_dir(&dir).unwrap() {
+            let p = entry.unwrap().path();
+            if p.is_dir() {
+                stack.push(p);
+                continue;
+            }
+            if !p.extension().is_some_and(|e| e == "yaml" || e == "yml") {
+                continue;
+            }
+            let Ok(text) = std::fs::read_to_string(&p) else {
+                continue;
+            };
+            total += 1;
+            if let Some(fast) = yaml_block::documents(&text) {
+                read += 1;
+                let reference = yaml::serde_documents(&text).map(|d| format!("{d:?}"));
+                assert_eq!(Ok(format!("{fast:?}")), reference, "{}", p.display());
+            }
+        }
+    }
+    assert!(total > 100, "found only {total} fixture files");
+    assert!(
+        read * 10 >= total * 8,
+        "the block reader took only {read} of {total} fixture files"
+    );
 }

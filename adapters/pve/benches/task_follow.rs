@@ -3,8 +3,8 @@
 //! known time (the guest's `start_secs` at a time scale), started one at a
 //! time. Prints, per task duration, the wall time per start action against
 //! the task's own duration; the action also confirms the power state with
-//! one `status/current` read. The task poll (100 ms, then a fifth of the
-//! running time, at most 5 s) should keep it within 1.3× of the task.
+//! one `status/current` read. The task poll (25 ms, then a tenth of the
+//! running time, at most 5 s) should keep it within 1.15× of the task.
 //! Needs the test tools (tools/install-test-tools.sh).
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]

@@ -15,6 +15,7 @@
 use std::fmt;
 use std::io::{self, Read, Write};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustls::{ClientConfig, ClientConnection, StreamOwned};
 use rustls_pki_types::ServerName;
@@ -46,6 +47,8 @@ impl std::error::Error for TlsRefused {}
 /// reason-phrase keeper (always).
 pub(crate) struct PveConnector {
     pub(crate) tls: Arc<ClientConfig>,
+    /// Connections opened (each a TCP and, for https, a TLS handshake).
+    pub(crate) opened: Arc<AtomicU64>,
 }
 
 impl fmt::Debug for PveConnector {
@@ -65,6 +68,7 @@ impl<In: Transport> Connector<In> for PveConnector {
         let Some(tcp) = chained else {
             return Ok(None);
         };
+        self.opened.fetch_add(1, Ordering::Relaxed);
         let config = details.config;
         let buffers = LazyBuffers::new(config.input_buffer_size(), config.output_buffer_size());
         let mut sock = TransportAdapter::new(tcp.boxed(), details.current_time.clone());

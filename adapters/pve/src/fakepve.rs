@@ -248,6 +248,7 @@ impl FakePve {
                 max_retries: 3,
             },
             breaker: BreakerPolicy::default(),
+            connections: crate::live::DEFAULT_CONNECTIONS,
         }
     }
 

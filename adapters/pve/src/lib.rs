@@ -16,6 +16,7 @@ pub mod localfile;
 pub mod reader;
 pub mod recording;
 pub mod replay;
+mod resolve;
 pub mod retry;
 pub mod runner;
 pub mod tls;

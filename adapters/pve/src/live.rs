@@ -23,6 +23,7 @@ use ureq::unversioned::transport::{Connector, TcpConnector};
 use crate::auth::{CredentialError, Credentials, TicketLogin, TicketSession};
 use crate::breaker::{BreakerPolicy, WriteBreaker};
 use crate::connector::{PveConnector, REASON_HEADER, TlsRefused};
+use crate::resolve::{Addresses, OncePerCycle};
 use crate::retry::{Class, Jitter, RetryPolicy, classify, pve_message, refusal_hint};
 use crate::tls::{TlsError, TlsTrust, client_config};
 use crate::transport::{Method, Request, Response, Transport, TransportError};
@@ -44,10 +45,20 @@ pub struct LiveConfig {
     pub timeout: Duration,
     pub retry: RetryPolicy,
     pub breaker: BreakerPolicy,
+    /// Connections kept open to the endpoint between requests: at least
+    /// as many as requests in flight at once (the reader's
+    /// `read-concurrency`, the runner's `tasks-per-cluster`), or every
+    /// request beyond them opens a connection and its TLS handshake anew.
+    pub connections: usize,
 }
 
+/// Default [`LiveConfig::connections`]: the most the default limits have
+/// in flight (8 actions per cluster).
+pub const DEFAULT_CONNECTIONS: usize = 8;
+
 impl LiveConfig {
-    /// The defaults: 30 s timeout, 1 s/2 s/4 s retries, breaker 20 / 10 min.
+    /// The defaults: 30 s timeout, 1 s/2 s/4 s retries, breaker 20 / 10 min,
+    /// 8 connections kept.
     pub fn new(base_url: impl Into<String>, credentials: Credentials, tls: TlsTrust) -> LiveConfig {
         LiveConfig {
             base_url: base_url.into(),
@@ -56,6 +67,7 @@ impl LiveConfig {
             timeout: DEFAULT_TIMEOUT,
             retry: RetryPolicy::default(),
             breaker: BreakerPolicy::default(),
+            connections: DEFAULT_CONNECTIONS,
         }
     }
 }
@@ -177,6 +189,8 @@ enum AuthHeaders {
 /// The `Transport` that talks to a real PVE endpoint.
 pub struct LiveTransport {
     agent: Agent,
+    addresses: Arc<Addresses>,
+    opened: Arc<AtomicU64>,
     base_url: String,
     credentials: Credentials,
     insecure: bool,
@@ -219,11 +233,27 @@ impl LiveTransport {
             .proxy(None)
             .accept("application/json")
             .user_agent(concat!("proxops/", env!("CARGO_PKG_VERSION")))
+            // ureq keeps 3 idle connections per host by default: with 4
+            // reads in flight, one connection in four was closed after its
+            // answer and the next request paid a new TCP and TLS handshake.
+            .max_idle_connections(config.connections.max(1))
+            .max_idle_connections_per_host(config.connections.max(1))
             .build();
-        let connector = ().chain(TcpConnector::default()).chain(PveConnector { tls });
-        let agent = Agent::with_parts(agent_config, connector, DefaultResolver::default());
+        let opened = Arc::new(AtomicU64::new(0));
+        let connector = ().chain(TcpConnector::default()).chain(PveConnector {
+            tls,
+            opened: Arc::clone(&opened),
+        });
+        let addresses = Arc::new(Addresses::default());
+        let resolver = OncePerCycle {
+            addresses: Arc::clone(&addresses),
+            lookup: DefaultResolver::default(),
+        };
+        let agent = Agent::with_parts(agent_config, connector, resolver);
         Ok(LiveTransport {
             agent,
+            addresses,
+            opened,
             base_url,
             credentials: config.credentials,
             insecure: config.tls.is_insecure(),
@@ -297,6 +327,22 @@ impl LiveTransport {
     /// When a GET last got a 2xx answer (readiness, metrics).
     pub fn last_successful_read(&self) -> Option<Instant> {
         *lock(&self.last_successful_read)
+    }
+
+    /// A new cycle begins: the endpoint's host is looked up again at its
+    /// first request (and only then: once per cluster per cycle).
+    pub fn new_cycle(&self) {
+        self.addresses.forget();
+    }
+
+    /// Host look-ups made so far.
+    pub fn lookups(&self) -> u64 {
+        self.addresses.lookups()
+    }
+
+    /// Connections opened so far (each a TCP and TLS handshake).
+    pub fn connections_opened(&self) -> u64 {
+        self.opened.load(Ordering::Relaxed)
     }
 
     /// Write calls made (POST/PUT/DELETE, one per call, not per retry;

@@ -29,6 +29,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
 
 use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, Replication,
@@ -94,12 +95,14 @@ pub fn read_snapshot(
     let what = describe(&resources);
     let acting_as = transport.acting_as();
     let acting_as = acting_as.as_deref();
+    let asked = Instant::now();
     let response = transport.call(&resources).map_err(|e| {
         ReadError::ClusterResources(ReadFailure {
             what: what.clone(),
             message: e.to_string(),
         })
     })?;
+    let round_trip = asked.elapsed();
     if !response.is_success() {
         return Err(ReadError::ClusterResources(ReadFailure {
             what,
@@ -203,6 +206,9 @@ pub fn read_snapshot(
         };
         snap.guests.insert((node, vmid), guest);
     }
+    // The inventory's rows are read: its JSON tree (the largest single
+    // thing held for a 10,000-guest cluster) goes before the configs come.
+    drop(response);
     // Nodes the scope names or guests sit on, but PVE listed no node row for.
     let mentioned: Vec<NodeName> = scope
         .allowlist
@@ -300,7 +306,7 @@ pub fn read_snapshot(
         ));
     }
 
-    let mut results = run_bounded(transport, &jobs, scope.concurrency);
+    let mut results = run_bounded(transport, &jobs, scope.concurrency, round_trip);
     for idx in paused_jobs {
         // Unreadable or absent (an older recording): none known paused.
         if let Some(Ok(r)) = results[idx].take()
@@ -395,7 +401,8 @@ fn read_cloudinit_pending(
         .filter_map(|k| snap.guests.get(k))
         .map(|g| Request::get(format!("{}/cloudinit", guest_path(g))))
         .collect();
-    let results = run_bounded(transport, &jobs, bound);
+    // Few and after the config reads: started at once, not spread.
+    let results = run_bounded(transport, &jobs, bound, Duration::ZERO);
     for ((key, job), result) in keys.iter().zip(&jobs).zip(results) {
         let answer = match result {
             Some(Ok(r)) if r.is_success() => r,
@@ -561,17 +568,37 @@ fn describe(r: &Request) -> String {
     format!("{} {}", r.method, r.path)
 }
 
+/// The most the workers' first reads are spread over (see
+/// [`run_bounded`]): a slow inventory answer is no measure of one read.
+const MAX_SPREAD: Duration = Duration::from_millis(100);
+
 /// Runs `jobs` with at most `bound` calls in flight; result `i` belongs to
 /// job `i` (`None` if a worker died before finishing it).
+///
+/// The workers start spread over one `round_trip` (the inventory read's,
+/// at most [`MAX_SPREAD`]), worker `k` of `n` after `k/n` of it: started
+/// together, their requests reached the server together every round and
+/// queued behind each other there (measured against fakepve at 20 ms per
+/// answer: 1.23 s for 201 requests at 4 in flight, against 1.0 s of
+/// network time); spread, each arrives while the others wait on the
+/// network. A real pveproxy's few workers see the same bursts.
 fn run_bounded(
     transport: &dyn Transport,
     jobs: &[Request],
     bound: usize,
+    round_trip: Duration,
 ) -> Vec<Option<Result<Response, TransportError>>> {
     let results: Mutex<Vec<Option<Result<Response, TransportError>>>> =
         Mutex::new(vec![None; jobs.len()]);
     let next = AtomicUsize::new(0);
-    let work = || {
+    let workers = bound.max(1).min(jobs.len());
+    let spread = round_trip.min(MAX_SPREAD);
+    let work = |k: usize| {
+        // k < workers, both small: the division cannot overflow.
+        let offset = spread * k as u32 / workers.max(1) as u32;
+        if !offset.is_zero() {
+            std::thread::sleep(offset);
+        }
         loop {
             let i = next.fetch_add(1, Ordering::SeqCst);
             let Some(job) = jobs.get(i) else { break };
@@ -581,17 +608,16 @@ fn run_bounded(
             results.lock().unwrap_or_else(|e| e.into_inner())[i] = Some(r);
         }
     };
-    let workers = bound.max(1).min(jobs.len());
     if workers > 0 {
         std::thread::scope(|s| {
             // The calling thread is one of the workers; if a thread cannot
             // be spawned, fewer calls run at once (never more).
-            for _ in 1..workers {
+            for k in 1..workers {
                 let _ = std::thread::Builder::new()
                     .name("pve-read".into())
-                    .spawn_scoped(s, work);
+                    .spawn_scoped(s, move || work(k));
             }
-            work();
+            work(0);
         });
     }
     results.into_inner().unwrap_or_else(|e| e.into_inner())

@@ -95,7 +95,7 @@ fn a_stop_start_change_rolls_through_a_disruption_group_within_its_budget_and_co
     let plan = proxops(&pve, &repo, &["diff"]);
     assert!(
         plan.stdout
-            .contains("Rollout: 6 stop-start updates (2 guest(s) unavailable at once)")
+            .contains("Rollout: 6 stop-start updates (2 guest(s) unavailable at once: 3 turns)")
             && plan.stdout.contains("group db: 6, 2 at a time"),
         "{}",
         plan.all()

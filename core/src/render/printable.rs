@@ -231,6 +231,7 @@ fn rollout_text(r: &mut Rollout) {
         waves: _,
         disruptive: _,
         at_once: _,
+        turns: _,
         groups,
         by_what,
     } = r;

@@ -2,7 +2,7 @@
 //! `features`.
 
 use super::WireError;
-use super::propstr::{PropToken, PropertyString, join_tokens, owned_pairs};
+use super::propstr::{self, PropToken, PropertyString, Token, join_tokens, owned_pairs};
 use super::qemu::{DriveVolume, MacAddr, decimal_text};
 use super::scalar::{Bytes, parse_bool, write_bool};
 
@@ -146,7 +146,7 @@ impl LxcVolumeMount {
     }
 
     pub fn parse(s: &str) -> Result<LxcVolumeMount, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key("mpN"))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key("mpN"))?;
         let (head, rest) = split_volume(p);
         let head = head.ok_or_else(|| WireError::missing("mpN", "volume", s))?;
         if head.starts_with('/') {
@@ -156,7 +156,7 @@ impl LxcVolumeMount {
                 "<storage>:<GiB> or <storage>:<volume>, not a host path",
             ));
         }
-        let mut m = LxcVolumeMount::new(DriveVolume::parse(&head).map_err(|e| e.for_key("mpN"))?);
+        let mut m = LxcVolumeMount::new(DriveVolume::parse(head).map_err(|e| e.for_key("mpN"))?);
         m.extra = owned_pairs(rest, |key, value| {
             match key {
                 "size" => m.size = Some(Bytes::parse(value).map_err(|e| e.for_key("size"))?),
@@ -207,7 +207,7 @@ pub struct LxcBindMount {
 
 impl LxcBindMount {
     pub fn parse(s: &str) -> Result<LxcBindMount, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key("mpN"))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key("mpN"))?;
         let (head, rest) = split_volume(p);
         let head = head.ok_or_else(|| WireError::missing("mpN", "host path", s))?;
         if !head.starts_with('/') {
@@ -218,7 +218,7 @@ impl LxcBindMount {
             // `/a\x0c:/b` must not keep it, or the `mp=` form written back
             // would name another host path.
             Some((h, g)) if g.starts_with('/') => (h.trim_end().to_owned(), Some(g.to_owned())),
-            _ => (head.clone(), None),
+            _ => (head.to_owned(), None),
         };
         let mut b = LxcBindMount {
             host_path,
@@ -227,13 +227,11 @@ impl LxcBindMount {
             extra: Vec::new(),
         };
         for t in rest {
-            match &t {
-                PropToken::Pair { key, value } if key == "mp" => mp = Some(value.clone()),
-                PropToken::Pair { key, value } if key == "ro" => {
-                    b.ro = Some(opt_bool("ro", value)?)
-                }
-                PropToken::Positional(v) if v == "ro" => b.ro = Some(true),
-                _ => b.extra.push(t),
+            match t {
+                Token::Pair("mp", value) => mp = Some(value.to_owned()),
+                Token::Pair("ro", value) => b.ro = Some(opt_bool("ro", value)?),
+                Token::Positional("ro") => b.ro = Some(true),
+                _ => b.extra.push(t.to_prop()),
             }
         }
         b.mp = mp;
@@ -263,7 +261,7 @@ pub enum LxcMount {
 
 impl LxcMount {
     pub fn parse(s: &str) -> Result<LxcMount, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key("mpN"))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key("mpN"))?;
         let (head, _) = split_volume(p);
         match head {
             Some(h) if h.starts_with('/') => LxcBindMount::parse(s).map(LxcMount::Bind),
@@ -279,18 +277,18 @@ impl LxcMount {
     }
 }
 
-fn split_volume(p: PropertyString) -> (Option<String>, Vec<PropToken>) {
+fn split_volume(tokens: Vec<Token<'_>>) -> (Option<&str>, Vec<Token<'_>>) {
     let mut head = None;
-    let mut rest = Vec::new();
-    for (i, t) in p.into_tokens().into_iter().enumerate() {
+    let mut rest = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.into_iter().enumerate() {
         match t {
-            PropToken::Positional(v) if i == 0 => head = Some(v),
+            Token::Positional(v) if i == 0 => head = Some(v),
             // As for QEMU drives: a volume with `=` in it would not read
             // back as the leading value, so it is not taken as the volume.
-            PropToken::Pair { ref key, ref value }
+            Token::Pair(key, value)
                 if key == "volume" && head.is_none() && !value.contains('=') =>
             {
-                head = Some(value.clone())
+                head = Some(value)
             }
             other => rest.push(other),
         }

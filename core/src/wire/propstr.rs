@@ -34,21 +34,67 @@ impl PropToken {
     }
 }
 
+/// A token as it stands in the text: what the typed parsers read, so only
+/// the tokens they keep verbatim are copied (a drive's or NIC's tokens
+/// were copied one by one for every guest of every plan).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Token<'a> {
+    Positional(&'a str),
+    Pair(&'a str, &'a str),
+}
+
+impl Token<'_> {
+    pub(super) fn to_prop(self) -> PropToken {
+        match self {
+            Token::Positional(v) => PropToken::Positional(v.to_owned()),
+            Token::Pair(k, v) => PropToken::pair(k, v),
+        }
+    }
+}
+
+/// The tokens of `s` as [`PropertyString::parse`] reads them: split on
+/// `,`, each on its first `=`, trimmed, empty ones dropped; a pair
+/// without a key is an error.
+pub(super) fn tokens(s: &str) -> Result<Vec<Token<'_>>, WireError> {
+    let mut tokens = Vec::new();
+    for raw in s.split(',') {
+        let raw = raw.trim();
+        if raw.is_empty() {
+            continue;
+        }
+        match raw.split_once('=') {
+            Some((k, v)) => {
+                let k = k.trim();
+                if k.is_empty() {
+                    return Err(WireError::invalid(
+                        "property string",
+                        s,
+                        "key=value tokens with a non-empty key",
+                    ));
+                }
+                tokens.push(Token::Pair(k, v.trim()));
+            }
+            None => tokens.push(Token::Positional(raw)),
+        }
+    }
+    Ok(tokens)
+}
+
 /// Hands every `key=value` token to `own`, which answers `Ok(false)` for
 /// a key it does not model; those tokens and positional ones are returned
 /// in order, to be kept verbatim.
-pub(super) fn owned_pairs(
-    tokens: Vec<PropToken>,
+pub(super) fn owned_pairs<'a>(
+    tokens: impl IntoIterator<Item = Token<'a>>,
     mut own: impl FnMut(&str, &str) -> Result<bool, WireError>,
 ) -> Result<Vec<PropToken>, WireError> {
     let mut extra = Vec::new();
     for t in tokens {
-        let owned = match &t {
-            PropToken::Pair { key, value } => own(key, value)?,
-            PropToken::Positional(_) => false,
+        let owned = match t {
+            Token::Pair(key, value) => own(key, value)?,
+            Token::Positional(_) => false,
         };
         if !owned {
-            extra.push(t);
+            extra.push(t.to_prop());
         }
     }
     Ok(extra)
@@ -65,28 +111,9 @@ impl PropertyString {
     /// a trailing comma) carry nothing and are dropped. Values are never
     /// quoted in PVE's grammar, so a value cannot contain a comma.
     pub fn parse(s: &str) -> Result<PropertyString, WireError> {
-        let mut tokens = Vec::new();
-        for raw in s.split(',') {
-            let raw = raw.trim();
-            if raw.is_empty() {
-                continue;
-            }
-            match raw.split_once('=') {
-                Some((k, v)) => {
-                    let k = k.trim();
-                    if k.is_empty() {
-                        return Err(WireError::invalid(
-                            "property string",
-                            s,
-                            "key=value tokens with a non-empty key",
-                        ));
-                    }
-                    tokens.push(PropToken::pair(k, v.trim()));
-                }
-                None => tokens.push(PropToken::Positional(raw.to_owned())),
-            }
-        }
-        Ok(PropertyString { tokens })
+        Ok(PropertyString {
+            tokens: tokens(s)?.into_iter().map(Token::to_prop).collect(),
+        })
     }
 
     pub fn from_tokens(tokens: Vec<PropToken>) -> PropertyString {

@@ -2,7 +2,7 @@
 //! `efidisk0`, `tpmstate0`, `hostpciN`, and the volume ids inside them.
 
 use super::WireError;
-use super::propstr::{PropToken, PropertyString, join_tokens, owned_pairs};
+use super::propstr::{self, PropToken, PropertyString, Token, join_tokens, owned_pairs};
 use super::scalar::{Bytes, parse_bool, write_bool};
 use crate::names::StorageId;
 
@@ -228,18 +228,18 @@ impl DriveVolume {
 
 /// Splits the head value (leading positional token, or one of `head_keys`)
 /// from the other tokens.
-fn split_head(p: PropertyString, head_keys: &[&str]) -> (Option<String>, Vec<PropToken>) {
+fn split_head<'a>(tokens: Vec<Token<'a>>, head_keys: &[&str]) -> (Option<&'a str>, Vec<Token<'a>>) {
     let mut head = None;
-    let mut rest = Vec::new();
-    for (i, t) in p.into_tokens().into_iter().enumerate() {
+    let mut rest = Vec::with_capacity(tokens.len());
+    for (i, t) in tokens.into_iter().enumerate() {
         match t {
-            PropToken::Positional(v) if i == 0 && head.is_none() => head = Some(v),
+            Token::Positional(v) if i == 0 && head.is_none() => head = Some(v),
             // A volume with `=` in it cannot be written back in front
             // (`a=` would read as a key): not a volume, so kept as a token.
-            PropToken::Pair { ref key, ref value }
-                if head.is_none() && head_keys.contains(&key.as_str()) && !value.contains('=') =>
+            Token::Pair(key, value)
+                if head.is_none() && head_keys.contains(&key) && !value.contains('=') =>
             {
-                head = Some(value.clone())
+                head = Some(value)
             }
             other => rest.push(other),
         }
@@ -372,10 +372,10 @@ impl Drive {
     }
 
     pub fn parse(s: &str) -> Result<Drive, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key("drive"))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key("drive"))?;
         let (head, rest) = split_head(p, &["file"]);
         let head = head.ok_or_else(|| WireError::missing("drive", "volume", s))?;
-        let mut d = Drive::new(DriveVolume::parse(&head).map_err(|e| e.for_key("drive"))?);
+        let mut d = Drive::new(DriveVolume::parse(head).map_err(|e| e.for_key("drive"))?);
         d.extra = owned_pairs(rest, |key, value| {
             match key {
                 "import-from" => {
@@ -481,26 +481,24 @@ impl QemuNet {
     }
 
     pub fn parse(s: &str) -> Result<QemuNet, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key("netN"))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key("netN"))?;
         let mut model = None;
         let mut mac = None;
         let mut n = QemuNet::new("", "");
         n.bridge = None;
-        for (i, t) in p.into_tokens().into_iter().enumerate() {
-            match &t {
-                PropToken::Positional(m) if i == 0 => model = Some(m.clone()),
-                PropToken::Pair { key, value }
-                    if i == 0 && !QEMU_NET_KEYS.contains(&key.as_str()) =>
-                {
-                    model = Some(key.clone());
+        for (i, t) in p.into_iter().enumerate() {
+            match t {
+                Token::Positional(m) if i == 0 => model = Some(m.to_owned()),
+                Token::Pair(key, value) if i == 0 && !QEMU_NET_KEYS.contains(&key) => {
+                    model = Some(key.to_owned());
                     if !value.is_empty() {
                         mac = Some(MacAddr::parse(value).map_err(|e| e.for_key("netN"))?);
                     }
                 }
-                PropToken::Pair { key, value } => match key.as_str() {
-                    "model" => model = Some(value.clone()),
+                Token::Pair(key, value) => match key {
+                    "model" => model = Some(value.to_owned()),
                     "macaddr" => mac = Some(MacAddr::parse(value).map_err(|e| e.for_key("netN"))?),
-                    "bridge" => n.bridge = Some(value.clone()),
+                    "bridge" => n.bridge = Some(value.to_owned()),
                     "tag" => {
                         n.tag =
                             Some(value.parse().map_err(|_| {
@@ -509,9 +507,9 @@ impl QemuNet {
                     }
                     "rate" => n.rate = Some(decimal_text("rate", value)?),
                     "firewall" => n.firewall = Some(opt_bool("firewall", value)?),
-                    _ => n.extra.push(t),
+                    _ => n.extra.push(t.to_prop()),
                 },
-                PropToken::Positional(_) => n.extra.push(t),
+                Token::Positional(_) => n.extra.push(t.to_prop()),
             }
         }
         let model = model.ok_or_else(|| WireError::missing("netN", "model", s))?;
@@ -577,11 +575,11 @@ pub struct EfiDisk {
 
 impl EfiDisk {
     pub fn parse(s: &str) -> Result<EfiDisk, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key("efidisk0"))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key("efidisk0"))?;
         let (head, rest) = split_head(p, &["file"]);
         let head = head.ok_or_else(|| WireError::missing("efidisk0", "volume", s))?;
         let mut d = EfiDisk {
-            volume: DriveVolume::parse(&head).map_err(|e| e.for_key("efidisk0"))?,
+            volume: DriveVolume::parse(head).map_err(|e| e.for_key("efidisk0"))?,
             efitype: None,
             pre_enrolled_keys: None,
             ms_cert: None,
@@ -664,11 +662,11 @@ impl TpmState {
     pub const KEY: &'static str = "tpmstate0";
 
     pub fn parse(s: &str) -> Result<TpmState, WireError> {
-        let p = PropertyString::parse(s).map_err(|e| e.for_key(Self::KEY))?;
+        let p = propstr::tokens(s).map_err(|e| e.for_key(Self::KEY))?;
         let (head, rest) = split_head(p, &["file"]);
         let head = head.ok_or_else(|| WireError::missing(Self::KEY, "volume", s))?;
         let mut d = TpmState {
-            volume: DriveVolume::parse(&head).map_err(|e| e.for_key(Self::KEY))?,
+            volume: DriveVolume::parse(head).map_err(|e| e.for_key(Self::KEY))?,
             version: None,
             size: None,
             extra: Vec::new(),

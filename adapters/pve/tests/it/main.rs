@@ -10,6 +10,7 @@
 mod live_support;
 
 mod live_auth;
+mod live_connections;
 mod live_harness;
 mod live_retry;
 mod live_tls;
