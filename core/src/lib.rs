@@ -14,6 +14,8 @@
 pub mod action;
 pub mod adopt;
 pub mod bounds;
+pub mod calendar;
+pub mod cluster;
 pub mod config;
 pub mod dashboard;
 pub mod diag;

@@ -167,6 +167,7 @@ pub fn plan(
     }
     b.prunes(policy);
     let mut plan = b.plan;
+    crate::cluster::plan::plan(&mut plan, desired, live, policy);
     crate::host::guard(&mut plan, live, &policy.host);
     crate::hold::guard(&mut plan, desired, &policy.holds, policy.now);
     paused_guard(&mut plan, live);
@@ -972,7 +973,12 @@ impl Builder<'_> {
                 )
             })
         } else {
-            drift::create_params(obj, self.ctx).map(|params| {
+            drift::create_params(obj, self.ctx).map(|mut params| {
+                // A guest joins its pool at create (qemu-server and
+                // pve-container `create_vm`: `pool`).
+                if let Some(pool) = crate::cluster::plan::guest_pool(obj, self.desired) {
+                    params.push("pool", pool);
+                }
                 let changes = with_paths(params.as_new_changes());
                 (
                     Op::Create,

@@ -634,7 +634,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
                     diags.push(
                         Diagnostic::file(
                             file,
-                            format!("unknown kind {k:?}: use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage"),
+                            format!("unknown kind {k:?}: use one of {}", Kind::list()),
                         )
                         .with_field("kind")
                         .at(at("kind"))
@@ -645,7 +645,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             },
             None => {
                 diags.push(
-                    Diagnostic::file(file, "kind is required: one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage")
+                    Diagnostic::file(file, format!("kind is required: one of {}", Kind::list()))
                         .with_field("kind")
                         .at(at("kind")),
                 );
@@ -678,6 +678,8 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             Kind::ISO => read_spec(value, text, doc, Spec::Iso),
             Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
             Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
+            Kind::Pool => read_spec(value, text, doc, Spec::Pool),
+            Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
         };
         let before = diags.len();
         let (metadata, spec) = match parsed {
@@ -917,7 +919,20 @@ fn cross_checks(
     let mut outside = 0;
     // One vmid pool per node, shared by qemu and lxc guests.
     let mut ids: BTreeMap<(NodeName, Vmid), &Ref> = BTreeMap::new();
+    // PVE ids of cluster-level objects, unique per kind.
+    let mut pve_ids: BTreeMap<(Kind, String), &Ref> = BTreeMap::new();
     for (r, o) in objects {
+        if let Some(id) = crate::cluster::rows::id_of(o)
+            && let Some(prev) = pve_ids.insert((r.kind, id.clone()), r)
+        {
+            let field = if o.spec_has_id() { "spec.id" } else { "metadata.name" };
+            diags.push(object_diag(
+                o,
+                indexes,
+                field,
+                format!("PVE id {id:?} is already {prev}'s: one PVE object per manifest"),
+            ));
+        }
         if let Some((node, vmid)) = o.spec.guest_id()
             && let Some(prev) = ids.insert((node.clone(), vmid), r)
         {
@@ -943,6 +958,7 @@ fn cross_checks(
                     .map(|(i, n)| (format!("spec.nodes[{i}]"), n))
                     .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n)))
                     .collect(),
+                Spec::BackupJob(b) => b.node.iter().map(|n| ("spec.node".to_owned(), n)).collect(),
                 _ => o
                     .spec
                     .guest_id()
@@ -966,6 +982,17 @@ fn cross_checks(
         }
     }
     outside
+}
+
+impl DesiredObject {
+    /// A cluster-level manifest that names its PVE id in `spec.id`.
+    fn spec_has_id(&self) -> bool {
+        match &self.spec {
+            Spec::Pool(p) => p.id.is_some(),
+            Spec::BackupJob(b) => b.id.is_some(),
+            _ => false,
+        }
+    }
 }
 
 impl ClusterDesired {

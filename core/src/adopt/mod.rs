@@ -468,6 +468,8 @@ fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
         Kind::ISO => read::<ArtifactSpec>(text, Spec::Iso),
         Kind::CTTemplate => read::<ArtifactSpec>(text, Spec::CtTemplate),
         Kind::DiskImage => read::<ArtifactSpec>(text, Spec::DiskImage),
+        Kind::Pool => read::<crate::cluster::spec::PoolSpec>(text, Spec::Pool),
+        Kind::BackupJob => read::<crate::cluster::spec::BackupJobSpec>(text, Spec::BackupJob),
     };
     let (metadata, spec) = parsed.map_err(|e| format!("{}: {}", e.path, e.message))?;
     let errs = manifest::validate(&metadata, &spec);
