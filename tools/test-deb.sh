@@ -12,8 +12,10 @@
 #     is enabled (not started), the installed binary runs, and
 #     `systemd-analyze verify` accepts the installed unit;
 #   - a newer package keeps the administrator's /etc/proxops/proxops.env;
-#   - purge removes the user and /etc/proxops, keeps /var/lib/proxops and
-#     says so.
+#   - purge removes the user and what the package put in /etc/proxops, never
+#     a file the package did not create (an administrator's age key stays,
+#     with its folder, and purge says so), keeps /var/lib/proxops and says
+#     so; with nothing else there, /etc/proxops goes.
 # Usage: tools/test-deb.sh [path/to/proxops_*.deb]   (default: the newest
 # in target/debian)
 set -euo pipefail
@@ -148,19 +150,36 @@ say "upgrade kept the env file, its mode and the user: ok"
 # --- purge ------------------------------------------------------------------------
 mkdir -p "$r/var/lib/proxops/git"
 echo cache >"$r/var/lib/proxops/git/state"
+# The administrator's own file, which the package did not create.
+echo "AGE-SECRET-KEY-1ADMINISTRATORSOWN" >"$r/etc/proxops/age.key"
 dpkg_root -P proxops >"$work/purge.log" 2>&1 || {
     cat "$work/purge.log" >&2
     fail "purge failed"
 }
 ! grep -q '^proxops:' "$r/etc/passwd" || fail "purge kept the proxops user"
 ! grep -q '^proxops:' "$r/etc/group" || fail "purge kept the proxops group"
-[ ! -e "$r/etc/proxops" ] || fail "purge kept /etc/proxops"
+grep -qx 'AGE-SECRET-KEY-1ADMINISTRATORSOWN' "$r/etc/proxops/age.key" ||
+    fail "purge deleted /etc/proxops/age.key, a file the package did not create"
+[ ! -e "$r/etc/proxops/proxops.env" ] || fail "purge kept the package's proxops.env"
+grep -q '/etc/proxops holds files the package did not install (age.key' "$work/purge.log" ||
+    fail "purge did not say it kept /etc/proxops: $(cat "$work/purge.log")"
+say "purge kept the administrator's age.key and said so: ok"
+rm "$r/etc/proxops/age.key"
+dpkg_root -i "$deb" >"$work/install2.log" 2>&1 || {
+    cat "$work/install2.log" >&2
+    fail "the second install failed"
+}
+dpkg_root -P proxops >"$work/purge2.log" 2>&1 || {
+    cat "$work/purge2.log" >&2
+    fail "the second purge failed"
+}
+[ ! -e "$r/etc/proxops" ] || fail "purge kept an /etc/proxops that held only the package's files"
 [ ! -e "$r/usr/bin/proxops" ] || fail "purge kept /usr/bin/proxops"
 [ ! -e "$r/etc/systemd/system/multi-user.target.wants/proxops.service" ] ||
     fail "purge kept the unit enabled"
 [ -f "$r/var/lib/proxops/git/state" ] || fail "purge removed /var/lib/proxops"
-grep -q '/var/lib/proxops .* was kept' "$work/purge.log" ||
-    fail "purge did not say it kept /var/lib/proxops: $(cat "$work/purge.log")"
+grep -q '/var/lib/proxops .* was kept' "$work/purge2.log" ||
+    fail "purge did not say it kept /var/lib/proxops: $(cat "$work/purge2.log")"
 say "purge removed the user and /etc/proxops, kept /var/lib/proxops and said so: ok"
 
 say "ok: $(basename "$deb") ($(du -k "$deb" | cut -f1) KiB)"

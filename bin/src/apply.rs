@@ -58,7 +58,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let source = Source::Live;
     let ask = needs_confirmation(a)?;
     let ws = context::load_workspace(g, env)?;
-    let session = cycle::prepare(g, env, &ws, &source)?;
+    let session = cycle::prepare_writing(g, env, &ws, &source)?;
     // Each cluster's lock is taken before its read and held until its
     // read-back, across the question: what was shown is what runs.
     let locking = Locking::new(&ws.loaded.config, "proxops apply");
@@ -113,12 +113,12 @@ pub(crate) fn show_and_confirm(
 ) -> Result<(), Failure> {
     let shown = |terminal: bool| render::text_styled(plans, crate::diff::palette(g, terminal));
     match output {
-        Output::Json if ask => out::eprint(&shown(std::io::stderr().is_terminal())),
+        Output::Json if ask => out::eprint_rendered(&shown(std::io::stderr().is_terminal())),
         Output::Json => {}
         _ => {
             let shown = shown(std::io::stdout().is_terminal());
             // A plan nobody could see is not applied.
-            out::print_line(&shown).map_err(|f| {
+            out::print_rendered_line(&shown).map_err(|f| {
                 if f.message.is_empty() {
                     Failure::runtime(
                         "standard output was closed before the plan was shown; nothing was written",

@@ -167,11 +167,16 @@ pub fn config_path(g: &GlobalArgs, env: &Env) -> Option<PathBuf> {
     })
 }
 
-/// The `--config` file's name (as given) and bytes.
+/// The `--config` file's name and bytes. The name is the file's absolute
+/// path: relative paths it declares (`secrets-file`, `ca-file`) resolve
+/// from its own directory, never from the repository's, where a committer
+/// could plant a file of the same name (inside the work tree it is named as
+/// the tree names it instead, below).
 pub fn read_config(path: &Path) -> Result<(String, Vec<u8>), Failure> {
     let bytes = proxops_git::read_bounded(path)
         .map_err(|e| Failure::input(format!("cannot read --config {}: {e}", path.display())))?;
-    Ok((path.display().to_string(), bytes))
+    let name = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    Ok((name.display().to_string(), bytes))
 }
 
 /// Local mode: the work tree is the desired state, uncommitted edits

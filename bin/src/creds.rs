@@ -158,7 +158,17 @@ fn confined_path(
     }
     let base = declaring_dir(declared_in, root);
     let path = base.join(p);
-    let fence = root.map(Path::to_path_buf).unwrap_or(base);
+    // A file of the host's own configuration (a --config outside the
+    // work tree) names files beside it; only a repository's are fenced in.
+    let outside_tree = Path::new(declared_in).is_absolute()
+        && root.is_none_or(|r| {
+            let r = r.canonicalize().unwrap_or_else(|_| r.to_path_buf());
+            !Path::new(declared_in).starts_with(&r)
+        });
+    let fence = match root {
+        Some(r) if !outside_tree => r.to_path_buf(),
+        _ => base,
+    };
     let fence = if fence.as_os_str().is_empty() {
         PathBuf::from(".")
     } else {

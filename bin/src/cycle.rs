@@ -261,6 +261,19 @@ pub struct Session<'w> {
 pub struct Transports {
     live: Mutex<BTreeMap<String, Arc<LiveTransport>>>,
     identities: Mutex<BTreeMap<ClusterName, PveIdentity>>,
+    /// The command writes to PVE: each cluster's PVE is claimed for it in
+    /// the host's record ([`crate::claims`]), not only checked.
+    writes: bool,
+}
+
+impl Transports {
+    /// For a command that writes to PVE.
+    pub fn writing() -> Transports {
+        Transports {
+            writes: true,
+            ..Transports::default()
+        }
+    }
 }
 
 /// The key of a cluster's transport. Secrets enter only through a SHA-256
@@ -304,6 +317,17 @@ pub fn prepare<'w>(
     source: &Source,
 ) -> Result<Session<'w>, Failure> {
     prepare_reusing(g, env, ws, source, &Transports::default())
+}
+
+/// As [`prepare`], for a command that writes to PVE: each cluster's PVE is
+/// claimed for it in the host's record ([`crate::claims`]).
+pub fn prepare_writing<'w>(
+    g: &GlobalArgs,
+    env: &Env,
+    ws: &'w Workspace,
+    source: &Source,
+) -> Result<Session<'w>, Failure> {
+    prepare_reusing(g, env, ws, source, &Transports::writing())
 }
 
 /// As [`prepare`], reusing (and remembering) live transports in `reuse`.
@@ -526,7 +550,8 @@ pub fn prepare_reusing<'w>(
         });
     }
     if matches!(source, Source::Live) {
-        confirm_distinct_pves(&mut clusters, cfg, &reuse.identities);
+        confirm_distinct_pves(&mut clusters, cfg, reuse);
+        confirm_privileges(&mut clusters);
     }
     Ok(Session { clusters, invalid })
 }
@@ -599,21 +624,21 @@ fn unresolved_secrets(
 
 /// Two clusters whose `base-url`s lead to one PVE in a way no comparison of
 /// URLs sees (two DNS names, a name and an address, a proxy) would each
-/// prune the other's guests. So PVE is asked which it is
-/// (`GET /cluster/status`, one read per cluster per cycle, since names can
-/// move) and every cluster that shares its PVE with another is refused,
-/// before its first inventory read and any write. A cluster whose answer
-/// does not say is refused too (fail closed); the others go on. With one
-/// cluster there is nothing to tell apart and nothing is read.
+/// prune the other's guests. So PVE is asked which it is (`GET
+/// /cluster/status`, one read per cluster per cycle, since names can move)
+/// before the cluster's first inventory read and any write, and the
+/// cluster is refused when:
 ///
-/// `known` holds what the other configured clusters' PVEs said when last
-/// asked: a session of one cluster (the daemon cycles each cluster on its
-/// own) is compared with them too, and its answer is kept for them.
-fn confirm_distinct_pves(
-    clusters: &mut [Prepared<'_>],
-    cfg: &Config,
-    known: &Mutex<BTreeMap<ClusterName, PveIdentity>>,
-) {
+/// - the answer does not say (fail closed: a cluster whose PVE is not
+///   confirmed writes nothing; the next cycle asks again);
+/// - another cluster of this process leads to the same PVE (`known` holds
+///   what the other configured clusters' PVEs said when last asked: the
+///   daemon cycles each cluster on its own);
+/// - this host's record ([`crate::claims`]) has that PVE under another
+///   cluster name, claimed by this process or another one. A writing
+///   command claims it.
+fn confirm_distinct_pves(clusters: &mut [Prepared<'_>], cfg: &Config, reuse: &Transports) {
+    let known = &reuse.identities;
     let ready: Vec<usize> = (0..clusters.len())
         .filter(|&i| clusters[i].ready.is_ok())
         .collect();
@@ -628,9 +653,6 @@ fn confirm_distinct_pves(
                 .collect()
         })
         .unwrap_or_default();
-    if ready.is_empty() || ready.len() + elsewhere.len() < 2 {
-        return;
-    }
     let mut identities: Vec<(usize, PveIdentity)> = Vec::new();
     for i in ready {
         let Ok(r) = &clusters[i].ready else { continue };
@@ -640,7 +662,7 @@ fn confirm_distinct_pves(
                 clusters[i].ready = Err(Unready::new(
                     AbortCause::PveUnidentified,
                     format!(
-                        "cannot tell which PVE base-url leads to, so it may be another cluster's: {e}; no inventory read, no write"
+                        "{e}; so which PVE base-url leads to is not confirmed (it may be another cluster's): no inventory read, no write (asked again next cycle)"
                     ),
                 ))
             }
@@ -682,10 +704,54 @@ fn confirm_distinct_pves(
                     others.join(", ")
                 ),
             ));
+            continue;
+        }
+        let name = &clusters[*a].name;
+        let reached = cfg
+            .clusters
+            .get(name)
+            .map(|cc| (cc.base_url.as_str(), cc.declared_in.as_str()))
+            .unwrap_or(("", ""));
+        if let Err(e) = crate::claims::Claims::new(cfg).check(name, id, reached, reuse.writes) {
+            refused.push((*a, format!("cluster {}: {e}", describe(name))));
         }
     }
     for (i, reason) in refused {
         clusters[i].ready = Err(Unready::new(AbortCause::SharedPve, reason));
+    }
+}
+
+/// Each ready cluster's credentials can see what it manages
+/// ([`proxops_core::audit::needed`]): PVE hides from an inventory read what
+/// a token may not audit, and a plan made from that would create guests
+/// that exist. A cluster missing a privilege, or whose privileges cannot
+/// be read, does nothing this cycle, the privilege and path named.
+fn confirm_privileges(clusters: &mut [Prepared<'_>]) {
+    for p in clusters.iter_mut() {
+        let Ok(r) = &p.ready else { continue };
+        let storages = r.scope.storages.iter().map(|(_, s)| s);
+        let mut missing = Vec::new();
+        let mut unread = None;
+        for need in proxops_core::audit::needed(storages) {
+            match identity::read_privileges(r.transport.as_ref(), &need.path) {
+                Ok(held) if held.contains(need.privilege) => {}
+                Ok(_) => missing.push(need),
+                Err(e) => {
+                    unread = Some(e);
+                    break;
+                }
+            }
+        }
+        let acting_as = r.transport.acting_as();
+        let reason = match unread {
+            Some(e) => Some(format!(
+                "cannot read what these credentials may see: {e}; no inventory read, no write"
+            )),
+            None => proxops_core::audit::refusal(&missing, acting_as.as_deref()),
+        };
+        if let Some(reason) = reason {
+            p.ready = Err(Unready::new(AbortCause::MissingPrivilege, reason));
+        }
     }
 }
 
@@ -850,11 +916,14 @@ pub fn execute_cluster(
 /// and re-plans.
 pub fn execute_plan(
     ready: &Ready<'_>,
-    plan: Plan,
+    mut plan: Plan,
     opts: &ApplyOptions<'_>,
     started_at: Timestamp,
     clock: Instant,
 ) -> ClusterCycle {
+    // The planner's rules once more, whatever made the plan: an action
+    // that breaks one becomes an anomaly and is never sent.
+    proxops_core::admit::guard(&mut plan, ready.desired, &ready.policy);
     let now = runner::unix_now;
     let name = &plan.cluster;
     let progress = opts

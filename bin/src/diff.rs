@@ -46,7 +46,8 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     };
     // A reader that went away early (`| head -1`) does not change what the
     // plan says: the plan is still saved and the exit code still counts.
-    out::report_line(&text)?;
+    // Escaped by core: a coloured plan goes out with its colours.
+    out::report_rendered_line(&text)?;
     let mut exit = outcome.exit();
     if let Some(file) = &a.out {
         // Printed first, so a refused save still shows what was planned.

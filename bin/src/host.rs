@@ -5,41 +5,44 @@
 //! PVE sets from the guest's `smbios1: uuid=`). The planner is handed it
 //! so it never stops, restarts or prunes the guest ProxOps runs in.
 //!
-//! `self:` in the configuration replaces detection, for a host where `/sys`
-//! does not tell (the UUID file is readable by root only, and a container
-//! has none).
+//! `self:` in the host's configuration (the `--config` file, never the
+//! repository's `proxops.yaml`) replaces detection, for a host where
+//! `/sys` does not tell (the UUID file is readable by root only, and a
+//! container has none).
 //!
 //! Must never: fail a command because something is unreadable — an
 //! identity that cannot be read is left out, and said once.
 
 use std::path::Path;
-use std::sync::OnceLock;
+use std::sync::Mutex;
 
 use proxops_core::config::Config;
 use proxops_core::host::HostIdentity;
 
 use crate::log::{self, Level};
 
-/// The host's identity: `self:` when configured, else what `/sys` says
-/// (read on first use and kept for the process).
+/// The host's identity: `self:` when the host's configuration sets it,
+/// else what `/sys` says, read again every time it is asked (every cycle:
+/// an interface can come or change its MAC), and logged when it changes.
 pub fn identity(cfg: &Config) -> HostIdentity {
     if let Some(configured) = &cfg.host {
         return configured.clone();
     }
-    static DETECTED: OnceLock<HostIdentity> = OnceLock::new();
-    DETECTED
-        .get_or_init(|| {
-            let found = detect(Path::new("/sys"));
-            let macs = found.macs().join(",");
-            let uuid = found.smbios_uuid().unwrap_or("").to_owned();
-            log::event(
-                Level::Debug,
-                "proxops.self host identity read from /sys; a guest showing it is never stopped, restarted or pruned",
-                &[("macs", (&macs).into()), ("smbios_uuid", (&uuid).into())],
-            );
-            found
-        })
-        .clone()
+    static LAST: Mutex<Option<HostIdentity>> = Mutex::new(None);
+    let found = detect(Path::new("/sys"));
+    if let Ok(mut last) = LAST.lock()
+        && last.as_ref() != Some(&found)
+    {
+        let macs = found.macs().join(",");
+        let uuid = found.smbios_uuid().unwrap_or("").to_owned();
+        log::event(
+            Level::Debug,
+            "proxops.self host identity read from /sys; a guest showing it is never stopped, restarted or pruned",
+            &[("macs", (&macs).into()), ("smbios_uuid", (&uuid).into())],
+        );
+        *last = Some(found.clone());
+    }
+    found
 }
 
 /// Reads the identity below `sys` (normally `/sys`).

@@ -12,15 +12,16 @@
 //! the time it took the lock into the file, for the message of whoever
 //! waits.
 //!
-//! Must never: write anything secret into the lock file, or delete a lock
-//! file (a process may hold or be opening it).
+//! Must never: write anything secret into the lock file, delete a lock
+//! file (a process may hold or be opening it), or open one through a
+//! symlink ([`crate::files::open_lock_file`]).
 //!
 //! It covers one host, or rather one data directory: processes on
 //! different hosts are not serialised (docs/operations.md).
 
-use std::fs::{File, OpenOptions, TryLockError};
+use std::fs::{File, TryLockError};
 use std::io::Write as _;
-use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _};
+use std::os::unix::fs::DirBuilderExt as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -145,14 +146,7 @@ impl Locking {
             .mode(0o700)
             .create(&self.dir)
             .map_err(io)?;
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .mode(0o600)
-            .open(&path)
-            .map_err(io)?;
+        let file = crate::files::open_lock_file(&path).map_err(|e| io(std::io::Error::other(e)))?;
         let started = Instant::now();
         let mut told = false;
         loop {
@@ -241,7 +235,8 @@ fn write_holder(mut file: &File, holder: &Holder) -> std::io::Result<()> {
 /// The holder recorded in `path`, if it can be read (the holder may be
 /// between taking the lock and writing it).
 fn read_holder(path: &Path) -> Option<Holder> {
-    let text = std::fs::read_to_string(path).ok()?;
+    let bytes = crate::files::read_capped_nofollow(path, 4096).ok()?;
+    let text = String::from_utf8(bytes).ok()?;
     let v: serde_json::Value = serde_json::from_str(text.trim()).ok()?;
     let field = |k: &str| {
         v.get(k)

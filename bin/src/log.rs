@@ -168,9 +168,12 @@ fn json_line(now: SystemTime, level: Level, message: &str, fields: &[(&str, Valu
 }
 
 fn text_line(level: Level, message: &str, fields: &[(&str, Value<'_>)]) -> String {
+    // What a field holds may come from PVE or a repository: shown, never
+    // obeyed by the terminal.
+    let message = proxops_core::render::printable(message);
     let mut s = format!("{:<5} {message}", level.as_str());
     for (k, v) in fields {
-        let v = v.to_text();
+        let v = proxops_core::render::printable(&v.to_text()).into_owned();
         if v.contains(char::is_whitespace) {
             // Quoted as a JSON string: one line, whatever the value holds.
             s.push_str(&format!(" {k}={}", serde_json::Value::from(v)));

@@ -5,6 +5,7 @@
 mod adopt;
 mod apply;
 mod args;
+mod claims;
 mod completions;
 mod confined;
 mod context;
@@ -12,6 +13,7 @@ mod creds;
 mod cycle;
 mod diff;
 mod exit;
+mod files;
 mod gitsource;
 mod help;
 mod host;

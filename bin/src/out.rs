@@ -7,14 +7,28 @@
 //! ends quietly with exit 0, or, through [`report`], goes on to the exit
 //! code its work earned (`diff --exit-code | head -1` exits 3). Writes to standard error never fail a command
 //! (there is nowhere left to report it).
+//!
+//! Everything written here is escaped first ([`proxops_core::render::printable`]):
+//! a value from PVE or a repository (a guest's description, a name in an
+//! error) can never move the cursor, hide text or recolour a terminal.
+//! Only a plan rendering core already escaped, which carries the colours
+//! of `--color`, goes out as it is ([`print_rendered`]).
 
 use std::io::{ErrorKind, Write};
+
+use proxops_core::render::printable;
 
 use crate::exit::Failure;
 
 /// Writes `text` to standard output and flushes it, so it is out before
 /// whatever the command does next (and before anything on stderr).
 pub fn print(text: &str) -> Result<(), Failure> {
+    print_rendered(&printable(text))
+}
+
+/// [`print`] of a plan rendering core escaped itself (it carries the
+/// colours `--color` asked for): written as it is.
+pub fn print_rendered(text: &str) -> Result<(), Failure> {
     let mut stdout = std::io::stdout().lock();
     stdout
         .write_all(text.as_bytes())
@@ -34,6 +48,15 @@ pub fn print_line(text: &str) -> Result<(), Failure> {
     }
 }
 
+/// [`print_rendered`] with a newline after `text` unless it ends in one.
+pub fn print_rendered_line(text: &str) -> Result<(), Failure> {
+    if text.ends_with('\n') {
+        print_rendered(text)
+    } else {
+        print_rendered(&format!("{text}\n"))
+    }
+}
+
 /// [`print`] for output that reports work already done (files written,
 /// actions performed): a closed standard output is no longer worth ending
 /// the command for, so the command's own exit code stands.
@@ -44,19 +67,27 @@ pub fn report(text: &str) -> Result<(), Failure> {
     }
 }
 
-/// [`report`] with a newline after `text` unless it ends in one: for a
-/// command whose exit code says more than its output (`diff --exit-code`,
-/// an aborted cluster), so `| head -1` keeps that exit code.
-pub fn report_line(text: &str) -> Result<(), Failure> {
-    if text.ends_with('\n') {
-        report(text)
+/// A line of a rendering core escaped itself (a coloured plan,
+/// JSON, Markdown): written as it is.
+pub fn report_rendered_line(text: &str) -> Result<(), Failure> {
+    let text = if text.ends_with('\n') {
+        std::borrow::Cow::Borrowed(text)
     } else {
-        report(&format!("{text}\n"))
+        std::borrow::Cow::Owned(format!("{text}\n"))
+    };
+    match print_rendered(&text) {
+        Err(f) if f.message.is_empty() => Ok(()),
+        other => other,
     }
 }
 
 /// Writes `text` to standard error; a closed or failing stderr is ignored.
 pub fn eprint(text: &str) {
+    eprint_rendered(&printable(text));
+}
+
+/// [`eprint`] of a plan rendering core escaped itself.
+pub fn eprint_rendered(text: &str) {
     let mut stderr = std::io::stderr().lock();
     let _ = stderr.write_all(text.as_bytes());
     let _ = stderr.flush();

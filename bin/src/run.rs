@@ -77,7 +77,10 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // first fetch that fails is not a start-up failure: the daemon serves
     // and counts `not_ready` cycles until the remote answers (§22.6).
     let mut desired = DesiredSource::open(g, env)?;
-    let transports = Arc::new(Transports::default());
+    let transports = Arc::new(match mode {
+        RunMode::Apply => Transports::writing(),
+        RunMode::Observe => Transports::default(),
+    });
     let (config, root, mut known_clusters, first) = match desired.next_cycle(g, env) {
         Ok(ws) => {
             // Credentials and TLS trust must be usable at start-up (exit 2

@@ -20,7 +20,6 @@ use std::time::Instant;
 
 use proxops_core::plan::Plan;
 use proxops_core::saved::{self, SavedCluster, SavedPlan};
-use proxops_pve::reader;
 use proxops_pve::runner::unix_now;
 
 use crate::adopt::ReadOnly;
@@ -31,6 +30,10 @@ use crate::cycle::{self, PlanAll, Source};
 use crate::exit::{Exit, Failure};
 use crate::lock::Locking;
 use crate::out;
+
+/// The largest plan file `apply --plan` reads: every PVE parameter of a
+/// first apply of thousands of guests fits many times over.
+const PLAN_MAX_BYTES: u64 = 64 * 1024 * 1024;
 
 /// `diff --out FILE`: saves the plans of `outcome`. Refuses (and writes
 /// nothing) when the repository has no commit, any cluster is invalid or
@@ -72,7 +75,7 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
     let text = doc
         .to_json()
         .map_err(|e| Failure::runtime(format!("diff --out: {e}")))?;
-    write_atomically(file, text.as_bytes())
+    crate::files::write_atomically(file, text.as_bytes())
         .map_err(|e| Failure::runtime(format!("diff --out {}: {e}", file.display())))?;
     let actions: usize = doc.clusters.iter().map(|c| c.actions.len()).sum();
     crate::log::event(
@@ -87,16 +90,32 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
     Ok(())
 }
 
-/// Writes `bytes` to a sibling temporary file and renames it over `file`,
-/// so a reader never sees half a plan.
-fn write_atomically(file: &Path, bytes: &[u8]) -> std::io::Result<()> {
-    let mut tmp = file.as_os_str().to_owned();
-    tmp.push(".proxops-tmp");
-    let tmp = std::path::PathBuf::from(tmp);
-    std::fs::write(&tmp, bytes)?;
-    std::fs::rename(&tmp, file).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+/// Reads the cluster (through a transport that refuses writes), plans it
+/// again from the same commit and that read, and asks core whether the
+/// saved cluster may run ([`saved::admit`]): every touched object as the
+/// plan saw it, this host's own guest untouched, the actions exactly the
+/// planner's (an action added, dropped, reordered or changed in the file
+/// runs nothing) and each within the planner's rules. The plan to run, or
+/// why not.
+fn admitted(
+    c: &SavedCluster,
+    ready: &cycle::Ready<'_>,
+    refused: &dyn Fn(String) -> Failure,
+) -> Result<Plan, Failure> {
+    let guard = ReadOnly::new(ready.transport.as_ref());
+    let now = ready.read_and_plan(&c.cluster, &guard);
+    let Some(live) = &now.snapshot else {
+        return Err(refused(format!(
+            "cluster {}: {}",
+            c.cluster,
+            now.plan
+                .abort_reason
+                .as_deref()
+                .unwrap_or("pve inventory read failed")
+        )));
+    };
+    saved::admit(c, &now.plan, ready.desired, live, &ready.policy)
+        .map_err(|lines| refused(lines.join("\n")))
 }
 
 /// `apply --plan FILE`: checks, then executes exactly the saved actions.
@@ -120,7 +139,9 @@ pub fn apply(
     if output == Output::Markdown {
         return Err(Failure::input("apply --output: use text or json"));
     }
-    let text = std::fs::read_to_string(file)
+    let text = crate::files::read_capped(file, PLAN_MAX_BYTES)
+        .map_err(|e| e.to_string())
+        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()))
         .map_err(|e| Failure::input(format!("cannot read --plan {}: {e}", file.display())))?;
     let doc = SavedPlan::from_json(&text)
         .map_err(|e| Failure::input(format!("--plan {}: {e}", file.display())))?;
@@ -152,7 +173,7 @@ pub fn apply(
         }
     }
 
-    let session = cycle::prepare(g, env, &ws, &Source::Live)?;
+    let session = cycle::prepare_writing(g, env, &ws, &Source::Live)?;
     // Held from the check read to the read-back, as `apply` holds it: no
     // other proxops process can move a touched object in between.
     let locking = Locking::new(&ws.loaded.config, "proxops apply --plan");
@@ -179,41 +200,7 @@ pub fn apply(
                     .map_err(|e| refused(format!("cluster {}: {e}", c.cluster)))?,
             );
         }
-        let guard = ReadOnly::new(ready.transport.as_ref());
-        let live = reader::read_snapshot(&guard, &ready.scope).map_err(|e| {
-            refused(format!(
-                "cluster {}: pve inventory read failed: {e}",
-                c.cluster
-            ))
-        })?;
-        let mut plan: Plan = c.plan();
-        let unrecorded = saved::unobserved(&plan.actions, &c.observed);
-        if !unrecorded.is_empty() {
-            let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
-            return Err(refused(format!(
-                "cluster {}: the plan's actions touch {} that it has no record of (an edited or damaged plan file)",
-                c.cluster,
-                names.join(", ")
-            )));
-        }
-        let moved = saved::check(&c.cluster, &c.observed, &live);
-        if !moved.is_empty() {
-            let lines: Vec<String> = moved.iter().map(ToString::to_string).collect();
-            return Err(refused(lines.join("\n")));
-        }
-        // Saved on another host, the plan may stop the guest this process
-        // runs in: all or nothing, so the whole plan is refused.
-        let mut guarded = plan.clone();
-        proxops_core::host::guard(&mut guarded, &live, &ready.policy.host);
-        if guarded.actions.len() != plan.actions.len() {
-            let lines: Vec<String> = guarded
-                .anomalies
-                .iter()
-                .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
-                .map(|an| format!("cluster {}: {}", c.cluster, an.message))
-                .collect();
-            return Err(refused(lines.join("\n")));
-        }
+        let mut plan = admitted(c, ready, &refused)?;
         saved::resolve_secrets(&c.cluster, &mut plan.actions, &ready.secrets)
             .map_err(|e| Failure::input(format!("apply --plan: {e}; nothing was written")))?;
         runs.push((ready, plan));
@@ -222,7 +209,7 @@ pub fn apply(
     if a.dry_run {
         let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
         let palette = crate::diff::palette(g, std::io::stdout().is_terminal());
-        out::print(&proxops_core::render::text_styled(&plans, palette))?;
+        out::print_rendered(&proxops_core::render::text_styled(&plans, palette))?;
         out::print(&format!(
             "the plan still matches commit {commit} and PVE; nothing written (dry run)\n"
         ))?;

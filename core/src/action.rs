@@ -280,37 +280,46 @@ pub enum Work {
         ha: Option<String>,
     },
     /// A graceful `status/shutdown`, or for an HA-managed guest (`ha`) the
-    /// HA manager asked for `stopped`.
+    /// HA manager asked for `stopped`; `digest` is the config digest the
+    /// plan saw, which the guest must still show before it is shut down.
     Stop {
         guest_type: GuestType,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ha: Option<String>,
+        digest: Option<String>,
     },
     /// Mark as template; a running guest is stopped first (PVE refuses to
-    /// convert a running guest).
+    /// convert a running guest), after the guest is found as the plan saw
+    /// it (`digest`).
     MarkTemplate {
         guest_type: GuestType,
         stop_first: bool,
+        digest: Option<String>,
     },
     /// `DELETE /nodes/{n}/{type}/{id}` (never `force`), stopping first
     /// when the guest runs; with `purge=1` when the cluster lets ProxOps
     /// remove an HA-managed or replicated guest from those configurations
-    /// too (`reconcile.purge-ha-and-replicated`).
+    /// too (`reconcile.purge-ha-and-replicated`). Only after the guest is
+    /// found as the plan saw it: config `digest`, the ownership tag, no
+    /// `proxops-noprune`, no protection, no lock.
     Delete {
         guest_type: GuestType,
         stop_first: bool,
         #[serde(default, skip_serializing_if = "std::ops::Not::not")]
         purge: bool,
+        digest: Option<String>,
     },
     /// A restart that applies the changes PVE holds pending: a VM's
     /// `status/reboot` with the shutdown timeout (qemu-server `API2/Qemu.pm`
     /// `vm_reboot`), a container's graceful shutdown and start, an
     /// HA-managed guest's (`ha`) `stopped` then `started` asked of the HA
-    /// manager (`vm_reboot` is not HA-aware).
+    /// manager (`vm_reboot` is not HA-aware); after the guest is found as
+    /// the plan saw it (`digest`).
     Reboot {
         guest_type: GuestType,
         #[serde(default, skip_serializing_if = "Option::is_none")]
         ha: Option<String>,
+        digest: Option<String>,
     },
     /// One synchronous write to a cluster-level object (`/pools`,
     /// `/cluster/backup`): PVE answers `null` and the change is made. The
@@ -719,6 +728,20 @@ pub struct Anomaly {
 }
 
 impl Anomaly {
+    /// A `needs_person` anomaly that stands for action `a`, which is not
+    /// done, `message` saying why.
+    pub fn instead_of(a: &Action, message: String) -> Anomaly {
+        Anomaly {
+            anomaly_type: AnomalyType::NeedsPerson,
+            kind: Some(a.kind),
+            name: Some(a.name.clone()),
+            node: Some(a.node.clone()),
+            id: Some(a.target.clone()),
+            field: None,
+            message,
+        }
+    }
+
     /// The object the anomaly is about, `None` for a kind-wide or
     /// cluster-wide one (`empty_desired`).
     pub fn object(&self) -> Option<(Kind, &str)> {

@@ -10,6 +10,19 @@
 //! counting less on text it cannot classify, never more: a real manifest
 //! nests 5–8 levels, far below the limit.
 //!
+//! Aliases are counted the same way before a parser builds values: an
+//! alias stands for a copy of what its anchor names, so 250,000 aliases in
+//! a 1 MB file made a document of hundreds of thousands of nodes (and
+//! nested anchors make it grow exponentially). A file whose aliases add
+//! more than [`MAX_ALIAS_NODES`] nodes is refused; counting is one pass
+//! over the parser's events, and runs only once the nesting is known to be
+//! bounded.
+//!
+//! Lines are broken where a YAML parser breaks them: line feed, carriage
+//! return (alone or before a line feed), and the Unicode line breaks NEL,
+//! LS and PS (YAML 1.1, as libyaml reads it). Nesting written across
+//! carriage returns is nesting too.
+//!
 //! This module reads no file: adapters hand it bytes (and, where reading a
 //! file costs memory, read at most [`READ_LIMIT`] bytes of it so an
 //! oversized file is still seen as oversized here).
@@ -33,6 +46,11 @@ pub const READ_LIMIT: usize = MANIFEST_MAX_BYTES + 1;
 /// brackets) a file may have. A manifest's deepest field
 /// (`spec.cloud-init-data.ipconfigs[0].ip`) sits at 5.
 pub const MAX_NESTING: usize = 32;
+
+/// The most nodes a file's aliases may add when expanded. A manifest that
+/// uses anchors at all repeats a few small blocks; this is far above that
+/// and far below what makes parsing slow.
+pub const MAX_ALIAS_NODES: usize = 10_000;
 
 /// What a file is to ProxOps, which decides its size cap.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,6 +87,9 @@ pub enum OutOfBounds {
     TooLarge { role: FileRole, len: usize },
     /// Nested deeper than [`MAX_NESTING`] at this 1-based line and column.
     TooDeep { line: usize, column: usize },
+    /// Aliases that, expanded, add more than [`MAX_ALIAS_NODES`] nodes;
+    /// the alias (1-based line, column) that crossed the limit.
+    TooManyAliases { line: usize, column: usize },
 }
 
 impl OutOfBounds {
@@ -86,6 +107,9 @@ impl OutOfBounds {
             OutOfBounds::TooDeep { .. } => format!(
                 "the YAML nests deeper than {MAX_NESTING} levels (nested lists, mappings or flow brackets): no ProxOps file needs more; the file is refused before parsing"
             ),
+            OutOfBounds::TooManyAliases { .. } => format!(
+                "the YAML's aliases (*name) expand to more than {MAX_ALIAS_NODES} nodes: no ProxOps file needs that many copies; the file is refused before parsing"
+            ),
         }
     }
 
@@ -94,7 +118,8 @@ impl OutOfBounds {
         let d = Diagnostic::file(file, self.message());
         match self {
             OutOfBounds::TooLarge { .. } => d,
-            OutOfBounds::TooDeep { line, column } => d.at(Some((*line, *column))),
+            OutOfBounds::TooDeep { line, column }
+            | OutOfBounds::TooManyAliases { line, column } => d.at(Some((*line, *column))),
         }
     }
 }
@@ -107,10 +132,71 @@ pub fn check(role: FileRole, bytes: &[u8]) -> Result<(), OutOfBounds> {
             len: bytes.len(),
         });
     }
-    match deepest_point(bytes, MAX_NESTING) {
-        Some((line, column)) => Err(OutOfBounds::TooDeep { line, column }),
-        None => Ok(()),
+    if let Some((line, column)) = deepest_point(bytes, MAX_NESTING) {
+        return Err(OutOfBounds::TooDeep { line, column });
     }
+    // Without a `*` there is no alias; text that is not UTF-8 is refused
+    // by the reader, unparsed.
+    if bytes.contains(&b'*')
+        && let Ok(text) = std::str::from_utf8(bytes)
+        && let Some((line, column)) = alias_overflow(text, MAX_ALIAS_NODES)
+    {
+        return Err(OutOfBounds::TooManyAliases { line, column });
+    }
+    Ok(())
+}
+
+/// Where (1-based line, column) the nodes `text`'s aliases add when
+/// expanded first exceed `limit`, or `None`. One pass over the parser's
+/// events: each anchored node's expanded size is kept (saturating, so
+/// anchors of anchors cannot overflow it), and each alias adds its
+/// anchor's. Text the parser refuses is left to the reader to report.
+pub fn alias_overflow(text: &str, limit: usize) -> Option<(usize, usize)> {
+    use yaml_rust2::parser::{Event, Parser};
+    let mut sizes: Vec<usize> = Vec::new();
+    // Per open collection: its anchor and the nodes it holds so far.
+    let mut open: Vec<(usize, usize)> = Vec::new();
+    let mut added = 0usize;
+    let mut parser = Parser::new_from_str(text);
+    let count = |open: &mut Vec<(usize, usize)>, n: usize| {
+        if let Some(top) = open.last_mut() {
+            top.1 = top.1.saturating_add(n);
+        }
+    };
+    let anchor = |sizes: &mut Vec<usize>, id: usize, n: usize| {
+        if id > 0 {
+            if sizes.len() <= id {
+                sizes.resize(id + 1, 0);
+            }
+            sizes[id] = n;
+        }
+    };
+    while let Ok((event, mark)) = parser.next_token() {
+        match event {
+            Event::StreamEnd => break,
+            Event::Scalar(_, _, id, _) => {
+                anchor(&mut sizes, id, 1);
+                count(&mut open, 1);
+            }
+            Event::SequenceStart(id, _) | Event::MappingStart(id, _) => open.push((id, 1)),
+            Event::SequenceEnd | Event::MappingEnd => {
+                if let Some((id, n)) = open.pop() {
+                    anchor(&mut sizes, id, n);
+                    count(&mut open, n);
+                }
+            }
+            Event::Alias(id) => {
+                let n = sizes.get(id).copied().unwrap_or(1).max(1);
+                added = added.saturating_add(n);
+                count(&mut open, n);
+                if added > limit {
+                    return Some((mark.line(), mark.col() + 1));
+                }
+            }
+            _ => {}
+        }
+    }
+    None
 }
 
 /// `check` as a diagnostic naming `file` (boxed: a diagnostic is large and
@@ -137,12 +223,43 @@ fn deepest_point(bytes: &[u8], limit: usize) -> Option<(usize, usize)> {
         indents: Vec::new(),
         block_scalar: None,
     };
-    for (i, line) in bytes.split(|b| *b == b'\n').enumerate() {
+    for (i, line) in yaml_lines(bytes).enumerate() {
         if let Some(col) = scan.line(line, limit) {
             return Some((i + 1, col + 1));
         }
     }
     None
+}
+
+/// The lines of `bytes` as a YAML parser breaks them: at LF, CR LF, CR,
+/// and the UTF-8 of NEL (U+0085), LS (U+2028) and PS (U+2029). One pass.
+fn yaml_lines(bytes: &[u8]) -> impl Iterator<Item = &[u8]> {
+    let mut rest = Some(bytes);
+    std::iter::from_fn(move || {
+        let text = rest?;
+        let mut i = 0;
+        while i < text.len() {
+            let brk = match text[i] {
+                b'\n' => 1,
+                b'\r' if text.get(i + 1) == Some(&b'\n') => 2,
+                b'\r' => 1,
+                0xC2 if text.get(i + 1) == Some(&0x85) => 2,
+                0xE2 if text.get(i + 1) == Some(&0x80)
+                    && matches!(text.get(i + 2), Some(0xA8 | 0xA9)) =>
+                {
+                    3
+                }
+                _ => 0,
+            };
+            if brk > 0 {
+                rest = Some(&text[i + brk..]);
+                return Some(&text[..i]);
+            }
+            i += 1;
+        }
+        rest = None;
+        Some(text)
+    })
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -397,6 +514,46 @@ mod tests {
             .collect::<Vec<_>>()
             .join("---\n");
         assert!(depth_ok(&text));
+    }
+
+    #[test]
+    fn every_yaml_line_break_breaks_a_line_for_the_nesting_scan() {
+        for brk in ["\n", "\r\n", "\r", "\u{85}", "\u{2028}", "\u{2029}"] {
+            let mut text = String::new();
+            for d in 0..40 {
+                text.push_str(&" ".repeat(d));
+                text.push_str(&format!("k{d}:{brk}"));
+            }
+            assert_eq!(
+                deepest_point(text.as_bytes(), MAX_NESTING).map(|(l, _)| l),
+                Some(33),
+                "{brk:?}"
+            );
+        }
+        let lines: Vec<&[u8]> = yaml_lines(b"a\r\nb\rc\nd").collect();
+        assert_eq!(lines, [&b"a"[..], b"b", b"c", b"d"]);
+    }
+
+    #[test]
+    fn aliases_are_counted_as_the_nodes_they_stand_for() {
+        let few = "a: &x [1, 2, 3]\nb: *x\nc: *x\n";
+        // Each alias stands for the sequence and its three items.
+        assert_eq!(alias_overflow(few, 8), None);
+        assert_eq!(alias_overflow(few, 7), Some((3, 4)));
+        // Anchors of anchors multiply: the sizes saturate, the count stops
+        // at the limit.
+        let mut laughs = String::from("a: &a [1, 1, 1, 1, 1, 1, 1, 1, 1, 1]\n");
+        let mut prev = 'a';
+        for c in 'b'..='j' {
+            laughs.push_str(&format!(
+                "{c}: &{c} [{}]\n",
+                vec![format!("*{prev}"); 10].join(", ")
+            ));
+            prev = c;
+        }
+        assert!(alias_overflow(&laughs, MAX_ALIAS_NODES).is_some());
+        assert!(check(FileRole::Manifest, laughs.as_bytes()).is_err());
+        assert!(check(FileRole::Manifest, few.as_bytes()).is_ok());
     }
 
     #[test]

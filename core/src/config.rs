@@ -760,7 +760,12 @@ pub fn load_over(
     };
     let process = match (process, underneath, &sources.process) {
         (Some((name, file)), Some(base), Some(top)) => {
-            let merged = parse_file(base, &mut diags).and_then(|_| fill_from(top, base));
+            let merged = parse_file(base, &mut diags).and_then(|b| {
+                if b.host.is_some() {
+                    diags.push(self_in_repository(base, &indexes));
+                }
+                fill_from(top, base)
+            });
             Some((name, merged.unwrap_or(file)))
         }
         (None, Some(base), _) => {
@@ -771,6 +776,15 @@ pub fn load_over(
     };
     let process_name = process.as_ref().map(|(n, _)| n.clone()).unwrap_or_default();
     let mut process = process.map(|(_, f)| f).unwrap_or_default();
+    // The guest ProxOps runs in is the host's to say: a repository that
+    // could set `self:` could turn the guard off for that guest.
+    if !sources.process_is_explicit
+        && process.host.is_some()
+        && let Some(src) = &sources.process
+    {
+        diags.push(self_in_repository(src, &indexes));
+        process.host = None;
+    }
 
     // Cluster entries: name → (entry, declaring file).
     let mut clusters: BTreeMap<String, (ClusterEntry, String)> = BTreeMap::new();
@@ -893,12 +907,23 @@ fn fill_from(top: &ConfigSource<'_>, base: &ConfigSource<'_>) -> Option<ConfigFi
     let mut base = value(base)?;
     if let Value::Mapping(m) = &mut base {
         m.remove("git");
+        m.remove("self");
         if let Some(Value::Mapping(pve)) = m.get_mut("pve") {
             pve.remove("clusters");
         }
     }
     fill(&mut merged, &base);
     crate::yaml::from_value(&merged)
+}
+
+/// `self:` in the repository's `proxops.yaml`: refused.
+fn self_in_repository(src: &ConfigSource<'_>, indexes: &BTreeMap<String, YamlIndex>) -> Diagnostic {
+    Diagnostic::file(
+        &src.name,
+        "invalid configuration: self: belongs in the host's own configuration (the --config file), never in the repository: a repository that names the guest ProxOps runs in could name another one and leave this one unguarded",
+    )
+    .with_field("self")
+    .at(indexes.get(&src.name).and_then(|i| i.locate(0, "self")))
 }
 
 /// A rule about a value the process file took from `base` names `base`
@@ -1192,6 +1217,17 @@ fn resolve(
         ));
     }
     let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    // Locks and the record of which cluster manages which PVE live there:
+    // a relative path would put them wherever the process was started, so
+    // two processes would not meet there.
+    if !(data_dir.starts_with('/') || data_dir == "~" || data_dir.starts_with("~/")) {
+        diags.push(err(
+            "data-dir",
+            format!(
+                "data-dir {data_dir:?} must be an absolute path (or start with ~/): the cluster locks and the record of which cluster manages which PVE are kept there, and every process on this host must find the same ones"
+            ),
+        ));
+    }
     let host = file.host.and_then(|h| {
         let mut bad = false;
         for (i, m) in h.macs.iter().enumerate() {

@@ -13,7 +13,11 @@
 //! when PVE, read back, matches.
 //!
 //! A failed prerequisite defers its dependants (and theirs) for this
-//! cycle; independent branches go on. Prunes start only after every other
+//! cycle; independent branches go on. A failed disruptive action (a
+//! stop-start update whose restart failed, a stop, a reboot) pauses the
+//! rollout: its guest may be left down and counts against the disruption
+//! budget for the rest of the cycle, so no other disruptive action starts
+//! (each is deferred, saying why); the others go on. Prunes start only after every other
 //! action has ended. Nothing is retried within a cycle and no state
 //! survives it. No clock inside: every timestamp is an argument.
 
@@ -109,6 +113,10 @@ pub struct Execution {
     /// Non-prune actions not yet ended: prunes wait for none to be left.
     others_open: usize,
     stopping: bool,
+    /// A disruptive action failed this cycle (its guest may be left down,
+    /// and still counts as down): the rollout stops taking guests down,
+    /// and this says which.
+    paused: Option<String>,
 }
 
 impl Execution {
@@ -150,6 +158,7 @@ impl Execution {
             first_open: 0,
             others_open,
             stopping: false,
+            paused: None,
         }
     }
 
@@ -174,7 +183,14 @@ impl Execution {
             if self.states[i] != ActionState::Pending {
                 continue;
             }
-            match self.ready(i) {
+            // Paused: a disruptive action whose turn has come is deferred
+            // (only once the actions it waits for have ended, so the next
+            // action on its guest still waits for those).
+            let readiness = match (self.ready(i), &self.paused, &self.disruptive[i]) {
+                (Readiness::Ready, Some(why), Some(_)) => Readiness::Deferred(why.clone()),
+                (r, _, _) => r,
+            };
+            match readiness {
                 Readiness::Blocked => continue,
                 Readiness::Deferred(reason) => {
                     self.end_open(i);
@@ -199,6 +215,16 @@ impl Execution {
             return;
         };
         self.end_open(index);
+        if outcome != Outcome::Succeeded
+            && self.disruptive[index].is_some()
+            && self.paused.is_none()
+        {
+            let a = &self.actions[index];
+            self.paused = Some(format!(
+                "deferred: the rollout paused after {} {}/{} failed this cycle (its guest may be left down, and counts as down)",
+                a.op, a.kind, a.name
+            ));
+        }
         self.states[index] = ActionState::Done {
             outcome,
             started,

@@ -16,7 +16,12 @@
 //! - **Host-level keys** (`hookscript`, `args`, raw `lxc.*`, `devN`,
 //!   `usbN`, `unusedN`, …): they reach past the guest into the PVE node.
 //!
-//! The last two classes pass when the cluster's configuration lists the
+//! - **Every other key** is refused too unless it is one ProxOps knows to
+//!   stay inside the guest and read back as written (`VETTED_QEMU`,
+//!   `VETTED_LXC`: `keyboard`, `balloon`, `timezone`, …): a key nobody
+//!   vetted (`rng0`, `ivshmem`, `affinity`, …) is denied, not let through.
+//!
+//! The last three classes pass when the cluster's configuration lists the
 //! exact key in `allow-extra-keys`. This module only classifies; it never
 //! decides what PVE should do.
 
@@ -43,12 +48,18 @@ pub enum Refusal {
     NeverEchoed(&'static str),
     /// Reaches into the PVE host: allowed only by list.
     HostLevel(&'static str),
+    /// Not known to stay inside the guest and read back as written:
+    /// allowed only by list.
+    Unvetted,
 }
 
 impl Refusal {
     /// Whether `allow-extra-keys` can lift this refusal.
     pub fn allowable(self) -> bool {
-        matches!(self, Refusal::NeverEchoed(_) | Refusal::HostLevel(_))
+        matches!(
+            self,
+            Refusal::NeverEchoed(_) | Refusal::HostLevel(_) | Refusal::Unvetted
+        )
     }
 }
 
@@ -236,10 +247,16 @@ const CONTROL: &[(&str, &str)] = &[
 ];
 
 /// Keys whose written value PVE never reports back unchanged.
-const QEMU_NEVER_ECHOED: &[(&str, &str)] = &[(
-    "vmgenid",
-    "\"1\" makes PVE generate a new generation id, and the config reports the generated UUID",
-)];
+const QEMU_NEVER_ECHOED: &[(&str, &str)] = &[
+    (
+        "vmgenid",
+        "\"1\" makes PVE generate a new generation id, and the config reports the generated UUID",
+    ),
+    (
+        "smbios1",
+        "PVE keeps the guest's generated uuid in it and may write its values base64-encoded",
+    ),
+];
 const LXC_NEVER_ECHOED: &[(&str, &str)] = &[
     (
         "password",
@@ -263,6 +280,54 @@ const QEMU_HOST_LEVEL: &[(&str, &str)] = &[
         "args",
         "it passes raw arguments to the QEMU process on the PVE host",
     ),
+    (
+        "rng0",
+        "it feeds the guest from a host entropy source (/dev/hwrng, /dev/random)",
+    ),
+    ("ivshmem", "it maps host shared memory into the guest"),
+    ("affinity", "it pins the guest's vCPUs to host CPUs"),
+    ("hugepages", "it reserves host memory as huge pages"),
+    (
+        "keephugepages",
+        "it keeps host huge pages reserved after the guest stops",
+    ),
+    (
+        "cicustom",
+        "it hands the guest cloud-init files from the node's snippets storage",
+    ),
+    ("amd-sev", "it asks the host CPU for memory encryption"),
+    ("intel-tdx", "it asks the host CPU for a trust domain"),
+    ("audio0", "it connects a host audio backend"),
+];
+
+/// Keys ProxOps knows to stay inside the guest and to read back as
+/// written (qemu-server's config schema): everything else in a VM's
+/// `spec.extra` needs `allow-extra-keys`.
+const VETTED_QEMU: &[&str] = &[
+    "autostart",
+    "balloon",
+    "citype",
+    "cpulimit",
+    "cpuunits",
+    "freeze",
+    "keyboard",
+    "kvm",
+    "localtime",
+    "migrate_downtime",
+    "migrate_speed",
+    "ostype",
+    "reboot",
+    "shares",
+    "spice_enhancements",
+    "startdate",
+    "tdf",
+    "vcpus",
+    "watchdog",
+];
+
+/// The same for a container (pve-container's config schema).
+const VETTED_LXC: &[&str] = &[
+    "cmode", "cpulimit", "cpuunits", "debug", "ostype", "timezone", "tty",
 ];
 const LXC_HOST_LEVEL: &[(&str, &str)] = &[(
     "hookscript",
@@ -339,6 +404,11 @@ pub fn refusal(guest: GuestType, key: &str, value: &str) -> Option<Refusal> {
     if numbered(key, "unused") {
         return Some(Refusal::HostLevel(UNUSED));
     }
+    if guest == GuestType::Qemu && numbered(key, "numa") {
+        return Some(Refusal::HostLevel(
+            "it binds guest memory to host NUMA nodes",
+        ));
+    }
     match guest {
         GuestType::Qemu => {
             if numbered(key, "usb") {
@@ -375,7 +445,11 @@ pub fn refusal(guest: GuestType, key: &str, value: &str) -> Option<Refusal> {
             }
         }
     }
-    None
+    let vetted = match guest {
+        GuestType::Qemu => VETTED_QEMU,
+        GuestType::Lxc => VETTED_LXC,
+    };
+    (!vetted.contains(&key)).then_some(Refusal::Unvetted)
 }
 
 /// The message for a refused key, or `None` when the allow list lifts it.
@@ -410,6 +484,10 @@ pub fn message(key: &str, refusal: Refusal, allow: &AllowList<'_>) -> Option<Str
         )),
         Refusal::HostLevel(why) => Some(format!(
             "key {key:?} is host-level: {why}; refused unless {}",
+            allow.where_to_list()
+        )),
+        Refusal::Unvetted => Some(format!(
+            "key {key:?} is not one ProxOps knows to stay inside the guest and read back as written; refused unless {}",
             allow.where_to_list()
         )),
     }

@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::action::{Action, Anomaly, AnomalyType, Op, Target, Work};
+use crate::action::{Action, Anomaly, Op, Target, Work};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot};
 use crate::names::{NodeName, Vmid};
 use crate::plan::Plan;
@@ -147,19 +147,19 @@ pub fn guard(plan: &mut Plan, live: &LiveSnapshot, host: &HostIdentity) {
     }
     let mut refused = Vec::new();
     for list in [&mut plan.actions, &mut plan.deferred] {
-        list.retain(|a| match disruption(a) {
-            Some(_) => match plan
+        list.retain(|a| {
+            let Some(s) = plan
                 .self_guests
                 .iter()
                 .find(|s| a.target == Target::Guest(s.vmid))
-            {
-                Some(s) => {
-                    refused.push(refusal(a, s));
-                    false
-                }
-                None => true,
-            },
-            None => true,
+            else {
+                return true;
+            };
+            if disruption(a).is_none() && !reidentifies(a, s) {
+                return true;
+            }
+            refused.push(refusal(a, s));
+            false
         });
     }
     plan.anomalies.extend(refused);
@@ -190,27 +190,49 @@ pub fn disruption(a: &Action) -> Option<&'static str> {
     }
 }
 
+/// Whether `a` rewrites or removes what makes `s` the self guest: the NIC
+/// whose MAC matched (a new MAC, or none) or its `smbios1` UUID. After such
+/// a write ProxOps would no longer know the guest it runs in.
+fn reidentifies(a: &Action, s: &SelfGuest) -> bool {
+    let (Work::UpdateConfig { params, delete, .. }
+    | Work::CloneGuest {
+        config: params,
+        delete,
+        ..
+    }) = &a.work
+    else {
+        return false;
+    };
+    let mut words = s.matched.split_whitespace();
+    let (Some(key), Some(_), Some(value)) = (words.next(), words.next(), words.next()) else {
+        return false;
+    };
+    delete.iter().any(|d| d == key)
+        || params.get(key).is_some_and(|v| {
+            !v.expose()
+                .to_ascii_lowercase()
+                .contains(&value.to_ascii_lowercase())
+        })
+}
+
 /// The anomaly that replaces `a`, a disruptive action on the self guest `s`.
 pub(crate) fn refusal(a: &Action, s: &SelfGuest) -> Anomaly {
-    let what = disruption(a).unwrap_or("this action would take it down");
+    let what = disruption(a).unwrap_or(
+        "a change to what identifies this host (its NIC's MAC or SMBIOS UUID) would make ProxOps lose track of the guest it runs in",
+    );
     let fields: Vec<&str> = a.changes.iter().map(|c| c.field.as_str()).collect();
     let changes = if fields.is_empty() {
         String::new()
     } else {
         format!(" (changes: {})", fields.join(", "))
     };
-    Anomaly {
-        anomaly_type: AnomalyType::NeedsPerson,
-        kind: Some(a.kind),
-        name: Some(a.name.clone()),
-        node: Some(a.node.clone()),
-        id: Some(a.target.clone()),
-        field: None,
-        message: format!(
+    Anomaly::instead_of(
+        a,
+        format!(
             "ProxOps runs in this guest (\"{}\", vmid {} on node {}, matched by {}): {what}{changes}, so it is not planned; apply this change from another host",
             s.name, s.vmid, s.node, s.matched
         ),
-    }
+    )
 }
 
 fn format_mac(o: [u8; 6]) -> String {

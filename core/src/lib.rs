@@ -12,7 +12,9 @@
 //! bytes out.
 
 pub mod action;
+pub mod admit;
 pub mod adopt;
+pub mod audit;
 pub mod bounds;
 pub mod calendar;
 pub mod cluster;

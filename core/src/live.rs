@@ -313,16 +313,43 @@ pub struct LiveGuest {
     pub config: Result<LiveConfig, ReadFailure>,
 }
 
+/// Whether `tags` make a guest ProxOps': the ownership tag as ProxOps
+/// writes it, `proxops`. Under a case-sensitive `tag-style`
+/// (`case_sensitive`) `PROXOPS` or `Proxops` is a tag of its own, one
+/// ProxOps never wrote, and owns nothing; under PVE's default style PVE
+/// itself takes them for `proxops` (and stores every tag lower-cased).
+/// Every decision that a guest may be written, stopped or pruned starts
+/// here.
+pub fn owns(tags: &TagSet, case_sensitive: bool) -> bool {
+    if case_sensitive {
+        tags.contains(crate::manifest::OWNERSHIP_TAG)
+    } else {
+        tags.has(crate::manifest::OWNERSHIP_TAG)
+    }
+}
+
+/// Whether `tags` keep a guest from being pruned: `proxops-noprune` in any
+/// case (a protection errs towards protecting).
+pub fn keeps(tags: &TagSet) -> bool {
+    tags.has(crate::manifest::NO_PRUNE_TAG)
+}
+
 impl LiveGuest {
-    /// Carries the ownership tag `proxops` (as PVE compares tags, ignoring
-    /// case). Only such a guest may be updated, stopped or pruned.
+    /// Carries the ownership tag exactly as ProxOps writes it, `proxops`,
+    /// whatever the tag-style.
     pub fn is_owned(&self) -> bool {
-        self.tags.has(crate::manifest::OWNERSHIP_TAG)
+        owns(&self.tags, true)
+    }
+
+    /// Carries the ownership tag under the cluster's tag-style ([`owns`]).
+    /// Only such a guest may be updated, stopped or pruned.
+    pub fn is_owned_in(&self, case_sensitive: bool) -> bool {
+        owns(&self.tags, case_sensitive)
     }
 
     /// Carries `proxops-noprune` (ignoring case): never pruned.
     pub fn is_prune_protected(&self) -> bool {
-        self.tags.has(crate::manifest::NO_PRUNE_TAG)
+        keeps(&self.tags)
     }
 
     /// Carries the old `pveconform` tag (which confers no ownership).

@@ -1187,12 +1187,83 @@ pub struct Checksum {
 
 // ---------------------------------------------------------------- validation
 
-/// Bind-mount host paths that are never allowed (exact match after trimming
-/// a trailing `/`): mounting a system root into a container is a takeover.
-const REFUSED_BIND_ROOTS: &[&str] = &[
-    "/", "/bin", "/boot", "/dev", "/etc", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/root",
-    "/run", "/sbin", "/srv", "/sys", "/usr", "/var",
+/// Host directories a bind mount may never be or lie under: the host's
+/// system, its credentials and PVE's own state. Mounting any of them, or
+/// anything below them, into a container hands the container the host
+/// (`/etc/pve/priv` holds PVE's keys and tokens, `/root/.ssh` root's keys,
+/// `/var/lib/pve-cluster` the database `/etc/pve` is made from,
+/// `/var/lib/vz` other guests' disks).
+const REFUSED_BIND_TREES: &[&str] = &[
+    "/bin",
+    "/boot",
+    "/dev",
+    "/etc",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/libx32",
+    "/proc",
+    "/root",
+    "/run",
+    "/sbin",
+    "/sys",
+    "/usr",
+    "/var/lib/pve-cluster",
+    "/var/lib/pve-manager",
+    "/var/lib/vz",
+    "/var/log",
+    "/var/run",
 ];
+
+/// Host directories a bind mount may not be, though a directory below
+/// them may (`/srv/data`, `/mnt/backup`): the root and the roots of data
+/// trees that hold every other directory.
+const REFUSED_BIND_ROOTS: &[&str] = &["/", "/mnt", "/srv", "/var", "/var/lib", "/opt", "/media"];
+
+/// A host path as the kernel resolves it without following links: `//`
+/// and `/./` collapse, `..` takes a component off (never above `/`), a
+/// trailing `/` goes. `None` for a path that is not absolute.
+pub fn normalise_host_path(path: &str) -> Option<String> {
+    if !path.starts_with('/') {
+        return None;
+    }
+    let mut parts: Vec<&str> = Vec::new();
+    for part in path.split('/') {
+        match part {
+            "" | "." => {}
+            ".." => {
+                parts.pop();
+            }
+            p => parts.push(p),
+        }
+    }
+    Some(format!("/{}", parts.join("/")))
+}
+
+/// Why a bind mount of host path `path` is refused, if it is: it is, or
+/// (normalised lexically) lies below, a host system directory. Symlinks on
+/// the host are not followed: ProxOps cannot see the host's filesystem.
+pub fn refused_bind_source(path: &str) -> Option<String> {
+    let norm = normalise_host_path(path)?;
+    let under = REFUSED_BIND_TREES
+        .iter()
+        .find(|t| norm == **t || norm.starts_with(&format!("{t}/")));
+    let named = if norm == path {
+        String::new()
+    } else {
+        format!(" (written {path:?})")
+    };
+    if let Some(tree) = under {
+        return Some(format!(
+            "refusing to bind-mount {norm:?}{named}: it is or lies under the host's {tree:?}; use a dedicated data directory such as /srv/data or /mnt/data"
+        ));
+    }
+    REFUSED_BIND_ROOTS.contains(&norm.as_str()).then(|| {
+        format!(
+            "refusing to bind-mount {norm:?}{named}: that host directory holds every other one below it; use a dedicated data directory such as /srv/data or /mnt/data"
+        )
+    })
+}
 
 /// Rules of one document that need no other document, outside any
 /// cluster: no `spec.extra` key is allow-listed.
@@ -1305,18 +1376,51 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                     format!("invalid value {v:?}: a disruption group is a name of letters, digits, '-', '_' and '.'"),
                 ));
             }
-        } else if k.starts_with("proxops/")
-            && k != ANNOTATION_ADOPTED_VMID
+        } else if k != ANNOTATION_ADOPTED_VMID
             && k != ANNOTATION_ADOPTED_ID
+            && let Some(why) = lookalike_key(k)
         {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "unknown annotation {k:?}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_ADOPTED_ID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}"
+                    "{why}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_ADOPTED_ID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}, each spelt exactly so"
                 ),
             ));
         }
     }
+    for k in m.labels.keys() {
+        if !k.is_ascii() || k.chars().any(char::is_whitespace) {
+            errs.push(FieldError::new(
+                format!("metadata.labels.{k}"),
+                format!("label key {k:?} holds a non-ASCII or blank character: label keys are plain ASCII"),
+            ));
+        }
+    }
+}
+
+/// Why an annotation key that is none of ProxOps' own is refused: one
+/// that would look like ProxOps' to a reviewer and do nothing. An unknown
+/// key under `proxops/`, a key with a non-ASCII character (`рroxops/prune`
+/// with a Cyrillic `р`), and a key that reads `proxops` once case, blanks
+/// and separators are set aside (`proxops /prune`, `ProxOps/prune`,
+/// `proxops.prune`).
+fn lookalike_key(k: &str) -> Option<String> {
+    if !k.is_ascii() {
+        return Some(format!(
+            "annotation key {k:?} holds a non-ASCII character: annotation keys are plain ASCII (a look-alike letter would make a key that seems ProxOps' and does nothing)"
+        ));
+    }
+    if k.starts_with("proxops/") {
+        return Some(format!("unknown annotation {k:?}"));
+    }
+    let folded: String = k
+        .chars()
+        .filter(|c| c.is_ascii_alphanumeric())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    folded
+        .starts_with("proxops")
+        .then(|| format!("annotation key {k:?} looks like one of ProxOps' and is not"))
 }
 
 /// Parses `"Kind:name,Kind:name"`.
@@ -2212,15 +2316,8 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
                 format!("{base}.host-path"),
                 format!("invalid path {:?}: an absolute host path", b.host_path),
             ));
-        } else {
-            let trimmed = b.host_path.trim_end_matches('/');
-            let trimmed = if trimmed.is_empty() { "/" } else { trimmed };
-            if REFUSED_BIND_ROOTS.contains(&trimmed) {
-                errs.push(FieldError::new(
-                    format!("{base}.host-path"),
-                    format!("refusing to bind-mount the host's system directory {trimmed:?}: use a dedicated data directory such as /srv/data or /mnt/data"),
-                ));
-            }
+        } else if let Some(why) = refused_bind_source(&b.host_path) {
+            errs.push(FieldError::new(format!("{base}.host-path"), why));
         }
         if !check_abs_path(&b.mount_point) {
             errs.push(FieldError::new(
@@ -2406,5 +2503,64 @@ mod tests {
         assert_eq!(refs.len(), 2);
         assert!(parse_depends_on("Bogus:x").is_err());
         assert!(parse_depends_on("ISO").is_err());
+    }
+
+    #[test]
+    fn host_paths_normalise_as_the_kernel_resolves_them_without_links() {
+        for (written, resolved) in [
+            ("/./etc", "/etc"),
+            ("//etc", "/etc"),
+            ("/etc/../etc", "/etc"),
+            ("/srv/../", "/"),
+            ("/srv/data/", "/srv/data"),
+            ("/../../etc/pve", "/etc/pve"),
+            ("/", "/"),
+        ] {
+            assert_eq!(
+                normalise_host_path(written).as_deref(),
+                Some(resolved),
+                "{written}"
+            );
+        }
+        assert_eq!(normalise_host_path("srv/data"), None);
+    }
+
+    #[test]
+    fn a_bind_mount_of_a_system_directory_or_below_it_is_refused_however_written() {
+        for path in [
+            "/",
+            "/./etc",
+            "//etc",
+            "/etc/../etc",
+            "/srv/../",
+            "/etc/pve",
+            "/etc/pve/priv",
+            "/root",
+            "/root/.ssh",
+            "/var/lib/pve-cluster",
+            "/var/lib/vz/images",
+            "/dev/sda",
+            "/srv",
+            "/srv/",
+            "/var",
+            "/mnt/../usr/lib",
+            "/proc/1/root",
+        ] {
+            assert!(refused_bind_source(path).is_some(), "{path}");
+        }
+        let why = refused_bind_source("/srv/../etc/pve/priv").unwrap_or_default();
+        assert!(
+            why.contains(r#""/etc/pve/priv""#) && why.contains(r#"written "/srv/../etc/pve/priv""#),
+            "{why}"
+        );
+        for path in [
+            "/srv/data",
+            "/mnt/backup",
+            "/srv/dns-zones",
+            "/var/lib/data",
+            "/data",
+        ] {
+            assert_eq!(refused_bind_source(path), None, "{path}");
+        }
     }
 }

@@ -123,6 +123,9 @@ pub enum AbortCause {
     PveUnidentified,
     /// Two cluster configurations lead to one PVE.
     SharedPve,
+    /// The credentials cannot audit what the cluster manages (PVE would
+    /// hide guests from the inventory read).
+    MissingPrivilege,
     /// Credentials or TLS settings are unusable.
     Credentials,
     /// The repository could not be read (not invalid: unreadable).
@@ -131,7 +134,7 @@ pub enum AbortCause {
 
 impl AbortCause {
     /// Every cause.
-    pub const ALL: [AbortCause; 12] = [
+    pub const ALL: [AbortCause; 13] = [
         AbortCause::NotReady,
         AbortCause::InvalidInput,
         AbortCause::UnknownNode,
@@ -142,6 +145,7 @@ impl AbortCause {
         AbortCause::Recording,
         AbortCause::PveUnidentified,
         AbortCause::SharedPve,
+        AbortCause::MissingPrivilege,
         AbortCause::Credentials,
         AbortCause::RepositoryUnreadable,
     ];
@@ -159,6 +163,7 @@ impl AbortCause {
             | AbortCause::Recording
             | AbortCause::PveUnidentified
             | AbortCause::SharedPve
+            | AbortCause::MissingPrivilege
             | AbortCause::Credentials
             | AbortCause::RepositoryUnreadable => CycleResult::Aborted,
         }

@@ -75,8 +75,8 @@ fn live_kind(g: &LiveGuest) -> Kind {
 /// Whether a manifest may act on the live guest at its vmid: the guest
 /// carries the ownership tag, or the manifest is the one `adopt` wrote for
 /// this very vmid (its first update adds the tag: the claim).
-fn may_act_on(obj: &DesiredObject, live: &LiveGuest) -> bool {
-    live.is_owned() || obj.metadata.adopted_vmid() == Some(live.vmid)
+fn may_act_on(obj: &DesiredObject, live: &LiveGuest, case_sensitive: bool) -> bool {
+    live.is_owned_in(case_sensitive) || obj.metadata.adopted_vmid() == Some(live.vmid)
 }
 
 fn desired_power(spec: &Spec) -> Option<PowerState> {
@@ -298,10 +298,13 @@ impl Builder<'_> {
 
     /// The first cycle of an adopted guest (its manifest names this vmid in
     /// `proxops/adopted-vmid`) that does not carry the tag yet: one live
-    /// write that adds the tag, the claim, and nothing else: no other key,
-    /// no stop, no power change. An annotation alone can so never stop or
-    /// reconfigure a guest; the rest of its drift is planned from the next
-    /// cycle, once PVE holds the tag and the guest is ProxOps'.
+    /// write that adds the tag to the guest's own tags, the claim, and
+    /// nothing else: no other key, no stop, no power change. Only the
+    /// manifest `adopt` wrote for this very guest claims it: one that
+    /// differs from the guest in anything but the ownership tag (another
+    /// name, other tags, more memory: a hand-written claim) is an anomaly,
+    /// and nothing is written. An annotation can so never stop,
+    /// reconfigure or rename a guest ProxOps does not own.
     fn claim(
         &mut self,
         obj: &DesiredObject,
@@ -309,30 +312,70 @@ impl Builder<'_> {
         digest: Option<String>,
         d: &drift::Drift,
     ) {
-        let (Some(change), Some(tags)) = (
-            d.changes.iter().find(|c| c.field == "tags"),
-            d.params.get("tags"),
-        ) else {
+        let mut kept = live.tags.clone();
+        if let Ok(tag) = crate::wire::Tag::new(crate::manifest::OWNERSHIP_TAG) {
+            kept.insert(tag);
+        }
+        let case_sensitive = self.desired.tag_case_sensitive;
+        let kept = kept.as_pve_stores(case_sensitive);
+        let wanted = d
+            .params
+            .get("tags")
+            .and_then(|t| crate::wire::TagSet::parse(t.expose()).ok())
+            .map(|t| t.as_pve_stores(case_sensitive));
+        // What adopt wrote differs from the guest only where adopt said so
+        // (a gap): never its PVE name, never its tags, never in a way that
+        // takes a running guest down once it is ProxOps'.
+        let running = live.power == Power::Running;
+        let mut differ: Vec<&str> = d
+            .changes
+            .iter()
+            .filter(|c| {
+                matches!(c.field.as_str(), "name" | "hostname")
+                    || (running && c.field != "tags" && c.impact != Some(Impact::Live))
+            })
+            .map(|c| c.field.as_str())
+            .collect();
+        if wanted.as_ref().is_some_and(|w| *w != kept) {
+            differ.push("tags");
+        }
+        let Some(change) = d.changes.iter().find(|c| c.field == "tags") else {
             return;
         };
-        let others = d.changes.len() - 1;
-        let mut reason = format!(
-            "{}: claim: adds the proxops tag only (proxops/adopted-vmid)",
-            obj.r#ref
-        );
-        if digest.as_deref().is_none_or(str::is_empty) {
-            reason.push_str(NO_DIGEST);
-        }
-        if others > 0 {
-            reason.push_str(&format!(
-                "; {others} other change(s) are planned once PVE holds the tag"
-            ));
+        if let Some(first) = differ.first() {
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (obj.r#ref.kind, obj.r#ref.name.as_str(), &live.node, live.vmid),
+                Some((*first).to_owned()),
+                format!(
+                    "{} names vmid {} in {}, but it is not that guest as `proxops adopt` wrote it ({} differ{}: a rename, other tags, or a change that would take the running guest down): ProxOps claims an untagged guest only with the manifest adopt wrote for it, keeping its tags; nothing is written. Run `proxops adopt` for vmid {} again, or remove the annotation",
+                    obj.r#ref,
+                    live.vmid,
+                    crate::manifest::ANNOTATION_ADOPTED_VMID,
+                    differ.join(", "),
+                    if differ.len() == 1 { "s" } else { "" },
+                    live.vmid
+                ),
+            );
+            return;
         }
         let mut params = crate::action::Params::new();
-        params.0.push(("tags".into(), tags.clone()));
+        params.push("tags", kept.to_wire());
         self.plan.actions.push(Action {
-            changes: vec![change.clone()],
-            reason,
+            changes: vec![Change {
+                to: Some(kept.to_wire()),
+                ..change.clone()
+            }],
+            reason: {
+                let mut reason = format!(
+                    "{}: claim: adds the proxops tag to the guest's own tags (proxops/adopted-vmid)",
+                    obj.r#ref
+                );
+                if digest.as_deref().is_none_or(str::is_empty) {
+                    reason.push_str(NO_DIGEST);
+                }
+                reason
+            },
             ..on_guest(
                 obj,
                 live,
@@ -462,7 +505,7 @@ impl Builder<'_> {
         }
         let Some(live) = self.live.guest(&node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
-                if !may_act_on(obj, elsewhere) {
+                if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
                     self.not_owned(obj, &node, elsewhere);
                     return;
                 }
@@ -478,7 +521,7 @@ impl Builder<'_> {
             self.create(obj, &node);
             return;
         };
-        if !may_act_on(obj, live) {
+        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
             self.not_owned(obj, &node, live);
             return;
         }
@@ -516,7 +559,7 @@ impl Builder<'_> {
             );
             return;
         }
-        if live.is_owned()
+        if live.is_owned_in(self.desired.tag_case_sensitive)
             && let Some(lock) = live.lock()
         {
             // PVE refuses config changes and power actions on a locked
@@ -556,7 +599,7 @@ impl Builder<'_> {
                     e.to_string(),
                 );
             }
-            Ok(d) if !live.is_owned() => {
+            Ok(d) if !live.is_owned_in(self.desired.tag_case_sensitive) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 self.claim(obj, live, config.digest.clone(), &d);
             }
@@ -683,6 +726,7 @@ impl Builder<'_> {
                         work: Work::MarkTemplate {
                             guest_type: live.guest_type,
                             stop_first: running,
+                            digest: seen_digest(config, &d),
                         },
                     });
                     return;
@@ -721,6 +765,7 @@ impl Builder<'_> {
                             Work::Stop {
                                 guest_type: live.guest_type,
                                 ha,
+                                digest: seen_digest(config, &d),
                             }
                         },
                     });
@@ -784,6 +829,7 @@ impl Builder<'_> {
                 Work::Reboot {
                     guest_type: live.guest_type,
                     ha,
+                    digest: seen_digest(config, d),
                 },
             )
         });
@@ -1111,7 +1157,7 @@ impl Builder<'_> {
             }
             let kind = live_kind(g);
             let display = g.display_name();
-            if !g.is_owned() {
+            if !g.is_owned_in(self.desired.tag_case_sensitive) {
                 let reason = SkipReason::Untagged {
                     legacy: g.has_legacy_tag(),
                 };
@@ -1307,9 +1353,20 @@ impl Builder<'_> {
                 stop_first: g.power == Power::Running,
                 purge: self.policy.purge_ha_and_replicated
                     && (g.ha_state.is_some() || self.live.replication.of(g.vmid) != Ok(&[][..])),
+                digest: g.config.as_ref().ok().and_then(|c| c.digest.clone()),
             },
         }
     }
+}
+
+/// The config digest a power-off or a template conversion of a guest must
+/// still find before it acts: the one the plan read, when no earlier action
+/// of this plan writes the guest's config (an update, a resize); else
+/// `None`, and only its tags, protection and lock are compared then.
+fn seen_digest(config: &crate::live::LiveConfig, d: &drift::Drift) -> Option<String> {
+    (d.changes.is_empty() && d.grows.is_empty())
+        .then(|| config.digest.clone())
+        .flatten()
 }
 
 /// A qemu config key that holds a volume (PVE's `foreach_volume`: the

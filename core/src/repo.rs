@@ -53,6 +53,9 @@ pub struct ClusterDesired {
     /// their case and compare exactly (otherwise PVE lower-cases them and
     /// they compare ignoring case).
     pub tag_case_sensitive: bool,
+    /// The cluster's `allow-extra-keys`: the `spec.extra` keys it lets
+    /// through that are otherwise refused (checked again at execution).
+    pub allow_extra_keys: BTreeSet<String>,
 }
 
 impl ClusterDesired {
@@ -523,6 +526,7 @@ fn compose_cluster(
         name: name.clone(),
         objects,
         tag_case_sensitive: extra.tag_case_sensitive,
+        allow_extra_keys: extra.keys.clone(),
     })
 }
 
@@ -834,17 +838,23 @@ fn unit_notes(
     errors: &mut [Diagnostic],
     warnings: &mut Vec<Diagnostic>,
 ) {
+    // The errors by field, once: looking each quantity up in the list made
+    // a document with many refused quantities (aliases expand to as many
+    // as they like) quadratic.
+    let mut by_field: BTreeMap<String, Vec<usize>> = BTreeMap::new();
+    for (i, d) in errors.iter().enumerate() {
+        if let (Some(f), None) = (&d.field, &d.hint) {
+            by_field.entry(f.clone()).or_default().push(i);
+        }
+    }
     for (schema, wire) in WIRE_QUANTITIES {
         for (path, text) in quantities_at(value, schema) {
-            let refused = errors
-                .iter_mut()
-                .filter(|d| d.field.as_deref() == Some(path.as_str()) && d.hint.is_none());
-            let mut any = false;
-            for d in refused {
-                any = true;
-                d.hint = binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
-            }
-            if any {
+            if let Some(refused) = by_field.get(&path) {
+                let hint: Option<Box<str>> =
+                    binary_spelling(&text, *wire).map(|m| format!("did you mean {m}?").into());
+                for &i in refused {
+                    errors[i].hint = hint.clone();
+                }
                 continue;
             }
             if let Some(message) = surprise(&text, *wire) {
@@ -917,10 +927,12 @@ fn cross_checks(
     diags: &mut Vec<Diagnostic>,
 ) -> usize {
     let mut outside = 0;
-    // One vmid pool per node, shared by qemu and lxc guests.
-    let mut ids: BTreeMap<(NodeName, Vmid), &Ref> = BTreeMap::new();
     // PVE ids of cluster-level objects, unique per kind.
     let mut pve_ids: BTreeMap<(Kind, String), &Ref> = BTreeMap::new();
+    // One vmid pool per PVE cluster, shared by qemu and lxc guests on
+    // every node (pve-cluster keeps one `vmlist` for the whole cluster):
+    // the same vmid on two nodes half-applies.
+    let mut ids: BTreeMap<Vmid, &DesiredObject> = BTreeMap::new();
     for (r, o) in objects {
         if let Some(id) = crate::cluster::rows::id_of(o)
             && let Some(prev) = pve_ids.insert((r.kind, id.clone()), r)
@@ -933,15 +945,24 @@ fn cross_checks(
                 format!("PVE id {id:?} is already {prev}'s: one PVE object per manifest"),
             ));
         }
-        if let Some((node, vmid)) = o.spec.guest_id()
-            && let Some(prev) = ids.insert((node.clone(), vmid), r)
-        {
-            diags.push(object_diag(
-                o,
-                indexes,
-                "spec.vmid",
-                format!("vmid {vmid} on node {node} is already used by {prev}: qemu and lxc guests share one id pool per node"),
-            ));
+        if let Some((node, vmid)) = o.spec.guest_id() {
+            if let Some(prev) = ids.get(&vmid) {
+                let on = match prev.spec.guest_id() {
+                    Some((n, _)) if n != node => format!(" on node {n}, this one on node {node}"),
+                    _ => format!(" on node {node}"),
+                };
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    "spec.vmid",
+                    format!(
+                        "vmid {vmid} is already used by {} ({}){on}: a vmid is unique across the PVE cluster, whatever the node, and qemu and lxc guests share the pool",
+                        prev.r#ref, prev.file
+                    ),
+                ));
+            } else {
+                ids.insert(vmid, o);
+            }
         }
         if !allow.is_empty() {
             let allowed = allow

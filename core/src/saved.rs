@@ -28,8 +28,10 @@ use crate::repo::ClusterDesired;
 
 /// The `format` of a saved plan document.
 pub const FORMAT: &str = "proxops-saved-plan";
-/// The `version` this build writes and reads.
-pub const VERSION: u32 = 1;
+/// The `version` this build writes and reads. Version 2: a shutdown, stop,
+/// reboot, conversion or prune carries the config digest it must still
+/// find, and a plan runs only when it is the one the planner makes again.
+pub const VERSION: u32 = 2;
 
 /// The prefix of a cloud-init password reference (spec §22.5).
 const PASSWORD_REF: &str = "cloud-init.passwords.";
@@ -247,6 +249,115 @@ pub fn unobserved(actions: &[Action], observed: &[Observed]) -> Vec<Touched> {
     out.sort();
     out.dedup();
     out
+}
+
+/// How the saved `actions` differ from `fresh`, the ones the planner makes
+/// now of the same commit and the PVE just read (made savable by
+/// [`SavedCluster::new`], secrets as references): one line per action the
+/// file holds that the planner does not make, makes otherwise, or per
+/// action it makes that the file lacks. Empty when they are the same,
+/// action for action, parameter for parameter, in the same order: the
+/// only plan `apply --plan` runs.
+pub fn divergence(saved: &[Action], fresh: &[Action]) -> Vec<String> {
+    if saved == fresh {
+        return Vec::new();
+    }
+    let same_subject = |a: &Action, b: &Action| {
+        (a.op, a.kind, &a.name, &a.node, &a.target) == (b.op, b.kind, &b.name, &b.node, &b.target)
+    };
+    let mut out = Vec::new();
+    for a in saved.iter().filter(|a| !fresh.contains(a)) {
+        out.push(if fresh.iter().any(|f| same_subject(f, a)) {
+            format!(
+                "{}: the file's action differs from the one the planner makes now (its parameters, changes or order)",
+                label(a)
+            )
+        } else {
+            format!("{}: the planner does not make this action now", label(a))
+        });
+    }
+    for f in fresh
+        .iter()
+        .filter(|f| !saved.contains(f) && !saved.iter().any(|a| same_subject(a, f)))
+    {
+        out.push(format!(
+            "{}: the planner makes this action now and the file lacks it",
+            label(f)
+        ));
+    }
+    if out.is_empty() {
+        out.push(format!(
+            "the file holds {} action(s) in another order than the planner's {}",
+            saved.len(),
+            fresh.len()
+        ));
+    }
+    out
+}
+
+/// Whether `saved` may run now, given `now` — the plan the planner makes
+/// of the same commit's `desired` and the `live` state just read, under
+/// the cluster's `policy` — and if so the plan to run: exactly the saved
+/// actions. Refused, with every reason, when the actions reach past what
+/// the file observed, a touched object moved, an action would take down
+/// the guest this process runs in, the actions are not the planner's
+/// ([`divergence`]), or one breaks a planner rule ([`crate::admit`]).
+pub fn admit(
+    saved: &SavedCluster,
+    now: &Plan,
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    policy: &crate::plan::Policy,
+) -> Result<Plan, Vec<String>> {
+    let cluster = &saved.cluster;
+    if now.aborted {
+        return Err(vec![format!(
+            "cluster {cluster}: {}",
+            now.abort_reason.as_deref().unwrap_or("the cluster aborted")
+        )]);
+    }
+    let plan = saved.plan();
+    let unrecorded = unobserved(&plan.actions, &saved.observed);
+    if !unrecorded.is_empty() {
+        let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
+        return Err(vec![format!(
+            "cluster {cluster}: the plan's actions touch {} that it has no record of (an edited or damaged plan file)",
+            names.join(", ")
+        )]);
+    }
+    let moved = check(cluster, &saved.observed, live);
+    if !moved.is_empty() {
+        return Err(moved.iter().map(ToString::to_string).collect());
+    }
+    // Saved on another host, the plan may stop the guest this process
+    // runs in: all or nothing, so the whole plan is refused.
+    let mut guarded = plan.clone();
+    crate::host::guard(&mut guarded, live, &policy.host);
+    if guarded.actions.len() != plan.actions.len() {
+        return Err(guarded
+            .anomalies
+            .iter()
+            .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
+            .map(|an| format!("cluster {cluster}: {}", an.message))
+            .collect());
+    }
+    let fresh = SavedCluster::new(now, desired, live).map_err(|e| vec![e.to_string()])?;
+    let diverged = divergence(&saved.actions, &fresh.actions);
+    if !diverged.is_empty() {
+        return Err(vec![format!(
+            "cluster {cluster}: the plan is not the one the planner makes of this commit and PVE now: {}",
+            diverged.join("; ")
+        )]);
+    }
+    let mut checked = plan.clone();
+    if crate::admit::guard(&mut checked, desired, policy) > 0 {
+        return Err(checked
+            .anomalies
+            .iter()
+            .map(|an| format!("cluster {cluster}: {}", an.message))
+            .collect());
+    }
+    Ok(plan)
 }
 
 fn touched(actions: &[Action]) -> Vec<Touched> {

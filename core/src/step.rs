@@ -399,6 +399,9 @@ pub struct StepSettings {
     /// The longest wait for one PVE task (`reconcile.task-timeout`).
     pub task_timeout: Duration,
     pub power: PowerPolicy,
+    /// The cluster declares PVE's case-sensitive `tag-style`: the
+    /// ownership tag must read `proxops` exactly ([`crate::live::owns`]).
+    pub tags_case_sensitive: bool,
 }
 
 /// The first task status read comes this long after the task started
@@ -499,6 +502,62 @@ enum Stage {
         /// since the first read; `None`: one read.
         wait: Option<Duration>,
     },
+    /// `GET …/config` before anything that takes the guest down or deletes
+    /// it: the guest must still be as the plan saw it ([`Expect`]), or the
+    /// action ends with nothing sent to it.
+    Verify { guest: String, expect: Expect },
+}
+
+/// What a guest must still be when an action is about to shut it down,
+/// stop, reboot, convert or delete it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct Expect {
+    /// The config digest the plan read; `None` when an earlier action of
+    /// the same plan writes the guest's config (then the tags, protection
+    /// and lock are what is compared).
+    digest: Option<String>,
+    /// A prune: the guest must also carry no `proxops-noprune` tag and no
+    /// `protection=1`.
+    prune: bool,
+}
+
+impl Expect {
+    /// Every way `config` (the guest read now) is not what the plan saw,
+    /// in words; empty when it is.
+    fn differences(&self, config: &crate::live::LiveConfig, case_sensitive: bool) -> Vec<String> {
+        let mut out = Vec::new();
+        match config.tags() {
+            Ok(tags) if !crate::live::owns(&tags, case_sensitive) => out.push(format!(
+                "it no longer carries the {} tag",
+                crate::manifest::OWNERSHIP_TAG
+            )),
+            Ok(tags) if self.prune && crate::live::keeps(&tags) => out.push(format!(
+                "it is now tagged {}",
+                crate::manifest::NO_PRUNE_TAG
+            )),
+            Ok(_) => {}
+            Err(e) => out.push(format!("its tags cannot be read ({e})")),
+        }
+        if self.prune
+            && config
+                .current("protection")
+                .is_some_and(|p| crate::wire::parse_bool(p).unwrap_or(true))
+        {
+            out.push("protection is on".to_owned());
+        }
+        if let Some(lock) = config.current("lock").filter(|l| !l.is_empty()) {
+            out.push(format!("it is locked ({lock})"));
+        }
+        if let Some(want) = &self.digest
+            && config.digest.as_ref() != Some(want)
+        {
+            out.push(format!(
+                "its config changed since the plan read it (digest {want}, now {})",
+                config.digest.as_deref().unwrap_or("none")
+            ));
+        }
+        out
+    }
 }
 
 impl Stage {
@@ -537,6 +596,7 @@ impl Stage {
                 Call::with_form(Method::Put, path, form)
             }
             Stage::HaWait { .. } => Call::new(Method::Get, "/cluster/ha/status/current".into()),
+            Stage::Verify { guest, .. } => Call::new(Method::Get, format!("{guest}/config")),
         }
     }
 }
@@ -597,7 +657,12 @@ impl Step {
     /// The protocol for `action`; nothing is sent before `poll_request`.
     pub fn new(action: &Action, settings: StepSettings) -> Step {
         let (stages, outcome) = match stages(action) {
-            Ok(stages) => (stages, None),
+            Ok(mut stages) => {
+                if let Some(verify) = verification(action) {
+                    stages.push_front(verify);
+                }
+                (stages, None)
+            }
             Err(error) => (
                 VecDeque::new(),
                 Some(Outcome::Failed {
@@ -732,6 +797,10 @@ impl Step {
                     let restart = restart.then(|| guest.clone());
                     let error = error.clone();
                     self.read_back(&error, restart, &data)
+                }
+                Stage::Verify { expect, .. } => {
+                    let expect = expect.clone();
+                    self.verified(call, &expect, &data)
                 }
                 _ => match data {
                     Value::String(upid) => self.follow(now, call, upid),
@@ -937,6 +1006,28 @@ impl Step {
         });
     }
 
+    /// The guest as read now against what the plan saw: any difference
+    /// ends the action before anything is sent to the guest.
+    fn verified(&mut self, call: &Call, expect: &Expect, data: &Value) {
+        let differences = match crate::live::LiveConfig::from_json(data) {
+            Ok(config) => expect.differences(&config, self.settings.tags_case_sensitive),
+            Err(e) => vec![format!("its config cannot be read ({e})")],
+        };
+        if differences.is_empty() {
+            return self.stage_done();
+        }
+        let error = format!(
+            "{}: the guest is not as the plan saw it: {}; nothing was sent to it (the next cycle plans from what it is now)",
+            call.what(),
+            differences.join("; ")
+        );
+        self.stages.clear();
+        self.fail(Outcome::Failed {
+            error,
+            transient: false,
+        });
+    }
+
     /// What stays as it is after a shutdown that did not finish.
     fn left_as_is(&self) -> &'static str {
         if self.config_written {
@@ -989,6 +1080,10 @@ impl Step {
                 }
                 | Stage::Shutdown {
                     gone_is_done: true, ..
+                }
+                | Stage::Verify {
+                    expect: Expect { prune: true, .. },
+                    ..
                 },
                 PveError::NotFound { .. },
             ) => {
@@ -1185,6 +1280,56 @@ fn power_on(guest: &str, restores: bool) -> [Stage; 2] {
     ]
 }
 
+/// The check that comes before everything else for work that takes a
+/// guest down or deletes it (a stop-start update, a stop, a reboot, a
+/// template conversion, a prune): the guest is read and must still be as
+/// the plan saw it — its config digest, the ownership tag, and for a prune
+/// no `proxops-noprune` and no protection; never locked. Prunes run last,
+/// after shutdown timeouts, clones and a confirmation prompt: a person may
+/// have claimed the guest back in between.
+fn verification(action: &Action) -> Option<Stage> {
+    let (guest_type, expect) = match &action.work {
+        Work::UpdateConfig {
+            guest_type,
+            digest,
+            stop_first: true,
+            ..
+        }
+        | Work::Stop {
+            guest_type, digest, ..
+        }
+        | Work::Reboot {
+            guest_type, digest, ..
+        }
+        | Work::MarkTemplate {
+            guest_type, digest, ..
+        } => (
+            *guest_type,
+            Expect {
+                digest: digest.clone(),
+                prune: false,
+            },
+        ),
+        Work::Delete {
+            guest_type, digest, ..
+        } => (
+            *guest_type,
+            Expect {
+                digest: digest.clone(),
+                prune: true,
+            },
+        ),
+        _ => return None,
+    };
+    let Target::Guest(vmid) = &action.target else {
+        return None;
+    };
+    Some(Stage::Verify {
+        guest: guest_path(&action.node, guest_type, *vmid),
+        expect,
+    })
+}
+
 /// The sequence of stages each kind of work is (spec §14.1). Adding a verb
 /// is one arm here.
 fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
@@ -1303,10 +1448,10 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
         Work::Start { guest_type, ha } => {
             out.extend(power_on_via(&guest(*guest_type)?, ha.as_deref(), false))
         }
-        Work::Stop { guest_type, ha } => {
+        Work::Stop { guest_type, ha, .. } => {
             out.extend(power_off_via(&guest(*guest_type)?, ha.as_deref()))
         }
-        Work::Reboot { guest_type, ha } => {
+        Work::Reboot { guest_type, ha, .. } => {
             // A restart that applies what PVE holds pending and keeps the
             // guest's shutdown timeout.
             let path = guest(*guest_type)?;
@@ -1346,6 +1491,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
         Work::MarkTemplate {
             guest_type,
             stop_first,
+            ..
         } => {
             let path = guest(*guest_type)?;
             if *stop_first {
@@ -1390,6 +1536,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             guest_type,
             stop_first,
             purge,
+            ..
         } => {
             let path = guest(*guest_type)?;
             if *stop_first {

@@ -26,6 +26,7 @@ fn action(op: Op, kind: Kind, name: &str, node: &str, target: Target, deps: Vec<
             guest_type: GuestType::Qemu,
             stop_first: false,
             purge: false,
+            digest: None,
         },
         Op::Start => Work::Start {
             guest_type: GuestType::Lxc,

@@ -128,6 +128,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
             Work::Stop {
                 guest_type: gt,
                 ha: None,
+                digest: None,
             },
             guest(),
         ),
@@ -137,6 +138,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
             Work::Reboot {
                 guest_type: gt,
                 ha: None,
+                digest: None,
             },
             guest(),
         ),
@@ -146,6 +148,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
             Work::MarkTemplate {
                 guest_type: gt,
                 stop_first: true,
+                digest: None,
             },
             guest(),
         ),
@@ -156,6 +159,7 @@ fn action(s: &Spec, prune_id: u64) -> Action {
                 guest_type: gt,
                 stop_first: false,
                 purge: false,
+                digest: None,
             },
             Target::Guest(Vmid::new(prune_id).unwrap()),
         ),
@@ -315,7 +319,11 @@ proptest! {
                     }
                 }
                 let down: Vec<&&Action> = flying.iter().filter(|a| disruptive(a)).collect();
-                prop_assert!(down.len() <= limits.disruption.cluster, "{} disruptive in flight, budget {}", down.len(), limits.disruption.cluster);
+                // A guest a failed disruptive action left down counts too.
+                let left_down = (0..actions.len())
+                    .filter(|&j| disruptive(&actions[j]) && matches!(&states[j], ActionState::Done { outcome, .. } if *outcome != Outcome::Succeeded))
+                    .count();
+                prop_assert!(down.len() + left_down <= limits.disruption.cluster, "{} disruptive in flight and {left_down} left down, budget {}", down.len(), limits.disruption.cluster);
                 for g in GROUPS {
                     let in_group = down.iter().filter(|a| group_of(a).as_deref() == Some(g)).count();
                     prop_assert!(in_group <= limits.disruption.of_group(g), "group {g}: {in_group} in flight");
@@ -340,11 +348,18 @@ proptest! {
             e.record(i, outcome, t);
         }
         prop_assert!(e.is_finished(), "every action ends: {:?}", e.states());
-        // Deferred only because a dependency did not succeed.
+        // Deferred only because a dependency did not succeed, or, for a
+        // disruptive action, because another one failed (the rollout
+        // paused).
+        let any_disruptive_failed = (0..actions.len()).any(|j| {
+            disruptive(&actions[j])
+                && matches!(&e.states()[j], ActionState::Done { outcome, .. } if *outcome != Outcome::Succeeded)
+        });
         for (i, s) in e.states().iter().enumerate() {
             if let ActionState::Deferred { reason } = s {
                 prop_assert!(
-                    dependencies(&actions, i).iter().any(|&j| !succeeded(&e.states()[j])),
+                    dependencies(&actions, i).iter().any(|&j| !succeeded(&e.states()[j]))
+                        || (disruptive(&actions[i]) && any_disruptive_failed && reason.contains("rollout paused")),
                     "action {i} deferred ({reason}) though its dependencies succeeded"
                 );
             }
@@ -395,6 +410,82 @@ fn a_disruption_budget_of_one_rolls_stop_start_updates_one_at_a_time() {
     assert!(e.next(1).is_none(), "a second guest down while one is");
     e.record(first, Outcome::Succeeded, 2);
     assert!(e.next(2).is_some(), "the next rolls once the first is back");
+}
+
+#[test]
+fn a_failed_stop_start_update_pauses_the_rollout_and_counts_as_down() {
+    // Budget 1 and restarts that fail: before, each failure freed the
+    // budget and the next guest went down too (4 down at once).
+    let p = stop_start_updates(4);
+    let mut e = Execution::with_limits(&p, &Limits::default(), |_| None);
+    let (first, _) = e.next(1).unwrap();
+    e.record(
+        first,
+        Outcome::Failed {
+            error: "POST …/status/start: start failed: QEMU exited with code 1".into(),
+            transient: false,
+        },
+        2,
+    );
+    assert!(e.next(2).is_none(), "no second guest taken down");
+    assert!(e.is_finished());
+    let deferred: Vec<&str> = e
+        .states()
+        .iter()
+        .filter_map(|s| match s {
+            ActionState::Deferred { reason } => Some(reason.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(deferred.len(), 3, "{:?}", e.states());
+    assert!(
+        deferred
+            .iter()
+            .all(|r| r.contains("the rollout paused after update VM/o0 failed")),
+        "{deferred:?}"
+    );
+}
+
+#[test]
+fn a_failure_that_takes_no_guest_down_does_not_pause_the_rollout() {
+    // A plain (live) update fails: the stop-start updates still roll.
+    let mut specs: Vec<Spec> = (0..3)
+        .map(|o| Spec {
+            shape: 2,
+            object: o,
+            node: 0,
+            storage: 0,
+            deps: Vec::new(),
+        })
+        .collect();
+    specs.insert(
+        0,
+        Spec {
+            shape: 3,
+            object: 5,
+            node: 1,
+            storage: 0,
+            deps: Vec::new(),
+        },
+    );
+    let p = plan(&specs);
+    let mut e = Execution::with_limits(&p, &Limits::default(), |_| None);
+    let mut handed = Vec::new();
+    while let Some((i, a)) = e.next(1) {
+        handed.push((i, disruptive(a)));
+    }
+    let (live, _) = *handed.iter().find(|(_, d)| !d).unwrap();
+    e.record(
+        live,
+        Outcome::Failed {
+            error: "refused".into(),
+            transient: false,
+        },
+        2,
+    );
+    let (down, _) = *handed.iter().find(|(_, d)| *d).unwrap();
+    e.record(down, Outcome::Succeeded, 3);
+    assert!(e.next(3).is_some(), "the next stop-start update rolls");
 }
 
 #[test]

@@ -8,7 +8,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::{Duration, Instant};
 
-use proxops_core::bounds::{CONFIG_MAX_BYTES, MANIFEST_MAX_BYTES, MAX_NESTING};
+use proxops_core::bounds::{CONFIG_MAX_BYTES, FileRole, MANIFEST_MAX_BYTES, MAX_NESTING};
 use proxops_core::config::Overrides;
 use proxops_core::diag::Diagnostic;
 use proxops_core::repo::{self, RepoInput};
@@ -161,4 +161,147 @@ fn a_configuration_over_its_cap_refuses_the_tree_naming_the_cap() {
                 .contains("256 KiB size cap for a configuration file")),
         "{diags:#?}"
     );
+}
+
+/// A VM manifest whose `spec.disks` is one anchored disk and `n` aliases
+/// of it: each alias adds the disk's mapping, its two keys and values.
+fn disk_aliases(n: usize) -> String {
+    let head = HEAD.replace("NAME", "aliased").replace("VMID", "102");
+    format!(
+        "{head}  disks: [&d {{storage: local-lvm, size: 32G}}{}]\n",
+        ", *d".repeat(n)
+    )
+}
+
+/// A VM manifest of `n` disks, each refused (no interface is left for so
+/// many) and each with a decimal size (a warning naming the binary
+/// spelling): the many refused quantities that made validation quadratic.
+fn many_disks(n: usize) -> String {
+    let head = HEAD.replace("NAME", "sized").replace("VMID", "103");
+    format!(
+        "{head}  disks:\n{}",
+        "    - {storage: local-lvm, size: 32G}\n".repeat(n)
+    )
+}
+
+/// `depth` nested block mappings whose lines end with `brk` alone.
+fn block_nest_broken_by(depth: usize, brk: &str) -> String {
+    block_nest("broken", 104, depth).replace('\n', brk)
+}
+
+#[test]
+fn aliases_that_expand_past_the_limit_are_refused_before_parsing() {
+    // The attack: 250,000 aliases in a file under the 1 MiB cap.
+    let text = disk_aliases(250_000);
+    assert!(text.len() <= MANIFEST_MAX_BYTES, "{}", text.len());
+    let diags = diagnostics(CONFIG, &[("vm/home/aliased.yaml", text)]);
+    assert_eq!(diags.len(), 1, "{diags:#?}");
+    let d = &diags[0];
+    assert_eq!(d.file, "vm/home/aliased.yaml");
+    assert!(
+        d.message
+            .contains("aliases (*name) expand to more than 10000 nodes"),
+        "{d}"
+    );
+    assert_eq!(d.line, Some(12), "{d}");
+}
+
+#[test]
+fn nesting_hidden_behind_carriage_returns_or_unicode_line_breaks_is_refused() {
+    for brk in ["\r", "\u{85}", "\u{2028}", "\u{2029}"] {
+        let diags = diagnostics(
+            CONFIG,
+            &[("vm/home/broken.yaml", block_nest_broken_by(400, brk))],
+        );
+        assert_eq!(diags.len(), 1, "{brk:?}: {diags:#?}");
+        assert!(
+            diags[0]
+                .message
+                .contains(&format!("deeper than {MAX_NESTING} levels")),
+            "{brk:?}: {}",
+            diags[0]
+        );
+    }
+}
+
+/// The time one call of `small` and one of `large` take: the shortest of
+/// 5 samples of each, taken in turns, each sample `reps` calls of `small`
+/// or a tenth as many of `large`, so both take about as long and meet the
+/// same load from whatever else the machine runs.
+fn per_call(reps: u32, small: impl Fn(), large: impl Fn()) -> (Duration, Duration) {
+    let time = |f: &dyn Fn(), n: u32| {
+        let started = Instant::now();
+        for _ in 0..n {
+            f();
+        }
+        started.elapsed() / n
+    };
+    let (mut s, mut l) = (Duration::MAX, Duration::MAX);
+    for _ in 0..5 {
+        s = s.min(time(&small, reps));
+        l = l.min(time(&large, (reps / 10).max(1)));
+    }
+    (s, l)
+}
+
+/// Ten times the input takes under fifteen times as long (the quadratic
+/// steps these inputs went through took a hundred times as long).
+fn grows_linearly(what: &str, reps: u32, small: Vec<(&str, String)>, large: Vec<(&str, String)>) {
+    let (small_time, large_time) = per_call(
+        reps,
+        || {
+            diagnostics(CONFIG, &small);
+        },
+        || {
+            diagnostics(CONFIG, &large);
+        },
+    );
+    let ratio = large_time.as_secs_f64() / small_time.as_secs_f64().max(1e-9);
+    eprintln!("{what}: {small_time:?} → {large_time:?} a call, ×{ratio:.1}");
+    assert!(
+        ratio < 15.0,
+        "{what}: ×{ratio:.1} ({small_time:?} → {large_time:?})"
+    );
+}
+
+#[test]
+fn validation_time_grows_linearly_with_aliases_quantities_and_lines() {
+    // Many refused quantities (each disk refused, each size noted).
+    let disks = many_disks(20_000);
+    let found = diagnostics(CONFIG, &[("vm/home/sized.yaml", disks.clone())]).len();
+    assert!(found > 10_000, "{found} diagnostics");
+    grows_linearly(
+        "refused quantities",
+        10,
+        vec![("vm/home/sized.yaml", many_disks(2_000))],
+        vec![("vm/home/sized.yaml", disks)],
+    );
+    // Aliases past the limit: refused while counting.
+    grows_linearly(
+        "aliases past the limit",
+        50,
+        vec![("vm/home/aliased.yaml", disk_aliases(25_000))],
+        vec![("vm/home/aliased.yaml", disk_aliases(250_000))],
+    );
+    // The nesting scan over lines broken by carriage returns: documents
+    // nested just under the limit, one after another.
+    let nests = |n: usize| -> Vec<u8> {
+        let doc: String = (0..MAX_NESTING - 2)
+            .map(|d| format!("{}k{d}:\r", " ".repeat(2 * d)))
+            .collect();
+        std::iter::repeat_n(doc, n)
+            .collect::<Vec<_>>()
+            .join("---\r")
+            .into_bytes()
+    };
+    let (small, large) = (nests(20), nests(200));
+    assert!(large.len() < MANIFEST_MAX_BYTES);
+    assert!(proxops_core::bounds::check(FileRole::Manifest, &large).is_ok());
+    let scan = |bytes: &[u8]| {
+        let _ = proxops_core::bounds::check(FileRole::Manifest, bytes);
+    };
+    let (t_small, t_large) = per_call(500, || scan(&small), || scan(&large));
+    let ratio = t_large.as_secs_f64() / t_small.as_secs_f64().max(1e-9);
+    eprintln!("nesting scan behind carriage returns: {t_small:?} → {t_large:?}, ×{ratio:.1}");
+    assert!(ratio < 15.0, "nesting scan: ×{ratio:.1}");
 }

@@ -308,6 +308,7 @@ fn a_template_manifest_over_a_plain_guest_marks_it_stopping_first() {
         Work::MarkTemplate {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            digest: None,
         }
     );
     assert!(
@@ -489,7 +490,8 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
         Work::Delete {
             guest_type: GuestType::Qemu,
             stop_first: true,
-            purge: false
+            purge: false,
+            digest: Some("d1".into()),
         }
     );
     assert_eq!(p.deferred.len(), 1);
@@ -507,7 +509,7 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
 fn a_mixed_case_noprune_tag_protects_as_pve_matches_tags() {
     let c = cluster(&[]);
     let mut s = snapshot();
-    add_running(&mut s, 300, "Proxops;Proxops-NoPrune", "keep");
+    add_running(&mut s, 300, "proxops;Proxops-NoPrune", "keep");
     let p = run_with(&c, &s, 0, true);
     assert!(p.actions.is_empty() && p.deferred.is_empty(), "{p:?}");
     assert!(
@@ -518,16 +520,36 @@ fn a_mixed_case_noprune_tag_protects_as_pve_matches_tags() {
 }
 
 #[test]
-fn a_mixed_case_ownership_tag_is_the_ownership_tag() {
-    let c = cluster(&[]);
+fn under_a_case_sensitive_tag_style_only_proxops_as_written_owns_a_guest() {
+    // Under PVE's case-sensitive tag-style `PROXOPS` and `Proxops` are
+    // tags of their own, which ProxOps never wrote: the guest is not
+    // ProxOps'. Under the default style PVE itself takes them for
+    // `proxops` (and stores every tag lower-cased).
+    let mut c = cluster(&[]);
+    c.tag_case_sensitive = true;
+    for tag in ["PROXOPS", "Proxops"] {
+        let mut s = snapshot();
+        add_running(&mut s, 300, tag, "old");
+        let p = run_with(&c, &s, 0, true);
+        assert!(
+            p.actions.is_empty() && p.deferred.is_empty(),
+            "{tag}: {p:?}"
+        );
+        assert!(
+            p.skipped
+                .iter()
+                .any(|k| k.id.to_string() == "300" && k.reason.is_untagged()),
+            "{tag}: {p:?}"
+        );
+        c.tag_case_sensitive = false;
+        let p = run_with(&c, &s, 0, true);
+        assert_eq!(p.actions.iter().filter(|a| a.op == Op::Prune).count(), 1);
+        c.tag_case_sensitive = true;
+    }
     let mut s = snapshot();
-    add_running(&mut s, 300, "PROXOPS", "old");
+    add_running(&mut s, 300, "proxops", "old");
     let p = run_with(&c, &s, 0, true);
-    assert_eq!(
-        p.actions.iter().filter(|a| a.op == Op::Prune).count(),
-        1,
-        "{p:?}"
-    );
+    assert_eq!(p.actions.iter().filter(|a| a.op == Op::Prune).count(), 1);
 }
 
 #[test]
@@ -586,45 +608,24 @@ fn a_manifest_never_creates_over_an_untagged_guest_on_another_node() {
 
 const VM_ADOPTED: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\n  annotations:\n    proxops/adopted-vmid: \"100\"\nspec:\n  node: pve1\n  vmid: 100\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
 
-#[test]
-fn an_adopted_manifest_claims_its_untagged_guest_by_adding_the_tag() {
-    let c = cluster(&[VM_ADOPTED]);
-    let mut s = snapshot();
-    add_running(&mut s, 100, "web", "web");
-    let p = run(&c, &s, 3);
-    assert!(p.anomalies.is_empty(), "{:?}", p.anomalies);
-    let update = p.actions.iter().find(|a| a.op == Op::Update).unwrap();
-    assert!(
-        update
-            .changes
-            .iter()
-            .any(|ch| ch.field == "tags" && ch.to.as_deref() == Some("proxops"))
-    );
+/// [`VM_ADOPTED`] with the guest's own tags, as `adopt` writes it.
+fn adopted_with_tags(tags: &str) -> String {
+    format!("{VM_ADOPTED}  tags: [{tags}]\n")
 }
 
 #[test]
-fn a_claim_writes_only_the_tag_and_never_stops_or_powers_the_guest() {
-    // The manifest wants 1 GiB and the guest is stopped with 4 GiB: a
-    // stop-start change and a start, were the guest ProxOps' already.
-    let c = cluster(&[VM_ADOPTED]);
+fn an_adopted_manifest_claims_its_untagged_guest_by_adding_the_tag_to_its_own() {
+    let doc = adopted_with_tags("web, prod");
+    let c = cluster(&[&doc]);
     let mut s = snapshot();
-    add(
-        &mut s,
-        "pve1",
-        100,
-        Power::Stopped,
-        false,
-        Ok(vm_config(100, "4096", "web", false)),
-        "web",
-        "web",
-    );
+    add_running(&mut s, 100, "prod;web", "web");
     let p = run(&c, &s, 3);
+    assert!(p.anomalies.is_empty(), "{:?}", p.anomalies);
     assert_eq!(p.actions.len(), 1, "{:?}", p.actions);
     let claim = &p.actions[0];
-    assert_eq!(claim.op, Op::Update);
-    assert_eq!(claim.impact, Impact::Live);
+    assert_eq!((claim.op, claim.impact), (Op::Update, Impact::Live));
     assert_eq!(claim.changes.len(), 1, "{:?}", claim.changes);
-    assert_eq!(claim.changes[0].field, "tags");
+    assert_eq!(claim.changes[0].to.as_deref(), Some("prod;proxops;web"));
     let Work::UpdateConfig {
         params,
         delete,
@@ -636,13 +637,50 @@ fn a_claim_writes_only_the_tag_and_never_stops_or_powers_the_guest() {
         panic!("{:?}", claim.work);
     };
     assert_eq!(params.0.len(), 1);
-    assert_eq!(params.0[0].0, "tags");
+    assert_eq!(params.get("tags").unwrap().expose(), "prod;proxops;web");
     assert!(delete.is_empty() && !stop_first && !restart_after);
-    assert!(
-        claim
-            .reason
-            .contains("other change(s) are planned once PVE holds the tag")
-    );
+}
+
+#[test]
+fn a_hand_written_claim_that_is_not_the_guest_as_adopt_wrote_it_writes_nothing() {
+    // Another name, fewer tags, a stop-start change to the running guest:
+    // the attack claimed the guest, dropped its tags, and the next apply
+    // shut it down and renamed it.
+    let renamed = adopted_with_tags("web").replace("  name: web\n", "  name: takeover\n");
+    for (doc, memory, differ) in [
+        (adopted_with_tags("web, payroll"), "4096", "memory"),
+        (adopted_with_tags("web"), "1024", "tags"),
+        (
+            renamed.replace("tags: [web]", "tags: [web, payroll]"),
+            "1024",
+            "name",
+        ),
+    ] {
+        let c = cluster(&[&doc]);
+        let mut s = snapshot();
+        add(
+            &mut s,
+            "pve1",
+            100,
+            Power::Running,
+            false,
+            Ok(vm_config(100, memory, "web;payroll", false)),
+            "web;payroll",
+            "web",
+        );
+        let p = run(&c, &s, 3);
+        assert!(p.actions.is_empty(), "{differ}: {:?}", p.actions);
+        let a = p
+            .anomalies
+            .iter()
+            .find(|a| {
+                a.message
+                    .contains("not that guest as `proxops adopt` wrote it")
+            })
+            .unwrap_or_else(|| panic!("{differ}: {:?}", p.anomalies));
+        assert!(a.message.contains(differ), "{differ}: {}", a.message);
+        assert!(a.message.contains("nothing is written"), "{}", a.message);
+    }
 }
 
 #[test]
@@ -913,6 +951,7 @@ fn an_ha_managed_orphan_is_purged_only_by_consent_and_only_when_stopped() {
             guest_type: GuestType::Qemu,
             stop_first: false,
             purge: true,
+            digest: Some("d1".into()),
         }
     );
     assert!(

@@ -236,6 +236,7 @@ fn an_aborted_plan_reports_the_class_of_its_cause() {
         (AbortCause::Recording, CycleResult::Aborted),
         (AbortCause::PveUnidentified, CycleResult::Aborted),
         (AbortCause::SharedPve, CycleResult::Aborted),
+        (AbortCause::MissingPrivilege, CycleResult::Aborted),
         (AbortCause::Credentials, CycleResult::Aborted),
         (AbortCause::RepositoryUnreadable, CycleResult::Aborted),
     ];

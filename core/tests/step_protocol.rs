@@ -25,6 +25,7 @@ fn settings() -> StepSettings {
     StepSettings {
         task_timeout: TASK_TIMEOUT,
         power: PowerPolicy::default(),
+        tags_case_sensitive: true,
     }
 }
 
@@ -57,7 +58,7 @@ fn memory_update(stop_first: bool) -> Action {
             guest_type: GuestType::Qemu,
             params,
             delete: Vec::new(),
-            digest: Some("planned".into()),
+            digest: Some(PLANNED.into()),
             stop_first,
             restart_after: stop_first,
             ha: None,
@@ -82,6 +83,7 @@ fn delete(stop_first: bool) -> Action {
             guest_type: GuestType::Qemu,
             stop_first,
             purge: false,
+            digest: Some(PLANNED.into()),
         },
     )
 }
@@ -179,10 +181,16 @@ fn refused(status: u16, text: &str) -> Answer {
     Answer::Error(step::classify(status, text))
 }
 
+/// The config digest the actions of these tests were planned with.
+const PLANNED: &str = "planned";
+
 /// A PVE whose every write starts a task that has ended OK by the first
-/// status read; `status/current` tells `power`; `GET config` a fresh digest.
+/// status read; `status/current` tells `power`; `GET config` shows the
+/// guest as planned (tagged `proxops`, digest [`PLANNED`]) until a
+/// power-off rewrote its config (then digest `fresh`).
 fn healthy(power: &'static str) -> impl FnMut(&Call, Duration) -> Answer {
     let mut state = power;
+    let mut digest = PLANNED;
     move |call: &Call, _| {
         let path = call.path.as_str();
         match call.method {
@@ -191,10 +199,11 @@ fn healthy(power: &'static str) -> impl FnMut(&Call, Duration) -> Answer {
                 Answer::Data(json!({"status": state, "qmpstatus": state}))
             }
             Method::Get if path.ends_with("/config") => {
-                Answer::Data(json!({"memory": 2048, "digest": "fresh"}))
+                Answer::Data(json!({"memory": 2048, "tags": "proxops;web", "digest": digest}))
             }
             _ => {
                 if path.ends_with("/status/shutdown") || path.ends_with("/status/stop") {
+                    digest = "fresh";
                     state = "stopped";
                 } else if path.ends_with("/status/start") {
                     state = "running";
@@ -203,6 +212,11 @@ fn healthy(power: &'static str) -> impl FnMut(&Call, Duration) -> Answer {
             }
         }
     }
+}
+
+/// The guest's config as the plan saw it.
+fn as_planned() -> Answer {
+    Answer::Data(json!({"tags": "proxops", "digest": PLANNED}))
 }
 
 /// Drives `a` against a [`healthy`] PVE whose guest is `power`; it must
@@ -270,6 +284,7 @@ fn reboot(guest_type: GuestType) -> Action {
         Work::Reboot {
             guest_type,
             ha: None,
+            digest: None,
         },
     )
 }
@@ -281,7 +296,9 @@ fn a_vm_reboot_carries_the_shutdown_timeout_and_waits_for_running() {
     // so `status/current` may say stopped for a while.
     let mut reads = 0;
     let run = drive(&reboot(GuestType::Qemu), settings(), |call, _| {
-        if call.path.ends_with("/status/current") {
+        if call.method == Method::Get && call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.ends_with("/status/current") {
             reads += 1;
             let state = if reads < 4 { "stopped" } else { "running" };
             Answer::Data(json!({"status": state, "qmpstatus": state}))
@@ -309,7 +326,9 @@ fn a_vm_reboot_carries_the_shutdown_timeout_and_waits_for_running() {
 #[test]
 fn a_vm_that_does_not_run_again_after_its_reboot_fails_after_the_wait() {
     let run = drive(&reboot(GuestType::Qemu), settings(), |call, _| {
-        if call.path.ends_with("/status/current") {
+        if call.method == Method::Get && call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.ends_with("/status/current") {
             Answer::Data(json!({"status": "stopped"}))
         } else if call.path.contains("/tasks/") {
             task("stopped", Some("OK"))
@@ -330,6 +349,9 @@ fn a_vm_reboot_that_timed_out_and_left_the_vm_off_starts_it() {
     let mut started = false;
     let run = drive(&reboot(GuestType::Qemu), settings(), move |call, _| {
         let path = call.path.as_str();
+        if call.method == Method::Get && path.ends_with("/config") {
+            return as_planned();
+        }
         if path.ends_with("/status/start") {
             started = true;
             return upid("qmstart");
@@ -381,6 +403,7 @@ fn a_purging_delete_asks_pve_to_purge() {
             guest_type: GuestType::Qemu,
             stop_first: false,
             purge: true,
+            digest: None,
         },
     );
     let run = succeeds(&a, "stopped");
@@ -433,6 +456,8 @@ fn a_stop_start_update_writes_first_then_shuts_down_and_starts() {
     assert_eq!(
         sent,
         [
+            // The guest is still as planned before it is shut down.
+            "GET /nodes/pve1/qemu/100/config",
             // The planner's digest: the write comes while the guest runs.
             "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
             "POST /nodes/pve1/qemu/100/status/shutdown timeout=180",
@@ -493,6 +518,7 @@ fn a_running_guest_is_shut_down_before_it_is_marked_template() {
         Work::MarkTemplate {
             guest_type: GuestType::Qemu,
             stop_first: true,
+            digest: None,
         },
     );
     let run = succeeds(&a, "running");
@@ -512,6 +538,7 @@ fn state_stopped_is_a_graceful_shutdown_confirmed_by_status_current() {
         Work::Stop {
             guest_type: GuestType::Lxc,
             ha: None,
+            digest: None,
         },
     );
     let run = succeeds(&a, "running");
@@ -685,7 +712,9 @@ fn a_gone_answer_to_a_delete_is_success() {
     }
     // Gone inside the delete's task, too.
     let run = drive(&delete(false), settings(), |call, _| {
-        if call.path.contains("/tasks/") {
+        if call.path.ends_with("/config") {
+            as_planned()
+        } else if call.path.contains("/tasks/") {
             task("stopped", Some("no such VM ('100')"))
         } else {
             upid("qmdestroy")
@@ -883,6 +912,8 @@ fn a_shutdown_task_that_outlives_its_timeout_is_given_up_on() {
             task("running", None)
         } else if call.path.contains("/tasks/") {
             task("stopped", Some("OK"))
+        } else if call.method == Method::Get && call.path.ends_with("/config") {
+            as_planned()
         } else if call.path.ends_with("/config") {
             upid("qmconfig")
         } else {
@@ -1055,6 +1086,9 @@ fn an_ha_guests_stop_start_asks_the_ha_manager_and_waits_for_its_word() {
         if path.contains("/tasks/") {
             return task("stopped", Some("OK"));
         }
+        if call.method == Method::Get && path.ends_with("/config") {
+            return as_planned();
+        }
         upid("qmconfig")
     });
     assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
@@ -1066,6 +1100,8 @@ fn an_ha_guests_stop_start_asks_the_ha_manager_and_waits_for_its_word() {
     assert_eq!(
         sent,
         [
+            // The guest is still as planned before anything is sent to it.
+            "GET /nodes/pve1/qemu/100/config",
             "POST /nodes/pve1/qemu/100/config memory=4096&digest=planned",
             "PUT /cluster/ha/resources/vm%3A100 state=stopped",
             "GET /cluster/ha/status/current",
@@ -1078,4 +1114,199 @@ fn an_ha_guests_stop_start_asks_the_ha_manager_and_waits_for_its_word() {
         ]
     );
     assert!(!run.sent().iter().any(|c| c.contains("/status/shutdown")));
+}
+
+// ------------------------------------------------ the guest as planned
+
+/// A PVE whose guest config reads as `config` (JSON, no digest: `digest`
+/// is added), otherwise [`healthy`] with the guest `power`.
+fn reading(
+    config: serde_json::Value,
+    digest: &'static str,
+    power: &'static str,
+) -> impl FnMut(&Call, Duration) -> Answer {
+    let mut rest = healthy(power);
+    move |call: &Call, at| {
+        if call.method == Method::Get && call.path.ends_with("/config") {
+            let mut c = config.clone();
+            c["digest"] = json!(digest);
+            return Answer::Data(c);
+        }
+        rest(call, at)
+    }
+}
+
+/// The action ended with nothing written, saying why the guest is not as
+/// planned.
+fn refused_as_changed(run: &Run, why: &str) {
+    assert_eq!(run.writes(), Vec::<&str>::new(), "{:?}", run.calls);
+    assert_fails_with(run, "the guest is not as the plan saw it");
+    assert_fails_with(run, why);
+    assert_fails_with(run, "nothing was sent to it");
+    assert_eq!(
+        run.sent(),
+        ["GET /nodes/pve1/qemu/100/config"],
+        "one read, then nothing"
+    );
+}
+
+#[test]
+fn a_prune_reads_the_guest_first_and_deletes_only_what_the_plan_saw() {
+    let run = succeeds(&delete(true), "running");
+    assert_eq!(run.sent()[0], "GET /nodes/pve1/qemu/100/config");
+}
+
+#[test]
+fn a_prune_of_a_guest_tagged_noprune_since_the_plan_sends_nothing() {
+    // An operator saw the plan and protected the guest: PVE's config holds
+    // the new tag (and so a new digest).
+    let run = drive(
+        &delete(true),
+        settings(),
+        reading(
+            json!({"tags": "proxops;proxops-noprune"}),
+            "edited",
+            "running",
+        ),
+    );
+    refused_as_changed(&run, "it is now tagged proxops-noprune");
+    refused_as_changed(&run, "digest planned, now edited");
+}
+
+#[test]
+fn a_prune_of_a_guest_untagged_protected_or_locked_since_the_plan_sends_nothing() {
+    for (config, why) in [
+        (
+            json!({"tags": "web"}),
+            "it no longer carries the proxops tag",
+        ),
+        // These settings are a cluster with a case-sensitive tag-style:
+        // only ProxOps' own spelling owns there.
+        (
+            json!({"tags": "PROXOPS"}),
+            "it no longer carries the proxops tag",
+        ),
+        (
+            json!({"tags": "proxops", "protection": 1}),
+            "protection is on",
+        ),
+        (
+            json!({"tags": "proxops", "lock": "backup"}),
+            "it is locked (backup)",
+        ),
+    ] {
+        // The digest alone would not tell: the edit kept it (as a pending
+        // change or a lock may).
+        let run = drive(
+            &delete(false),
+            settings(),
+            reading(config, PLANNED, "stopped"),
+        );
+        refused_as_changed(&run, why);
+    }
+}
+
+#[test]
+fn a_stop_start_update_of_a_guest_edited_by_hand_is_not_shut_down() {
+    let run = drive(
+        &memory_update(true),
+        settings(),
+        reading(
+            json!({"tags": "proxops", "memory": 8192}),
+            "edited",
+            "running",
+        ),
+    );
+    refused_as_changed(&run, "its config changed since the plan read it");
+}
+
+#[test]
+fn a_stop_reboot_or_conversion_of_a_guest_untagged_since_the_plan_sends_nothing() {
+    for work in [
+        Work::Stop {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: Some(PLANNED.into()),
+        },
+        Work::Reboot {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: Some(PLANNED.into()),
+        },
+        Work::MarkTemplate {
+            guest_type: GuestType::Qemu,
+            stop_first: true,
+            digest: Some(PLANNED.into()),
+        },
+    ] {
+        let run = drive(
+            &action(Op::Stop, work),
+            settings(),
+            reading(json!({"tags": "web"}), PLANNED, "running"),
+        );
+        refused_as_changed(&run, "it no longer carries the proxops tag");
+    }
+}
+
+#[test]
+fn an_action_after_another_on_its_guest_compares_tags_lock_and_protection_not_the_digest() {
+    // A reboot that follows this plan's own update: the digest moved, as
+    // planned; the guest is still ProxOps'.
+    let reboot = action(
+        Op::Reboot,
+        Work::Reboot {
+            guest_type: GuestType::Qemu,
+            ha: None,
+            digest: None,
+        },
+    );
+    let run = drive(
+        &reboot,
+        settings(),
+        reading(
+            json!({"tags": "proxops"}),
+            "written-by-the-update",
+            "running",
+        ),
+    );
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    let run = drive(
+        &reboot,
+        settings(),
+        reading(json!({"tags": "proxops", "lock": "backup"}), "x", "running"),
+    );
+    refused_as_changed(&run, "it is locked (backup)");
+}
+
+#[test]
+fn a_prune_whose_guest_is_already_gone_is_done_without_a_write() {
+    let run = drive(&delete(true), settings(), |call: &Call, _| {
+        if call.method == Method::Get {
+            refused(
+                500,
+                "Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist",
+            )
+        } else {
+            upid("qmdestroy")
+        }
+    });
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert!(run.writes().is_empty(), "{:?}", run.calls);
+}
+
+#[test]
+fn a_guest_that_cannot_be_read_before_a_prune_is_not_deleted() {
+    let run = drive(&delete(true), settings(), |call: &Call, _| {
+        if call.method == Method::Get {
+            refused(596, "Connection timed out")
+        } else {
+            upid("qmdestroy")
+        }
+    });
+    assert!(run.writes().is_empty(), "{:?}", run.calls);
+    assert!(
+        matches!(run.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        run.outcome
+    );
 }

@@ -45,6 +45,9 @@ Seed file keys (all optional):
             backup jobs (backup_jobs.py), given as PVE's API takes them
   replication   [{"id": "100-0", "target": "pve2", "schedule": "*/15"}]
             replication jobs (`<guest>-<jobnum>`; nothing is replicated)
+  acl       [["alice@pve", "/vms", ["VM.Audit"]], ...]   grants (the first one switches ACLs on)
+  privsep   ["alice@pve!ci", ...]   API tokens with privilege separation: a token
+            holds a privilege only where both it and its user do
 
 Control port (JSON in, JSON out):
   POST /call      {"fn": NAME, "args": [...], "kwargs": {...}}  NAME from CALLABLE
@@ -554,6 +557,42 @@ class LauncherPve(ClusterHaReplication, ClusterHaRules, ClusterBackupJobs, FakeP
         return await self.task(vm.node, 'resize', vm.vmid, user, body, vm=vm)
 
 
+class PrivsepPve(LauncherPve):
+    """API tokens with privilege separation and PVE's answer to `GET /access/permissions?path=`.
+
+    fakepve 0.5.0 gives a token its own grants plus its user's. PVE intersects them for a token
+    with privilege separation (pve-access-control src/PVE/RPCEnvironment.pm `permissions`: the
+    owning user's privileges on the path, filtered to those the token also holds). And for
+    `?path=` PVE answers one entry, the effective privileges on that very path, inherited ones
+    included (src/PVE/API2/AccessControl.pm `permissions`: `{ $path => $rpcenv->permissions(...) }`,
+    or `{}` when there are none); fakepve lists the granted paths around it instead.
+    """
+
+    privsep = frozenset()
+
+    def _acl_allows(self, who, path, priv):
+        """Whether `who`'s own grants (not its user's) hold `priv` on `path`."""
+        for granted, privs in (self.acl or {}).get(who, []):
+            if priv in privs and (granted == '/' or path == granted or path.startswith(granted + '/')):
+                return True
+        return False
+
+    def allowed(self, user, path, priv):
+        if user in self.privsep and self.acl is not None:
+            owner = user.split('!')[0]
+            return super().allowed(owner, path, priv) and self._acl_allows(user, path, priv)
+        return super().allowed(user, path, priv)
+
+    async def _permissions(self, v, user):
+        from fakepve import shapes
+        who = v.get('userid') or user
+        path = v.get('path')
+        if path is None:
+            return await super()._permissions(v, user)
+        held = sorted(p for p in shapes.PRIVILEGES if self.acl is None or self.allowed(who, path, p))
+        return {path: dict.fromkeys(held, 1)} if held else {}
+
+
 class SeedError(Exception):
     """The seed file asks for something this launcher does not do."""
 
@@ -578,7 +617,7 @@ def set_guest_attrs(guest, attrs):
 def seed(pve, spec):
     """Fill the fake cluster from the seed file's keys (see the module doc)."""
     known = {'nodes', 'storages', 'files', 'tokens', 'users', 'guests', 'settings', 'ha_resources',
-             'replication', 'pools', 'ha_rules', 'backup_jobs'}
+             'replication', 'pools', 'ha_rules', 'backup_jobs', 'acl', 'privsep'}
     unknown = sorted(set(spec) - known)
     if unknown:
         raise SeedError('unknown seed keys: {0}'.format(', '.join(unknown)))
@@ -607,6 +646,9 @@ def seed(pve, spec):
         pve.store_file(f['storage'], f['name'], f.get('size', 1 << 20), f.get('content', 'iso'))
     pve.apitokens.update(spec.get('tokens', {}))
     pve.users.update(spec.get('users', {}))
+    for who, path, privs in spec.get('acl', []):
+        pve.grant(who, path, *privs)
+    pve.privsep = frozenset(spec.get('privsep', []))
     apply_settings(pve, spec.get('settings', {}))
     for r in spec.get('ha_resources', []):
         seed_ha_resource(pve, r)
@@ -785,7 +827,7 @@ async def serve(args):
     with open(args.seed) as fh:
         spec = json.load(fh)
     password = os.environ.get('PROXOPS_FAKEPVE_PASSWORD') or 'secret'
-    pve = LauncherPve(user=args.user, password=password, host=args.host, port=args.port)
+    pve = PrivsepPve(user=args.user, password=password, host=args.host, port=args.port)
     pve._ha_init()
     pve.time_scale = args.time_scale
     with_pending_digest(pve)

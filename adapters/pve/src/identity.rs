@@ -109,6 +109,45 @@ pub fn read_identity(transport: &dyn Transport) -> Result<PveIdentity, ReadFailu
     PveIdentity::from_json(response.data()).map_err(fail)
 }
 
+/// The privileges these credentials hold on `path`, as PVE computes them
+/// (`GET /access/permissions?path=`: one entry, the effective privileges on
+/// that very path, inherited ones included, and for a token with privilege
+/// separation only what both it and its user hold; pve-access-control
+/// `API2/AccessControl.pm` `permissions`). Any user may read its own.
+pub fn read_privileges(
+    transport: &dyn Transport,
+    path: &str,
+) -> Result<BTreeSet<String>, ReadFailure> {
+    let request = Request::new(
+        crate::transport::Method::Get,
+        PERMISSIONS_PATH,
+        vec![("path".into(), path.to_owned())],
+    );
+    let fail = |message: String| ReadFailure {
+        what: format!("GET {PERMISSIONS_PATH}?path={path}"),
+        message,
+    };
+    let response = transport.call(&request).map_err(|e| fail(e.to_string()))?;
+    if !response.is_success() {
+        return Err(fail(format!(
+            "HTTP {} {}",
+            response.status,
+            response.reason.trim()
+        )));
+    }
+    let data = response.data();
+    let map = data
+        .as_object()
+        .ok_or_else(|| fail("expected a JSON object in data".to_owned()))?;
+    Ok(map
+        .get(path)
+        .and_then(serde_json::Value::as_object)
+        .map(|privs| privs.keys().cloned().collect())
+        .unwrap_or_default())
+}
+
+const PERMISSIONS_PATH: &str = "/access/permissions";
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]

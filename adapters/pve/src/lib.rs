@@ -12,6 +12,7 @@ mod connector;
 pub mod fakepve;
 pub mod identity;
 pub mod live;
+pub mod localfile;
 pub mod reader;
 pub mod recording;
 pub mod replay;

@@ -222,6 +222,7 @@ fn perform_observed(
     let settings = StepSettings {
         task_timeout: opts.task_timeout,
         power,
+        tags_case_sensitive: opts.desired.is_some_and(|d| d.tag_case_sensitive),
     };
     let origin = std::time::Instant::now();
     let now = || Instant::from_origin(origin.elapsed());

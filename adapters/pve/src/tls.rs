@@ -227,7 +227,8 @@ fn ca_file_roots(path: &Path) -> Result<RootCertStore, TlsError> {
         path: path.to_path_buf(),
         message,
     };
-    let pem = std::fs::read(path).map_err(|e| fail(e.to_string()))?;
+    let pem = crate::localfile::read_capped(path, crate::localfile::PEM_MAX_BYTES)
+        .map_err(|e| fail(e.to_string()))?;
     let mut store = RootCertStore::empty();
     for cert in CertificateDer::pem_slice_iter(&pem) {
         let cert = cert.map_err(|e| fail(format!("not PEM: {e}")))?;

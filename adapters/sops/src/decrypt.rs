@@ -5,6 +5,7 @@
 //! is written anywhere and no value ever reaches an error message.
 
 use std::io::Read;
+use std::os::unix::fs::OpenOptionsExt as _;
 use std::path::Path;
 
 use age::armor::ArmoredReader;
@@ -38,6 +39,25 @@ impl std::fmt::Debug for SopsFile {
 /// their plaintext, and credentials are short.
 pub const MAX_FILE_BYTES: usize = 1024 * 1024;
 
+/// `O_NONBLOCK` on Linux's common architectures (0 elsewhere, where the
+/// regular-file check after opening is what stands).
+#[cfg(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64"
+))]
+const O_NONBLOCK: i32 = 0o4000;
+#[cfg(not(any(
+    target_arch = "x86_64",
+    target_arch = "x86",
+    target_arch = "aarch64",
+    target_arch = "arm",
+    target_arch = "riscv64"
+)))]
+const O_NONBLOCK: i32 = 0;
+
 /// Reads, parses and decrypts `path` with the identities sops would find.
 pub fn decrypt_file(path: &Path, sources: &IdentitySources) -> Result<SecretDocument, SopsError> {
     let label = path.display().to_string();
@@ -45,11 +65,23 @@ pub fn decrypt_file(path: &Path, sources: &IdentitySources) -> Result<SecretDocu
         file: label.clone(),
         reason: e.kind().to_string(),
     };
-    // Bounded read: a file over the cap is refused without holding it whole.
+    // Bounded read of a regular file: a file over the cap is refused
+    // without holding it whole, and a FIFO or a device a repository put in
+    // its place is refused at once (O_NONBLOCK: opening a FIFO does not
+    // wait for a writer), never read forever.
     let mut bytes = Vec::new();
-    std::fs::File::open(path)
-        .map_err(io)?
-        .take(MAX_FILE_BYTES as u64 + 1)
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(O_NONBLOCK)
+        .open(path)
+        .map_err(io)?;
+    if !file.metadata().map_err(io)?.is_file() {
+        return Err(SopsError::Io {
+            file: label,
+            reason: "not a regular file".into(),
+        });
+    }
+    file.take(MAX_FILE_BYTES as u64 + 1)
         .read_to_end(&mut bytes)
         .map_err(io)?;
     if bytes.len() > MAX_FILE_BYTES {

@@ -114,26 +114,7 @@ fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_ever
 /// Runs `proxops … apply` on a pseudo-terminal (util-linux `script`), typing
 /// `answer` into it.
 fn on_a_terminal(pve: &FakePve, repo: &Repo, answer: &str) -> (i32, String) {
-    let c = command(pve, repo, &["apply"]);
-    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
-    let mut line = quote(c.get_program());
-    for arg in c.get_args() {
-        line.push(' ');
-        line.push_str(&quote(arg));
-    }
-    let mut script = std::process::Command::new("script");
-    script
-        .args(["--quiet", "--return", "--command", &line, "/dev/null"])
-        .current_dir(repo.path())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, v) in c.get_envs() {
-        match v {
-            Some(v) => script.env(k, v),
-            None => script.env_remove(k),
-        };
-    }
+    let mut script = on_a_pty(pve, repo, &["apply"]);
     let mut child = script
         .spawn()
         .expect("util-linux `script` runs the binary on a pseudo-terminal");

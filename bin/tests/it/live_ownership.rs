@@ -298,3 +298,45 @@ fn a_renumbered_manifest_reports_the_guest_it_left_behind() {
     );
     assert!(!diff.stdout.contains("will delete"), "{}", diff.all());
 }
+
+#[test]
+fn a_hand_written_claim_of_an_untagged_guest_under_another_name_writes_nothing() {
+    // payroll (500) is not ProxOps': tagged prod and finance, no proxops.
+    let pve = FakePve::start(&seed(vec![seed_vm(
+        500,
+        "payroll",
+        Some("finance;prod"),
+        true,
+    )]))
+    .unwrap();
+    let repo = Repo::demo_for(&pve);
+    // The attack: a manifest of another name and shape that names the
+    // guest's vmid in proxops/adopted-vmid, the annotation adopt writes.
+    let rel = manifest(&repo, "takeover", 500);
+    let p = repo.path().join(rel.trim_start_matches("../../"));
+    let text = std::fs::read_to_string(&p).unwrap().replace(
+        "  name: takeover\n",
+        "  name: takeover\n  annotations:\n    proxops/adopted-vmid: \"500\"\n",
+    );
+    std::fs::write(&p, text).unwrap();
+    repo.set_resources(&[&rel]);
+
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert!(
+        run.stdout
+            .contains("names vmid 500 in proxops/adopted-vmid, but it is not that guest as `proxops adopt` wrote it"),
+        "{}",
+        run.all()
+    );
+    assert!(run.stdout.contains("nothing is written"), "{}", run.all());
+    assert_eq!(
+        writes(&pve),
+        Vec::<(String, String)>::new(),
+        "{}",
+        run.all()
+    );
+    // A second cycle finds it just as it was.
+    let again = apply(&pve, &repo, &[]);
+    assert!(writes(&pve).is_empty(), "{}", again.all());
+}

@@ -126,6 +126,62 @@ fn a_stop_start_change_rolls_through_a_disruption_group_within_its_budget_and_co
     assert_eq!(again.code, 0, "converged:\n{}", again.all());
 }
 
+#[test]
+fn restarts_that_fail_pause_the_rollout_with_one_guest_down_at_most() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let vmids: Vec<u32> = (170..174).collect();
+    let mut resources = Vec::new();
+    for (i, v) in vmids.iter().enumerate() {
+        let name = format!("web-{i}");
+        repo.write(
+            &format!("vm/roll/{name}.yaml"),
+            &vm_manifest(&name, *v, "pve1", "", ""),
+        );
+        resources.push(format!("../../vm/roll/{name}.yaml"));
+    }
+    let refs: Vec<&str> = resources.iter().map(String::as_str).collect();
+    repo.set_resources(&refs);
+    repo.set_reconcile("tasks-per-node", "8");
+    repo.set_reconcile("tasks-per-cluster", "8");
+    let created = apply(&pve, &repo, &[]);
+    assert_eq!(created.code, 0, "{}", created.all());
+
+    // The attack: every restart fails. Before, each failure freed the
+    // budget of 1 and the next guest went down too: 4 down at once.
+    for v in &vmids {
+        pve.set_guest(
+            *v,
+            json!({"start_error": "start failed: QEMU exited with code 1"}),
+        )
+        .unwrap();
+    }
+    for i in 0..vmids.len() {
+        let p = repo.path().join(format!("vm/roll/web-{i}.yaml"));
+        let text = std::fs::read_to_string(&p).unwrap();
+        std::fs::write(&p, text.replace("memory: 1GiB", "memory: 2GiB")).unwrap();
+    }
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 1, "{}", run.all());
+    let (most, shutdowns) = most_down_at_once(&pve.requests().unwrap(), &vmids);
+    assert_eq!((most, shutdowns), (1, 1), "{}", run.all());
+    assert!(
+        run.all()
+            .contains("the rollout paused after update VM/web-"),
+        "{}",
+        run.all()
+    );
+    let running = vmids
+        .iter()
+        .filter(|v| {
+            read(&pve, &format!("/nodes/pve1/qemu/{v}/status/current")).unwrap()["status"]
+                == "running"
+        })
+        .count();
+    assert_eq!(running, 3, "one guest left down, the others untouched");
+}
+
 /// Clones of one template run side by side: PVE takes only a shared lock on
 /// a clone source that is not running (every template), and an exclusive one
 /// on the new vmid (qemu-server `PVE/API2/Qemu.pm`, `clone_vm`:

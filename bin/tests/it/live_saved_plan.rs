@@ -90,7 +90,7 @@ fn apply_plan_performs_the_saved_actions_and_the_same_writes_as_a_plain_apply() 
     let out = tempfile::tempdir().unwrap();
     let (file, doc) = save_plan(&planned_pve, &repo, out.path());
     assert_eq!(doc["format"], "proxops-saved-plan");
-    assert_eq!(doc["version"], 1);
+    assert_eq!(doc["version"], 2);
     assert_eq!(doc["commit"].as_str().unwrap().len(), 40);
     let mut expected = saved_actions(&doc);
     expected.sort();
@@ -277,4 +277,105 @@ fn diff_out_without_a_commit_saves_nothing() {
     assert_eq!(run.code, 2, "{}", run.all());
     assert!(run.stderr.contains("no commit"), "{}", run.all());
     assert!(!file.exists());
+}
+
+/// The saved plan file, edited as `edit` says, written back.
+fn edit_plan(file: &Path, edit: impl FnOnce(&mut Value)) {
+    let mut doc: Value = serde_json::from_str(&std::fs::read_to_string(file).unwrap()).unwrap();
+    edit(&mut doc);
+    std::fs::write(file, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
+}
+
+#[test]
+fn an_edited_plan_file_that_prunes_an_untagged_guest_is_refused_with_no_write() {
+    // Guest 555 is not ProxOps': it carries no proxops tag.
+    let mut seed = empty_seed();
+    seed["guests"] = serde_json::json!([seed_vm(555, "payroll", Some("prod"), true)]);
+    let pve = FakePve::start(&seed).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (repo, file) = one_update_planned(&pve, out.path());
+    let plan = file.to_str().unwrap();
+
+    // The attack: a delete action for 555 and an `observed` entry with its
+    // digest as PVE shows it now, so every check the file carries passes.
+    let hand = LiveTransport::new(pve.live_config()).unwrap();
+    let config = hand
+        .call(&Request::get("/nodes/pve1/qemu/555/config"))
+        .unwrap();
+    let digest = config.data()["digest"].as_str().unwrap().to_owned();
+    edit_plan(&file, |doc| {
+        let c = &mut doc["clusters"][0];
+        c["observed"]
+            .as_array_mut()
+            .unwrap()
+            .push(serde_json::json!({
+                "object": {"guest": 555},
+                "seen": {"guest": {"node": "pve1", "digest": digest}}
+            }));
+        c["actions"].as_array_mut().unwrap().push(serde_json::json!({
+            "op": "prune", "kind": "VM", "name": "payroll", "node": "pve1",
+            "target": {"guest": 555}, "impact": "live", "changes": [],
+            "reason": "present on PVE (proxops-tagged) but absent in git",
+            "level": 1, "deps": [], "object": null,
+            "work": {"type": "delete", "guest_type": "Qemu", "stop_first": true, "digest": digest}
+        }));
+    });
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &["--plan", plan]);
+    assert_eq!(run.code, 1, "{}", run.all());
+    for needle in [
+        "apply --plan refused, nothing was written",
+        "the plan is not the one the planner makes of this commit and PVE now",
+        "prune VM/payroll (id 555): the planner does not make this action now",
+    ] {
+        assert!(run.stderr.contains(needle), "{needle}\n{}", run.all());
+    }
+    assert_eq!(writes(&pve), Vec::<(String, String)>::new());
+    let still = hand
+        .call(&Request::get("/nodes/pve1/qemu/555/status/current"))
+        .unwrap();
+    assert_eq!(still.data()["status"], "running");
+}
+
+#[test]
+fn a_hookscript_or_a_disk_removal_added_to_a_reviewed_update_is_refused_with_no_write() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let out = tempfile::tempdir().unwrap();
+    let (repo, file) = one_update_planned(&pve, out.path());
+    let reviewed = std::fs::read_to_string(&file).unwrap();
+    for (what, edit) in [
+        (
+            "hookscript",
+            Box::new(|doc: &mut Value| {
+                doc["clusters"][0]["actions"][0]["work"]["params"]
+                    .as_array_mut()
+                    .unwrap()
+                    .push(serde_json::json!(["hookscript", "local:snippets/own.sh"]));
+            }) as Box<dyn Fn(&mut Value)>,
+        ),
+        (
+            "delete=scsi0",
+            Box::new(|doc: &mut Value| {
+                doc["clusters"][0]["actions"][0]["work"]["delete"] = serde_json::json!(["scsi0"]);
+            }),
+        ),
+    ] {
+        std::fs::write(&file, &reviewed).unwrap();
+        edit_plan(&file, edit);
+        pve.forget_requests().unwrap();
+        let run = apply(&pve, &repo, &["--plan", file.to_str().unwrap()]);
+        assert_eq!(run.code, 1, "{what}: {}", run.all());
+        assert!(
+            run.stderr.contains(
+                "update VM/monitoring (id 150): the file's action differs from the one the planner makes now"
+            ),
+            "{what}: {}",
+            run.all()
+        );
+        assert_eq!(writes(&pve), Vec::<(String, String)>::new(), "{what}");
+    }
+    // The file as reviewed still applies.
+    std::fs::write(&file, &reviewed).unwrap();
+    let run = apply(&pve, &repo, &["--plan", file.to_str().unwrap()]);
+    assert_eq!(run.code, 0, "{}", run.all());
 }

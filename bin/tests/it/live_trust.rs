@@ -13,12 +13,13 @@
 use crate::live_support;
 
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
 use live_support::sops::encrypt;
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
+use proxops_pve::transport::Transport as _;
 use serde_json::json;
 
 /// Both clusters of the demo repository.
@@ -174,16 +175,18 @@ fn two_pves_are_told_apart_with_one_identity_read_each() {
         );
     }
 
-    // One cluster alone has nothing to be told apart from: no extra read.
+    // One cluster alone is still asked which PVE it is (a PVE that does
+    // not say writes nothing), once.
     home.forget_requests().unwrap();
     let run = proxops(&home, &repo, &["diff"]);
     assert_eq!(run.code, 0, "{}", run.all());
-    assert!(
-        !home
-            .requests()
+    assert_eq!(
+        home.requests()
             .unwrap()
             .iter()
-            .any(|(_, p, _)| p.ends_with("/cluster/status"))
+            .filter(|(_, p, _)| p.ends_with("/cluster/status"))
+            .count(),
+        1
     );
 }
 
@@ -400,20 +403,7 @@ fn plain_http_is_refused_without_consent_and_warned_about_every_cycle() {
 fn run_until(pve: &FakePve, repo: &Repo, selection: &[&str], needle: &str, times: usize) -> String {
     let logs = tempfile::tempdir().unwrap();
     let stderr_file = logs.path().join("stderr");
-    let mut daemon = Command::new(env!("CARGO_BIN_EXE_proxops"))
-        .current_dir(repo.path())
-        .env_remove("PROXOPS_GIT_PATH")
-        .env_remove("PROXOPS_CONFIG")
-        .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
-        .arg("--git-path")
-        .arg(repo.path())
-        .args(selection)
-        .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&stderr_file).unwrap())
-        .spawn()
-        .unwrap();
+    let mut daemon = spawn_daemon(pve, repo, selection, &stderr_file);
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut text = String::new();
     while Instant::now() < deadline && text.matches(needle).count() < times {
@@ -526,4 +516,147 @@ fn record_never_writes_through_a_symlink_out_of_its_folder() {
     assert_eq!(run.code, 0, "{}", run.all());
     assert!(out.path().join("home.json").is_file());
     assert_eq!(std::fs::read_to_string(&victim).unwrap(), "keep");
+}
+
+#[test]
+fn terminal_escapes_from_pve_are_shown_never_obeyed() {
+    // A live description that, printed raw, conceals everything after it:
+    // the prune section, the totals and the question.
+    let mut seed = empty_seed();
+    let mut vm = live_support::seed_vm(150, "monitoring", Some("proxops"), true);
+    vm["config"]["description"] = json!("metrics\u{1b}[8m\u{202e}");
+    seed["guests"] = json!([
+        vm,
+        live_support::seed_vm(160, "old", Some("proxops"), false)
+    ]);
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    repo.set_monitoring_description("reviewed");
+    for args in [
+        &["--color", "always", "diff"][..],
+        &["diff", "--output", "markdown"][..],
+        &["--color", "always", "apply", "--yes", "--dry-run"][..],
+    ] {
+        let run = proxops(&pve, &repo, args);
+        let text = run.all();
+        assert!(!text.contains("\u{1b}[8m"), "{args:?}: {text:?}");
+        assert!(!text.contains('\u{202e}'), "{args:?}: {text:?}");
+        if !args.contains(&"markdown") {
+            assert!(
+                text.contains("metrics\\x1b[8m\\u{202e}"),
+                "{args:?}: {text}"
+            );
+        }
+        assert!(text.contains("old"), "the prune is shown: {text}");
+    }
+    let run = proxops(&pve, &repo, &["--color", "always", "diff"]);
+    // The colours ProxOps itself chose are still there.
+    assert!(run.stdout.contains("\u{1b}[1m"), "{:?}", run.stdout);
+    assert!(run.stdout.contains("Plan: "), "{}", run.stdout);
+}
+
+/// The secret of the separated token `proxops@pve!reconcile`.
+const SEPARATED: &str = "7c1e7a0e-0000-4000-8000-00000000a0d1";
+
+#[test]
+fn a_token_that_cannot_audit_the_guests_is_refused_naming_the_privilege_and_path() {
+    // The operator granted the user and, for the token (privilege
+    // separation), nodes and storage: the second ACL line for /vms is
+    // missing, so PVE hides every guest from the token.
+    let mut seed = empty_seed();
+    seed["guests"] = json!([live_support::seed_vm(
+        150,
+        "monitoring",
+        Some("proxops"),
+        true
+    )]);
+    seed["tokens"] = json!({"proxops@pve!reconcile": SEPARATED});
+    seed["users"] = json!({"proxops@pve": "unused-password"});
+    let all = [
+        "VM.Audit",
+        "VM.Allocate",
+        "VM.Config.Options",
+        "VM.PowerMgmt",
+        "Sys.Audit",
+        "Datastore.Audit",
+        "Datastore.AllocateSpace",
+    ];
+    seed["acl"] = json!([
+        ["proxops@pve", "/", all],
+        ["proxops@pve!reconcile", "/nodes", ["Sys.Audit"]],
+        [
+            "proxops@pve!reconcile",
+            "/storage",
+            ["Datastore.Audit", "Datastore.AllocateSpace"]
+        ],
+    ]);
+    seed["privsep"] = json!(["proxops@pve!reconcile"]);
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    let token = format!("proxops@pve!reconcile={SEPARATED}");
+
+    // The attack as it was: the token's inventory lacks guest 150, which
+    // PVE holds, so a plan would create it again.
+    let api = proxops_pve::auth::ApiToken::new(
+        "proxops@pve",
+        "reconcile",
+        proxops_pve::auth::Secret::new(SEPARATED),
+    )
+    .unwrap();
+    let mut cfg = pve.live_config();
+    cfg.credentials = proxops_pve::auth::Credentials::Token(api);
+    let seen = proxops_pve::live::LiveTransport::new(cfg)
+        .unwrap()
+        .call(&proxops_pve::transport::Request::new(
+            proxops_pve::transport::Method::Get,
+            "/cluster/resources",
+            vec![("type".into(), "vm".into())],
+        ))
+        .unwrap();
+    assert_eq!(
+        seen.data(),
+        &json!([]),
+        "PVE hides the guest from the token"
+    );
+
+    pve.forget_requests().unwrap();
+    for args in [
+        &["--cluster", "home", "diff"][..],
+        &["--cluster", "home", "apply", "--yes"][..],
+    ] {
+        let run = proxops_env(&repo, &[("PROXOPS_PVE_TOKEN_VALUE", &token)], args);
+        assert_eq!(run.code, 1, "{}", run.all());
+        for needle in [
+            "proxops@pve!reconcile cannot audit what this cluster manages",
+            "missing VM.Audit on /vms",
+            "no inventory read, no write",
+            "--tokens 'proxops@pve!reconcile'",
+        ] {
+            assert!(run.all().contains(needle), "{needle}\n{}", run.all());
+        }
+    }
+    let requests = pve.requests().unwrap();
+    assert!(
+        requests
+            .iter()
+            .all(|(m, p, _)| m == "GET" && !p.ends_with("/cluster/resources")),
+        "no inventory read, no write: {requests:?}"
+    );
+
+    // The second ACL line: the token sees the guest, and the plan is true.
+    pve.call(
+        "grant",
+        json!(["proxops@pve!reconcile", "/vms", "VM.Audit"]),
+        json!({}),
+    )
+    .unwrap();
+    let run = proxops_env(
+        &repo,
+        &[("PROXOPS_PVE_TOKEN_VALUE", &token)],
+        &["--cluster", "home", "diff"],
+    );
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert!(!run.stdout.contains("will create"), "{}", run.all());
 }

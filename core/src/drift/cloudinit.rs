@@ -107,7 +107,7 @@ pub(crate) fn declared_identity(vm: &VmSpec) -> BTreeSet<String> {
     out
 }
 
-fn is_identity_key(k: &str) -> bool {
+pub(super) fn is_identity_key(k: &str) -> bool {
     super::CLONE_IDENTITY_KEYS.contains(&k)
         || k.strip_prefix("ipconfig")
             .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))

@@ -48,6 +48,13 @@ pub use owned::OwnedKey;
 pub use qemu::NESTED_VIRT_FLAG;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
 
+/// A cloud-init identity key a clone inherits from its template and the
+/// drift clears unless the manifest declares it (`ciuser`, `sshkeys`,
+/// `ipconfigN`, …): the only keys ProxOps ever sends in a `delete=` list.
+pub fn is_clone_identity_key(key: &str) -> bool {
+    cloudinit::is_identity_key(key)
+}
+
 /// The keys and slot families a VM or TemplateVM owns, in create-form
 /// order: the table create, drift and adoption fold over.
 pub fn qemu_owned_keys() -> Vec<OwnedKey> {

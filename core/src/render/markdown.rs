@@ -31,6 +31,8 @@ pub fn markdown(plans: &[Plan]) -> String {
 /// [`markdown`] within `limit` characters (at least enough for the title,
 /// the totals and the note on what was cut).
 pub fn markdown_within(plans: &[Plan], limit: usize) -> String {
+    // What came from PVE or a repository is shown, never obeyed.
+    let plans = super::printable_plans(plans);
     let mut sorted: Vec<&Plan> = plans.iter().collect();
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
 

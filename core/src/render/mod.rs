@@ -16,11 +16,13 @@
 
 mod json;
 mod markdown;
+mod printable;
 mod text;
 
 pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
 pub use markdown::{MARKDOWN_LIMIT, markdown_within};
+pub use printable::{printable, printable_plans};
 pub use text::{action_text, text, text_styled};
 
 use crate::action::{Action, Anomaly, AnomalyType, Op, Skipped};

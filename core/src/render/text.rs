@@ -28,6 +28,8 @@ pub fn text(plans: &[Plan]) -> String {
 /// `← stop-start` (or `← reboot`) on the changes that give the action that
 /// impact.
 pub fn text_styled(plans: &[Plan], palette: Palette) -> String {
+    // What came from PVE or a repository is shown, never obeyed.
+    let plans = super::printable_plans(plans);
     let mut sorted: Vec<&Plan> = plans.iter().collect();
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
 

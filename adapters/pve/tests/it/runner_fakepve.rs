@@ -101,6 +101,7 @@ fn stop_vm_100(t: &LiveTransport, o: &RunOptions<'_>) -> proxops_core::exec::Exe
             Work::Stop {
                 guest_type: GuestType::Qemu,
                 ha: None,
+                digest: None,
             },
         )]),
         o,
@@ -323,6 +324,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
             guest_type: GuestType::Qemu,
             stop_first: true,
             purge: false,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -341,6 +343,7 @@ fn a_running_guest_is_shut_down_then_deleted_never_forced() {
             guest_type: GuestType::Qemu,
             stop_first: true,
             purge: false,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
@@ -470,6 +473,8 @@ fn under_restart_policy_reboot_a_container_is_shut_down_with_its_timeout_and_sta
     // own reboot kills a container after 60 s. Never sent.
     let mut s = seed();
     s["guests"][1]["status"] = json!("running");
+    // Ours, as the plan saw it: the action reads the config first.
+    s["guests"][1]["config"]["tags"] = json!("proxops");
     let pve = FakePve::start(&s).unwrap();
     let t = live(&pve);
     pve.forget_requests().unwrap();
@@ -479,6 +484,7 @@ fn under_restart_policy_reboot_a_container_is_shut_down_with_its_timeout_and_sta
         Work::Reboot {
             guest_type: GuestType::Lxc,
             ha: None,
+            digest: None,
         },
     );
     a.kind = Kind::LXC;
@@ -505,6 +511,7 @@ fn a_vm_reboot_carries_the_shutdown_timeout_and_is_confirmed_running() {
         Work::Reboot {
             guest_type: GuestType::Qemu,
             ha: None,
+            digest: None,
         },
     );
     let exec = runner::execute(&t, &plan(vec![a]), &opts(None));

@@ -335,6 +335,55 @@ fn command_selecting(pve: &FakePve, repo: &Repo, selection: &[&str], args: &[&st
     cmd
 }
 
+/// [`command`] run on a pseudo-terminal by util-linux `script` (so
+/// `apply` asks its question), its stdin, stdout and stderr piped.
+pub fn on_a_pty(pve: &FakePve, repo: &Repo, args: &[&str]) -> Command {
+    let c = command(pve, repo, args);
+    let quote = |s: &std::ffi::OsStr| format!("'{}'", s.to_string_lossy().replace('\'', "'\\''"));
+    let mut line = quote(c.get_program());
+    for arg in c.get_args() {
+        line.push(' ');
+        line.push_str(&quote(arg));
+    }
+    let mut script = Command::new("script");
+    script
+        .args(["--quiet", "--return", "--command", &line, "/dev/null"])
+        .current_dir(repo.path())
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    for (k, v) in c.get_envs() {
+        match v {
+            Some(v) => script.env(k, v),
+            None => script.env_remove(k),
+        };
+    }
+    script
+}
+
+/// `proxops run` (a cycle a second, `selection` before the command, with
+/// `pve`'s token) writing its log to `log`; stopped by the caller.
+pub fn spawn_daemon(
+    pve: &FakePve,
+    repo: &Repo,
+    selection: &[&str],
+    log: &Path,
+) -> std::process::Child {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
+    without_proxops_env(&mut cmd)
+        .current_dir(repo.path())
+        .env("PROXOPS_PVE_TOKEN_VALUE", pve.token_value().expose())
+        .arg("--git-path")
+        .arg(repo.path())
+        .args(selection)
+        .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::fs::File::create(log).unwrap())
+        .spawn()
+        .unwrap()
+}
+
 /// What a finished [`command`] did; fails the test if it printed the token.
 pub fn finished(pve: &FakePve, out: std::process::Output) -> Run {
     let run = Run {
