@@ -290,6 +290,24 @@ pub fn adopt(
         push_doc(&mut docs, &mut out, path, r, text);
     }
 
+    let by_vmid: BTreeMap<Vmid, ResourceName> = names.iter().map(|((_, v), n)| (*v, n.clone())).collect();
+    for a in crate::cluster::adopt::adopt(&snapshot.cluster, &by_vmid, &mut out.gaps) {
+        let path = format!("{}/{cluster}/{}.yaml", a.kind.dir(), a.name);
+        let r = Ref {
+            kind: a.kind,
+            name: a.name.clone(),
+        };
+        let text = a.spec.and_then(|spec| {
+            emit::to_yaml(&Document {
+                api_version: API_VERSION.to_owned(),
+                kind: a.kind.to_string(),
+                metadata: metadata(&a.name, a.annotations),
+                spec,
+            })
+        });
+        push_doc(&mut docs, &mut out, path, r, text);
+    }
+
     // Every written manifest must read back and validate on its own.
     for (path, (r, text)) in &docs {
         if let Err(why) = check_manifest(r.kind, text) {

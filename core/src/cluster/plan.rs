@@ -375,3 +375,97 @@ fn memberships(plan: &mut Plan, desired: &ClusterDesired, live: &LiveSnapshot) {
         });
     }
 }
+
+/// The planner's rules for an action on a cluster-level object, applied
+/// again just before it runs ([`crate::admit`]): it goes to its kind's
+/// endpoints, cluster-wide; a create or update serves its manifest's PVE
+/// id and sends only that manifest's rows; a prune deletes an id no
+/// manifest of the kind has.
+pub(crate) fn refusal(a: &Action, desired: &ClusterDesired) -> Result<(), String> {
+    let ep = super::endpoints(a.kind).ok_or_else(|| format!("{} is not a cluster-level kind", a.kind))?;
+    let Target::Cluster(id) = &a.target else {
+        return Err(format!("{} {} is not a cluster-level id", a.kind, a.target));
+    };
+    if !a.node.is_cluster_wide() {
+        return Err(format!("{} objects are cluster-wide, not on node {}", a.kind, a.node));
+    }
+    let expected = match (a.op, &a.object) {
+        (Op::Prune, None) => {
+            if let Some(o) = desired
+                .objects
+                .values()
+                .find(|o| o.r#ref.kind == a.kind && rows::id_of(o).as_deref() == Some(id.as_str()))
+            {
+                return Err(format!("{} {id} is {}'s: it is never pruned", a.kind, o.r#ref));
+            }
+            ep.delete(id)
+        }
+        (Op::Create | Op::Update, Some(r)) => {
+            let obj = desired.get(r).ok_or_else(|| format!("it serves {r}, which no manifest declares"))?;
+            let d = rows::desired(obj, desired).ok_or_else(|| format!("{r} is not a cluster-level manifest"))?;
+            if a.kind != r.kind || a.name != r.name.as_str() || &d.id != id {
+                return Err(format!("it is {} {} {id} but serves {r} (id {})", a.op, a.kind, d.id));
+            }
+            return sends_rows(a, ep, &d, a.op == Op::Create);
+        }
+        _ => return Err(format!("{} does not fit a {} object", a.op, a.kind)),
+    };
+    if a.work == expected {
+        Ok(())
+    } else {
+        Err(format!("it is not the delete of {} {id}", a.kind))
+    }
+}
+
+/// The action writes its object at its kind's endpoint, with only the
+/// keys of the manifest's rows (and `delete=` of such keys).
+fn sends_rows(a: &Action, ep: Endpoints, d: &Desired, create: bool) -> Result<(), String> {
+    let crate::action::Work::ClusterWrite { params, .. } = &a.work else {
+        return Err("it is not a write of a cluster-level object".to_owned());
+    };
+    let expected = if create {
+        ep.create(&d.id, Params::new())
+    } else {
+        ep.update(&d.id, Params::new())
+    };
+    let (crate::action::Work::ClusterWrite { method, path, .. }, crate::action::Work::ClusterWrite { method: m, path: p, .. }) = (&a.work, &expected) else {
+        return Err("it is not a write of a cluster-level object".to_owned());
+    };
+    if method != m || path != p {
+        return Err(format!("it is not the write of {} {}", a.kind, d.id));
+    }
+    let owned = |k: &str| d.rows.iter().any(|r| r.key == k);
+    for (key, value) in &params.0 {
+        let ok = match key.as_str() {
+            k if k == ep.id_key => value.expose() == d.id,
+            "delete" => value.expose().split(',').all(owned),
+            k => owned(k),
+        };
+        if !ok {
+            return Err(format!("it sends {key}, which no field of its manifest writes"));
+        }
+    }
+    Ok(())
+}
+
+/// A guest's pool membership write: `PUT /pools` of the pool its
+/// manifest's `spec.pool` names, with its own vmid.
+pub(crate) fn membership_refusal(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<(), String> {
+    let (Some(pool), Some((node, vmid))) = (guest_pool(obj, desired), obj.spec.guest_id()) else {
+        return Err(format!("{} declares no spec.pool", obj.r#ref));
+    };
+    let mut form = Params::new();
+    form.push("poolid", pool);
+    form.push("vms", vmid.to_string());
+    form.push("allow-move", "1");
+    let expected = crate::action::Work::ClusterWrite {
+        method: crate::action::WriteMethod::Put,
+        path: "/pools".into(),
+        params: form,
+    };
+    if a.op == Op::Update && a.work == expected && a.target == Target::Guest(vmid) && &a.node == node {
+        Ok(())
+    } else {
+        Err(format!("it is not {}'s move into its spec.pool", obj.r#ref))
+    }
+}
