@@ -167,12 +167,22 @@ pub(crate) fn resolve(
                             e.target.kind
                         )
                     };
-                    diags.push(object_diag(
-                        o,
-                        indexes,
-                        &e.field,
-                        format!("unknown reference {}: {hint}", e.target),
-                    ));
+                    let near = crate::suggest::did_you_mean(
+                        e.target.name.as_str(),
+                        objects
+                            .keys()
+                            .filter(|k| k.kind == e.target.kind)
+                            .map(|k| k.name.as_str()),
+                    );
+                    diags.push(
+                        object_diag(
+                            o,
+                            indexes,
+                            &e.field,
+                            format!("unknown reference {}: {hint}", e.target),
+                        )
+                        .with_hint(near),
+                    );
                 }
             }
         }
