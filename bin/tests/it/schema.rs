@@ -20,6 +20,8 @@ const KINDS: &[&str] = &[
     "ISO",
     "CTTemplate",
     "DiskImage",
+    "Pool",
+    "BackupJob",
 ];
 
 /// The kind directories manifests live under.
@@ -31,6 +33,8 @@ const KIND_DIRS: &[&str] = &[
     "iso",
     "ctt",
     "diskimage",
+    "pool",
+    "backupjob",
 ];
 
 fn repo_root() -> PathBuf {
@@ -172,6 +176,8 @@ fn every_documented_field_is_in_the_schema() {
         ("iso", "iso"),
         ("cttemplate", "cttemplate"),
         ("diskimage", "diskimage"),
+        ("pool", "pool"),
+        ("backupjob", "backupjob"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();
