@@ -98,6 +98,9 @@ pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> 
             }
             out.extend(b.pool.as_ref().map(|p| pool(p, "spec.pool")));
         }
+        Spec::HaResource(h) => {
+            out.extend(guest_edge(&h.guest, "spec.guest".to_owned(), objects));
+        }
     }
     if let Some(p) = object.spec.vm().and_then(|v| v.pool.as_ref()) {
         out.push(pool(p, "spec.pool"));

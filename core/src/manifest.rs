@@ -130,7 +130,7 @@ pub struct Document<S> {
     #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
     /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
-    /// Pool or BackupJob;
+    /// Pool, BackupJob or HAResource;
     /// it must match the kind directory the file lives under.
     #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,
@@ -155,6 +155,7 @@ pub enum Spec {
     DiskImage(ArtifactSpec),
     Pool(crate::cluster::spec::PoolSpec),
     BackupJob(crate::cluster::spec::BackupJobSpec),
+    HaResource(crate::cluster::spec::HaResourceSpec),
 }
 
 impl Spec {
@@ -169,6 +170,7 @@ impl Spec {
             Spec::DiskImage(_) => Kind::DiskImage,
             Spec::Pool(_) => Kind::Pool,
             Spec::BackupJob(_) => Kind::BackupJob,
+            Spec::HaResource(_) => Kind::HAResource,
         }
     }
 
@@ -208,7 +210,7 @@ impl Spec {
             Spec::Vm(s) | Spec::TemplateVm(s) => vec![s.node.clone()],
             Spec::Lxc(s) | Spec::TemplateCt(s) => vec![s.node.clone()],
             Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => s.all_nodes(),
-            Spec::Pool(_) => Vec::new(),
+            Spec::Pool(_) | Spec::HaResource(_) => Vec::new(),
             Spec::BackupJob(b) => b.node.iter().cloned().collect(),
         }
     }
@@ -1299,18 +1301,21 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
         Spec::BackupJob(s) => {
             crate::cluster::spec::validate_backup_job(&metadata.name, s, &mut errs)
         }
+        Spec::HaResource(s) => crate::cluster::spec::validate_ha_resource(s, &mut errs),
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");
         let own = match spec {
             Spec::Pool(p) => Some(p.id.clone().unwrap_or_else(|| metadata.name.to_string())),
             Spec::BackupJob(b) => Some(b.id.clone().unwrap_or_else(|| metadata.name.to_string())),
+            // Its id is its guest's (`vm:<vmid>`), known to the composition.
+            Spec::HaResource(_) => Some(v.trim().to_owned()),
             _ => None,
         };
         match own {
             None => errs.push(FieldError::new(
                 path,
-                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool and BackupJob manifests"),
+                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob and HAResource manifests"),
             )),
             Some(id) if v.trim() != id => errs.push(FieldError::new(
                 path,

@@ -27,10 +27,11 @@ pub enum Kind {
     DiskImage,
     Pool,
     BackupJob,
+    HAResource,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 9] = [
+    pub const ALL: [Kind; 10] = [
         Kind::VM,
         Kind::TemplateVM,
         Kind::LXC,
@@ -40,6 +41,7 @@ impl Kind {
         Kind::DiskImage,
         Kind::Pool,
         Kind::BackupJob,
+        Kind::HAResource,
     ];
 
     /// The kinds as messages list them: `VM, TemplateVM, …`.
@@ -58,6 +60,7 @@ impl Kind {
             Kind::DiskImage => "DiskImage",
             Kind::Pool => "Pool",
             Kind::BackupJob => "BackupJob",
+            Kind::HAResource => "HAResource",
         }
     }
 
@@ -77,6 +80,7 @@ impl Kind {
             Kind::DiskImage => "diskimage",
             Kind::Pool => "pool",
             Kind::BackupJob => "backupjob",
+            Kind::HAResource => "haresource",
         }
     }
 
@@ -100,7 +104,7 @@ impl Kind {
     /// Cluster-level objects: no node, no vmid, no tags; owned through the
     /// marker ProxOps writes in their `comment` ([`crate::cluster::mark`]).
     pub fn is_cluster_object(self) -> bool {
-        matches!(self, Kind::Pool | Kind::BackupJob)
+        matches!(self, Kind::Pool | Kind::BackupJob | Kind::HAResource)
     }
 
     pub fn is_template(self) -> bool {

@@ -1299,6 +1299,11 @@ impl Builder<'_> {
             return Some(why);
         }
         let state = g.ha_state.as_deref()?;
+        if crate::cluster::plan::ha_resource_goes_first(self.desired, self.live, policy, g) {
+            // Its HA resource is ProxOps' and pruned in this plan, before
+            // it (a higher prune level): then it is a plain guest.
+            return None;
+        }
         if !policy.purge_ha_and_replicated {
             return Some(format!(
                 "proxops-tagged guest \"{}\" (vmid {}) is absent in git but HA-managed (hastate {state}): PVE deletes an HA resource only with purge; remove it from HA by hand, or set purge-ha-and-replicated: true for this cluster",

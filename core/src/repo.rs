@@ -684,6 +684,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
             Kind::Pool => read_spec(value, text, doc, Spec::Pool),
             Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
+            Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
         };
         let before = diags.len();
         let (metadata, spec) = match parsed {
@@ -934,10 +935,14 @@ fn cross_checks(
     // the same vmid on two nodes half-applies.
     let mut ids: BTreeMap<Vmid, &DesiredObject> = BTreeMap::new();
     for (r, o) in objects {
-        if let Some(id) = crate::cluster::rows::id_of(o)
+        if let Some(id) = crate::cluster::rows::id_of(o, objects)
             && let Some(prev) = pve_ids.insert((r.kind, id.clone()), r)
         {
-            let field = if o.spec_has_id() { "spec.id" } else { "metadata.name" };
+            let field = match &o.spec {
+                Spec::HaResource(_) => "spec.guest",
+                _ if o.spec_has_id() => "spec.id",
+                _ => "metadata.name",
+            };
             diags.push(object_diag(
                 o,
                 indexes,

@@ -134,6 +134,7 @@ fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
         }
         Kind::Pool => g.subschema_for::<Document<crate::cluster::spec::PoolSpec>>(),
         Kind::BackupJob => g.subschema_for::<Document<crate::cluster::spec::BackupJobSpec>>(),
+        Kind::HAResource => g.subschema_for::<Document<crate::cluster::spec::HaResourceSpec>>(),
     };
     let name = reference
         .get("$ref")
@@ -194,6 +195,9 @@ fn kind_description(kind: Kind) -> &'static str {
             "A resource pool; guests join it with their spec.pool (docs/resources/pool.md)."
         }
         Kind::BackupJob => "A scheduled backup job (docs/resources/backupjob.md).",
+        Kind::HAResource => {
+            "A guest managed by the HA manager (docs/resources/haresource.md)."
+        }
     }
 }
 
@@ -222,7 +226,7 @@ fn extension_pattern(kind: Kind) -> String {
 /// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
 /// the grammar the loader checks; any other `proxops/` key is refused.
 pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
-    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob";
+    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource";
     let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
     let known = [
         ANNOTATION_DEPENDS_ON,

@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The kind roots of the tree (spec §2.1): every file under them is read.
-pub const KIND_ROOTS: [&str; 9] = [
+pub const KIND_ROOTS: [&str; 10] = [
     "vm",
     "lxc",
     "iso",
@@ -15,6 +15,7 @@ pub const KIND_ROOTS: [&str; 9] = [
     "diskimage",
     "pool",
     "backupjob",
+    "haresource",
 ];
 
 /// The optional process-wide configuration file at the repository root.

@@ -53,7 +53,18 @@ spec:
   enabled: false
 ";
 
-/// The demo's monitoring VM in pool `web`, two pools and two backup jobs.
+const HA_MONITORING: &str = "apiVersion: proxops/v1alpha1
+kind: HAResource
+metadata:
+  name: monitoring
+spec:
+  guest: monitoring
+  max-restart: 2
+  comment: Keep it up
+";
+
+/// The demo's monitoring VM in pool `web` and under HA, two pools and two
+/// backup jobs.
 fn estate(repo: &Repo) {
     let vm = std::fs::read_to_string(repo.path().join("vm/base/monitoring.yaml")).unwrap();
     repo.write("vm/base/monitoring.yaml", &format!("{vm}  pool: web\n"));
@@ -61,12 +72,14 @@ fn estate(repo: &Repo) {
     repo.write("pool/home/db.yaml", POOL_DB);
     repo.write("backupjob/home/nightly.yaml", JOB_NIGHTLY);
     repo.write("backupjob/home/web-weekly.yaml", JOB_WEB);
+    repo.write("haresource/home/monitoring.yaml", HA_MONITORING);
     repo.set_resources(&[
         "../../vm/base/monitoring.yaml",
         "../../pool/home/web.yaml",
         "../../pool/home/db.yaml",
         "../../backupjob/home/nightly.yaml",
         "../../backupjob/home/web-weekly.yaml",
+        "../../haresource/home/monitoring.yaml",
     ]);
 }
 
@@ -165,6 +178,10 @@ fn pools_and_backup_jobs_converge_in_one_apply_then_plan_nothing_and_replay_offl
     let weekly = jobs.iter().find(|j| j["id"] == "web-weekly").unwrap();
     assert_eq!(weekly["pool"], "web");
     assert_eq!(weekly["enabled"], 0);
+    let ha = pve_get(&pve, "/cluster/ha/resources");
+    assert_eq!(ha[0]["sid"], "vm:150", "{ha}");
+    assert_eq!(ha[0]["comment"], "Keep it up [proxops]", "{ha}");
+    assert_eq!(ha[0]["max_restart"].to_string().trim_matches('"'), "2", "{ha}");
 
     // Nothing left to do.
     let again = proxops(&pve, &repo, &["diff", "--exit-code"]);
@@ -318,4 +335,40 @@ fn a_pool_with_members_left_is_an_anomaly_not_a_failed_delete() {
         .unwrap_or_else(|| panic!("{plan}"));
     assert_eq!(anomaly["type"], "needs_person");
     assert!(anomaly["message"].as_str().unwrap().contains("VM 150"), "{anomaly}");
+}
+
+#[test]
+fn a_pruned_guest_under_ha_loses_its_ha_resource_first() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    estate(&repo);
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+
+    // The VM, its HA resource and the job naming it leave git; the push is
+    // meant to remove every VM and HA resource.
+    let cfg = repo.path().join("clusters/home/config.yaml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("      allow-empty-prune: true\n");
+    std::fs::write(&cfg, text).unwrap();
+    repo.set_resources(&[
+        "../../pool/home/web.yaml",
+        "../../pool/home/db.yaml",
+        "../../backupjob/home/web-weekly.yaml",
+    ]);
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    let requests = pve.requests().unwrap();
+    let at = |m: &str, p: &str| {
+        requests
+            .iter()
+            .position(|(rm, rp, _)| rm == m && rp.contains(p))
+            .unwrap_or_else(|| panic!("no {m} {p}: {requests:?}\n{}", run.all()))
+    };
+    let ha = at("DELETE", "/cluster/ha/resources/vm:150");
+    let guest = at("DELETE", "/nodes/pve1/qemu/150");
+    assert!(ha < guest, "{requests:?}");
+    assert!(pve_get(&pve, "/cluster/ha/resources").as_array().unwrap().is_empty());
+    let nothing = home_plan(&pve, &repo, &[]);
+    assert!(list(&nothing, "actions").is_empty(), "{nothing}");
 }

@@ -22,6 +22,7 @@ const KINDS: &[&str] = &[
     "DiskImage",
     "Pool",
     "BackupJob",
+    "HAResource",
 ];
 
 /// The kind directories manifests live under.
@@ -35,6 +36,7 @@ const KIND_DIRS: &[&str] = &[
     "diskimage",
     "pool",
     "backupjob",
+    "haresource",
 ];
 
 fn repo_root() -> PathBuf {
@@ -178,6 +180,7 @@ fn every_documented_field_is_in_the_schema() {
         ("diskimage", "diskimage"),
         ("pool", "pool"),
         ("backupjob", "backupjob"),
+        ("haresource", "haresource"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();

@@ -10,7 +10,7 @@ use crate::manifest::{ANNOTATION_ADOPTED_ID, ANNOTATION_PRUNE, Spec};
 use crate::names::{Kind, NodeName, ResourceName, StorageId, Vmid};
 
 use super::mark;
-use super::spec::{BackupJobSpec, PoolSpec};
+use super::spec::{BackupJobSpec, HaResourceSpec, PoolSpec};
 use super::{LiveObject, Owner};
 
 /// One adopted object: its manifest's name, annotations and spec, or why
@@ -73,6 +73,42 @@ pub fn adopt(
                 annotations: annotations(o, id),
                 name,
                 spec: Ok(Spec::Pool(spec)),
+            });
+        }
+    }
+    if let Ok(resources) = listings.listing(Kind::HAResource) {
+        for (sid, o) in resources {
+            let guest = sid
+                .split_once(':')
+                .and_then(|(_, n)| Vmid::new(n.parse().ok()?).ok())
+                .and_then(|v| guests.get(&v));
+            let Some(name) = guest.cloned() else { continue };
+            let num = |k: &str| o.get(k).and_then(|v| v.parse::<u32>().ok());
+            let spec = HaResourceSpec {
+                guest: name.to_string(),
+                state: o.get("state").map(str::to_owned),
+                max_restart: num("max_restart"),
+                max_relocate: num("max_relocate"),
+                failback: o.get("failback").map(|v| v == "1"),
+                comment: mark::text_of(o.get("comment")),
+            };
+            for (k, v) in &o.values {
+                if k == "group" {
+                    gaps.push(Gap {
+                        object: format!("HAResource/{name}"),
+                        node: String::new(),
+                        id: sid.clone(),
+                        key: k.clone(),
+                        value: Some(v.clone()),
+                        note: "an HA group (PVE 8): ProxOps manages PVE 9's HA rules, not groups; kept on PVE".into(),
+                    });
+                }
+            }
+            out.push(Adopted {
+                kind: Kind::HAResource,
+                annotations: annotations(o, sid),
+                name,
+                spec: Ok(Spec::HaResource(spec)),
             });
         }
     }

@@ -95,6 +95,8 @@ pub struct Endpoints {
     /// `PUT/DELETE /pools` since PVE 8.1, `/pools/{poolid}` being
     /// deprecated, without nested pools).
     pub item_in_path: bool,
+    /// What a delete sends besides the id.
+    pub delete_form: &'static [(&'static str, &'static str)],
 }
 
 pub const POOL: Endpoints = Endpoints {
@@ -102,6 +104,7 @@ pub const POOL: Endpoints = Endpoints {
     collection: "/pools",
     id_key: "poolid",
     item_in_path: false,
+    delete_form: &[],
 };
 
 pub const BACKUP_JOB: Endpoints = Endpoints {
@@ -109,10 +112,22 @@ pub const BACKUP_JOB: Endpoints = Endpoints {
     collection: "/cluster/backup",
     id_key: "id",
     item_in_path: true,
+    delete_form: &[],
+};
+
+/// `DELETE …/{sid}` with `purge=0`: PVE's default (`purge=1`,
+/// pve-ha-manager `API2/HA/Resources.pm` `delete`) also edits every HA rule
+/// naming the resource, objects ProxOps may not own.
+pub const HA_RESOURCE: Endpoints = Endpoints {
+    kind: Kind::HAResource,
+    collection: "/cluster/ha/resources",
+    id_key: "sid",
+    item_in_path: true,
+    delete_form: &[("purge", "0")],
 };
 
 /// Every cluster-level kind, in the order they are read and planned.
-pub const KINDS: [Endpoints; 2] = [POOL, BACKUP_JOB];
+pub const KINDS: [Endpoints; 3] = [POOL, BACKUP_JOB, HA_RESOURCE];
 
 pub fn endpoints(kind: Kind) -> Option<Endpoints> {
     KINDS.into_iter().find(|e| e.kind == kind)
@@ -154,7 +169,11 @@ impl Endpoints {
     }
 
     pub fn delete(&self, id: &str) -> Work {
-        self.at(WriteMethod::Delete, id, Params::new())
+        let mut form = Params::new();
+        for (k, v) in self.delete_form {
+            form.push(*k, *v);
+        }
+        self.at(WriteMethod::Delete, id, form)
     }
 
     /// The listing's `data` array, by id.
@@ -194,5 +213,43 @@ fn value_text(v: &serde_json::Value) -> Option<String> {
         ),
         serde_json::Value::Null => None,
         other => json_to_text(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// pve-ha-manager `API2/HA/Resources.pm` `delete`: `purge` defaults to
+    /// 1 and then edits every HA rule naming the resource.
+    #[test]
+    fn an_ha_resource_is_deleted_without_purging_rules() {
+        let Work::ClusterWrite { method, path, params } = HA_RESOURCE.delete("vm:100") else {
+            panic!("a cluster write");
+        };
+        assert_eq!(method, WriteMethod::Delete);
+        assert_eq!(path, "/cluster/ha/resources/vm%3A100");
+        assert_eq!(params.to_wire(), vec![("purge".to_owned(), "0".to_owned())]);
+    }
+
+    #[test]
+    fn pools_are_written_through_the_collection_with_their_id() {
+        let Work::ClusterWrite { path, params, .. } = POOL.update("web", Params::new()) else {
+            panic!("a cluster write");
+        };
+        assert_eq!(path, "/pools");
+        assert_eq!(params.to_wire(), vec![("poolid".to_owned(), "web".to_owned())]);
+    }
+
+    #[test]
+    fn listings_read_property_strings_and_booleans_as_text() {
+        let data = serde_json::json!([
+            {"id": "nightly", "enabled": 1, "prune-backups": {"keep-last": "3", "keep-daily": "7"}, "all": true}
+        ]);
+        let l = BACKUP_JOB.parse(&data).unwrap();
+        let o = &l["nightly"];
+        assert_eq!(o.get("prune-backups"), Some("keep-daily=7,keep-last=3"));
+        assert_eq!(o.get("all"), Some("1"));
+        assert_eq!(o.get("enabled"), Some("1"));
     }
 }

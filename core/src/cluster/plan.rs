@@ -24,6 +24,8 @@ use super::{Endpoints, LiveObject, Owner};
 fn prune_level(kind: Kind) -> u32 {
     match kind {
         Kind::BackupJob => 2,
+        // Before its guest: PVE destroys a guest under HA only with purge.
+        Kind::HAResource => 3,
         _ => 0,
     }
 }
@@ -394,7 +396,7 @@ pub(crate) fn refusal(a: &Action, desired: &ClusterDesired) -> Result<(), String
             if let Some(o) = desired
                 .objects
                 .values()
-                .find(|o| o.r#ref.kind == a.kind && rows::id_of(o).as_deref() == Some(id.as_str()))
+                .find(|o| o.r#ref.kind == a.kind && rows::id_of(o, &desired.objects).as_deref() == Some(id.as_str()))
             {
                 return Err(format!("{} {id} is {}'s: it is never pruned", a.kind, o.r#ref));
             }
@@ -468,4 +470,39 @@ pub(crate) fn membership_refusal(a: &Action, obj: &DesiredObject, desired: &Clus
     } else {
         Err(format!("it is not {}'s move into its spec.pool", obj.r#ref))
     }
+}
+
+/// Whether the HA resource of the live guest `g` is pruned in this plan
+/// (ProxOps' marker, no manifest, not `noprune`, not held by the
+/// empty-desired guard), so the guest's own prune runs after it as a plain
+/// guest's: PVE destroys a guest under HA only with `purge` (qemu-server
+/// `API2/Qemu.pm` `destroy_vm`: "unable to remove VM … - used in HA
+/// resources and purge parameter not set").
+pub(crate) fn ha_resource_goes_first(
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    policy: &Policy,
+    g: &crate::live::LiveGuest,
+) -> bool {
+    let kind = if g.guest_type == crate::live::GuestType::Lxc {
+        Kind::LXC
+    } else {
+        Kind::VM
+    };
+    let sid = rows::ha_sid(kind, g.vmid);
+    let Ok(listing) = live.cluster.listing(Kind::HAResource) else {
+        return false;
+    };
+    let marked = listing
+        .get(&sid)
+        .is_some_and(|o| o.owner() == Owner::Marked { noprune: false });
+    let manifests: Vec<String> = desired
+        .objects
+        .values()
+        .filter(|o| o.r#ref.kind == Kind::HAResource)
+        .filter_map(|o| rows::id_of(o, &desired.objects))
+        .collect();
+    marked
+        && !manifests.contains(&sid)
+        && (!manifests.is_empty() || policy.allow_empty_prune)
 }

@@ -3,6 +3,8 @@
 //! manifest leaves the field out. The create form, the drift and adoption
 //! are folds over these rows ([`super::plan`], [`super::adopt`]).
 
+use std::collections::BTreeMap;
+
 use crate::manifest::Spec;
 use crate::names::{Kind, Ref, ResourceName, Vmid};
 use crate::repo::{ClusterDesired, DesiredObject};
@@ -20,6 +22,8 @@ pub struct Row {
     pub default: Option<&'static str>,
     /// PVE's equivalence of two wire values of this key.
     pub same: fn(&str, &str) -> bool,
+    /// With the field absent, the key is not ProxOps' (never deleted).
+    pub kept_when_absent: bool,
 }
 
 impl Row {
@@ -30,7 +34,13 @@ impl Row {
             want,
             default: None,
             same: same_text,
+            kept_when_absent: false,
         }
+    }
+
+    fn kept_when_absent(mut self) -> Row {
+        self.kept_when_absent = true;
+        self
     }
 
     fn default(mut self, value: &'static str) -> Row {
@@ -49,6 +59,7 @@ impl Row {
         match (&self.want, live) {
             (Some(w), Some(l)) if (self.same)(w, l) => None,
             (Some(w), _) => Some(Some(w.as_str())),
+            (None, _) if self.kept_when_absent => None,
             (None, None) => None,
             (None, Some(l)) if self.default.is_some_and(|d| (self.same)(d, l)) => None,
             (None, Some(_)) => Some(None),
@@ -99,12 +110,28 @@ pub fn pool_id(obj: &DesiredObject) -> Option<String> {
     }
 }
 
-/// The PVE id of a cluster-level manifest.
-pub fn id_of(obj: &DesiredObject) -> Option<String> {
+/// The PVE id of a cluster-level manifest (an HA resource's is its
+/// guest's among `objects`).
+pub fn id_of(obj: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Option<String> {
     match &obj.spec {
         Spec::Pool(_) => pool_id(obj),
         Spec::BackupJob(b) => Some(b.id.clone().unwrap_or_else(|| obj.r#ref.name.to_string())),
+        Spec::HaResource(h) => {
+            let r = parse_guest_ref(&h.guest, |r| objects.contains_key(r))?;
+            let (_, vmid) = objects.get(&r)?.spec.guest_id()?;
+            Some(ha_sid(r.kind, vmid))
+        }
         _ => None,
+    }
+}
+
+/// pve-ha-manager `HA/Config.pm` `parse_sid`: `vm:<vmid>` for qemu
+/// guests, `ct:<vmid>` for containers.
+pub fn ha_sid(kind: Kind, vmid: Vmid) -> String {
+    if kind.is_lxc() {
+        format!("ct:{vmid}")
+    } else {
+        format!("vm:{vmid}")
     }
 }
 
@@ -218,10 +245,25 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
                 ),
             ]);
         }
+        Spec::HaResource(h) => {
+            rows.extend([
+                Row::new("state", "spec.state", h.state.clone()).kept_when_absent(),
+                Row::new("max_restart", "spec.max-restart", h.max_restart.map(|n| n.to_string()))
+                    .default("1"),
+                Row::new("max_relocate", "spec.max-relocate", h.max_relocate.map(|n| n.to_string()))
+                    .default("1"),
+                Row::new("failback", "spec.failback", h.failback.map(flag)).default("1"),
+                Row::new(
+                    "comment",
+                    "spec.comment",
+                    Some(super::mark::marked(h.comment.as_deref(), noprune)),
+                ),
+            ]);
+        }
         _ => return None,
     }
     Some(Desired {
-        id: id_of(obj)?,
+        id: id_of(obj, &all.objects)?,
         rows,
         noprune,
     })

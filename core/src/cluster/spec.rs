@@ -91,6 +91,41 @@ pub struct BackupJobSpec {
     pub comment: Option<String>,
 }
 
+/// A guest the HA manager keeps running (`/cluster/ha/resources`); its
+/// PVE id is the guest's, `vm:<vmid>` or `ct:<vmid>`.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HaResourceSpec {
+    /// The guest, by manifest name (`db-01`, or `LXC:dns` where the name is
+    /// not unique among the guest kinds).
+    #[schemars(extend("x-pve-key" = "sid", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    pub guest: String,
+    /// The state the HA manager holds the guest in: `started`, `stopped`,
+    /// `disabled` or `ignored`. Absent: not managed by ProxOps (PVE's
+    /// default is `started`); the guest manifest's `spec.state` is what
+    /// ProxOps asks the HA manager for when it powers the guest.
+    #[schemars(extend("x-pve-key" = "state", "x-default" = "not managed (PVE: started)", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(HA_STATES))]
+    pub state: Option<String>,
+    /// Restart attempts on the node before relocating.
+    #[schemars(extend("x-pve-key" = "max_restart", "x-default" = "1", "x-impact" = "live"))]
+    pub max_restart: Option<u32>,
+    /// Relocation attempts after restarts failed.
+    #[schemars(extend("x-pve-key" = "max_relocate", "x-default" = "1", "x-impact" = "live"))]
+    pub max_relocate: Option<u32>,
+    /// Move back to the preferred node when it is up again.
+    #[schemars(extend("x-pve-key" = "failback", "x-default" = "true", "x-impact" = "live"))]
+    pub failback: Option<bool>,
+    /// Free text, one line (PVE refuses a line feed here), at most 4078
+    /// characters; ProxOps appends ` [proxops]`.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// pve-ha-manager `HA/Resources.pm` `$resource_state_schema`.
+pub const HA_STATES: &[&str] = &["started", "stopped", "disabled", "ignored"];
+
 /// pve-manager `PVE/VZDump.pm` `$confdesc`: `mode`.
 pub const BACKUP_MODES: &[&str] = &["snapshot", "suspend", "stop"];
 /// `compress` (`1` is PVE's old spelling of `lzo`).
@@ -304,4 +339,22 @@ fn check_retention(keep: &BTreeMap<String, u32>, errs: &mut Vec<FieldError>) {
             "an empty retention: leave spec.retention out to use the storage's",
         ));
     }
+}
+
+pub(crate) fn validate_ha_resource(s: &HaResourceSpec, errs: &mut Vec<FieldError>) {
+    if super::rows::parse_guest_ref(&s.guest, |_| true).is_none() {
+        errs.push(FieldError::new(
+            "spec.guest",
+            format!("invalid guest reference {:?}: use a guest manifest's name (db-01) or Kind:name (LXC:dns)", s.guest),
+        ));
+    }
+    one_of("spec.state", s.state.as_deref(), HA_STATES, errs);
+    if s.comment.as_deref().is_some_and(|c| c.contains(['\n', '\r'])) {
+        // pve-common `SectionConfig.pm` `check_value`: "property contains a line feed".
+        errs.push(FieldError::new(
+            "spec.comment",
+            "an HA resource's comment is one line: PVE refuses a line feed (\"property contains a line feed\")",
+        ));
+    }
+    check_comment(s.comment.as_deref(), 4096 - super::mark::LONGEST_MARK.len(), errs);
 }

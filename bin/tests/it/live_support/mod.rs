@@ -76,7 +76,7 @@ pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Valu
 }
 
 /// The folders that hold manifests, one per kind.
-pub const KIND_DIRS: [&str; 9] = [
+pub const KIND_DIRS: [&str; 10] = [
     "vm",
     "lxc",
     "templatevm",
@@ -86,6 +86,7 @@ pub const KIND_DIRS: [&str; 9] = [
     "diskimage",
     "pool",
     "backupjob",
+    "haresource",
 ];
 
 /// A copy of the demo pointed at `pve` with no manifests and an empty
