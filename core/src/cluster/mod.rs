@@ -205,12 +205,15 @@ impl Endpoints {
 fn value_text(v: &serde_json::Value) -> Option<String> {
     match v {
         serde_json::Value::Bool(b) => Some(if *b { "1" } else { "0" }.to_owned()),
-        serde_json::Value::Object(m) => Some(
-            m.iter()
+        serde_json::Value::Object(m) => {
+            let mut pairs: Vec<String> = m
+                .iter()
                 .filter_map(|(k, v)| Some(format!("{k}={}", value_text(v)?)))
-                .collect::<Vec<_>>()
-                .join(","),
-        ),
+                .collect();
+            // PVE's order is its parser's; the rows compare sorted pairs.
+            pairs.sort();
+            Some(pairs.join(","))
+        }
         serde_json::Value::Null => None,
         other => json_to_text(other),
     }
