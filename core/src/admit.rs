@@ -37,9 +37,7 @@ pub fn refusal(action: &Action, desired: &ClusterDesired, policy: &Policy) -> Op
         None => prune_target(action, desired),
         Some(r) => match desired.get(r) {
             None => Err(format!("it serves {r}, which no manifest declares")),
-            Some(obj) => {
-                serves(action, obj, desired).and_then(|()| forms(action, obj, desired))
-            }
+            Some(obj) => serves(action, obj, desired).and_then(|()| forms(action, obj, desired)),
         },
     };
     checked.err()

@@ -59,7 +59,9 @@ pub fn check(text: &str) -> Result<(), String> {
 
 /// `parse_calendar_event_incomplete`: the unparsed rest.
 fn event_rest(text: &str) -> Option<&str> {
-    let mut i = text.strip_suffix("UTC").map_or(text, |t| t.trim_end_matches(' '));
+    let mut i = text
+        .strip_suffix("UTC")
+        .map_or(text, |t| t.trim_end_matches(' '));
     let mut has_spec = false;
     if i.starts_with(|c: char| c.is_ascii_alphabetic()) {
         if KEYWORDS.contains(&i) {

@@ -22,8 +22,8 @@ pub struct Edge {
 /// an edge to the guest manifest it names among `objects` (a bare name
 /// that names none is looked for as a VM, which the error then names).
 fn guest_edge(text: &str, field: String, objects: &BTreeMap<Ref, DesiredObject>) -> Option<Edge> {
-    let target = crate::cluster::rows::parse_guest_ref(text, |r| objects.contains_key(r))
-        .or_else(|| {
+    let target =
+        crate::cluster::rows::parse_guest_ref(text, |r| objects.contains_key(r)).or_else(|| {
             Some(Ref {
                 kind: Kind::VM,
                 name: crate::names::ResourceName::new(text.trim()).ok()?,

@@ -86,7 +86,10 @@ pub enum Touched {
         filename: String,
     },
     /// A cluster-level object (a pool, a backup job) by its PVE id.
-    Cluster { kind: crate::names::Kind, id: String },
+    Cluster {
+        kind: crate::names::Kind,
+        id: String,
+    },
 }
 
 /// What was seen of a touched object.

@@ -19,8 +19,9 @@ use serde_json::{Map, Value, json};
 
 use crate::extra::GuestType;
 use crate::manifest::{
-    ANNOTATION_ADOPTED_ID, ANNOTATION_ADOPTED_VMID, ANNOTATION_DEPENDS_ON, ANNOTATION_PRUNE, ANNOTATION_RESTART_POLICY,
-    ANNOTATION_SHUTDOWN_TIMEOUT, API_VERSION, ArtifactSpec, Document, LxcSpec, VmSpec,
+    ANNOTATION_ADOPTED_ID, ANNOTATION_ADOPTED_VMID, ANNOTATION_DEPENDS_ON, ANNOTATION_PRUNE,
+    ANNOTATION_RESTART_POLICY, ANNOTATION_SHUTDOWN_TIMEOUT, API_VERSION, ArtifactSpec, Document,
+    LxcSpec, VmSpec,
 };
 use crate::names::Kind;
 
@@ -195,9 +196,7 @@ fn kind_description(kind: Kind) -> &'static str {
             "A resource pool; guests join it with their spec.pool (docs/resources/pool.md)."
         }
         Kind::BackupJob => "A scheduled backup job (docs/resources/backupjob.md).",
-        Kind::HAResource => {
-            "A guest managed by the HA manager (docs/resources/haresource.md)."
-        }
+        Kind::HAResource => "A guest managed by the HA manager (docs/resources/haresource.md).",
     }
 }
 
@@ -226,7 +225,8 @@ fn extension_pattern(kind: Kind) -> String {
 /// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
 /// the grammar the loader checks; any other `proxops/` key is refused.
 pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
-    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource";
+    const KINDS: &str =
+        "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource";
     let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
     let known = [
         ANNOTATION_DEPENDS_ON,

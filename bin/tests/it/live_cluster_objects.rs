@@ -98,7 +98,9 @@ fn by_hand(pve: &FakePve, method: &str, path: &str, params: &[(&str, &str)]) -> 
         .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
         .collect();
     let hand = LiveTransport::new(pve.live_config()).unwrap();
-    let r = hand.call(&Request::new(method, path.to_owned(), params)).unwrap();
+    let r = hand
+        .call(&Request::new(method, path.to_owned(), params))
+        .unwrap();
     assert!(r.is_success(), "{method:?} {path}: {r:?}");
     r.data().clone()
 }
@@ -181,7 +183,11 @@ fn pools_and_backup_jobs_converge_in_one_apply_then_plan_nothing_and_replay_offl
     let ha = pve_get(&pve, "/cluster/ha/resources");
     assert_eq!(ha[0]["sid"], "vm:150", "{ha}");
     assert_eq!(ha[0]["comment"], "Keep it up [proxops]", "{ha}");
-    assert_eq!(ha[0]["max_restart"].to_string().trim_matches('"'), "2", "{ha}");
+    assert_eq!(
+        ha[0]["max_restart"].to_string().trim_matches('"'),
+        "2",
+        "{ha}"
+    );
 
     // Nothing left to do.
     let again = proxops(&pve, &repo, &["diff", "--exit-code"]);
@@ -192,13 +198,22 @@ fn pools_and_backup_jobs_converge_in_one_apply_then_plan_nothing_and_replay_offl
 
     // The same repository diffs offline from a recording.
     let out = tempfile::tempdir().unwrap();
-    let rec = proxops(&pve, &repo, &["record", "--out", out.path().to_str().unwrap()]);
+    let rec = proxops(
+        &pve,
+        &repo,
+        &["record", "--out", out.path().to_str().unwrap()],
+    );
     assert_eq!(rec.code, 0, "{}", rec.all());
     let replayed = home_plan(&pve, &repo, &["--replay", out.path().to_str().unwrap()]);
     assert_eq!(replayed, plan);
 
     // Drift on an owned field is planned per field, live.
-    by_hand(&pve, "PUT", "/cluster/backup/nightly", &[("schedule", "22:00")]);
+    by_hand(
+        &pve,
+        "PUT",
+        "/cluster/backup/nightly",
+        &[("schedule", "22:00")],
+    );
     let drift = proxops(&pve, &repo, &["diff"]);
     assert!(
         drift.stdout.contains("schedule") && drift.stdout.contains("22:00 → mon..fri 21:00"),
@@ -221,16 +236,20 @@ fn unmarked_objects_are_anomalies_never_written_then_adopted_and_claimed() {
         "backupjob/home/nightly.yaml",
         "apiVersion: proxops/v1alpha1\nkind: BackupJob\nmetadata:\n  name: nightly\nspec:\n  schedule: \"22:00\"\n  all: true\n",
     );
-    repo.set_resources(&["../../pool/home/web.yaml", "../../backupjob/home/nightly.yaml"]);
+    repo.set_resources(&[
+        "../../pool/home/web.yaml",
+        "../../backupjob/home/nightly.yaml",
+    ]);
 
     let plan = home_plan(&pve, &repo, &[]);
     assert!(list(&plan, "actions").is_empty(), "{plan}");
     let anomalies = list(&plan, "anomalies");
     assert_eq!(anomalies.len(), 2, "{plan}");
     assert!(
-        anomalies
-            .iter()
-            .all(|a| a["message"].as_str().unwrap().contains("without the proxops marker")),
+        anomalies.iter().all(|a| a["message"]
+            .as_str()
+            .unwrap()
+            .contains("without the proxops marker")),
         "{plan}"
     );
     pve.forget_requests().unwrap();
@@ -241,12 +260,19 @@ fn unmarked_objects_are_anomalies_never_written_then_adopted_and_claimed() {
     let adopted_repo = empty_repo(&pve);
     let adopted = proxops(&pve, &adopted_repo, &["adopt"]);
     assert_eq!(adopted.code, 0, "{}", adopted.all());
-    let job = std::fs::read_to_string(adopted_repo.path().join("backupjob/home/nightly.yaml")).unwrap();
+    let job =
+        std::fs::read_to_string(adopted_repo.path().join("backupjob/home/nightly.yaml")).unwrap();
     assert!(job.contains("proxops/adopted-id: nightly"), "{job}");
-    assert!(job.contains("compress: zstd") && job.contains("all: true"), "{job}");
+    assert!(
+        job.contains("compress: zstd") && job.contains("all: true"),
+        "{job}"
+    );
     let pool = std::fs::read_to_string(adopted_repo.path().join("pool/home/web.yaml")).unwrap();
     assert!(pool.contains("comment: \"made by hand\""), "{pool}");
-    adopted_repo.set_resources(&["../../pool/home/web.yaml", "../../backupjob/home/nightly.yaml"]);
+    adopted_repo.set_resources(&[
+        "../../pool/home/web.yaml",
+        "../../backupjob/home/nightly.yaml",
+    ]);
     let plan = home_plan(&pve, &adopted_repo, &[]);
     let actions = list(&plan, "actions");
     assert_eq!(actions.len(), 2, "{plan}");
@@ -278,7 +304,11 @@ fn empty_desired_holds_backup_job_prunes_one_removed_job_is_pruned() {
     pve.forget_requests().unwrap();
     let held = apply(&pve, &repo, &[]);
     assert!(deletes(&pve).is_empty(), "{}", held.all());
-    assert!(held.stdout.contains("empty-desired guard"), "{}", held.all());
+    assert!(
+        held.stdout.contains("empty-desired guard"),
+        "{}",
+        held.all()
+    );
     let plan = home_plan(&pve, &repo, &[]);
     assert!(
         list(&plan, "anomalies")
@@ -297,7 +327,12 @@ fn empty_desired_holds_backup_job_prunes_one_removed_job_is_pruned() {
     pve.forget_requests().unwrap();
     let pruned = apply(&pve, &repo, &[]);
     assert_eq!(pruned.code, 0, "{}", pruned.all());
-    assert_eq!(deletes(&pve), vec!["/api2/json/cluster/backup/web-weekly"], "{}", pruned.all());
+    assert_eq!(
+        deletes(&pve),
+        vec!["/api2/json/cluster/backup/web-weekly"],
+        "{}",
+        pruned.all()
+    );
 }
 
 #[test]
@@ -334,7 +369,10 @@ fn a_pool_with_members_left_is_an_anomaly_not_a_failed_delete() {
         .find(|a| a["kind"] == "Pool")
         .unwrap_or_else(|| panic!("{plan}"));
     assert_eq!(anomaly["type"], "needs_person");
-    assert!(anomaly["message"].as_str().unwrap().contains("VM 150"), "{anomaly}");
+    assert!(
+        anomaly["message"].as_str().unwrap().contains("VM 150"),
+        "{anomaly}"
+    );
 }
 
 #[test]
@@ -368,7 +406,12 @@ fn a_pruned_guest_under_ha_loses_its_ha_resource_first() {
     let ha = at("DELETE", "/cluster/ha/resources/vm:150");
     let guest = at("DELETE", "/nodes/pve1/qemu/150");
     assert!(ha < guest, "{requests:?}");
-    assert!(pve_get(&pve, "/cluster/ha/resources").as_array().unwrap().is_empty());
+    assert!(
+        pve_get(&pve, "/cluster/ha/resources")
+            .as_array()
+            .unwrap()
+            .is_empty()
+    );
     let nothing = home_plan(&pve, &repo, &[]);
     assert!(list(&nothing, "actions").is_empty(), "{nothing}");
 }

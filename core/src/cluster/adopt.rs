@@ -149,9 +149,16 @@ const BACKUP_KEYS: &[&str] = &[
     "digest",
 ];
 
-fn names_of(text: Option<&str>, guests: &BTreeMap<Vmid, ResourceName>) -> Result<Vec<String>, String> {
+fn names_of(
+    text: Option<&str>,
+    guests: &BTreeMap<Vmid, ResourceName>,
+) -> Result<Vec<String>, String> {
     let mut out = Vec::new();
-    for item in text.unwrap_or("").split([',', ' ', ';']).filter(|s| !s.is_empty()) {
+    for item in text
+        .unwrap_or("")
+        .split([',', ' ', ';'])
+        .filter(|s| !s.is_empty())
+    {
         let name = item
             .parse::<u64>()
             .ok()
@@ -189,9 +196,9 @@ fn backup_job(
             });
         }
     }
-    let schedule = o
-        .get("schedule")
-        .ok_or("it has no schedule (a job from the legacy vzdump.cron: give it one in PVE first)")?;
+    let schedule = o.get("schedule").ok_or(
+        "it has no schedule (a job from the legacy vzdump.cron: give it one in PVE first)",
+    )?;
     let pool = match o.get("pool") {
         Some(p) => Some(
             pools
@@ -206,7 +213,14 @@ fn backup_job(
         Some(text) => Some(
             text.split(',')
                 .filter_map(|kv| kv.split_once('='))
-                .map(|(k, v)| Ok((k.to_owned(), v.parse::<u32>().map_err(|_| format!("prune-backups {text:?} is not a list of numbers"))?)))
+                .map(|(k, v)| {
+                    Ok((
+                        k.to_owned(),
+                        v.parse::<u32>().map_err(|_| {
+                            format!("prune-backups {text:?} is not a list of numbers")
+                        })?,
+                    ))
+                })
                 .collect::<Result<BTreeMap<_, _>, String>>()?,
         ),
     };
@@ -243,7 +257,10 @@ mod tests {
 
     #[test]
     fn ids_become_manifest_names() {
-        assert_eq!(name_for("Backup_Nightly").map(|n| n.to_string()), Some("backup-nightly".into()));
+        assert_eq!(
+            name_for("Backup_Nightly").map(|n| n.to_string()),
+            Some("backup-nightly".into())
+        );
         assert_eq!(name_for("web").map(|n| n.to_string()), Some("web".into()));
         assert_eq!(name_for("__"), None);
     }

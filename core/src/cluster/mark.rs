@@ -73,8 +73,14 @@ mod tests {
 
     #[test]
     fn only_a_trailing_lower_case_token_marks() {
-        assert_eq!(Owner::of(Some("web tier [proxops]")), Owner::Marked { noprune: false });
-        assert_eq!(Owner::of(Some("[proxops noprune]")), Owner::Marked { noprune: true });
+        assert_eq!(
+            Owner::of(Some("web tier [proxops]")),
+            Owner::Marked { noprune: false }
+        );
+        assert_eq!(
+            Owner::of(Some("[proxops noprune]")),
+            Owner::Marked { noprune: true }
+        );
         assert_eq!(Owner::of(Some("[proxops] and more")), Owner::Unmarked);
         assert_eq!(Owner::of(Some("[ProxOps]")), Owner::Unmarked);
         assert_eq!(Owner::of(None), Owner::Unmarked);
@@ -82,7 +88,11 @@ mod tests {
 
     #[test]
     fn marked_comments_read_back_as_written() {
-        for (text, noprune) in [(Some("web tier"), false), (None, true), (Some("a\nb"), false)] {
+        for (text, noprune) in [
+            (Some("web tier"), false),
+            (None, true),
+            (Some("a\nb"), false),
+        ] {
             let wire = marked(text, noprune);
             assert_eq!(Owner::of(Some(&wire)), Owner::Marked { noprune });
             assert_eq!(text_of(Some(&wire)).as_deref(), text);

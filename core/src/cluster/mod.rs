@@ -177,7 +177,10 @@ impl Endpoints {
     }
 
     /// The listing's `data` array, by id.
-    pub fn parse(&self, data: &serde_json::Value) -> Result<BTreeMap<String, LiveObject>, WireError> {
+    pub fn parse(
+        &self,
+        data: &serde_json::Value,
+    ) -> Result<BTreeMap<String, LiveObject>, WireError> {
         let bad = || WireError::Invalid {
             key: self.collection.to_owned(),
             value: data.to_string().chars().take(120).collect(),
@@ -186,7 +189,10 @@ impl Endpoints {
         let mut out = BTreeMap::new();
         for item in data.as_array().ok_or_else(bad)? {
             let obj = item.as_object().ok_or_else(bad)?;
-            let id = obj.get(self.id_key).and_then(json_to_text).ok_or_else(bad)?;
+            let id = obj
+                .get(self.id_key)
+                .and_then(json_to_text)
+                .ok_or_else(bad)?;
             let values = obj
                 .iter()
                 .filter(|(k, _)| k.as_str() != self.id_key)
@@ -221,13 +227,19 @@ fn value_text(v: &serde_json::Value) -> Option<String> {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
 
     /// pve-ha-manager `API2/HA/Resources.pm` `delete`: `purge` defaults to
     /// 1 and then edits every HA rule naming the resource.
     #[test]
     fn an_ha_resource_is_deleted_without_purging_rules() {
-        let Work::ClusterWrite { method, path, params } = HA_RESOURCE.delete("vm:100") else {
+        let Work::ClusterWrite {
+            method,
+            path,
+            params,
+        } = HA_RESOURCE.delete("vm:100")
+        else {
             panic!("a cluster write");
         };
         assert_eq!(method, WriteMethod::Delete);
@@ -241,7 +253,10 @@ mod tests {
             panic!("a cluster write");
         };
         assert_eq!(path, "/pools");
-        assert_eq!(params.to_wire(), vec![("poolid".to_owned(), "web".to_owned())]);
+        assert_eq!(
+            params.to_wire(),
+            vec![("poolid".to_owned(), "web".to_owned())]
+        );
     }
 
     #[test]

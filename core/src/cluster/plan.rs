@@ -7,7 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use crate::action::{Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SkipReason, Skipped, Target};
+use crate::action::{
+    Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SkipReason, Skipped, Target,
+};
 use crate::live::LiveSnapshot;
 use crate::manifest::{ANNOTATION_ADOPTED_ID, Spec};
 use crate::names::{Kind, NodeName, Ref};
@@ -31,7 +33,12 @@ fn prune_level(kind: Kind) -> u32 {
 }
 
 /// Plans every cluster-level kind into `plan`.
-pub(crate) fn plan(plan: &mut Plan, desired: &ClusterDesired, live: &LiveSnapshot, policy: &Policy) {
+pub(crate) fn plan(
+    plan: &mut Plan,
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    policy: &Policy,
+) {
     for ep in super::KINDS {
         KindPlanner {
             ep,
@@ -62,7 +69,9 @@ fn action(ep: Endpoints, op: Op, name: &str, id: &str, obj: Option<&DesiredObjec
         changes: Vec::new(),
         reason: String::new(),
         level: obj.map_or(prune_level(ep.kind), |o| o.level),
-        deps: obj.map(|o| o.deps.iter().cloned().collect()).unwrap_or_default(),
+        deps: obj
+            .map(|o| o.deps.iter().cloned().collect())
+            .unwrap_or_default(),
         object: obj.map(|o| o.r#ref.clone()),
         work: ep.delete(id),
     }
@@ -133,13 +142,22 @@ impl KindPlanner<'_> {
                 form.push(row.key, w.clone());
             }
         }
-        let mut a = action(self.ep, Op::Create, obj.r#ref.name.as_str(), &d.id, Some(obj));
+        let mut a = action(
+            self.ep,
+            Op::Create,
+            obj.r#ref.name.as_str(),
+            &d.id,
+            Some(obj),
+        );
         a.changes = d
             .rows
             .iter()
             .filter_map(|r| Some(new_change(r.key, r.path, r.want.clone()?)))
             .collect();
-        a.reason = format!("{}: not on PVE; will create {} {}", obj.r#ref, self.ep.id_key, d.id);
+        a.reason = format!(
+            "{}: not on PVE; will create {} {}",
+            obj.r#ref, self.ep.id_key, d.id
+        );
         a.work = self.ep.create(&d.id, form);
         self.plan.actions.push(a);
     }
@@ -168,7 +186,13 @@ impl KindPlanner<'_> {
         if !delete.is_empty() {
             form.push("delete", delete.join(","));
         }
-        let mut a = action(self.ep, Op::Update, obj.r#ref.name.as_str(), &d.id, Some(obj));
+        let mut a = action(
+            self.ep,
+            Op::Update,
+            obj.r#ref.name.as_str(),
+            &d.id,
+            Some(obj),
+        );
         a.changes = changes;
         a.reason = "config drift".into();
         a.work = self.ep.update(&d.id, form);
@@ -182,7 +206,9 @@ impl KindPlanner<'_> {
         let Some(row) = d.rows.iter().find(|r| r.key == "comment") else {
             return;
         };
-        let Some(to) = row.want.as_deref() else { return };
+        let Some(to) = row.want.as_deref() else {
+            return;
+        };
         let others = d
             .rows
             .iter()
@@ -190,15 +216,22 @@ impl KindPlanner<'_> {
             .count();
         let mut form = Params::new();
         form.push("comment", to);
-        let mut a = action(self.ep, Op::Update, obj.r#ref.name.as_str(), &d.id, Some(obj));
+        let mut a = action(
+            self.ep,
+            Op::Update,
+            obj.r#ref.name.as_str(),
+            &d.id,
+            Some(obj),
+        );
         a.changes = vec![change("comment", row.path, live.get("comment"), Some(to))];
         a.reason = format!(
             "{}: claim: adds the proxops marker to the comment only ({ANNOTATION_ADOPTED_ID})",
             obj.r#ref
         );
         if others > 0 {
-            a.reason
-                .push_str(&format!("; {others} other change(s) are planned once PVE holds the marker"));
+            a.reason.push_str(&format!(
+                "; {others} other change(s) are planned once PVE holds the marker"
+            ));
         }
         a.work = self.ep.update(&d.id, form);
         self.plan.actions.push(a);
@@ -266,7 +299,10 @@ impl KindPlanner<'_> {
                 let reason = format!("prune deferred: over the per-cycle prune budget of {budget}");
                 self.plan.deferred.push(self.prune(id, reason));
             } else {
-                let a = self.prune(id, "present on PVE (proxops marker) but absent in git".into());
+                let a = self.prune(
+                    id,
+                    "present on PVE (proxops marker) but absent in git".into(),
+                );
                 self.plan.actions.push(a);
             }
         }
@@ -364,7 +400,12 @@ fn memberships(plan: &mut Plan, desired: &ClusterDesired, live: &LiveSnapshot) {
             node: g.node.clone(),
             target: Target::Guest(vmid),
             impact: Impact::Live,
-            changes: vec![change("pool", "spec.pool", now.map(String::as_str), Some(&pool))],
+            changes: vec![change(
+                "pool",
+                "spec.pool",
+                now.map(String::as_str),
+                Some(&pool),
+            )],
             reason: format!("{}: joins pool {pool}", obj.r#ref),
             level: obj.level,
             deps: obj.deps.iter().cloned().collect(),
@@ -384,29 +425,41 @@ fn memberships(plan: &mut Plan, desired: &ClusterDesired, live: &LiveSnapshot) {
 /// id and sends only that manifest's rows; a prune deletes an id no
 /// manifest of the kind has.
 pub(crate) fn refusal(a: &Action, desired: &ClusterDesired) -> Result<(), String> {
-    let ep = super::endpoints(a.kind).ok_or_else(|| format!("{} is not a cluster-level kind", a.kind))?;
+    let ep = super::endpoints(a.kind)
+        .ok_or_else(|| format!("{} is not a cluster-level kind", a.kind))?;
     let Target::Cluster(id) = &a.target else {
         return Err(format!("{} {} is not a cluster-level id", a.kind, a.target));
     };
     if !a.node.is_cluster_wide() {
-        return Err(format!("{} objects are cluster-wide, not on node {}", a.kind, a.node));
+        return Err(format!(
+            "{} objects are cluster-wide, not on node {}",
+            a.kind, a.node
+        ));
     }
     let expected = match (a.op, &a.object) {
         (Op::Prune, None) => {
-            if let Some(o) = desired
-                .objects
-                .values()
-                .find(|o| o.r#ref.kind == a.kind && rows::id_of(o, &desired.objects).as_deref() == Some(id.as_str()))
-            {
-                return Err(format!("{} {id} is {}'s: it is never pruned", a.kind, o.r#ref));
+            if let Some(o) = desired.objects.values().find(|o| {
+                o.r#ref.kind == a.kind
+                    && rows::id_of(o, &desired.objects).as_deref() == Some(id.as_str())
+            }) {
+                return Err(format!(
+                    "{} {id} is {}'s: it is never pruned",
+                    a.kind, o.r#ref
+                ));
             }
             ep.delete(id)
         }
         (Op::Create | Op::Update, Some(r)) => {
-            let obj = desired.get(r).ok_or_else(|| format!("it serves {r}, which no manifest declares"))?;
-            let d = rows::desired(obj, desired).ok_or_else(|| format!("{r} is not a cluster-level manifest"))?;
+            let obj = desired
+                .get(r)
+                .ok_or_else(|| format!("it serves {r}, which no manifest declares"))?;
+            let d = rows::desired(obj, desired)
+                .ok_or_else(|| format!("{r} is not a cluster-level manifest"))?;
             if a.kind != r.kind || a.name != r.name.as_str() || &d.id != id {
-                return Err(format!("it is {} {} {id} but serves {r} (id {})", a.op, a.kind, d.id));
+                return Err(format!(
+                    "it is {} {} {id} but serves {r} (id {})",
+                    a.op, a.kind, d.id
+                ));
             }
             return sends_rows(a, ep, &d, a.op == Op::Create);
         }
@@ -430,7 +483,13 @@ fn sends_rows(a: &Action, ep: Endpoints, d: &Desired, create: bool) -> Result<()
     } else {
         ep.update(&d.id, Params::new())
     };
-    let (crate::action::Work::ClusterWrite { method, path, .. }, crate::action::Work::ClusterWrite { method: m, path: p, .. }) = (&a.work, &expected) else {
+    let (
+        crate::action::Work::ClusterWrite { method, path, .. },
+        crate::action::Work::ClusterWrite {
+            method: m, path: p, ..
+        },
+    ) = (&a.work, &expected)
+    else {
         return Err("it is not a write of a cluster-level object".to_owned());
     };
     if method != m || path != p {
@@ -444,7 +503,9 @@ fn sends_rows(a: &Action, ep: Endpoints, d: &Desired, create: bool) -> Result<()
             k => owned(k),
         };
         if !ok {
-            return Err(format!("it sends {key}, which no field of its manifest writes"));
+            return Err(format!(
+                "it sends {key}, which no field of its manifest writes"
+            ));
         }
     }
     Ok(())
@@ -452,7 +513,11 @@ fn sends_rows(a: &Action, ep: Endpoints, d: &Desired, create: bool) -> Result<()
 
 /// A guest's pool membership write: `PUT /pools` of the pool its
 /// manifest's `spec.pool` names, with its own vmid.
-pub(crate) fn membership_refusal(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<(), String> {
+pub(crate) fn membership_refusal(
+    a: &Action,
+    obj: &DesiredObject,
+    desired: &ClusterDesired,
+) -> Result<(), String> {
     let (Some(pool), Some((node, vmid))) = (guest_pool(obj, desired), obj.spec.guest_id()) else {
         return Err(format!("{} declares no spec.pool", obj.r#ref));
     };
@@ -465,7 +530,11 @@ pub(crate) fn membership_refusal(a: &Action, obj: &DesiredObject, desired: &Clus
         path: "/pools".into(),
         params: form,
     };
-    if a.op == Op::Update && a.work == expected && a.target == Target::Guest(vmid) && &a.node == node {
+    if a.op == Op::Update
+        && a.work == expected
+        && a.target == Target::Guest(vmid)
+        && &a.node == node
+    {
         Ok(())
     } else {
         Err(format!("it is not {}'s move into its spec.pool", obj.r#ref))
@@ -502,7 +571,5 @@ pub(crate) fn ha_resource_goes_first(
         .filter(|o| o.r#ref.kind == Kind::HAResource)
         .filter_map(|o| rows::id_of(o, &desired.objects))
         .collect();
-    marked
-        && !manifests.contains(&sid)
-        && (!manifests.is_empty() || policy.allow_empty_prune)
+    marked && !manifests.contains(&sid) && (!manifests.is_empty() || policy.allow_empty_prune)
 }

@@ -172,7 +172,12 @@ fn vmids(all: &ClusterDesired, names: &[String]) -> Option<String> {
         .collect();
     ids.sort();
     ids.dedup();
-    Some(ids.iter().map(Vmid::to_string).collect::<Vec<_>>().join(","))
+    Some(
+        ids.iter()
+            .map(Vmid::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
 }
 
 fn flag(b: bool) -> String {
@@ -201,12 +206,20 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
             });
             rows.extend([
                 Row::new("schedule", "spec.schedule", Some(b.schedule.clone())),
-                Row::new("storage", "spec.storage", b.storage.as_ref().map(ToString::to_string)),
+                Row::new(
+                    "storage",
+                    "spec.storage",
+                    b.storage.as_ref().map(ToString::to_string),
+                ),
                 Row::new("vmid", "spec.guests", vmids(all, &b.guests)).same(same_vmids),
                 Row::new("pool", "spec.pool", pool),
                 Row::new("all", "spec.all", b.all.filter(|a| *a).map(flag)).default("0"),
                 Row::new("exclude", "spec.exclude", vmids(all, &b.exclude)).same(same_vmids),
-                Row::new("node", "spec.node", b.node.as_ref().map(ToString::to_string)),
+                Row::new(
+                    "node",
+                    "spec.node",
+                    b.node.as_ref().map(ToString::to_string),
+                ),
                 Row::new("mode", "spec.mode", b.mode.clone()).default("snapshot"),
                 Row::new(
                     "compress",
@@ -235,9 +248,17 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
                 .default("auto"),
                 // Not deletable (pve-manager `API2/Backup.pm` update_job),
                 // so always written.
-                Row::new("enabled", "spec.enabled", Some(flag(b.enabled.unwrap_or(true)))),
-                Row::new("repeat-missed", "spec.repeat-missed", b.repeat_missed.map(flag))
-                    .default("0"),
+                Row::new(
+                    "enabled",
+                    "spec.enabled",
+                    Some(flag(b.enabled.unwrap_or(true))),
+                ),
+                Row::new(
+                    "repeat-missed",
+                    "spec.repeat-missed",
+                    b.repeat_missed.map(flag),
+                )
+                .default("0"),
                 Row::new(
                     "comment",
                     "spec.comment",
@@ -248,10 +269,18 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
         Spec::HaResource(h) => {
             rows.extend([
                 Row::new("state", "spec.state", h.state.clone()).kept_when_absent(),
-                Row::new("max_restart", "spec.max-restart", h.max_restart.map(|n| n.to_string()))
-                    .default("1"),
-                Row::new("max_relocate", "spec.max-relocate", h.max_relocate.map(|n| n.to_string()))
-                    .default("1"),
+                Row::new(
+                    "max_restart",
+                    "spec.max-restart",
+                    h.max_restart.map(|n| n.to_string()),
+                )
+                .default("1"),
+                Row::new(
+                    "max_relocate",
+                    "spec.max-relocate",
+                    h.max_relocate.map(|n| n.to_string()),
+                )
+                .default("1"),
                 Row::new("failback", "spec.failback", h.failback.map(flag)).default("1"),
                 Row::new(
                     "comment",

@@ -195,7 +195,10 @@ fn check_comment(comment: Option<&str>, max: usize, errs: &mut Vec<FieldError>) 
     if c.contains(super::mark::MARK_PREFIX) {
         errs.push(FieldError::new(
             path,
-            format!("a comment may not hold {:?}: ProxOps writes its ownership marker there itself", super::mark::MARK_PREFIX),
+            format!(
+                "a comment may not hold {:?}: ProxOps writes its ownership marker there itself",
+                super::mark::MARK_PREFIX
+            ),
         ));
     }
     if c.chars().count() > max {
@@ -280,7 +283,12 @@ pub(crate) fn validate_backup_job(
         ));
     }
     one_of("spec.mode", s.mode.as_deref(), BACKUP_MODES, errs);
-    one_of("spec.compress", s.compress.as_deref(), BACKUP_COMPRESSIONS, errs);
+    one_of(
+        "spec.compress",
+        s.compress.as_deref(),
+        BACKUP_COMPRESSIONS,
+        errs,
+    );
     one_of(
         "spec.notification-mode",
         s.notification_mode.as_deref(),
@@ -290,7 +298,11 @@ pub(crate) fn validate_backup_job(
     if let Some(keep) = &s.retention {
         check_retention(keep, errs);
     }
-    check_comment(s.comment.as_deref(), 512 - super::mark::LONGEST_MARK.len(), errs);
+    check_comment(
+        s.comment.as_deref(),
+        512 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
 }
 
 fn one_of(path: &str, value: Option<&str>, allowed: &[&str], errs: &mut Vec<FieldError>) {
@@ -349,12 +361,19 @@ pub(crate) fn validate_ha_resource(s: &HaResourceSpec, errs: &mut Vec<FieldError
         ));
     }
     one_of("spec.state", s.state.as_deref(), HA_STATES, errs);
-    if s.comment.as_deref().is_some_and(|c| c.contains(['\n', '\r'])) {
+    if s.comment
+        .as_deref()
+        .is_some_and(|c| c.contains(['\n', '\r']))
+    {
         // pve-common `SectionConfig.pm` `check_value`: "property contains a line feed".
         errs.push(FieldError::new(
             "spec.comment",
             "an HA resource's comment is one line: PVE refuses a line feed (\"property contains a line feed\")",
         ));
     }
-    check_comment(s.comment.as_deref(), 4096 - super::mark::LONGEST_MARK.len(), errs);
+    check_comment(
+        s.comment.as_deref(),
+        4096 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
 }
