@@ -101,8 +101,9 @@ impl Kind {
         matches!(self, Kind::ISO | Kind::CTTemplate | Kind::DiskImage)
     }
 
-    /// Cluster-level objects: no node, no vmid, no tags; owned through the
-    /// marker ProxOps writes in their `comment` ([`crate::cluster::mark`]).
+    /// Cluster-level objects (Pool, BackupJob, HAResource): no node, no
+    /// vmid, no tags; owned through the marker ProxOps writes in their
+    /// `comment` ([`crate::cluster::mark`]).
     pub fn is_cluster_object(self) -> bool {
         matches!(self, Kind::Pool | Kind::BackupJob | Kind::HAResource)
     }

@@ -3,8 +3,9 @@
 //! Requests, for N guests and S (node, storage) pairs: exactly one
 //! `GET /cluster/resources`, one `GET /cluster/replication` (a replicated
 //! guest is destroyed only with `purge`; a server or recording without the
-//! endpoint has no jobs), one `GET /pools` and one `GET /cluster/backup`
-//! (the cluster-level kinds, `proxops_core::cluster::KINDS`), then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
+//! endpoint has no jobs), one `GET /pools`, one `GET /cluster/backup` and
+//! one `GET /cluster/ha/resources` (the cluster-level kinds,
+//! `proxops_core::cluster::KINDS`), then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
 //! per guest on an online node in scope, one bare
 //! `GET /nodes/{n}/storage/{s}/content` per requested pair (never the
 //! per-type `…/content/iso` form: PVE 9.2 answers 500 there on dir storage

@@ -1,6 +1,7 @@
-//! Cluster-level objects: pools (`/pools`) and backup jobs
-//! (`/cluster/backup`). They have no node, no vmid and no tags: ProxOps
-//! owns the ones whose `comment` ends with its marker ([`mark`]).
+//! Cluster-level objects: pools (`/pools`), backup jobs
+//! (`/cluster/backup`) and HA resources (`/cluster/ha/resources`). They
+//! have no node, no vmid and no tags: ProxOps owns the ones whose
+//! `comment` ends with its marker ([`mark`]).
 //!
 //! Each kind is data: where PVE lists it and how it is written
 //! ([`Endpoints`]), and the rows of PVE keys a manifest owns
