@@ -15,7 +15,8 @@ pub fn print(kind: Option<&str>) -> Result<Exit, Failure> {
             Some(k) => schema::kind_schema(k),
             None => {
                 return Err(Failure::input(format!(
-                    "unknown kind {name:?}: use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage (see proxops schema --help)"
+                    "unknown kind {name:?}: use one of {} (see proxops schema --help)",
+                    proxops_core::names::Kind::list()
                 )));
             }
         },

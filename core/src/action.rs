@@ -321,6 +321,15 @@ pub enum Work {
         ha: Option<String>,
         digest: Option<String>,
     },
+    /// One synchronous write to a cluster-level object (`/pools`,
+    /// `/cluster/backup`): PVE answers `null` and the change is made. The
+    /// planner builds the path and the form ([`crate::cluster`]); a delete
+    /// of an object already gone is done.
+    ClusterWrite {
+        method: WriteMethod,
+        path: String,
+        params: Params,
+    },
     /// `PUT /nodes/{n}/{type}/{id}/resize` with `disk=<key>` and the new
     /// absolute `size` (PVE's binary K/M/G/T spelling): grows one disk or
     /// mount point, online too. PVE refuses to shrink, so `size` is
@@ -330,6 +339,15 @@ pub enum Work {
         disk: String,
         size: Bytes,
     },
+}
+
+/// The HTTP method of a [`Work::ClusterWrite`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum WriteMethod {
+    Post,
+    Put,
+    Delete,
 }
 
 /// The kind of an action, as renderings and metrics name it.
@@ -391,7 +409,8 @@ impl fmt::Display for Op {
     }
 }
 
-/// Where an action lands: a guest id or a storage file.
+/// Where an action lands: a guest id, a storage file, or the PVE id of a
+/// cluster-level object (a pool id, a backup job id).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case", deny_unknown_fields)]
 pub enum Target {
@@ -400,6 +419,7 @@ pub enum Target {
         storage: StorageId,
         filename: String,
     },
+    Cluster(String),
 }
 
 impl fmt::Display for Target {
@@ -407,6 +427,7 @@ impl fmt::Display for Target {
         match self {
             Target::Guest(v) => write!(f, "{v}"),
             Target::File { storage, filename } => write!(f, "{storage}:{filename}"),
+            Target::Cluster(id) => f.write_str(id),
         }
     }
 }

@@ -24,6 +24,9 @@ use crate::repo::{ClusterDesired, DesiredObject};
 
 /// Why `action` may not run under `desired` and `policy`, if it may not.
 pub fn refusal(action: &Action, desired: &ClusterDesired, policy: &Policy) -> Option<String> {
+    if action.kind.is_cluster_object() {
+        return crate::cluster::plan::refusal(action, desired).err();
+    }
     if !policy.allows(&action.node) {
         return Some(format!(
             "node {} is not in the cluster's nodes",
@@ -34,7 +37,7 @@ pub fn refusal(action: &Action, desired: &ClusterDesired, policy: &Policy) -> Op
         None => prune_target(action, desired),
         Some(r) => match desired.get(r) {
             None => Err(format!("it serves {r}, which no manifest declares")),
-            Some(obj) => serves(action, obj).and_then(|()| forms(action, obj, desired)),
+            Some(obj) => serves(action, obj, desired).and_then(|()| forms(action, obj, desired)),
         },
     };
     checked.err()
@@ -93,10 +96,13 @@ fn prune_target(a: &Action, desired: &ClusterDesired) -> Result<(), String> {
 
 /// The action is about its manifest: same kind and name, the manifest's
 /// node and id, and an operation that fits it.
-fn serves(a: &Action, obj: &DesiredObject) -> Result<(), String> {
+fn serves(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<(), String> {
     let r = &obj.r#ref;
     if a.kind != r.kind || a.name != r.name.as_str() {
         return Err(format!("it is named {}/{} but serves {r}", a.kind, a.name));
+    }
+    if let Work::ClusterWrite { .. } = &a.work {
+        return crate::cluster::plan::membership_refusal(a, obj, desired);
     }
     if matches!(a.op, Op::Prune) || matches!(a.work, Work::Delete { .. }) {
         return Err(format!("{r} has a manifest: it is never pruned"));
@@ -167,11 +173,22 @@ fn forms(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<()
         keys: &desired.allow_extra_keys,
         ..AllowList::none()
     };
+    let pool = crate::cluster::plan::guest_pool(obj, desired);
     for (key, value) in &params.0 {
         let shown = match value {
             ParamValue::Plain(v) => v.as_str(),
             ParamValue::Secret(_) | ParamValue::SecretRef(_) => "",
         };
+        // The pool a guest joins at create: its manifest's `spec.pool`.
+        if key == "pool" && matches!(a.work, Work::CreateGuest { .. }) {
+            if pool.as_deref() != Some(shown) {
+                return Err(format!(
+                    "it sends pool={shown:?}, but {}'s spec.pool is {pool:?}",
+                    obj.r#ref
+                ));
+            }
+            continue;
+        }
         let refused = extra::refusal(class, key, shown);
         if let Some(want) = spec_extra.get(key) {
             if want != shown {

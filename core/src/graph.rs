@@ -18,9 +18,31 @@ pub struct Edge {
     pub field: String,
 }
 
-/// Every prerequisite an object declares, in field order.
-pub fn edges(object: &DesiredObject) -> Vec<Edge> {
+/// A guest reference of a cluster-level object (`web-01`, `LXC:dns`), as
+/// an edge to the guest manifest it names among `objects` (a bare name
+/// that names none is looked for as a VM, which the error then names).
+fn guest_edge(text: &str, field: String, objects: &BTreeMap<Ref, DesiredObject>) -> Option<Edge> {
+    let target =
+        crate::cluster::rows::parse_guest_ref(text, |r| objects.contains_key(r)).or_else(|| {
+            Some(Ref {
+                kind: Kind::VM,
+                name: crate::names::ResourceName::new(text.trim()).ok()?,
+            })
+        })?;
+    Some(Edge { target, field })
+}
+
+/// Every prerequisite an object declares, in field order; guest
+/// references are resolved among `objects`.
+pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Vec<Edge> {
     let mut out = Vec::new();
+    let pool = |name: &crate::names::ResourceName, field: &str| Edge {
+        target: Ref {
+            kind: Kind::Pool,
+            name: name.clone(),
+        },
+        field: field.to_owned(),
+    };
     match &object.spec {
         Spec::Vm(v) | Spec::TemplateVm(v) => {
             if let Some(h) = &v.hardware
@@ -65,7 +87,26 @@ pub fn edges(object: &DesiredObject) -> Vec<Edge> {
                 field: "spec.template".into(),
             });
         }
-        Spec::Iso(_) | Spec::CtTemplate(_) | Spec::DiskImage(_) => {}
+        Spec::Iso(_) | Spec::CtTemplate(_) | Spec::DiskImage(_) | Spec::Pool(_) => {}
+        Spec::BackupJob(b) => {
+            for (list, path) in [(&b.guests, "spec.guests"), (&b.exclude, "spec.exclude")] {
+                out.extend(
+                    list.iter()
+                        .enumerate()
+                        .filter_map(|(i, g)| guest_edge(g, format!("{path}[{i}]"), objects)),
+                );
+            }
+            out.extend(b.pool.as_ref().map(|p| pool(p, "spec.pool")));
+        }
+        Spec::HaResource(h) => {
+            out.extend(guest_edge(&h.guest, "spec.guest".to_owned(), objects));
+        }
+    }
+    if let Some(p) = object.spec.vm().and_then(|v| v.pool.as_ref()) {
+        out.push(pool(p, "spec.pool"));
+    }
+    if let Some(p) = object.spec.lxc().and_then(|v| v.pool.as_ref()) {
+        out.push(pool(p, "spec.pool"));
     }
     if let Some(text) = object
         .metadata
@@ -92,7 +133,7 @@ pub(crate) fn resolve(
     let mut deps: BTreeMap<Ref, BTreeSet<Ref>> = BTreeMap::new();
     for (r, o) in objects {
         let mut set = BTreeSet::new();
-        for e in edges(o) {
+        for e in edges(o, objects) {
             if &e.target == r {
                 diags.push(object_diag(
                     o,
@@ -129,12 +170,22 @@ pub(crate) fn resolve(
                             e.target.kind
                         )
                     };
-                    diags.push(object_diag(
-                        o,
-                        indexes,
-                        &e.field,
-                        format!("unknown reference {}: {hint}", e.target),
-                    ));
+                    let near = crate::suggest::did_you_mean(
+                        e.target.name.as_str(),
+                        objects
+                            .keys()
+                            .filter(|k| k.kind == e.target.kind)
+                            .map(|k| k.name.as_str()),
+                    );
+                    diags.push(
+                        object_diag(
+                            o,
+                            indexes,
+                            &e.field,
+                            format!("unknown reference {}: {hint}", e.target),
+                        )
+                        .with_hint(near),
+                    );
                 }
             }
         }
@@ -177,7 +228,7 @@ pub(crate) fn resolve(
         let names: Vec<String> = remaining.iter().map(|r| r.to_string()).collect();
         for r in &remaining {
             if let Some(o) = objects.get(r) {
-                let field = edges(o)
+                let field = edges(o, objects)
                     .into_iter()
                     .find(|e| remaining.contains(&e.target))
                     .map(|e| e.field)

@@ -16,6 +16,8 @@ pub mod admit;
 pub mod adopt;
 pub mod audit;
 pub mod bounds;
+pub mod calendar;
+pub mod cluster;
 pub mod config;
 pub mod dashboard;
 pub mod diag;

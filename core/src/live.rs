@@ -524,6 +524,8 @@ pub struct LiveSnapshot {
     /// cannot shutdown", `API2/Qemu.pm` `vm_shutdown`, `vm_reboot`).
     #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub paused: std::collections::BTreeSet<Vmid>,
+    /// Pools and backup jobs, and each guest's pool.
+    pub cluster: crate::cluster::ClusterObjects,
 }
 
 /// What `/cluster/replication` said: each replicated guest's job ids, or

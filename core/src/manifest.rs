@@ -33,6 +33,10 @@ pub const ANNOTATION_PRUNE: &str = "proxops/prune";
 /// carry the ownership tag yet (the first apply adds it). Without it a
 /// manifest never acts on a guest ProxOps does not own.
 pub const ANNOTATION_ADOPTED_VMID: &str = "proxops/adopted-vmid";
+/// `proxops/adopted-id: "<PVE id>"`, written by `adopt` on a pool or a
+/// backup job: this manifest claims the object of that id although its
+/// comment does not carry the proxops marker yet (the first apply adds it).
+pub const ANNOTATION_ADOPTED_ID: &str = "proxops/adopted-id";
 /// `proxops/shutdown-timeout: 5m`: how long a graceful shutdown of this
 /// guest may take, instead of the cluster's `shutdown-timeout`.
 pub const ANNOTATION_SHUTDOWN_TIMEOUT: &str = "proxops/shutdown-timeout";
@@ -55,7 +59,7 @@ pub struct FieldError {
 }
 
 impl FieldError {
-    fn new(path: impl Into<String>, message: impl Into<String>) -> FieldError {
+    pub(crate) fn new(path: impl Into<String>, message: impl Into<String>) -> FieldError {
         FieldError {
             path: path.into(),
             message: message.into(),
@@ -125,7 +129,8 @@ pub struct Document<S> {
     /// Always `proxops/v1alpha1`.
     #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
-    /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate or DiskImage;
+    /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
+    /// Pool, BackupJob or HAResource;
     /// it must match the kind directory the file lives under.
     #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,
@@ -148,6 +153,9 @@ pub enum Spec {
     Iso(ArtifactSpec),
     CtTemplate(ArtifactSpec),
     DiskImage(ArtifactSpec),
+    Pool(crate::cluster::spec::PoolSpec),
+    BackupJob(crate::cluster::spec::BackupJobSpec),
+    HaResource(crate::cluster::spec::HaResourceSpec),
 }
 
 impl Spec {
@@ -160,6 +168,9 @@ impl Spec {
             Spec::Iso(_) => Kind::ISO,
             Spec::CtTemplate(_) => Kind::CTTemplate,
             Spec::DiskImage(_) => Kind::DiskImage,
+            Spec::Pool(_) => Kind::Pool,
+            Spec::BackupJob(_) => Kind::BackupJob,
+            Spec::HaResource(_) => Kind::HAResource,
         }
     }
 
@@ -199,6 +210,8 @@ impl Spec {
             Spec::Vm(s) | Spec::TemplateVm(s) => vec![s.node.clone()],
             Spec::Lxc(s) | Spec::TemplateCt(s) => vec![s.node.clone()],
             Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => s.all_nodes(),
+            Spec::Pool(_) | Spec::HaResource(_) => Vec::new(),
+            Spec::BackupJob(b) => b.node.iter().cloned().collect(),
         }
     }
 }
@@ -283,6 +296,11 @@ pub struct VmSpec {
     #[schemars(inner(pattern(r"^[A-Za-z0-9_][A-Za-z0-9_+.-]*$")), transform = crate::schema::not_ownership_tag)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// A Pool `metadata.name`: the guest is a member of that PVE pool
+    /// (`pool` at create, then `PUT /pools` with `vms`, moving it from
+    /// another pool). Absent: the guest's pool is not ProxOps' business.
+    #[schemars(extend("x-pve-key" = "pool (create), PUT /pools vms=", "x-default" = "not managed", "x-impact" = "live"))]
+    pub pool: Option<ResourceName>,
     /// PVE keys and values ProxOps does not model (`keyboard: de`), sent as is
     /// after the structured fields on create and on every drift update.
     /// Structural keys (a structured field writes them) and API control
@@ -872,6 +890,11 @@ pub struct LxcSpec {
     #[schemars(inner(pattern(r"^[A-Za-z0-9_][A-Za-z0-9_+.-]*$")), transform = crate::schema::not_ownership_tag)]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub tags: Vec<String>,
+    /// A Pool `metadata.name`: the guest is a member of that PVE pool
+    /// (`pool` at create, then `PUT /pools` with `vms`, moving it from
+    /// another pool). Absent: the guest's pool is not ProxOps' business.
+    #[schemars(extend("x-pve-key" = "pool (create), PUT /pools vms=", "x-default" = "not managed", "x-impact" = "live"))]
+    pub pool: Option<ResourceName>,
     /// PVE keys and values ProxOps does not model (`timezone`, `cpulimit`,
     /// `tty`), sent as is after the structured fields on create and on every
     /// drift update. Structural keys (a structured field writes them) and API
@@ -1274,6 +1297,32 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
         Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => {
             validate_artifact(spec.kind(), s, &mut errs)
         }
+        Spec::Pool(s) => crate::cluster::spec::validate_pool(&metadata.name, s, &mut errs),
+        Spec::BackupJob(s) => {
+            crate::cluster::spec::validate_backup_job(&metadata.name, s, &mut errs)
+        }
+        Spec::HaResource(s) => crate::cluster::spec::validate_ha_resource(s, &mut errs),
+    }
+    if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
+        let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");
+        let own = match spec {
+            Spec::Pool(p) => Some(p.id.clone().unwrap_or_else(|| metadata.name.to_string())),
+            Spec::BackupJob(b) => Some(b.id.clone().unwrap_or_else(|| metadata.name.to_string())),
+            // Its id is its guest's (`vm:<vmid>`), known to the composition.
+            Spec::HaResource(_) => Some(v.trim().to_owned()),
+            _ => None,
+        };
+        match own {
+            None => errs.push(FieldError::new(
+                path,
+                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob and HAResource manifests"),
+            )),
+            Some(id) if v.trim() != id => errs.push(FieldError::new(
+                path,
+                format!("{v:?} is not this manifest's PVE id {id:?}: the annotation claims the object adopt read under that id; remove it from a manifest that was copied or renamed"),
+            )),
+            Some(_) => {}
+        }
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_VMID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_VMID}");
@@ -1333,12 +1382,13 @@ fn validate_metadata(m: &Metadata, errs: &mut Vec<FieldError>) {
                 ));
             }
         } else if k != ANNOTATION_ADOPTED_VMID
+            && k != ANNOTATION_ADOPTED_ID
             && let Some(why) = lookalike_key(k)
         {
             errs.push(FieldError::new(
                 path,
                 format!(
-                    "{why}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}, each spelt exactly so"
+                    "{why}: ProxOps knows {ANNOTATION_DEPENDS_ON:?}, {ANNOTATION_PRUNE:?}, {ANNOTATION_ADOPTED_VMID:?}, {ANNOTATION_ADOPTED_ID:?}, {ANNOTATION_RESTART_POLICY:?}, {ANNOTATION_SHUTDOWN_TIMEOUT:?} and {ANNOTATION_DISRUPTION_GROUP:?}, each spelt exactly so"
                 ),
             ));
         }
@@ -1389,7 +1439,8 @@ pub fn parse_depends_on(text: &str) -> Result<Vec<crate::names::Ref>, String> {
         };
         let kind = Kind::parse(kind.trim()).ok_or_else(|| {
             format!(
-                "invalid dependency {item:?}: unknown kind {kind:?} (use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage)"
+                "invalid dependency {item:?}: unknown kind {kind:?} (use one of {})",
+                Kind::list()
             )
         })?;
         let name = ResourceName::new(name.trim())

@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 #[error("{0}")]
 pub struct NameError(pub String);
 
-/// The seven manifest kinds.
+/// The manifest kinds: guests, storage files and cluster-level objects.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 pub enum Kind {
     VM,
@@ -25,10 +25,13 @@ pub enum Kind {
     ISO,
     CTTemplate,
     DiskImage,
+    Pool,
+    BackupJob,
+    HAResource,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 7] = [
+    pub const ALL: [Kind; 10] = [
         Kind::VM,
         Kind::TemplateVM,
         Kind::LXC,
@@ -36,7 +39,15 @@ impl Kind {
         Kind::ISO,
         Kind::CTTemplate,
         Kind::DiskImage,
+        Kind::Pool,
+        Kind::BackupJob,
+        Kind::HAResource,
     ];
+
+    /// The kinds as messages list them: `VM, TemplateVM, …`.
+    pub fn list() -> String {
+        Kind::ALL.map(Kind::as_str).join(", ")
+    }
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -47,6 +58,9 @@ impl Kind {
             Kind::ISO => "ISO",
             Kind::CTTemplate => "CTTemplate",
             Kind::DiskImage => "DiskImage",
+            Kind::Pool => "Pool",
+            Kind::BackupJob => "BackupJob",
+            Kind::HAResource => "HAResource",
         }
     }
 
@@ -64,6 +78,9 @@ impl Kind {
             Kind::ISO => "iso",
             Kind::CTTemplate => "ctt",
             Kind::DiskImage => "diskimage",
+            Kind::Pool => "pool",
+            Kind::BackupJob => "backupjob",
+            Kind::HAResource => "haresource",
         }
     }
 
@@ -79,8 +96,16 @@ impl Kind {
         )
     }
 
+    /// Files in storage (ISO, CTTemplate, DiskImage).
     pub fn is_artifact(self) -> bool {
-        !self.is_guest()
+        matches!(self, Kind::ISO | Kind::CTTemplate | Kind::DiskImage)
+    }
+
+    /// Cluster-level objects (Pool, BackupJob, HAResource): no node, no
+    /// vmid, no tags; owned through the marker ProxOps writes in their
+    /// `comment` ([`crate::cluster::mark`]).
+    pub fn is_cluster_object(self) -> bool {
+        matches!(self, Kind::Pool | Kind::BackupJob | Kind::HAResource)
     }
 
     pub fn is_template(self) -> bool {
@@ -146,7 +171,7 @@ macro_rules! string_newtype {
         impl<'de> Deserialize<'de> for $name {
             fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
                 let s = String::deserialize(d)?;
-                Self::new(&s).map_err(serde::de::Error::custom)
+                Self::from_saved(&s).map_err(serde::de::Error::custom)
             }
         }
 
@@ -210,6 +235,49 @@ string_newtype!(
 /// A DNS-label-like name: 1..=`max` bytes that `allowed` accepts or '-',
 /// not starting or ending with '-' and, unless `double_dash`, without "--".
 /// The error reads "invalid {what} {s:?}: {hint}".
+impl ResourceName {
+    fn from_saved(s: &str) -> Result<Self, NameError> {
+        Self::new(s)
+    }
+}
+
+impl ClusterName {
+    fn from_saved(s: &str) -> Result<Self, NameError> {
+        Self::new(s)
+    }
+}
+
+impl StorageId {
+    fn from_saved(s: &str) -> Result<Self, NameError> {
+        Self::new(s)
+    }
+}
+
+/// What a plan shows as the node of a cluster-level object (a pool, a
+/// backup job): PVE keeps them cluster-wide, in files every node shares.
+const CLUSTER_WIDE: &str = "-";
+
+impl NodeName {
+    /// The node of an action on a cluster-level object: `-`, which no PVE
+    /// node is called (a manifest can never name it).
+    pub fn cluster_wide() -> NodeName {
+        NodeName(CLUSTER_WIDE.to_owned())
+    }
+
+    /// Whether this is [`NodeName::cluster_wide`].
+    pub fn is_cluster_wide(&self) -> bool {
+        self.0 == CLUSTER_WIDE
+    }
+
+    /// A saved plan reads back the cluster-wide node it wrote.
+    fn from_saved(s: &str) -> Result<Self, NameError> {
+        if s == CLUSTER_WIDE {
+            return Ok(Self::cluster_wide());
+        }
+        Self::new(s)
+    }
+}
+
 fn check_label(
     s: &str,
     max: usize,

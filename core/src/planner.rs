@@ -167,6 +167,7 @@ pub fn plan(
     }
     b.prunes(policy);
     let mut plan = b.plan;
+    crate::cluster::plan::plan(&mut plan, desired, live, policy);
     crate::host::guard(&mut plan, live, &policy.host);
     crate::hold::guard(&mut plan, desired, &policy.holds, policy.now);
     paused_guard(&mut plan, live);
@@ -1018,7 +1019,12 @@ impl Builder<'_> {
                 )
             })
         } else {
-            drift::create_params(obj, self.ctx).map(|params| {
+            drift::create_params(obj, self.ctx).map(|mut params| {
+                // A guest joins its pool at create (qemu-server and
+                // pve-container `create_vm`: `pool`).
+                if let Some(pool) = crate::cluster::plan::guest_pool(obj, self.desired) {
+                    params.push("pool", pool);
+                }
                 let changes = with_paths(params.as_new_changes());
                 (
                     Op::Create,
@@ -1293,6 +1299,11 @@ impl Builder<'_> {
             return Some(why);
         }
         let state = g.ha_state.as_deref()?;
+        if crate::cluster::plan::ha_resource_goes_first(self.desired, self.live, policy, g) {
+            // Its HA resource is ProxOps' and pruned in this plan, before
+            // it (a higher prune level): then it is a plain guest.
+            return None;
+        }
         if !policy.purge_ha_and_replicated {
             return Some(format!(
                 "proxops-tagged guest \"{}\" (vmid {}) is absent in git but HA-managed (hastate {state}): PVE deletes an HA resource only with purge; remove it from HA by hand, or set purge-ha-and-replicated: true for this cluster",

@@ -651,7 +651,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
                     diags.push(
                         Diagnostic::file(
                             file,
-                            format!("unknown kind {k:?}: use one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage"),
+                            format!("unknown kind {k:?}: use one of {}", Kind::list()),
                         )
                         .with_field("kind")
                         .at(at("kind"))
@@ -662,7 +662,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             },
             None => {
                 diags.push(
-                    Diagnostic::file(file, "kind is required: one of VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage")
+                    Diagnostic::file(file, format!("kind is required: one of {}", Kind::list()))
                         .with_field("kind")
                         .at(at("kind")),
                 );
@@ -695,6 +695,9 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             Kind::ISO => read_spec(value, text, doc, Spec::Iso),
             Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
             Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
+            Kind::Pool => read_spec(value, text, doc, Spec::Pool),
+            Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
+            Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
         };
         let before = diags.len();
         let (metadata, spec) = match parsed {
@@ -965,11 +968,28 @@ fn cross_checks(
     diags: &mut Vec<Diagnostic>,
 ) -> usize {
     let mut outside = 0;
+    // PVE ids of cluster-level objects, unique per kind.
+    let mut pve_ids: BTreeMap<(Kind, String), &Ref> = BTreeMap::new();
     // One vmid pool per PVE cluster, shared by qemu and lxc guests on
     // every node (pve-cluster keeps one `vmlist` for the whole cluster):
     // the same vmid on two nodes half-applies.
     let mut ids: BTreeMap<Vmid, &DesiredObject> = BTreeMap::new();
-    for o in objects.values() {
+    for (r, o) in objects {
+        if let Some(id) = crate::cluster::rows::id_of(o, objects)
+            && let Some(prev) = pve_ids.insert((r.kind, id.clone()), r)
+        {
+            let field = match &o.spec {
+                Spec::HaResource(_) => "spec.guest",
+                _ if o.spec_has_id() => "spec.id",
+                _ => "metadata.name",
+            };
+            diags.push(object_diag(
+                o,
+                indexes,
+                field,
+                format!("PVE id {id:?} is already {prev}'s: one PVE object per manifest"),
+            ));
+        }
         if let Some((node, vmid)) = o.spec.guest_id() {
             if let Some(prev) = ids.get(&vmid) {
                 let on = match prev.spec.guest_id() {
@@ -1004,6 +1024,7 @@ fn cross_checks(
                     .map(|(i, n)| (format!("spec.nodes[{i}]"), n))
                     .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n)))
                     .collect(),
+                Spec::BackupJob(b) => b.node.iter().map(|n| ("spec.node".to_owned(), n)).collect(),
                 _ => o
                     .spec
                     .guest_id()
@@ -1027,6 +1048,17 @@ fn cross_checks(
         }
     }
     outside
+}
+
+impl DesiredObject {
+    /// A cluster-level manifest that names its PVE id in `spec.id`.
+    fn spec_has_id(&self) -> bool {
+        match &self.spec {
+            Spec::Pool(p) => p.id.is_some(),
+            Spec::BackupJob(b) => b.id.is_some(),
+            _ => false,
+        }
+    }
 }
 
 impl ClusterDesired {

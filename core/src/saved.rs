@@ -85,6 +85,11 @@ pub enum Touched {
         content: String,
         filename: String,
     },
+    /// A cluster-level object (a pool, a backup job) by its PVE id.
+    Cluster {
+        kind: crate::names::Kind,
+        id: String,
+    },
 }
 
 /// What was seen of a touched object.
@@ -100,6 +105,9 @@ pub enum Seen {
         node: NodeName,
         digest: Option<String>,
     },
+    /// A cluster-level object with every key PVE listed (these carry no
+    /// digest of their own: any change of any key is a change).
+    Object(std::collections::BTreeMap<String, String>),
     /// It could not be read: never taken as absence.
     Unreadable(String),
 }
@@ -114,6 +122,7 @@ impl fmt::Display for Touched {
                 filename,
                 ..
             } => write!(f, "file {storage}:{filename} on {node}"),
+            Touched::Cluster { kind, id } => write!(f, "{kind} {id}"),
         }
     }
 }
@@ -127,6 +136,15 @@ impl fmt::Display for Seen {
                 f,
                 "on {node} with config digest {}",
                 digest.as_deref().unwrap_or("(none)")
+            ),
+            Seen::Object(values) => write!(
+                f,
+                "present ({})",
+                values
+                    .iter()
+                    .map(|(k, v)| format!("{k}={v}"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
             ),
             Seen::Unreadable(why) => write!(f, "unreadable ({why})"),
         }
@@ -356,6 +374,10 @@ fn touched(actions: &[Action]) -> Vec<Touched> {
                 content: a.kind.content_type().unwrap_or("iso").to_owned(),
                 filename: filename.clone(),
             }),
+            Target::Cluster(id) => out.push(Touched::Cluster {
+                kind: a.kind,
+                id: id.clone(),
+            }),
         }
         if let Work::CloneGuest { source, .. } = &a.work {
             out.push(Touched::Guest(*source));
@@ -394,6 +416,12 @@ fn seen(object: &Touched, live: &LiveSnapshot) -> Seen {
             Some(Ok(_)) => Seen::Absent,
             Some(Err(f)) => Seen::Unreadable(f.to_string()),
             None => Seen::Unreadable(format!("storage {storage} on {node} was not read")),
+        },
+        Touched::Cluster { kind, id } => match live.cluster.listing(*kind) {
+            Ok(l) => l
+                .get(id)
+                .map_or(Seen::Absent, |o| Seen::Object(o.values.clone())),
+            Err(f) => Seen::Unreadable(f.to_string()),
         },
     }
 }
@@ -508,6 +536,7 @@ fn params_mut(work: &mut Work) -> Option<&mut Params> {
         | Work::Download { params, .. }
         | Work::UpdateConfig { params, .. } => Some(params),
         Work::CloneGuest { config, .. } => Some(config),
+        Work::ClusterWrite { params, .. } => Some(params),
         Work::Start { .. }
         | Work::Stop { .. }
         | Work::Reboot { .. }

@@ -19,8 +19,9 @@ use serde_json::{Map, Value, json};
 
 use crate::extra::GuestType;
 use crate::manifest::{
-    ANNOTATION_ADOPTED_VMID, ANNOTATION_DEPENDS_ON, ANNOTATION_PRUNE, ANNOTATION_RESTART_POLICY,
-    ANNOTATION_SHUTDOWN_TIMEOUT, API_VERSION, ArtifactSpec, Document, LxcSpec, VmSpec,
+    ANNOTATION_ADOPTED_ID, ANNOTATION_ADOPTED_VMID, ANNOTATION_DEPENDS_ON, ANNOTATION_PRUNE,
+    ANNOTATION_RESTART_POLICY, ANNOTATION_SHUTDOWN_TIMEOUT, API_VERSION, ArtifactSpec, Document,
+    LxcSpec, VmSpec,
 };
 use crate::names::Kind;
 
@@ -132,6 +133,9 @@ fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
         Kind::ISO | Kind::CTTemplate | Kind::DiskImage => {
             g.subschema_for::<Document<ArtifactSpec>>()
         }
+        Kind::Pool => g.subschema_for::<Document<crate::cluster::spec::PoolSpec>>(),
+        Kind::BackupJob => g.subschema_for::<Document<crate::cluster::spec::BackupJobSpec>>(),
+        Kind::HAResource => g.subschema_for::<Document<crate::cluster::spec::HaResourceSpec>>(),
     };
     let name = reference
         .get("$ref")
@@ -188,6 +192,11 @@ fn kind_description(kind: Kind) -> &'static str {
         Kind::DiskImage => {
             "A disk image PVE downloads into a storage, for a VM disk to import (docs/resources/diskimage.md)."
         }
+        Kind::Pool => {
+            "A resource pool; guests join it with their spec.pool (docs/resources/pool.md)."
+        }
+        Kind::BackupJob => "A scheduled backup job (docs/resources/backupjob.md).",
+        Kind::HAResource => "A guest managed by the HA manager (docs/resources/haresource.md).",
     }
 }
 
@@ -216,12 +225,14 @@ fn extension_pattern(kind: Kind) -> String {
 /// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
 /// the grammar the loader checks; any other `proxops/` key is refused.
 pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
-    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage";
+    const KINDS: &str =
+        "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource";
     let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
     let known = [
         ANNOTATION_DEPENDS_ON,
         ANNOTATION_PRUNE,
         ANNOTATION_ADOPTED_VMID,
+        ANNOTATION_ADOPTED_ID,
         ANNOTATION_RESTART_POLICY,
         ANNOTATION_SHUTDOWN_TIMEOUT,
     ];
@@ -264,6 +275,13 @@ pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
             "description": "Written by `adopt`: the vmid of the guest this manifest was adopted from.",
             "type": "string",
             "pattern": r"^\s*[0-9]+\s*$"
+        }),
+    );
+    properties.insert(
+        ANNOTATION_ADOPTED_ID.into(),
+        json!({
+            "description": "Written by `adopt` on a Pool or BackupJob: the PVE id of the object this manifest was adopted from.",
+            "type": "string"
         }),
     );
     schemars::json_schema!({

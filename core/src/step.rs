@@ -32,7 +32,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::action::{Action, Params, Target, Work};
+use crate::action::{Action, Params, Target, Work, WriteMethod};
 use crate::exec::Outcome;
 use crate::live::GuestType;
 use crate::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
@@ -1338,7 +1338,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
     let node = &action.node;
     let guest = |guest_type: GuestType| match &action.target {
         Target::Guest(v) => Ok(guest_path(node, guest_type, *v)),
-        Target::File { .. } => Err(format!(
+        Target::File { .. } | Target::Cluster(_) => Err(format!(
             "{} {}/{}: a guest action without a guest id",
             action.op, action.kind, action.name
         )),
@@ -1373,7 +1373,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             let path = guest(GuestType::Qemu)?;
             let vmid = match &action.target {
                 Target::Guest(v) => v.to_string(),
-                Target::File { .. } => String::new(),
+                Target::File { .. } | Target::Cluster(_) => String::new(),
             };
             let mut form = Params::new();
             form.push("newid", vmid);
@@ -1518,6 +1518,21 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
                 format!("{path}/resize"),
                 form,
             )));
+        }
+        Work::ClusterWrite {
+            method,
+            path,
+            params,
+        } => {
+            let method = match method {
+                WriteMethod::Post => Method::Post,
+                WriteMethod::Put => Method::Put,
+                WriteMethod::Delete => Method::Delete,
+            };
+            out.push_back(Stage::Write {
+                call: Call::with_form(method, path.clone(), params.clone()),
+                gone_is_done: method == Method::Delete,
+            });
         }
         Work::Delete {
             guest_type,

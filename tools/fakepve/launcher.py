@@ -36,8 +36,13 @@ Seed file keys (all optional):
             ("pending": key -> value the next start takes, null for a queued removal;
             GET .../pending also lists the digest, as real PVE does)
   settings  {"version": "9.2.0", "ticket_ttl": 7200, ...}   see SETTINGS
+  pools     {"web": {"comment": "..."}}           resource pools (guests join with "pool")
   ha_resources  [{"sid": "vm:100", "state": "started", "comment": ...}]
             HA resources the manager already carries out (see ClusterHaReplication)
+  ha_rules  [{"rule": "db-first", "type": "node-affinity", "resources": "vm:100",
+              "nodes": "pve1:2,pve2", ...}]      HA rules (ha_rules.py)
+  backup_jobs   [{"id": "nightly", "schedule": "21:00", "vmid": "100", ...}]
+            backup jobs (backup_jobs.py), given as PVE's API takes them
   replication   [{"id": "100-0", "target": "pve2", "schedule": "*/15"}]
             replication jobs (`<guest>-<jobnum>`; nothing is replicated)
   acl       [["alice@pve", "/vms", ["VM.Audit"]], ...]   grants (the first one switches ACLs on)
@@ -67,8 +72,14 @@ import time
 
 from aiohttp import web
 from fakepve import FakePve
+from fakepve import schema as pve_schema
 from fakepve.certs import make_cert
 from fakepve.model import PveError
+from fakepve.routing import split_list
+
+import pve_calendar
+from backup_jobs import ClusterBackupJobs
+from ha_rules import ClusterHaRules
 
 # FakePve methods a test may call through POST /call.
 CALLABLE = frozenset((
@@ -81,6 +92,7 @@ CALLABLE = frozenset((
 SETTINGS = frozenset((
     'time_scale', 'latency', 'ticket_ttl', 'lock_wait', 'shutdown_default_timeout', 'ha_delay', 'quorate',
     'tfa', 'version', 'release_version', 'cluster_name', 'max_requests', 'body_timeout', 'ha_lag',
+    'repl_lag',
 ))
 
 # Guest attributes a test may set through POST /guest or a seeded guest's "attrs".
@@ -112,18 +124,27 @@ class ClusterHaReplication(object):
       and `disabled` stop it. Until then `GET /cluster/ha/status/current`
       reports the service as the manager sees it (`crm_state`, and `state`
       as `get_verbose_service_state` words it: `starting`, `stopping`, …).
+      A resource's `group` is refused: this cluster has no HA groups, so
+      they count as migrated to rules (`have_groups_been_migrated`); a
+      delete with `purge` (the default) also takes the resource out of the
+      HA rules (ha_rules.py).
     Replication jobs (pve-guest-common `ReplicationConfig.pm`, pve-manager
       `API2/ReplicationConfig.pm`): GET/POST `/cluster/replication`,
-      GET/DELETE `/cluster/replication/{id}`; ids are `<guest>-<jobnum>`. A
-      delete removes the job at once (PVE marks it and its runner removes
-      it). Nothing is replicated.
+      GET/PUT/DELETE `/cluster/replication/{id}`; ids are `<guest>-<jobnum>`,
+      one job per guest and target, never to the guest's own node, and only
+      for a guest with a volume on ZFS pool storage ("No replicatable
+      volumes found"). A delete marks the job (`remove_job`); the runner
+      removes it a PVE minute plus `repl_lag` real seconds (a setting,
+      default 0.3 s) later, as pvescheduler does, and until then it is
+      listed and still keeps its guest from being destroyed without purge.
+      `force` removes it at once. Nothing is replicated.
     Destroying a guest (qemu-server `API2/Qemu.pm` `destroy_vm`,
       pve-container `API2/LXC.pm` `destroy_vm`): without `purge`, an HA
       resource in any state ("used in HA resources and purge parameter not
       set") or a replication job ("There is a replication job …") refuses
       it; with `purge` both are removed.
 
-    Not modelled: HA groups and rules, migration, fencing, the `ignored`
+    Not modelled: HA groups, migration, fencing, the `ignored`
     state's direct power (fakepve routes every power call of a guest with
     an HA state through its own HA request), the CRM's command queue.
     """
@@ -133,6 +154,9 @@ class ClusterHaReplication(object):
         self.ha_pending = {}         # sid -> the manager's state until it acts
         self.replication_jobs = {}   # id -> job
         self.ha_lag = 0.3
+        self.repl_lag = 0.3
+        self._ha_rules_init()
+        self._backup_init()
 
     # ---------------------------------------------------------------- HA
 
@@ -168,7 +192,8 @@ class ClusterHaReplication(object):
         return guest.ha_state if guest is not None else None
 
     def _ha_doc(self, sid):
-        doc = dict(self.ha_resources[sid], sid=sid, type=sid.split(':')[0], state=self._ha_state(sid))
+        """`$api_copy_config`: the options as configured (a `state` only when one was set)."""
+        doc = dict(self.ha_resources[sid], sid=sid, type=sid.split(':')[0])
         doc['digest'] = self._ha_digest()
         return doc
 
@@ -184,7 +209,14 @@ class ClusterHaReplication(object):
         return self._ha_doc(sid)
 
     def _ha_options(self, v):
-        return {k: v[k] for k in ('comment', 'max_restart', 'max_relocate', 'failback', 'group')
+        """`check_config` of the VM/CT plugin's options. HA groups are gone: this cluster has
+        no ha/groups.cfg, so `have_groups_been_migrated` holds (`API2/HA/Resources.pm`)."""
+        from fakepve.routing import die
+        if v.get('group') is not None:
+            raise die("invalid parameter 'group': ha groups have been migrated to rules")
+        if '\n' in (v.get('comment') or '') or '\r' in (v.get('comment') or ''):
+            raise die('property contains a line feed')  # SectionConfig `check_value`
+        return {k: v[k] for k in ('state', 'comment', 'max_restart', 'max_relocate', 'failback')
                 if v.get(k) is not None}
 
     async def _ha_create(self, v, user):
@@ -205,11 +237,18 @@ class ClusterHaReplication(object):
         if sid not in self.ha_resources:
             raise die("no such resource '{0}'".format(sid))
         check_digest(self._ha_digest(), v.get('digest'))
-        self.ha_resources[sid].update(self._ha_options(v))
-        for key in (v.get('delete') or '').split(','):
-            self.ha_resources[sid].pop(key.strip(), None)
+        options = self._ha_options(v)
+        deleted = [k.strip() for k in (v.get('delete') or '').split(',') if k.strip()]
+        for key in deleted:  # `update_single_resource_config_inplace`
+            if key not in ('state', 'comment', 'max_restart', 'max_relocate', 'failback', 'group'):
+                raise die("update resources config failed: no such option '{0}'".format(key))
+        self.ha_resources[sid].update(options)
+        for key in deleted:
+            self.ha_resources[sid].pop(key, None)
         if v.get('state'):
             self._ha_request(sid, guest, v['state'])
+        elif 'state' in deleted:
+            self._ha_request(sid, guest, 'started')
         return None
 
     async def _ha_delete(self, v, user):
@@ -217,14 +256,18 @@ class ClusterHaReplication(object):
         sid, guest = self._ha_sid(v['sid'])
         if sid not in self.ha_resources:
             raise die("cannot delete service '{0}', not HA managed!".format(sid))
-        self._ha_forget(sid, guest)
+        self._ha_forget(sid, guest, v.get('purge', 1))
         return None
 
-    def _ha_forget(self, sid, guest):
+    def _ha_forget(self, sid, guest, purge):
+        """`delete_service_from_config`: with purge (the API's default) the resource also
+        leaves every HA rule, and a rule left without resources goes."""
         self.ha_resources.pop(sid, None)
         self.ha_pending.pop(sid, None)
         if guest is not None:
             guest.ha_state = None
+        if purge:
+            self._rules_forget_resource(sid)
 
     def _ha_request(self, sid, guest, state):
         """Records the requested state; the manager acts later."""
@@ -297,24 +340,45 @@ class ClusterHaReplication(object):
         return [('GET', '/cluster/replication', self._repl_list),
                 ('POST', '/cluster/replication', self._repl_create),
                 ('GET', '/cluster/replication/{id}', self._repl_read),
+                ('PUT', '/cluster/replication/{id}', self._repl_update),
                 ('DELETE', '/cluster/replication/{id}', self._repl_delete)]
 
     def _repl_job(self, spec):
-        """A job as `ReplicationConfig.pm` stores it: `<guest>-<jobnum>`."""
+        """A job as `ReplicationConfig.pm` stores it: `<guest>-<jobnum>` (the guest id and the
+        job number as parsed integers), its fixed `target`, `source` (the guest's node when
+        created) and the options that were given (`schedule` defaults to `*/15` unstored)."""
         from fakepve.routing import die
         m = re.fullmatch(r'(\d+)-(\d+)', str(spec.get('id', '')))
         if not m:
             raise die("invalid replication job id '{0}'".format(spec.get('id')))
         guest = self.guest(int(m.group(1)))
         if guest is None:
-            raise die("guest '{0}' does not exist".format(m.group(1)))
-        job = {'id': spec['id'], 'type': spec.get('type', 'local'), 'guest': int(m.group(1)),
-               'jobnum': int(m.group(2)), 'target': spec['target'], 'source': guest.node,
-               'schedule': spec.get('schedule', '*/15')}
-        for key in ('comment', 'disable', 'rate'):
-            if spec.get(key) is not None:
-                job[key] = spec[key]
+            raise die("Guest '{0}' does not exist.".format(m.group(1)))
+        job = {'id': '{0}-{1}'.format(int(m.group(1)), int(m.group(2))), 'type': spec.get('type', 'local'),
+               'guest': int(m.group(1)), 'jobnum': int(m.group(2)), 'target': spec['target'],
+               'source': spec.get('source') or guest.node}
+        job.update(self._repl_options(spec))
         return job
+
+    @staticmethod
+    def _repl_options(v):
+        """The options a job keeps; `disable` only when set (a false one is not written)."""
+        from fakepve.routing import die
+        options = {k: v[k] for k in ('comment', 'rate', 'schedule', 'remove_job') if v.get(k) is not None}
+        if v.get('disable'):
+            options['disable'] = 1
+        if v.get('schedule') is not None:
+            why = pve_calendar.error(v['schedule'])
+            if why:
+                raise PveError(400, 'Parameter verification failed.', {
+                    'schedule': "invalid format - invalid calendar event '{0}' - {1}\n".format(v['schedule'], why)})
+        if '\n' in (v.get('comment') or ''):
+            raise die('property contains a line feed')
+        return options
+
+    def _repl_digest(self):
+        from fakepve.routing import sha1
+        return sha1(json.dumps(self.replication_jobs, sort_keys=True))
 
     async def _repl_list(self, v, user):
         return [self.replication_jobs[i] for i in sorted(self.replication_jobs)]
@@ -322,20 +386,92 @@ class ClusterHaReplication(object):
     async def _repl_read(self, v, user):
         from fakepve.routing import die
         if v['id'] not in self.replication_jobs:
-            raise die("replication job '{0}' does not exist".format(v['id']))
-        return self.replication_jobs[v['id']]
+            raise die("no such replication job '{0}'".format(v['id']))
+        return dict(self.replication_jobs[v['id']], digest=self._repl_digest())
+
+    def _replicatable(self, guest):
+        """`get_replicatable_volumes`: the guest's volumes on storage that can replicate
+        (pve-storage: only ZFS pool storage has the `replicate` feature)."""
+        volumes = []
+        for key, value in sorted(guest.config.items()):
+            volume = str(value).split(',')[0]
+            store = volume.split(':')[0] if ':' in volume else None
+            if store and self.storages.get(store, {}).get('type') == 'zfspool':
+                volumes.append(volume)
+        return volumes
 
     async def _repl_create(self, v, user):
+        """pve-manager `API2/ReplicationConfig.pm` `create`."""
         from fakepve.routing import die
+        m = re.fullmatch(r'(\d+)-(\d+)', str(v.get('id', '')))
+        guest = self.guest(int(m.group(1))) if m else None
+        if guest is None:
+            raise die("Guest '{0}' does not exist.".format(m.group(1) if m else v.get('id')))
+        if v['target'] not in self.nodes:
+            raise die("Target '{0}' does not exist.".format(v['target']))
+        if v.get('source') is not None and v['source'] != guest.node:
+            raise die("Source '{0}' does not match current node of guest '{1}' ({2})".format(
+                v['source'], guest.vmid, guest.node))
+        if v['target'] == guest.node:
+            raise die('Source and target must not be identical')
+        if not self._replicatable(guest):
+            raise die('No replicatable volumes found')
         job = self._repl_job(v)
         if job['id'] in self.replication_jobs:
             raise die("replication job '{0}' already exists".format(job['id']))
+        for other in self.replication_jobs.values():  # `write_config`: one job per target
+            if other['guest'] == job['guest'] and other['target'] == job['target']:
+                raise die("replication job for guest '{0}' to target 'local/{1}' already exists".format(
+                    job['guest'], job['target']))
         self.replication_jobs[job['id']] = job
         return None
 
-    async def _repl_delete(self, v, user):
-        self.replication_jobs.pop(v['id'], None)
+    async def _repl_update(self, v, user):
+        """`update`: the options but the fixed `target`; `delete` drops optional ones."""
+        from fakepve.routing import check_digest, die
+        check_digest(self._repl_digest(), v.get('digest'))
+        job = self.replication_jobs.get(v['id'])
+        if job is None:
+            raise die("no such job '{0}'".format(v['id']))
+        options = self._repl_options(v)
+        if v.get('source') is not None:
+            options['source'] = v['source']
+        deleted = split_list(v.get('delete') or '')
+        for key in deleted:
+            if key == 'target':
+                raise die("unable to delete fixed option 'target'")
+            if key not in ('disable', 'comment', 'rate', 'schedule', 'remove_job', 'source'):
+                raise die("no such option '{0}'".format(key))
+        if 'disable' in v and not v.get('disable'):
+            job.pop('disable', None)  # a false `disable` is not written
+        job.update(options)
+        for key in deleted:
+            job.pop(key, None)
         return None
+
+    async def _repl_delete(self, v, user):
+        """`delete` marks the job (`remove_job`: `full`, or `local` with `keep`); the
+        replication runner (pvescheduler, each minute) removes its snapshots, and with `full`
+        the target's volumes, then the job itself. `force` drops the entry at once."""
+        from fakepve.routing import die, param_error
+        if v.get('force'):
+            if v.get('keep'):
+                raise param_error(keep="conflicts with parameter 'force'")
+            self.replication_jobs.pop(v['id'], None)
+            return None
+        job = self.replication_jobs.get(v['id'])
+        if job is None:
+            raise die("no such job '{0}'".format(v['id']))
+        job['remove_job'] = 'local' if v.get('keep') else 'full'
+        asyncio.ensure_future(self._repl_runner(v['id']))
+        return None
+
+    async def _repl_runner(self, job_id):
+        await self.pause(60)
+        await asyncio.sleep(self.repl_lag)
+        job = self.replication_jobs.get(job_id)
+        if job is not None and job.get('remove_job'):
+            del self.replication_jobs[job_id]
 
     # ----------------------------------------------------------- destroy
 
@@ -357,7 +493,10 @@ class ClusterHaReplication(object):
             return
         for job_id in [i for i, j in self.replication_jobs.items() if j['guest'] == guest.vmid]:
             del self.replication_jobs[job_id]
-        self._ha_forget('{0}:{1}'.format('ct' if what == 'CT' else 'vm', guest.vmid), guest)
+        sid = '{0}:{1}'.format('ct' if what == 'CT' else 'vm', guest.vmid)
+        if sid in self.ha_resources:
+            self._ha_forget(sid, guest, True)
+        self._backup_forget_guest(guest.vmid)
 
     async def _qm_destroy(self, v, user):
         vm = self.find(v['node'], v['vmid'])
@@ -376,7 +515,7 @@ class ClusterHaReplication(object):
         return upid
 
 
-class LauncherPve(ClusterHaReplication, FakePve):
+class LauncherPve(ClusterHaReplication, ClusterHaRules, ClusterBackupJobs, FakePve):
     """FakePve with the qemu disk resize PVE does, and HA resources and
     replication jobs with state (`ClusterHaReplication`).
 
@@ -478,12 +617,15 @@ def set_guest_attrs(guest, attrs):
 def seed(pve, spec):
     """Fill the fake cluster from the seed file's keys (see the module doc)."""
     known = {'nodes', 'storages', 'files', 'tokens', 'users', 'guests', 'settings', 'ha_resources',
-             'replication', 'acl', 'privsep'}
+             'replication', 'pools', 'ha_rules', 'backup_jobs', 'acl', 'privsep'}
     unknown = sorted(set(spec) - known)
     if unknown:
         raise SeedError('unknown seed keys: {0}'.format(', '.join(unknown)))
     for node in spec.get('nodes', []):
         pve.add_node(node)
+    for name, meta in sorted(spec.get('pools', {}).items()):
+        pve.pools.setdefault(name, set())
+        pve.pool_info[name] = {'comment': meta.get('comment'), 'storage': set()}
     for name, store in spec.get('storages', {}).items():
         merged = {'active': 1, 'files': set()}
         merged.update(store)
@@ -513,6 +655,22 @@ def seed(pve, spec):
     for job in spec.get('replication', []):
         job = pve._repl_job(job)
         pve.replication_jobs[job['id']] = job
+    for rule in spec.get('ha_rules', []):
+        seed_call(pve.rule_create, rule)
+    backup = pve_schema.load().paths['/cluster/backup']['POST']['parameters']
+    for job in spec.get('backup_jobs', []):
+        values, errors = pve_schema.validate(backup, job)
+        if errors:
+            raise SeedError('backup job {0}: {1}'.format(job, errors))
+        seed_call(pve.backup_create, values)
+
+
+def seed_call(create, values):
+    """A seeded object made by its own API handler, so it is checked as PVE checks it."""
+    try:
+        create(dict(values))
+    except PveError as exc:
+        raise SeedError('{0}: {1} {2}'.format(values, exc.message, exc.errors or ''))
 
 
 def seed_ha_resource(pve, r):
@@ -521,7 +679,7 @@ def seed_ha_resource(pve, r):
     sid, guest = pve._ha_sid(r['sid'])
     if guest is None:
         raise SeedError('ha resource {0}: no such guest'.format(r['sid']))
-    pve.ha_resources[sid] = {k: r[k] for k in ('comment', 'max_restart', 'max_relocate', 'failback')
+    pve.ha_resources[sid] = {k: r[k] for k in ('state', 'comment', 'max_restart', 'max_relocate', 'failback')
                              if k in r}
     guest.ha_state = r.get('state', 'started')
 

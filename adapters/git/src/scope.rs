@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The kind roots of the tree (spec §2.1): every file under them is read.
-pub const KIND_ROOTS: [&str; 7] = [
+pub const KIND_ROOTS: [&str; 10] = [
     "vm",
     "lxc",
     "iso",
@@ -13,6 +13,9 @@ pub const KIND_ROOTS: [&str; 7] = [
     "templatevm",
     "templatect",
     "diskimage",
+    "pool",
+    "backupjob",
+    "haresource",
 ];
 
 /// The optional process-wide configuration file at the repository root.
@@ -77,5 +80,19 @@ pub(crate) fn note_cluster_dir(tree: &mut RepoTree, rel: &str) {
         && !name.contains('/')
     {
         tree.cluster_dirs.insert(name.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// A kind whose folder is not read would be a kind no repository can
+    /// declare: the roots are exactly the kinds' folders.
+    #[test]
+    fn the_kind_roots_are_every_kinds_folder() {
+        let mut roots: Vec<&str> = super::KIND_ROOTS.to_vec();
+        let mut dirs: Vec<&str> = proxops_core::names::Kind::ALL.map(|k| k.dir()).to_vec();
+        roots.sort_unstable();
+        dirs.sort_unstable();
+        assert_eq!(roots, dirs);
     }
 }

@@ -3,7 +3,9 @@
 //! Requests, for N guests and S (node, storage) pairs: exactly one
 //! `GET /cluster/resources`, one `GET /cluster/replication` (a replicated
 //! guest is destroyed only with `purge`; a server or recording without the
-//! endpoint has no jobs), then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
+//! endpoint has no jobs), one `GET /pools`, one `GET /cluster/backup` and
+//! one `GET /cluster/ha/resources` (the cluster-level kinds,
+//! `proxops_core::cluster::KINDS`), then one `GET /nodes/{n}/{qemu|lxc}/{id}/pending`
 //! per guest on an online node in scope, one bare
 //! `GET /nodes/{n}/storage/{s}/content` per requested pair (never the
 //! per-type `…/content/iso` form: PVE 9.2 answers 500 there on dir storage
@@ -122,6 +124,13 @@ pub fn read_snapshot(
     if let Replication::Unreadable(f) = &snap.replication {
         failures.push(f.clone());
     }
+    for ep in proxops_core::cluster::KINDS {
+        let listing = read_listing(transport, acting_as, ep);
+        if let Err(f) = &listing {
+            failures.push(f.clone());
+        }
+        snap.cluster.listings.insert(ep.kind, listing);
+    }
     // Guests whose resource row could not be fully read: no config read.
     let mut row_problems: BTreeMap<(NodeName, Vmid), String> = BTreeMap::new();
 
@@ -188,6 +197,9 @@ pub fn read_snapshot(
         };
         if !problems.is_empty() {
             row_problems.insert((node.clone(), vmid), problems.join("; "));
+        }
+        if let Some(pool) = text("pool").filter(|p| !p.is_empty()) {
+            snap.cluster.guest_pools.insert(vmid, pool);
         }
         let guest = LiveGuest {
             node: node.clone(),
@@ -467,6 +479,28 @@ fn read_replication(transport: &dyn Transport, acting_as: Option<&str>) -> Repli
         Ok(r) if r.status == 501 || r.status == 404 => Replication::default(),
         Ok(r) if !r.is_success() => fail(status_message(&r, acting_as)),
         Ok(r) => Replication::from_json(r.data()).unwrap_or_else(|e| fail(e.to_string())),
+    }
+}
+
+/// One cluster-level kind's listing (`GET /pools`, `GET /cluster/backup`).
+/// No answer in the recording being replayed is no objects (a recording
+/// made before ProxOps read them; re-record to see them); any other
+/// failure is kept, and nothing of the kind is then created or pruned.
+fn read_listing(
+    transport: &dyn Transport,
+    acting_as: Option<&str>,
+    ep: proxops_core::cluster::Endpoints,
+) -> proxops_core::cluster::Listing {
+    let request = Request::get(ep.collection);
+    let fail = |message: String| ReadFailure {
+        what: describe(&request),
+        message,
+    };
+    match transport.call(&request) {
+        Err(TransportError::NotRecorded { .. }) => Ok(Default::default()),
+        Err(e) => Err(fail(e.to_string())),
+        Ok(r) if !r.is_success() => Err(fail(status_message(&r, acting_as))),
+        Ok(r) => ep.parse(r.data()).map_err(|e| fail(e.to_string())),
     }
 }
 

@@ -36,6 +36,7 @@ mod live_adopt_estate;
 mod live_adopt_secrets;
 mod live_apply;
 mod live_apply_confirm;
+mod live_cluster_objects;
 mod live_dashboard;
 mod live_faults;
 mod live_files;

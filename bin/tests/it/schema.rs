@@ -20,6 +20,9 @@ const KINDS: &[&str] = &[
     "ISO",
     "CTTemplate",
     "DiskImage",
+    "Pool",
+    "BackupJob",
+    "HAResource",
 ];
 
 /// The kind directories manifests live under.
@@ -31,6 +34,9 @@ const KIND_DIRS: &[&str] = &[
     "iso",
     "ctt",
     "diskimage",
+    "pool",
+    "backupjob",
+    "haresource",
 ];
 
 fn repo_root() -> PathBuf {
@@ -172,6 +178,9 @@ fn every_documented_field_is_in_the_schema() {
         ("iso", "iso"),
         ("cttemplate", "cttemplate"),
         ("diskimage", "diskimage"),
+        ("pool", "pool"),
+        ("backupjob", "backupjob"),
+        ("haresource", "haresource"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();

@@ -38,6 +38,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<L
         options: None,
         pve_description: None,
         tags: Vec::new(),
+        pool: None,
         extra: Default::default(),
     };
     if !crate::drift::adopt_ct(cx, &mut ct) {

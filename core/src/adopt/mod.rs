@@ -290,6 +290,8 @@ pub fn adopt(
         push_doc(&mut docs, &mut out, path, r, text);
     }
 
+    cluster_objects(cluster, snapshot, &names, &mut docs, &mut out);
+
     // Every written manifest must read back and validate on its own.
     for (path, (r, text)) in &docs {
         if let Err(why) = check_manifest(r.kind, text) {
@@ -312,6 +314,35 @@ pub fn adopt(
     // Skipped lines start with node then vmid: sort numerically on the id.
     out.skipped.sort_by_key(|l| skip_key(l));
     Ok(out)
+}
+
+/// Pools, backup jobs and HA resources as manifests, next to the guests
+/// (`names`) they name.
+fn cluster_objects(
+    cluster: &ClusterName,
+    snapshot: &LiveSnapshot,
+    names: &BTreeMap<(NodeName, Vmid), ResourceName>,
+    docs: &mut BTreeMap<String, (Ref, String)>,
+    out: &mut Adoption,
+) {
+    let by_vmid: BTreeMap<Vmid, ResourceName> =
+        names.iter().map(|((_, v), n)| (*v, n.clone())).collect();
+    for a in crate::cluster::adopt::adopt(&snapshot.cluster, &by_vmid, &mut out.gaps) {
+        let path = format!("{}/{cluster}/{}.yaml", a.kind.dir(), a.name);
+        let r = Ref {
+            kind: a.kind,
+            name: a.name.clone(),
+        };
+        let text = a.spec.and_then(|spec| {
+            emit::to_yaml(&Document {
+                api_version: API_VERSION.to_owned(),
+                kind: a.kind.to_string(),
+                metadata: metadata(&a.name, a.annotations),
+                spec,
+            })
+        });
+        push_doc(docs, out, path, r, text);
+    }
 }
 
 /// A guest written as a manifest: path, object, YAML text (or why not),
@@ -468,6 +499,9 @@ fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
         Kind::ISO => read::<ArtifactSpec>(text, Spec::Iso),
         Kind::CTTemplate => read::<ArtifactSpec>(text, Spec::CtTemplate),
         Kind::DiskImage => read::<ArtifactSpec>(text, Spec::DiskImage),
+        Kind::Pool => read::<crate::cluster::spec::PoolSpec>(text, Spec::Pool),
+        Kind::BackupJob => read::<crate::cluster::spec::BackupJobSpec>(text, Spec::BackupJob),
+        Kind::HAResource => read::<crate::cluster::spec::HaResourceSpec>(text, Spec::HaResource),
     };
     let (metadata, spec) = parsed.map_err(|e| format!("{}: {}", e.path, e.message))?;
     let errs = manifest::validate(&metadata, &spec);

@@ -32,6 +32,7 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
         pve_name: None,
         pve_description: None,
         tags: Vec::new(),
+        pool: None,
         extra: Default::default(),
         clone: None,
     };

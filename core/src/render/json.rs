@@ -149,7 +149,7 @@ impl Id {
     fn of_target(t: &Target) -> Id {
         match t {
             Target::Guest(v) => Id::Vmid(v.get()),
-            Target::File { .. } => Id::File(t.to_string()),
+            Target::File { .. } | Target::Cluster(_) => Id::File(t.to_string()),
         }
     }
 }

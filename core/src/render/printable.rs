@@ -135,6 +135,7 @@ fn target_text(t: &mut Target) {
             storage: _,
             filename,
         } => clean(filename),
+        Target::Cluster(id) => clean(id),
     }
 }
 

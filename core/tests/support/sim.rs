@@ -67,10 +67,12 @@ pub fn apply_styled(
     work: &Work,
     case_sensitive_tags: bool,
 ) {
-    snapshot
-        .nodes
-        .entry(node.clone())
-        .or_insert(NodeState::Online);
+    if !node.is_cluster_wide() {
+        snapshot
+            .nodes
+            .entry(node.clone())
+            .or_insert(NodeState::Online);
+    }
     match work {
         Work::Download { storage, params } => {
             let content = param(params, "content").unwrap_or("iso").to_owned();
@@ -90,6 +92,11 @@ pub fn apply_styled(
                 });
             }
         }
+        Work::ClusterWrite {
+            method,
+            path,
+            params,
+        } => apply_cluster(snapshot, *method, path, params),
         _ => {
             let Target::Guest(vmid) = target else {
                 panic!("guest work needs a guest target")
@@ -332,7 +339,61 @@ fn apply_guest(
             cfg.values.insert(disk.clone(), value);
             g.config = Ok(cfg);
         }
-        Work::Download { .. } => unreachable!(),
+        Work::Download { .. } | Work::ClusterWrite { .. } => unreachable!(),
+    }
+}
+
+/// A write to `/pools` or `/cluster/backup` as PVE keeps it: the form's
+/// keys become the object's (`delete=` removes keys), a guest joins a
+/// pool with `vms=`.
+fn apply_cluster(
+    snapshot: &mut LiveSnapshot,
+    method: proxops_core::action::WriteMethod,
+    path: &str,
+    params: &Params,
+) {
+    use proxops_core::action::WriteMethod;
+    use proxops_core::cluster::{KINDS, LiveObject};
+    let ep = KINDS
+        .into_iter()
+        .find(|e| path == e.collection || path.starts_with(&format!("{}/", e.collection)))
+        .expect("a cluster-level path");
+    let id = path
+        .strip_prefix(&format!("{}/", ep.collection))
+        .map(str::to_owned)
+        .or_else(|| param(params, ep.id_key).map(str::to_owned))
+        .expect("an object id");
+    if let Some(vms) = param(params, "vms") {
+        let vmid = Vmid::new(vms.parse().unwrap()).unwrap();
+        snapshot.cluster.guest_pools.insert(vmid, id);
+        return;
+    }
+    let listing = snapshot
+        .cluster
+        .listings
+        .entry(ep.kind)
+        .or_insert_with(|| Ok(Default::default()))
+        .as_mut()
+        .unwrap();
+    match method {
+        WriteMethod::Delete => {
+            listing.remove(&id);
+        }
+        WriteMethod::Post | WriteMethod::Put => {
+            let o = listing.entry(id.clone()).or_insert_with(|| LiveObject {
+                id: id.clone(),
+                values: Default::default(),
+            });
+            for (k, v) in &params.0 {
+                if k == "delete" {
+                    for d in v.expose().split(',') {
+                        o.values.remove(d);
+                    }
+                } else if k != ep.id_key {
+                    o.values.insert(k.clone(), v.expose().to_owned());
+                }
+            }
+        }
     }
 }
 

@@ -29,7 +29,10 @@ impl Transport for Gauge {
                 |i| json!({"type": "qemu", "node": "pve1", "vmid": 100 + i, "status": "stopped"}),
             ));
             json!(rows)
-        } else if r.path == "/cluster/replication" {
+        } else if matches!(
+            r.path.as_str(),
+            "/cluster/replication" | "/pools" | "/cluster/backup" | "/cluster/ha/resources"
+        ) {
             json!([])
         } else if r.path.ends_with("/content") {
             std::thread::sleep(Duration::from_millis(5));
@@ -80,7 +83,13 @@ fn reads_never_exceed_the_concurrency_bound() {
         let (max, calls) = read_with(bound);
         assert!(max <= bound, "bound {bound}, saw {max} in flight");
         // The guests are stopped: no VM list is read for QEMU's status.
-        assert_eq!(calls, 2 + GUESTS as usize + 2, "2 + N + S requests");
+        // One listing per cluster-level kind (K) besides.
+        let kinds = proxops_core::cluster::KINDS.len();
+        assert_eq!(
+            calls,
+            2 + kinds + GUESTS as usize + 2,
+            "2 + K + N + S requests"
+        );
     }
 }
 

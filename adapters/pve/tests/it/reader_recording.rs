@@ -32,7 +32,10 @@ impl Transport for Scripted {
                 {"vmid": 100, "type": "qemu", "node": "pve1", "status": "running", "name": "a", "tags": "b;a"},
                 {"vmid": "101", "type": "lxc", "node": "pve1", "status": "stopped", "name": "c"}
             ])),
-            (Method::Get, "/cluster/replication") => ok(json!([])),
+            (
+                Method::Get,
+                "/cluster/replication" | "/pools" | "/cluster/backup" | "/cluster/ha/resources",
+            ) => ok(json!([])),
             (Method::Get, "/nodes/pve1/qemu") => ok(json!([
                 {"vmid": 100, "status": "running", "qmpstatus": "running"}
             ])),

@@ -178,12 +178,16 @@ fn snapshot_reads_nodes_guests_configs_and_storage() {
     assert!(local.has_file("iso", "debian-13.1.0-amd64-netinst.iso"));
     assert!(local.has_file("vztmpl", "debian-13-standard_13.6.1-1_amd64.tar.zst"));
 
-    // 1 resources + 1 replication jobs + 3 `/pending` reads on the online
+    // 1 resources + 1 replication jobs + 3 cluster-level listings (pools,
+    // backup jobs, HA resources) + 3 `/pending` reads on the online
     // node (the container's is not recorded, so it is read through
     // `/config`: one more) + 1 storage on the online node + 1 VM list of
     // the node running VMs (QEMU's status: paused or not).
     let calls = t.calls.lock().unwrap().clone();
-    assert_eq!(calls.len(), 1 + 1 + 3 + 1 + 1 + 1, "{calls:?}");
+    assert_eq!(calls.len(), 1 + 1 + 3 + 3 + 1 + 1 + 1, "{calls:?}");
+    assert!(calls.contains(&"GET /pools".to_owned()));
+    assert!(calls.contains(&"GET /cluster/backup".to_owned()));
+    assert!(calls.contains(&"GET /cluster/ha/resources".to_owned()));
     assert!(calls.contains(&"GET /cluster/replication".to_owned()));
     assert!(calls.contains(&"GET /nodes/pve1/qemu".to_owned()));
     assert!(calls.contains(&"GET /nodes/pve1/qemu/100/pending".to_owned()));
@@ -333,7 +337,13 @@ fn allowlist_ignores_other_nodes_and_marks_unlisted_nodes_unknown() {
     );
     assert_eq!(
         *t.calls.lock().unwrap(),
-        ["GET /cluster/resources", "GET /cluster/replication"],
+        [
+            "GET /cluster/resources",
+            "GET /cluster/replication",
+            "GET /pools",
+            "GET /cluster/backup",
+            "GET /cluster/ha/resources"
+        ],
         "only the cluster-wide reads: pve2 is offline"
     );
 }

@@ -76,7 +76,7 @@ pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Valu
 }
 
 /// The folders that hold manifests, one per kind.
-pub const KIND_DIRS: [&str; 7] = [
+pub const KIND_DIRS: [&str; 10] = [
     "vm",
     "lxc",
     "templatevm",
@@ -84,6 +84,9 @@ pub const KIND_DIRS: [&str; 7] = [
     "iso",
     "ctt",
     "diskimage",
+    "pool",
+    "backupjob",
+    "haresource",
 ];
 
 /// A copy of the demo pointed at `pve` with no manifests and an empty

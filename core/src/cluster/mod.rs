@@ -1,0 +1,274 @@
+//! Cluster-level objects: pools (`/pools`), backup jobs
+//! (`/cluster/backup`) and HA resources (`/cluster/ha/resources`). They
+//! have no node, no vmid and no tags: ProxOps owns the ones whose
+//! `comment` ends with its marker ([`mark`]).
+//!
+//! Each kind is data: where PVE lists it and how it is written
+//! ([`Endpoints`]), and the rows of PVE keys a manifest owns
+//! ([`rows`]: key, manifest field, desired wire value, what an absent field
+//! means). Reading, planning (create, drift, the claim of an adopted
+//! object, prunes under the budget and the empty-desired guard) and
+//! adoption are written once over those rows ([`plan`], [`adopt`]).
+
+pub mod adopt;
+pub mod mark;
+pub(crate) mod plan;
+pub mod rows;
+pub mod spec;
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+use crate::action::{Params, Work, WriteMethod};
+use crate::live::ReadFailure;
+use crate::names::{Kind, Vmid};
+use crate::wire::{WireError, json_to_text};
+
+pub use mark::Owner;
+
+/// One live cluster-level object: every key PVE listed, as text
+/// (numbers and booleans as PVE's `1`/`0`, property-string objects as
+/// `key=value` pairs sorted by key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct LiveObject {
+    pub id: String,
+    pub values: BTreeMap<String, String>,
+}
+
+impl LiveObject {
+    pub fn get(&self, key: &str) -> Option<&str> {
+        self.values.get(key).map(String::as_str)
+    }
+
+    pub fn owner(&self) -> Owner {
+        Owner::of(self.get("comment"))
+    }
+}
+
+/// One kind's listing this cycle, by PVE id, or why it is unknown (never
+/// taken as "none").
+pub type Listing = Result<BTreeMap<String, LiveObject>, ReadFailure>;
+
+/// What PVE holds of the cluster-level kinds this cycle.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct ClusterObjects {
+    /// Per cluster-level kind. A kind missing here was not asked for
+    /// (a snapshot built by hand): read as no objects.
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub listings: BTreeMap<Kind, Listing>,
+    /// Each guest's pool, from the `pool` of its `/cluster/resources` row
+    /// (pve-manager `API2/Cluster.pm` `resources`).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub guest_pools: BTreeMap<Vmid, String>,
+}
+
+impl ClusterObjects {
+    pub fn listing(&self, kind: Kind) -> Result<&BTreeMap<String, LiveObject>, &ReadFailure> {
+        static NONE: BTreeMap<String, LiveObject> = BTreeMap::new();
+        match self.listings.get(&kind) {
+            Some(Ok(m)) => Ok(m),
+            Some(Err(f)) => Err(f),
+            None => Ok(&NONE),
+        }
+    }
+
+    /// The guests PVE lists in pool `id`.
+    pub fn members(&self, id: &str) -> Vec<Vmid> {
+        self.guest_pools
+            .iter()
+            .filter(|(_, p)| p.as_str() == id)
+            .map(|(v, _)| *v)
+            .collect()
+    }
+}
+
+/// Where PVE keeps one cluster-level kind and how it is written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Endpoints {
+    pub kind: Kind,
+    /// The listing (`GET`) and the create (`POST`).
+    pub collection: &'static str,
+    /// The key that names an object in the listing and the create form.
+    pub id_key: &'static str,
+    /// Updates and deletes go to `{collection}/{id}`; else to the
+    /// collection with `{id_key}=` in the form (pve-manager `API2/Pool.pm`:
+    /// `PUT/DELETE /pools` since PVE 8.1, `/pools/{poolid}` being
+    /// deprecated, without nested pools).
+    pub item_in_path: bool,
+    /// What a delete sends besides the id.
+    pub delete_form: &'static [(&'static str, &'static str)],
+}
+
+pub const POOL: Endpoints = Endpoints {
+    kind: Kind::Pool,
+    collection: "/pools",
+    id_key: "poolid",
+    item_in_path: false,
+    delete_form: &[],
+};
+
+pub const BACKUP_JOB: Endpoints = Endpoints {
+    kind: Kind::BackupJob,
+    collection: "/cluster/backup",
+    id_key: "id",
+    item_in_path: true,
+    delete_form: &[],
+};
+
+/// `DELETE …/{sid}` with `purge=0`: PVE's default (`purge=1`,
+/// pve-ha-manager `API2/HA/Resources.pm` `delete`) also edits every HA rule
+/// naming the resource, objects ProxOps may not own.
+pub const HA_RESOURCE: Endpoints = Endpoints {
+    kind: Kind::HAResource,
+    collection: "/cluster/ha/resources",
+    id_key: "sid",
+    item_in_path: true,
+    delete_form: &[("purge", "0")],
+};
+
+/// Every cluster-level kind, in the order they are read and planned.
+pub const KINDS: [Endpoints; 3] = [POOL, BACKUP_JOB, HA_RESOURCE];
+
+pub fn endpoints(kind: Kind) -> Option<Endpoints> {
+    KINDS.into_iter().find(|e| e.kind == kind)
+}
+
+impl Endpoints {
+    pub fn create(&self, id: &str, form: Params) -> Work {
+        let mut params = Params::new();
+        params.push(self.id_key, id);
+        params.0.extend(form.0);
+        Work::ClusterWrite {
+            method: WriteMethod::Post,
+            path: self.collection.to_owned(),
+            params,
+        }
+    }
+
+    fn at(&self, method: WriteMethod, id: &str, form: Params) -> Work {
+        if self.item_in_path {
+            Work::ClusterWrite {
+                method,
+                path: format!("{}/{}", self.collection, crate::step::encode_segment(id)),
+                params: form,
+            }
+        } else {
+            let mut params = Params::new();
+            params.push(self.id_key, id);
+            params.0.extend(form.0);
+            Work::ClusterWrite {
+                method,
+                path: self.collection.to_owned(),
+                params,
+            }
+        }
+    }
+
+    pub fn update(&self, id: &str, form: Params) -> Work {
+        self.at(WriteMethod::Put, id, form)
+    }
+
+    pub fn delete(&self, id: &str) -> Work {
+        let mut form = Params::new();
+        for (k, v) in self.delete_form {
+            form.push(*k, *v);
+        }
+        self.at(WriteMethod::Delete, id, form)
+    }
+
+    /// The listing's `data` array, by id.
+    pub fn parse(
+        &self,
+        data: &serde_json::Value,
+    ) -> Result<BTreeMap<String, LiveObject>, WireError> {
+        let bad = || WireError::Invalid {
+            key: self.collection.to_owned(),
+            value: data.to_string().chars().take(120).collect(),
+            expected: format!("a JSON array of objects with {:?}", self.id_key),
+        };
+        let mut out = BTreeMap::new();
+        for item in data.as_array().ok_or_else(bad)? {
+            let obj = item.as_object().ok_or_else(bad)?;
+            let id = obj
+                .get(self.id_key)
+                .and_then(json_to_text)
+                .ok_or_else(bad)?;
+            let values = obj
+                .iter()
+                .filter(|(k, _)| k.as_str() != self.id_key)
+                .filter_map(|(k, v)| Some((k.clone(), value_text(v)?)))
+                .collect();
+            out.insert(id.clone(), LiveObject { id, values });
+        }
+        Ok(out)
+    }
+}
+
+/// A listed value as text: booleans as `1`/`0`, property-string objects
+/// (`"prune-backups": {"keep-last": "4"}`, pve-guest-common
+/// `VZDump/JobBase.pm` decodes them for the answer) as sorted
+/// `key=value` pairs.
+fn value_text(v: &serde_json::Value) -> Option<String> {
+    match v {
+        serde_json::Value::Bool(b) => Some(if *b { "1" } else { "0" }.to_owned()),
+        serde_json::Value::Object(m) => {
+            let mut pairs: Vec<String> = m
+                .iter()
+                .filter_map(|(k, v)| Some(format!("{k}={}", value_text(v)?)))
+                .collect();
+            // PVE's order is its parser's; the rows compare sorted pairs.
+            pairs.sort();
+            Some(pairs.join(","))
+        }
+        serde_json::Value::Null => None,
+        other => json_to_text(other),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    /// pve-ha-manager `API2/HA/Resources.pm` `delete`: `purge` defaults to
+    /// 1 and then edits every HA rule naming the resource.
+    #[test]
+    fn an_ha_resource_is_deleted_without_purging_rules() {
+        let Work::ClusterWrite {
+            method,
+            path,
+            params,
+        } = HA_RESOURCE.delete("vm:100")
+        else {
+            panic!("a cluster write");
+        };
+        assert_eq!(method, WriteMethod::Delete);
+        assert_eq!(path, "/cluster/ha/resources/vm%3A100");
+        assert_eq!(params.to_wire(), vec![("purge".to_owned(), "0".to_owned())]);
+    }
+
+    #[test]
+    fn pools_are_written_through_the_collection_with_their_id() {
+        let Work::ClusterWrite { path, params, .. } = POOL.update("web", Params::new()) else {
+            panic!("a cluster write");
+        };
+        assert_eq!(path, "/pools");
+        assert_eq!(
+            params.to_wire(),
+            vec![("poolid".to_owned(), "web".to_owned())]
+        );
+    }
+
+    #[test]
+    fn listings_read_property_strings_and_booleans_as_text() {
+        let data = serde_json::json!([
+            {"id": "nightly", "enabled": 1, "prune-backups": {"keep-last": "3", "keep-daily": "7"}, "all": true}
+        ]);
+        let l = BACKUP_JOB.parse(&data).unwrap();
+        let o = &l["nightly"];
+        assert_eq!(o.get("prune-backups"), Some("keep-daily=7,keep-last=3"));
+        assert_eq!(o.get("all"), Some("1"));
+        assert_eq!(o.get("enabled"), Some("1"));
+    }
+}

@@ -1,0 +1,323 @@
+//! The PVE keys a cluster-level manifest owns, as rows: the key, the
+//! manifest field, the desired wire value and what PVE holds when the
+//! manifest leaves the field out. The create form, the drift and adoption
+//! are folds over these rows ([`super::plan`], [`super::adopt`]).
+
+use std::collections::BTreeMap;
+
+use crate::manifest::Spec;
+use crate::names::{Kind, Ref, ResourceName, Vmid};
+use crate::repo::{ClusterDesired, DesiredObject};
+
+/// One owned key of one manifest.
+#[derive(Debug, Clone)]
+pub struct Row {
+    pub key: &'static str,
+    pub path: &'static str,
+    /// The wire value the manifest asks for; `None`: the field is absent.
+    pub want: Option<String>,
+    /// With the field absent, the value PVE reads as its default (the
+    /// object may hold it); any other live value is deleted (`delete=`).
+    /// `None`: PVE must not hold the key at all.
+    pub default: Option<&'static str>,
+    /// PVE's equivalence of two wire values of this key.
+    pub same: fn(&str, &str) -> bool,
+    /// With the field absent, the key is not ProxOps' (never deleted).
+    pub kept_when_absent: bool,
+}
+
+impl Row {
+    fn new(key: &'static str, path: &'static str, want: Option<String>) -> Row {
+        Row {
+            key,
+            path,
+            want,
+            default: None,
+            same: same_text,
+            kept_when_absent: false,
+        }
+    }
+
+    fn kept_when_absent(mut self) -> Row {
+        self.kept_when_absent = true;
+        self
+    }
+
+    fn default(mut self, value: &'static str) -> Row {
+        self.default = Some(value);
+        self
+    }
+
+    fn same(mut self, f: fn(&str, &str) -> bool) -> Row {
+        self.same = f;
+        self
+    }
+
+    /// What must change: `Some(Some(v))` write `v`, `Some(None)` delete
+    /// the key, `None` nothing.
+    pub fn drift(&self, live: Option<&str>) -> Option<Option<&str>> {
+        match (&self.want, live) {
+            (Some(w), Some(l)) if (self.same)(w, l) => None,
+            (Some(w), _) => Some(Some(w.as_str())),
+            (None, _) if self.kept_when_absent => None,
+            (None, None) => None,
+            (None, Some(l)) if self.default.is_some_and(|d| (self.same)(d, l)) => None,
+            (None, Some(_)) => Some(None),
+        }
+    }
+}
+
+fn same_text(a: &str, b: &str) -> bool {
+    a == b
+}
+
+/// A vmid list compared as a set (PVE keeps the order it was given).
+fn same_vmids(a: &str, b: &str) -> bool {
+    fn set(s: &str) -> Vec<&str> {
+        let mut v: Vec<&str> = s.split([',', ' ', ';']).filter(|x| !x.is_empty()).collect();
+        v.sort_unstable();
+        v.dedup();
+        v
+    }
+    set(a) == set(b)
+}
+
+/// `compress`: `1` is PVE's old spelling of `lzo`, `0` of none.
+fn same_compress(a: &str, b: &str) -> bool {
+    fn norm(s: &str) -> &str {
+        match s {
+            "1" => "lzo",
+            "" => "0",
+            other => other,
+        }
+    }
+    norm(a) == norm(b)
+}
+
+/// One desired cluster-level object: its PVE id and its rows.
+#[derive(Debug, Clone)]
+pub struct Desired {
+    pub id: String,
+    pub rows: Vec<Row>,
+    pub noprune: bool,
+}
+
+/// A Pool manifest's PVE id.
+pub fn pool_id(obj: &DesiredObject) -> Option<String> {
+    match &obj.spec {
+        Spec::Pool(p) => Some(p.id.clone().unwrap_or_else(|| obj.r#ref.name.to_string())),
+        _ => None,
+    }
+}
+
+/// The PVE id of a cluster-level manifest (an HA resource's is its
+/// guest's among `objects`).
+pub fn id_of(obj: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Option<String> {
+    match &obj.spec {
+        Spec::Pool(_) => pool_id(obj),
+        Spec::BackupJob(b) => Some(b.id.clone().unwrap_or_else(|| obj.r#ref.name.to_string())),
+        Spec::HaResource(h) => {
+            let r = parse_guest_ref(&h.guest, |r| objects.contains_key(r))?;
+            let (_, vmid) = objects.get(&r)?.spec.guest_id()?;
+            Some(ha_sid(r.kind, vmid))
+        }
+        _ => None,
+    }
+}
+
+/// pve-ha-manager `HA/Config.pm` `parse_sid`: `vm:<vmid>` for qemu
+/// guests, `ct:<vmid>` for containers.
+pub fn ha_sid(kind: Kind, vmid: Vmid) -> String {
+    if kind.is_lxc() {
+        format!("ct:{vmid}")
+    } else {
+        format!("vm:{vmid}")
+    }
+}
+
+/// The guest kinds a bare guest name is looked up in, in this order.
+pub const GUEST_KINDS: [Kind; 4] = [Kind::VM, Kind::LXC, Kind::TemplateVM, Kind::TemplateCT];
+
+/// The guest manifest a reference names: `Kind:name`, or a bare name
+/// looked up among the guest kinds.
+pub fn guest_ref(all: &ClusterDesired, text: &str) -> Option<Ref> {
+    parse_guest_ref(text, |r| all.objects.contains_key(r))
+}
+
+/// [`guest_ref`] over any set of manifests (`exists`).
+pub fn parse_guest_ref(text: &str, exists: impl Fn(&Ref) -> bool) -> Option<Ref> {
+    if let Some((kind, name)) = text.split_once(':') {
+        let kind = Kind::parse(kind.trim()).filter(|k| k.is_guest())?;
+        let name = ResourceName::new(name.trim()).ok()?;
+        return Some(Ref { kind, name });
+    }
+    let name = ResourceName::new(text.trim()).ok()?;
+    GUEST_KINDS
+        .into_iter()
+        .map(|kind| Ref {
+            kind,
+            name: name.clone(),
+        })
+        .find(|r| exists(r))
+}
+
+fn vmids(all: &ClusterDesired, names: &[String]) -> Option<String> {
+    if names.is_empty() {
+        return None;
+    }
+    let mut ids: Vec<Vmid> = names
+        .iter()
+        .filter_map(|n| guest_ref(all, n))
+        .filter_map(|r| all.get(&r)?.spec.guest_id().map(|(_, v)| v))
+        .collect();
+    ids.sort();
+    ids.dedup();
+    Some(
+        ids.iter()
+            .map(Vmid::to_string)
+            .collect::<Vec<_>>()
+            .join(","),
+    )
+}
+
+fn flag(b: bool) -> String {
+    if b { "1" } else { "0" }.to_owned()
+}
+
+/// The rows of one cluster-level manifest, in create-form order.
+pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
+    let noprune = obj.metadata.prune_disabled();
+    let mut rows = Vec::new();
+    match &obj.spec {
+        Spec::Pool(p) => {
+            rows.push(Row::new(
+                "comment",
+                "spec.comment",
+                Some(super::mark::marked(p.comment.as_deref(), noprune)),
+            ));
+        }
+        Spec::BackupJob(b) => {
+            let pool = b.pool.as_ref().and_then(|name| {
+                all.get(&Ref {
+                    kind: Kind::Pool,
+                    name: name.clone(),
+                })
+                .and_then(pool_id)
+            });
+            rows.extend([
+                Row::new("schedule", "spec.schedule", Some(b.schedule.clone())),
+                Row::new(
+                    "storage",
+                    "spec.storage",
+                    b.storage.as_ref().map(ToString::to_string),
+                ),
+                Row::new("vmid", "spec.guests", vmids(all, &b.guests)).same(same_vmids),
+                Row::new("pool", "spec.pool", pool),
+                Row::new("all", "spec.all", b.all.filter(|a| *a).map(flag)).default("0"),
+                Row::new("exclude", "spec.exclude", vmids(all, &b.exclude)).same(same_vmids),
+                Row::new(
+                    "node",
+                    "spec.node",
+                    b.node.as_ref().map(ToString::to_string),
+                ),
+                Row::new("mode", "spec.mode", b.mode.clone()).default("snapshot"),
+                Row::new(
+                    "compress",
+                    "spec.compress",
+                    b.compress
+                        .as_deref()
+                        .map(|c| if c == "none" { "0" } else { c }.to_owned()),
+                )
+                .default("0")
+                .same(same_compress),
+                Row::new(
+                    "prune-backups",
+                    "spec.retention",
+                    b.retention.as_ref().map(|keep| {
+                        keep.iter()
+                            .map(|(k, v)| format!("{k}={v}"))
+                            .collect::<Vec<_>>()
+                            .join(",")
+                    }),
+                ),
+                Row::new(
+                    "notification-mode",
+                    "spec.notification-mode",
+                    b.notification_mode.clone(),
+                )
+                .default("auto"),
+                // Not deletable (pve-manager `API2/Backup.pm` update_job),
+                // so always written.
+                Row::new(
+                    "enabled",
+                    "spec.enabled",
+                    Some(flag(b.enabled.unwrap_or(true))),
+                ),
+                Row::new(
+                    "repeat-missed",
+                    "spec.repeat-missed",
+                    b.repeat_missed.map(flag),
+                )
+                .default("0"),
+                Row::new(
+                    "comment",
+                    "spec.comment",
+                    Some(super::mark::marked(b.comment.as_deref(), noprune)),
+                ),
+            ]);
+        }
+        Spec::HaResource(h) => {
+            rows.extend([
+                Row::new("state", "spec.state", h.state.clone()).kept_when_absent(),
+                Row::new(
+                    "max_restart",
+                    "spec.max-restart",
+                    h.max_restart.map(|n| n.to_string()),
+                )
+                .default("1"),
+                Row::new(
+                    "max_relocate",
+                    "spec.max-relocate",
+                    h.max_relocate.map(|n| n.to_string()),
+                )
+                .default("1"),
+                Row::new("failback", "spec.failback", h.failback.map(flag)).default("1"),
+                Row::new(
+                    "comment",
+                    "spec.comment",
+                    Some(super::mark::marked(h.comment.as_deref(), noprune)),
+                ),
+            ]);
+        }
+        _ => return None,
+    }
+    Some(Desired {
+        id: id_of(obj, &all.objects)?,
+        rows,
+        noprune,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_absent_field_deletes_only_what_differs_from_pves_default() {
+        let mode = Row::new("mode", "spec.mode", None).default("snapshot");
+        assert_eq!(mode.drift(None), None);
+        assert_eq!(mode.drift(Some("snapshot")), None);
+        assert_eq!(mode.drift(Some("stop")), Some(None));
+        let storage = Row::new("storage", "spec.storage", None);
+        assert_eq!(storage.drift(Some("nfs")), Some(None));
+    }
+
+    #[test]
+    fn vmid_lists_compare_as_sets_and_compress_by_its_meaning() {
+        let r = Row::new("vmid", "spec.guests", Some("100,101".into())).same(same_vmids);
+        assert_eq!(r.drift(Some("101,100")), None);
+        assert_eq!(r.drift(Some("100")), Some(Some("100,101")));
+        let c = Row::new("compress", "spec.compress", Some("lzo".into())).same(same_compress);
+        assert_eq!(c.drift(Some("1")), None);
+    }
+}

@@ -1,0 +1,379 @@
+//! The manifests of cluster-level objects: `Pool` and `BackupJob`, as an
+//! operator writes them, and the rules one document alone must follow.
+//! References to other manifests (a backup job's guests and pool) are the
+//! composition's ([`crate::graph`]).
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::FieldError;
+use crate::names::{NodeName, ResourceName, StorageId};
+
+/// A resource pool (`/pools`): a named group of guests that permissions
+/// can be granted on. Guests join it with their own `spec.pool`.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct PoolSpec {
+    /// The PVE pool id, when it is not `metadata.name`: letters, digits,
+    /// `.`, `-` and `_`, starting with a letter (nested pools `a/b` are not
+    /// managed yet).
+    #[schemars(extend("x-pve-key" = "poolid", "x-default" = "metadata.name", "x-impact" = "create-only"))]
+    pub id: Option<String>,
+    /// Free text shown in PVE; ProxOps appends its ownership marker
+    /// (` [proxops]`) when writing it.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// A scheduled backup job (`/cluster/backup`, PVE's jobs.cfg).
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct BackupJobSpec {
+    /// The PVE job id, when it is not `metadata.name`: a letter, then
+    /// letters, digits, `-` and `_` (2-50 characters).
+    #[schemars(extend("x-pve-key" = "id", "x-default" = "metadata.name", "x-impact" = "create-only"))]
+    pub id: Option<String>,
+    /// When the job runs: a systemd-like calendar event as PVE reads it
+    /// (`21:00`, `mon..fri 02:30`, `*/15`, `daily`).
+    #[schemars(extend("x-pve-key" = "schedule", "x-default" = "— (required)", "x-impact" = "live"))]
+    pub schedule: String,
+    /// The backup storage (absent: PVE's default, `local`).
+    #[schemars(extend("x-pve-key" = "storage", "x-default" = "not sent (PVE: local)", "x-impact" = "live"))]
+    pub storage: Option<StorageId>,
+    /// The guests to back up, by manifest name (`web-01`, or `LXC:dns`
+    /// where the name is not unique among the guest kinds). Exactly one of
+    /// `guests`, `pool` and `all`.
+    #[schemars(extend("x-pve-key" = "vmid", "x-default" = "none", "x-impact" = "live"))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub guests: Vec<String>,
+    /// Every guest of this Pool manifest.
+    #[schemars(extend("x-pve-key" = "pool", "x-default" = "none", "x-impact" = "live"))]
+    pub pool: Option<ResourceName>,
+    /// Every guest of the cluster (less `exclude`).
+    #[schemars(extend("x-pve-key" = "all", "x-default" = "false", "x-impact" = "live"))]
+    pub all: Option<bool>,
+    /// With `all`: guests left out, by manifest name.
+    #[schemars(extend("x-pve-key" = "exclude", "x-default" = "none", "x-impact" = "live"))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub exclude: Vec<String>,
+    /// Run on this node only (absent: every node backs up its own guests).
+    #[schemars(extend("x-pve-key" = "node", "x-default" = "every node", "x-impact" = "live"))]
+    pub node: Option<NodeName>,
+    /// `snapshot`, `suspend` or `stop`.
+    #[schemars(extend("x-pve-key" = "mode", "x-default" = "snapshot", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(BACKUP_MODES))]
+    pub mode: Option<String>,
+    /// `none`, `lzo`, `gzip` or `zstd`.
+    #[schemars(extend("x-pve-key" = "compress", "x-default" = "none", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(BACKUP_COMPRESSIONS))]
+    pub compress: Option<String>,
+    /// How many backups to keep: `keep-last`, `keep-hourly`, `keep-daily`,
+    /// `keep-weekly`, `keep-monthly`, `keep-yearly` (each at least 1), or
+    /// `keep-all: 1` alone (absent: the storage's retention).
+    #[schemars(extend("x-pve-key" = "prune-backups", "x-default" = "the storage's", "x-impact" = "live"))]
+    pub retention: Option<BTreeMap<String, u32>>,
+    /// `auto`, `legacy-sendmail` or `notification-system`.
+    #[schemars(extend("x-pve-key" = "notification-mode", "x-default" = "auto", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(NOTIFICATION_MODES))]
+    pub notification_mode: Option<String>,
+    /// `false` keeps the job without running it.
+    #[schemars(extend("x-pve-key" = "enabled", "x-default" = "true", "x-impact" = "live"))]
+    pub enabled: Option<bool>,
+    /// Run a run missed while the node was off as soon as it is up.
+    #[schemars(extend("x-pve-key" = "repeat-missed", "x-default" = "false", "x-impact" = "live"))]
+    pub repeat_missed: Option<bool>,
+    /// Free text shown in PVE (at most 494 characters: PVE keeps 512 with
+    /// ProxOps' ownership marker).
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// A guest the HA manager keeps running (`/cluster/ha/resources`); its
+/// PVE id is the guest's, `vm:<vmid>` or `ct:<vmid>`.
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HaResourceSpec {
+    /// The guest, by manifest name (`db-01`, or `LXC:dns` where the name is
+    /// not unique among the guest kinds).
+    #[schemars(extend("x-pve-key" = "sid", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    pub guest: String,
+    /// The state the HA manager holds the guest in: `started`, `stopped`,
+    /// `disabled` or `ignored`. Absent: not managed by ProxOps (PVE's
+    /// default is `started`); the guest manifest's `spec.state` is what
+    /// ProxOps asks the HA manager for when it powers the guest.
+    #[schemars(extend("x-pve-key" = "state", "x-default" = "not managed (PVE: started)", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(HA_STATES))]
+    pub state: Option<String>,
+    /// Restart attempts on the node before relocating.
+    #[schemars(extend("x-pve-key" = "max_restart", "x-default" = "1", "x-impact" = "live"))]
+    pub max_restart: Option<u32>,
+    /// Relocation attempts after restarts failed.
+    #[schemars(extend("x-pve-key" = "max_relocate", "x-default" = "1", "x-impact" = "live"))]
+    pub max_relocate: Option<u32>,
+    /// Move back to the preferred node when it is up again.
+    #[schemars(extend("x-pve-key" = "failback", "x-default" = "true", "x-impact" = "live"))]
+    pub failback: Option<bool>,
+    /// Free text, one line (PVE refuses a line feed here), at most 4078
+    /// characters; ProxOps appends ` [proxops]`.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// pve-ha-manager `HA/Resources.pm` `$resource_state_schema`.
+pub const HA_STATES: &[&str] = &["started", "stopped", "disabled", "ignored"];
+
+/// pve-manager `PVE/VZDump.pm` `$confdesc`: `mode`.
+pub const BACKUP_MODES: &[&str] = &["snapshot", "suspend", "stop"];
+/// `compress` (`1` is PVE's old spelling of `lzo`).
+pub const BACKUP_COMPRESSIONS: &[&str] = &["none", "lzo", "gzip", "zstd"];
+/// `notification-mode`.
+pub const NOTIFICATION_MODES: &[&str] = &["auto", "legacy-sendmail", "notification-system"];
+/// pve-storage `PVE/Storage/Plugin.pm` `$prune_backups_format`.
+pub const RETENTION_KEYS: &[&str] = &[
+    "keep-all",
+    "keep-last",
+    "keep-hourly",
+    "keep-daily",
+    "keep-weekly",
+    "keep-monthly",
+    "keep-yearly",
+];
+
+/// pve-access-control `PVE/AccessControl.pm` `verify_poolname` (one
+/// level: nested pools are not managed) and `API2/Pool.pm`
+/// `create_pool`'s "pool name must start with a letter".
+pub fn check_pool_id(id: &str) -> Result<(), String> {
+    let ok = id.starts_with(|c: char| c.is_ascii_alphabetic())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid pool id {id:?}: use a letter, then letters, digits, '.', '-' and '_' (PVE's pool names; nested pools are not managed)"
+        ))
+    }
+}
+
+/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`
+/// (`^[a-z][a-z0-9_-]+$`, any case), and `pve-backup-jobid`'s 50
+/// characters (pve-manager `API2/Backup.pm`).
+pub fn check_job_id(id: &str) -> Result<(), String> {
+    let ok = id.len() >= 2
+        && id.len() <= 50
+        && id.starts_with(|c: char| c.is_ascii_alphabetic())
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid job id {id:?}: use 2-50 characters, a letter then letters, digits, '-' and '_' (PVE's configuration ids)"
+        ))
+    }
+}
+
+/// PVE keeps a comment of these objects without surrounding blanks
+/// (section-config values are trimmed on read), and ProxOps' marker ends
+/// it: a comment that starts or ends with a blank, or holds the marker's
+/// own text, would never read back as written.
+fn check_comment(comment: Option<&str>, max: usize, errs: &mut Vec<FieldError>) {
+    let Some(c) = comment else { return };
+    let path = "spec.comment";
+    if c.trim() != c || c.is_empty() {
+        errs.push(FieldError::new(
+            path,
+            "a comment may not be empty or start or end with a blank: PVE trims it, so it would never read back as written",
+        ));
+    }
+    if c.contains(super::mark::MARK_PREFIX) {
+        errs.push(FieldError::new(
+            path,
+            format!(
+                "a comment may not hold {:?}: ProxOps writes its ownership marker there itself",
+                super::mark::MARK_PREFIX
+            ),
+        ));
+    }
+    if c.chars().count() > max {
+        errs.push(FieldError::new(
+            path,
+            format!("a comment of {} characters is too long: PVE keeps {} with ProxOps' marker, so at most {max}", c.chars().count(), max + super::mark::LONGEST_MARK.len()),
+        ));
+    }
+}
+
+/// The id checked where it comes from: `spec.id`, else `metadata.name`.
+fn check_id(
+    name: &ResourceName,
+    id: Option<&String>,
+    check: fn(&str) -> Result<(), String>,
+    errs: &mut Vec<FieldError>,
+) {
+    let (path, id) = match id {
+        Some(id) => ("spec.id", id.as_str()),
+        None => ("metadata.name", name.as_str()),
+    };
+    if let Err(e) = check(id) {
+        let hint = if path == "metadata.name" {
+            "; set spec.id to the PVE id"
+        } else {
+            ""
+        };
+        errs.push(FieldError::new(path, format!("{e}{hint}")));
+    }
+}
+
+pub(crate) fn validate_pool(name: &ResourceName, s: &PoolSpec, errs: &mut Vec<FieldError>) {
+    check_id(name, s.id.as_ref(), check_pool_id, errs);
+    check_comment(s.comment.as_deref(), usize::MAX / 2, errs);
+}
+
+pub(crate) fn validate_backup_job(
+    name: &ResourceName,
+    s: &BackupJobSpec,
+    errs: &mut Vec<FieldError>,
+) {
+    check_id(name, s.id.as_ref(), check_job_id, errs);
+    if s.schedule.trim() != s.schedule {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            "a schedule may not start or end with a blank",
+        ));
+    } else if s.schedule.len() > 128 {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            "a schedule is at most 128 characters (PVE's pve-calendar-event)",
+        ));
+    } else if let Err(e) = crate::calendar::check(&s.schedule) {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            format!("invalid schedule {:?}: PVE refuses it ({e}); use a calendar event such as \"21:00\", \"mon..fri 02:30\" or \"*/15\"", s.schedule),
+        ));
+    }
+    let selections = usize::from(!s.guests.is_empty())
+        + usize::from(s.pool.is_some())
+        + usize::from(s.all == Some(true));
+    if selections != 1 {
+        errs.push(FieldError::new(
+            "spec",
+            "a backup job selects its guests with exactly one of spec.guests, spec.pool and spec.all: true",
+        ));
+    }
+    for (list, path) in [(&s.guests, "spec.guests"), (&s.exclude, "spec.exclude")] {
+        for (i, text) in list.iter().enumerate() {
+            if super::rows::parse_guest_ref(text, |_| true).is_none() {
+                errs.push(FieldError::new(
+                    format!("{path}[{i}]"),
+                    format!("invalid guest reference {text:?}: use a guest manifest's name (web-01) or Kind:name (LXC:dns) with Kind one of VM, LXC, TemplateVM, TemplateCT"),
+                ));
+            }
+        }
+    }
+    if !s.exclude.is_empty() && s.all != Some(true) {
+        errs.push(FieldError::new(
+            "spec.exclude",
+            "spec.exclude only applies with spec.all: true (PVE ignores it otherwise)",
+        ));
+    }
+    one_of("spec.mode", s.mode.as_deref(), BACKUP_MODES, errs);
+    one_of(
+        "spec.compress",
+        s.compress.as_deref(),
+        BACKUP_COMPRESSIONS,
+        errs,
+    );
+    one_of(
+        "spec.notification-mode",
+        s.notification_mode.as_deref(),
+        NOTIFICATION_MODES,
+        errs,
+    );
+    if let Some(keep) = &s.retention {
+        check_retention(keep, errs);
+    }
+    check_comment(
+        s.comment.as_deref(),
+        512 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
+}
+
+fn one_of(path: &str, value: Option<&str>, allowed: &[&str], errs: &mut Vec<FieldError>) {
+    if let Some(v) = value
+        && !allowed.contains(&v)
+    {
+        errs.push(FieldError::new(
+            path,
+            format!("invalid value {v:?}: use one of {}", allowed.join(", ")),
+        ));
+    }
+}
+
+/// pve-storage `Plugin.pm` `validate_prune_backups`: `keep-all` alone;
+/// PVE turns a retention of only zeros into `keep-all`, so each keep is at
+/// least 1.
+fn check_retention(keep: &BTreeMap<String, u32>, errs: &mut Vec<FieldError>) {
+    let path = "spec.retention";
+    for (k, v) in keep {
+        if !RETENTION_KEYS.contains(&k.as_str()) {
+            errs.push(FieldError::new(
+                format!("{path}.{k}"),
+                format!("unknown retention {k:?}: use {}", RETENTION_KEYS.join(", ")),
+            ));
+        } else if k == "keep-all" && *v != 1 {
+            errs.push(FieldError::new(
+                format!("{path}.{k}"),
+                "keep-all is 1 (keep every backup); leave it out otherwise",
+            ));
+        } else if *v == 0 {
+            errs.push(FieldError::new(
+                format!("{path}.{k}"),
+                "keep at least 1 (PVE reads a retention of zeros as keep-all)",
+            ));
+        }
+    }
+    if keep.contains_key("keep-all") && keep.len() > 1 {
+        errs.push(FieldError::new(
+            path,
+            "keep-all cannot be set together with other options (PVE refuses it)",
+        ));
+    }
+    if keep.is_empty() {
+        errs.push(FieldError::new(
+            path,
+            "an empty retention: leave spec.retention out to use the storage's",
+        ));
+    }
+}
+
+pub(crate) fn validate_ha_resource(s: &HaResourceSpec, errs: &mut Vec<FieldError>) {
+    if super::rows::parse_guest_ref(&s.guest, |_| true).is_none() {
+        errs.push(FieldError::new(
+            "spec.guest",
+            format!("invalid guest reference {:?}: use a guest manifest's name (db-01) or Kind:name (LXC:dns)", s.guest),
+        ));
+    }
+    one_of("spec.state", s.state.as_deref(), HA_STATES, errs);
+    if s.comment
+        .as_deref()
+        .is_some_and(|c| c.contains(['\n', '\r']))
+    {
+        // pve-common `SectionConfig.pm` `check_value`: "property contains a line feed".
+        errs.push(FieldError::new(
+            "spec.comment",
+            "an HA resource's comment is one line: PVE refuses a line feed (\"property contains a line feed\")",
+        ));
+    }
+    check_comment(
+        s.comment.as_deref(),
+        4096 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
+}
