@@ -28,6 +28,7 @@ mod docs_examples;
 mod error_hints;
 mod extra_keys;
 mod fault_sweep;
+mod first_hour;
 mod idempotency;
 mod input_bounds;
 mod json_logs;
