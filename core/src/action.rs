@@ -513,6 +513,9 @@ pub enum SkipReason {
     /// A create waits for an artifact whose presence on its node is
     /// unknown this cycle.
     ArtifactUnknown { artifact: Ref, node: NodeName },
+    /// A create waits for an artifact whose download to its node PVE
+    /// would refuse (the artifact's own anomaly says why).
+    ArtifactRefused { artifact: Ref, node: NodeName },
     /// PVE holds the guest locked (`backup`, `migrate`, `snapshot`,
     /// `suspended`, …) and refuses config changes until the lock goes:
     /// nothing is attempted.
@@ -605,6 +608,10 @@ impl fmt::Display for SkipReason {
             SkipReason::ArtifactNotPlaced { artifact, node } => write!(
                 f,
                 "create deferred: {artifact} is not placed on node {node} (add {node} to its spec.nodes)"
+            ),
+            SkipReason::ArtifactRefused { artifact, node } => write!(
+                f,
+                "create deferred: {artifact} cannot be downloaded to node {node} (see its anomaly)"
             ),
             SkipReason::ArtifactUnknown { artifact, node } => write!(
                 f,

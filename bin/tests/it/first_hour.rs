@@ -125,3 +125,69 @@ fn a_base_url_with_another_path_is_refused_by_validate() {
     let shown = refused_by_both(&pve, &repo).replace(pve.url(), "https://PVE");
     insta::assert_snapshot!(shown);
 }
+
+/// Replaces `from` with `to` in one file of the repository.
+fn edit(repo: &Repo, file: &str, from: &str, to: &str) {
+    let path = repo.path().join(file);
+    let text = std::fs::read_to_string(&path).unwrap();
+    assert!(text.contains(from), "{file} has no {from:?}");
+    std::fs::write(&path, text.replacen(from, to, 1)).unwrap();
+}
+
+/// The lines of a text plan that speak of `names`, and its summary.
+fn plan_lines(stdout: &str, names: &[&str]) -> String {
+    stdout
+        .lines()
+        .filter(|l| names.iter().any(|n| l.contains(n)) || l.starts_with("Plan:"))
+        .map(|l| format!("{}\n", l.trim_end()))
+        .collect()
+}
+
+#[test]
+fn an_iso_on_a_storage_without_iso_content_is_refused_at_plan_time() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    edit(
+        &repo,
+        "iso/base/debian-13-netinst.yaml",
+        "storage: local\n",
+        "storage: local-lvm\n",
+    );
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    let shown = plan_lines(&diff.stdout, &["debian-13-netinst", "installer"]);
+    // No download is planned: PVE would refuse it seconds into the apply.
+    assert!(
+        !diff
+            .stdout
+            .lines()
+            .any(|l| l.trim_start().starts_with("download") && l.contains("ISO/")),
+        "{}",
+        diff.all()
+    );
+    insta::assert_snapshot!(format!("exit {}\n{shown}", diff.code));
+    pve.forget_requests().unwrap();
+    let apply = apply(&pve, &repo, &[]);
+    // The apply tries no download to local-lvm, and says what waits.
+    assert!(
+        !writes(&pve)
+            .iter()
+            .any(|(_, p)| p.contains("/storage/local-lvm/download-url")),
+        "{}",
+        apply.all()
+    );
+    assert!(
+        apply.all().contains("not configured for iso content"),
+        "{}",
+        apply.all()
+    );
+}
+
+#[test]
+fn a_guest_whose_iso_is_not_declared_on_its_node_is_refused_at_plan_time() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    edit(&repo, "vm/home/installer.yaml", "node: pve1", "node: pve2");
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    let shown = plan_lines(&diff.stdout, &["installer"]);
+    insta::assert_snapshot!(format!("exit {}\n{shown}", diff.code));
+}

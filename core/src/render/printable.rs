@@ -171,6 +171,7 @@ fn skip(s: &mut Skipped) {
         | SkipReason::NodeOffline { .. }
         | SkipReason::ArtifactNotPlaced { .. }
         | SkipReason::ArtifactUnknown { .. }
+        | SkipReason::ArtifactRefused { .. }
         | SkipReason::CloneNeedsSharedStorage { .. }
         | SkipReason::CloneStorageUnknown { .. }
         | SkipReason::PowerUnknown => {}
