@@ -566,6 +566,19 @@ impl SkipReason {
     pub fn is_pending_restart(&self) -> bool {
         matches!(self, SkipReason::PendingRestart { .. })
     }
+
+    /// Work the desired state asks for and this cycle does not do (a
+    /// locked guest, an offline node, an artifact not there yet, …), as
+    /// against what ProxOps never touches by design (an untagged guest, a
+    /// prune-protected one) and a pending restart (counted on its own).
+    pub fn is_undone_work(&self) -> bool {
+        !matches!(
+            self,
+            SkipReason::Untagged { .. }
+                | SkipReason::PruneProtected
+                | SkipReason::PendingRestart { .. }
+        )
+    }
 }
 
 impl fmt::Display for SkipReason {

@@ -555,7 +555,7 @@ fn aborted_cluster_shows_only_its_reason() {
     assert_eq!(
         text,
         "=== lab ===\naborted: manifest parse error: vm/web.yaml:3:1: unknown field\n\
-         lab: aborted, nothing planned\n\nPlan: no changes (1 cluster, 1 aborted)\n"
+         lab: aborted, nothing planned\n\nPlan: nothing planned, nothing read (1 cluster, 1 aborted)\n"
     );
 }
 

@@ -191,3 +191,52 @@ fn a_guest_whose_iso_is_not_declared_on_its_node_is_refused_at_plan_time() {
     let shown = plan_lines(&diff.stdout, &["installer"]);
     insta::assert_snapshot!(format!("exit {}\n{shown}", diff.code));
 }
+
+#[test]
+fn exit_codes_tell_converged_changes_and_a_person_apart() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    let code = |repo: &Repo| proxops(&pve, repo, &["diff", "--exit-code"]);
+    let changes = code(&repo);
+    assert_eq!(changes.code, 3, "{}", changes.all());
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    let converged = code(&repo);
+    assert_eq!(converged.code, 0, "{}", converged.all());
+    assert!(converged.stdout.contains("Plan: no changes (1 cluster)"));
+    // A backup holds the guest's lock while its manifest changes: the
+    // change is skipped this cycle, counted, and a person is told.
+    pve.set_guest(150, serde_json::json!({"lock": "backup"}))
+        .unwrap();
+    edit(
+        &repo,
+        "vm/base/monitoring.yaml",
+        "memory: 1GiB",
+        "memory: 2GiB",
+    );
+    let locked = code(&repo);
+    assert_eq!(locked.code, 4, "{}", locked.all());
+    insta::assert_snapshot!(plan_lines(&locked.stdout, &["monitoring"]));
+}
+
+#[test]
+fn a_cluster_that_was_not_read_is_never_said_to_have_no_changes() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    // Every inventory read answers 500 (retries included).
+    pve.call(
+        "fail",
+        serde_json::json!(["GET", "/cluster/resources"]),
+        serde_json::json!({"status": 500, "message": "boom: inventory unreadable"}),
+    )
+    .unwrap();
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    assert_eq!(diff.code, 1, "{}", diff.all());
+    assert!(!diff.stdout.contains("no changes"), "{}", diff.all());
+    assert!(
+        diff.stdout
+            .contains("Plan: nothing planned, nothing read (1 cluster, 1 aborted)"),
+        "{}",
+        diff.all()
+    );
+}

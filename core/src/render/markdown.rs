@@ -189,7 +189,7 @@ fn summary(out: &mut String, plan: &Plan) {
         t.deferred,
         t.anomalies,
         plural(t.anomalies, "anomaly", "anomalies"),
-        plan.skipped.len(),
+        t.skipped,
     );
 }
 
