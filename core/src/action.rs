@@ -47,6 +47,17 @@ impl Impact {
     }
 }
 
+/// [`Action::impact_word`] for an operation named as [`Op::as_str`] names
+/// it (a stored plan keeps the name).
+pub fn impact_word(op: &str, impact: Impact) -> &'static str {
+    match (op, impact) {
+        (_, Impact::Blocked) => impact.as_str(),
+        ("stop", _) => "downtime",
+        ("prune", _) => "destroys",
+        _ => impact.as_str(),
+    }
+}
+
 impl fmt::Display for Impact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -437,6 +448,13 @@ pub struct Action {
 }
 
 impl Action {
+    /// The word the renderings show in the impact column: the impact on
+    /// the guest, except that a stop is downtime and a prune destroys the
+    /// guest and its disks, which "live" would hide.
+    pub fn impact_word(&self) -> &'static str {
+        impact_word(self.op.as_str(), self.impact)
+    }
+
     pub fn is_destructive(&self) -> bool {
         self.op == Op::Prune || self.impact == Impact::StopStart || self.op == Op::Stop
     }

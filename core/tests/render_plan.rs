@@ -812,11 +812,44 @@ fn text_lines_carry_impact_on_every_action() {
         .filter(|l| l.contains(" id=") && !l.contains("skip ") && !l.contains('_'))
     {
         assert!(
-            ["[live]", "[reboot]", "[stop-start]", "[blocked]"]
-                .iter()
-                .any(|i| line.contains(i)),
+            [
+                "[live]",
+                "[reboot]",
+                "[stop-start]",
+                "[blocked]",
+                "[downtime]",
+                "[destroys]"
+            ]
+            .iter()
+            .any(|i| line.contains(i)),
             "no impact on {line:?}"
         );
+    }
+}
+
+/// A stop is downtime and a prune destroys: neither is shown as `live`,
+/// in text or in the pull-request comment.
+#[test]
+fn a_stop_is_downtime_and_a_prune_destroys() {
+    let text = render::text(&plans());
+    let markdown = render::markdown(&plans());
+    for (op, word) in [("stop", "downtime"), ("prune", "destroys")] {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{op} ")))
+            .collect();
+        assert!(!lines.is_empty(), "the fixture plans a {op}");
+        for line in lines {
+            assert!(line.contains(&format!("[{word}]")), "{line}");
+        }
+        let rows: Vec<&str> = markdown
+            .lines()
+            .filter(|l| l.contains(&format!("| {op} |")))
+            .collect();
+        assert!(!rows.is_empty(), "the fixture plans a {op}");
+        for row in rows {
+            assert!(row.contains(&format!("| {word} |")), "{row}");
+        }
     }
 }
 

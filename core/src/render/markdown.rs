@@ -263,7 +263,7 @@ fn action_row(out: &mut String, mark: &str, a: &Action) {
         cell(&object_label(a.kind.as_str(), &a.name)),
         cell(a.node.as_str()),
         cell(&a.target.to_string()),
-        a.impact.as_str(),
+        a.impact_word(),
         cell(&a.reason),
     );
 }

@@ -180,7 +180,7 @@ impl Renderer {
             object_label(a.kind, a.name),
             a.node,
             a.id,
-            a.impact.as_str(),
+            crate::action::impact_word(a.op, a.impact),
             one_line(a.reason),
         );
         let labels: Vec<String> = a
