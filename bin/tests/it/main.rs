@@ -37,6 +37,7 @@ mod live_adopt_estate;
 mod live_adopt_secrets;
 mod live_apply;
 mod live_apply_confirm;
+mod live_daemon_start;
 mod live_dashboard;
 mod live_faults;
 mod live_files;
