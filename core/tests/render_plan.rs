@@ -678,7 +678,7 @@ fn json_parses_back_with_exactly_the_documented_keys() {
             assert_eq!(keys(a), action_keys);
         }
         for c in a["changes"].as_array().unwrap() {
-            assert_eq!(keys(c), ["field", "from", "to"]);
+            assert_eq!(keys(c), ["field", "from", "to", "path", "impact"]);
         }
     }
     for s in lab["skipped"].as_array().unwrap() {
