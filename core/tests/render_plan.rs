@@ -429,7 +429,7 @@ fn text_lists_field_changes_with_their_manifest_path_and_what_forces_a_stop() {
         lines[3..7],
         [
             "      - description (spec.pve-description)  old",
-            "      ~ memory (spec.memory)                2048 → 4096  ← stop-start",
+            "      ~ memory (spec.memory)                2GiB → 4GiB  ← stop-start",
             "      ~ tags (spec.tags)                    proxops → proxops;web",
             // A path that is the key itself is not repeated; a reboot-cost
             // change does not set a stop-start action's impact.

@@ -49,13 +49,13 @@ fn demo_plan_text() {
     // What a reviewer reads, whatever the snapshot holds: the field that
     // changes with its manifest path, and that it forces the stop.
     assert!(
-        stdout.contains("~ memory (spec.memory)                2048 → 4096  ← stop-start"),
+        stdout.contains("~ memory (spec.memory)                2GiB → 4GiB  ← stop-start"),
         "{stdout}"
     );
     assert!(
         stdout
             .lines()
-            .any(|l| l.starts_with("      + memory (spec.memory) ") && l.ends_with("  8192")),
+            .any(|l| l.starts_with("      + memory (spec.memory) ") && l.ends_with("  8GiB")),
         "{stdout}"
     );
     assert!(

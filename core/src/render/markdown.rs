@@ -357,11 +357,14 @@ fn changes_table(out: &mut String, actions: &[&Action]) {
                 "| {object} | {} | {} | {} | {} | {cost} |",
                 a.op.as_str(),
                 cell(&field_label(c)),
-                c.from
-                    .as_deref()
-                    .map_or_else(|| "*(absent)*".to_owned(), cell),
-                c.to.as_deref()
-                    .map_or_else(|| "*(removed)*".to_owned(), cell),
+                c.from.as_deref().map_or_else(
+                    || "*(absent)*".to_owned(),
+                    |v| cell(&super::manifest_value(c, v))
+                ),
+                c.to.as_deref().map_or_else(
+                    || "*(removed)*".to_owned(),
+                    |v| cell(&super::manifest_value(c, v))
+                ),
             );
         }
     }

@@ -241,6 +241,19 @@ fn field_label(c: &crate::action::Change) -> String {
     }
 }
 
+/// A change's value as the manifest would write it, for the human plans:
+/// `memory` and `swap` are MiB to PVE (`2048`) and a size to the manifest
+/// (`2GiB`). Every other value, and any that does not parse, is shown as
+/// PVE takes it; the JSON plan always keeps PVE's form.
+fn manifest_value(c: &crate::action::Change, value: &str) -> String {
+    let in_mib = matches!(c.path.as_deref(), Some("spec.memory" | "spec.swap"));
+    match value.parse::<u64>() {
+        Ok(mib) if in_mib && mib > 0 && mib % 1024 == 0 => format!("{}GiB", mib / 1024),
+        Ok(mib) if in_mib => format!("{mib}MiB"),
+        _ => value.to_owned(),
+    }
+}
+
 /// The action groups every rendering shows, in the order they are shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Group {
