@@ -64,7 +64,13 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     }
     context::print_warnings(&ws.loaded);
     if diags.is_empty() {
-        out::print_line(&format!("ok: {clusters} clusters, {objects} objects"))?;
+        let count =
+            |n: usize, one: &str, many: &str| format!("{n} {}", if n == 1 { one } else { many });
+        out::print_line(&format!(
+            "ok: {}, {}",
+            count(clusters, "cluster", "clusters"),
+            count(objects, "object", "objects")
+        ))?;
         Ok(Exit::Ok)
     } else {
         Err(Failure::input(context::render_diagnostics(&diags)))
