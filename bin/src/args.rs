@@ -341,7 +341,7 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         ],
     },
     CommandFlag {
-        help: "Exit 3 when any cluster has an action to take or a guest waiting for a restart to take changes PVE holds pending",
+        help: "Exit 4 when an anomaly needs a person or work was skipped this cycle; else 3 when any cluster has an action to take or a guest waiting for a restart to take changes PVE holds pending",
         choices: &[],
         long: "--exit-code",
         short: None,

@@ -530,7 +530,7 @@ pub fn prepare_reusing<'w>(
                 )
             }
         };
-        if let Some(unready) = unresolved_secrets(desired, &secrets, &mut invalid) {
+        if let Some(unready) = unresolved_secrets(desired, cc, &secrets, &mut invalid) {
             clusters.push(Prepared {
                 name: name.clone(),
                 ready: Err(unready),
@@ -604,15 +604,24 @@ fn cloud_init_unreadable(
 /// `invalid`, so `diff` prints them and exits 2.
 fn unresolved_secrets(
     desired: &ClusterDesired,
+    cc: &proxops_core::config::ClusterConfig,
     secrets: &CloudInitSecrets,
     invalid: &mut Vec<Diagnostic>,
 ) -> Option<Unready> {
-    let missing = proxops_core::drift::unresolved_secrets(desired, secrets);
+    let missing = match cc.secrets_file {
+        None => proxops_core::drift::secrets_without_file(desired, cc.name.as_str()),
+        Some(_) => proxops_core::drift::unresolved_secrets(desired, secrets),
+    };
     if missing.is_empty() {
         return None;
     }
+    let file = if cc.secrets_file.is_some() {
+        "the cluster's SOPS file does not resolve"
+    } else {
+        "with no secrets-file to resolve them"
+    };
     let reason = format!(
-        "invalid input: {} cloud-init secret reference(s) the cluster's SOPS file does not resolve ({}); nothing read or written",
+        "invalid input: {} cloud-init secret reference(s) {file} ({}); nothing read or written",
         missing.len(),
         missing
             .iter()
@@ -760,7 +769,11 @@ fn confirm_privileges(clusters: &mut [Prepared<'_>]) {
 
 /// A cluster-local file name: relative paths are relative to the file that
 /// declared the cluster.
-fn relative_to_declaring_file(file: &str, declared_in: &str, root: Option<&Path>) -> String {
+pub(crate) fn relative_to_declaring_file(
+    file: &str,
+    declared_in: &str,
+    root: Option<&Path>,
+) -> String {
     let p = Path::new(file);
     if p.is_absolute() {
         return file.to_owned();

@@ -56,10 +56,22 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             exit = exit.worst(f.exit);
         }
     }
-    if a.exit_code && plans.iter().any(|p| p.has_changes()) {
-        exit = exit.worst(Exit::Changes);
+    if a.exit_code {
+        exit = exit.worst(exit_code(&plans));
     }
     Ok(exit)
+}
+
+/// `--exit-code`'s finding: 4 when something remains that ProxOps will not
+/// do by itself (an anomaly, skipped work), else 3 for changes, else 0.
+fn exit_code(plans: &[Plan]) -> Exit {
+    if plans.iter().any(Plan::needs_attention) {
+        Exit::Attention
+    } else if plans.iter().any(Plan::has_changes) {
+        Exit::Changes
+    } else {
+        Exit::Ok
+    }
 }
 
 /// The colours of a text plan written to a stream that is (or is not) a

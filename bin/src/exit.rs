@@ -15,6 +15,9 @@ pub enum Exit {
     Input = 2,
     /// 3: `diff --exit-code` found changes.
     Changes = 3,
+    /// 4: `diff --exit-code` found what ProxOps will not do by itself: an
+    /// anomaly for a person or work skipped this cycle (changes or not).
+    Attention = 4,
 }
 
 impl Exit {
@@ -23,14 +26,15 @@ impl Exit {
     }
 
     /// The worse of two outcomes (input errors outrank run-time errors,
-    /// which outrank "changes found").
+    /// which outrank "needs a person", which outranks "changes found").
     pub fn worst(self, other: Exit) -> Exit {
         fn rank(e: Exit) -> u8 {
             match e {
                 Exit::Ok => 0,
                 Exit::Changes => 1,
-                Exit::Runtime => 2,
-                Exit::Input => 3,
+                Exit::Attention => 2,
+                Exit::Runtime => 3,
+                Exit::Input => 4,
             }
         }
         if rank(other) > rank(self) {

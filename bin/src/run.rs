@@ -4,6 +4,11 @@
 //! [`DesiredSource`] kept for the process) and runs one converge cycle per
 //! selected cluster.
 //!
+//! Start-up order: configuration and the daemon's secrets, then the status
+//! server (answering `starting`), then credentials, TLS trust and each
+//! PVE's identity, then the loop. `/healthz` is 503 until every selected
+//! cluster has completed a turn.
+//!
 //! Owns the loop, the status store it feeds and shutdown: SIGINT/SIGTERM
 //! start no new action, let the action in flight finish (the runner bounds
 //! it by `task-timeout`), stop the server and exit 0.
@@ -82,18 +87,12 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         RunMode::Observe => Transports::default(),
     });
     let (config, root, mut known_clusters, first) = match desired.next_cycle(g, env) {
-        Ok(ws) => {
-            // Credentials and TLS trust must be usable at start-up (exit 2
-            // if not). Each PVE says which it is here, before the clusters
-            // go their own ways.
-            cycle::prepare_reusing(g, env, &ws, &Source::Live, &transports)?;
-            (
-                ws.loaded.config.clone(),
-                ws.root.clone(),
-                cluster_names(g, &ws),
-                Ok(ws),
-            )
-        }
+        Ok(ws) => (
+            ws.loaded.config.clone(),
+            ws.root.clone(),
+            cluster_names(g, &ws),
+            Ok(ws),
+        ),
         Err(f) if desired.is_url() && f.cause == Some(AbortCause::NotReady) => {
             let Some(cfg) = process_config(g, env) else {
                 return Err(f);
@@ -125,6 +124,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
 
     let mut new_store = StatusStore::new(process_start);
     new_store.set_mode(mode);
+    // /healthz is 503 and /status says `starting` until each of these
+    // clusters has completed a turn.
+    new_store.retain_clusters(&known_clusters);
     for t in &secrets.notify {
         new_store.add_target(&t.target.name, t.target.kind.as_str());
     }
@@ -180,6 +182,16 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             "the status server listens beyond loopback: /status and /metrics describe the clusters to anyone who can reach the port; firewall it to the scraper",
             &[("listen", (&addr).into())],
         );
+    }
+    // The server answers (`starting`) while credentials and TLS trust are
+    // checked (exit 2 if unusable) and each PVE says which it is, before
+    // the clusters go their own ways: a slow PVE no longer keeps the
+    // process silent.
+    if let Ok(ws) = &first
+        && let Err(f) = cycle::prepare_reusing(g, env, ws, &Source::Live, &transports)
+    {
+        server.shutdown();
+        return Err(f);
     }
 
     let shared = Shared {

@@ -47,6 +47,17 @@ impl Impact {
     }
 }
 
+/// [`Action::impact_word`] for an operation named as [`Op::as_str`] names
+/// it (a stored plan keeps the name).
+pub fn impact_word(op: &str, impact: Impact) -> &'static str {
+    match (op, impact) {
+        (_, Impact::Blocked) => impact.as_str(),
+        ("stop", _) => "downtime",
+        ("prune", _) => "destroys",
+        _ => impact.as_str(),
+    }
+}
+
 impl fmt::Display for Impact {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(self.as_str())
@@ -458,6 +469,13 @@ pub struct Action {
 }
 
 impl Action {
+    /// The word the renderings show in the impact column: the impact on
+    /// the guest, except that a stop is downtime and a prune destroys the
+    /// guest and its disks, which "live" would hide.
+    pub fn impact_word(&self) -> &'static str {
+        impact_word(self.op.as_str(), self.impact)
+    }
+
     pub fn is_destructive(&self) -> bool {
         self.op == Op::Prune || self.impact == Impact::StopStart || self.op == Op::Stop
     }
@@ -534,6 +552,9 @@ pub enum SkipReason {
     /// A create waits for an artifact whose presence on its node is
     /// unknown this cycle.
     ArtifactUnknown { artifact: Ref, node: NodeName },
+    /// A create waits for an artifact whose download to its node PVE
+    /// would refuse (the artifact's own anomaly says why).
+    ArtifactRefused { artifact: Ref, node: NodeName },
     /// PVE holds the guest locked (`backup`, `migrate`, `snapshot`,
     /// `suspended`, …) and refuses config changes until the lock goes:
     /// nothing is attempted.
@@ -584,6 +605,19 @@ impl SkipReason {
     pub fn is_pending_restart(&self) -> bool {
         matches!(self, SkipReason::PendingRestart { .. })
     }
+
+    /// Work the desired state asks for and this cycle does not do (a
+    /// locked guest, an offline node, an artifact not there yet, …), as
+    /// against what ProxOps never touches by design (an untagged guest, a
+    /// prune-protected one) and a pending restart (counted on its own).
+    pub fn is_undone_work(&self) -> bool {
+        !matches!(
+            self,
+            SkipReason::Untagged { .. }
+                | SkipReason::PruneProtected
+                | SkipReason::PendingRestart { .. }
+        )
+    }
 }
 
 impl fmt::Display for SkipReason {
@@ -626,6 +660,10 @@ impl fmt::Display for SkipReason {
             SkipReason::ArtifactNotPlaced { artifact, node } => write!(
                 f,
                 "create deferred: {artifact} is not placed on node {node} (add {node} to its spec.nodes)"
+            ),
+            SkipReason::ArtifactRefused { artifact, node } => write!(
+                f,
+                "create deferred: {artifact} cannot be downloaded to node {node} (see its anomaly)"
             ),
             SkipReason::ArtifactUnknown { artifact, node } => write!(
                 f,

@@ -1304,6 +1304,8 @@ fn resolve(
             ));
         } else if let Err(e) = crate::manifest::check_url(&base_url) {
             diags.push(cerr("base-url", e));
+        } else if let Err(e) = api_root(&base_url) {
+            diags.push(cerr("base-url", e));
         }
         let mut nodes = BTreeSet::new();
         for (i, n) in entry.nodes.iter().enumerate() {
@@ -1403,7 +1405,8 @@ fn resolve(
                 cname.clone(),
                 ClusterConfig {
                     name: cname,
-                    base_url: base_url.trim_end_matches('/').to_owned(),
+                    base_url: api_root(&base_url)
+                        .unwrap_or_else(|_| base_url.trim_end_matches('/').to_owned()),
                     nodes,
                     secrets_file: entry.secrets_file.clone(),
                     secrets: entry.secrets.clone().unwrap_or_default(),
@@ -1864,10 +1867,51 @@ fn stays_inside(dir: &str, rel: &str) -> bool {
     true
 }
 
+/// The endpoint a `base-url` names, as requests are built from it:
+/// scheme, host and port, without a trailing `/`. The API root
+/// `/api2/json` that other PVE tools have people write (and that
+/// ProxOps adds itself) is accepted and dropped; any other path, a query
+/// or a fragment is refused, since no request would go where it says.
+pub fn api_root(base_url: &str) -> Result<String, String> {
+    let trimmed = base_url.trim().trim_end_matches('/');
+    let root = trimmed
+        .strip_suffix("/api2/json")
+        .unwrap_or(trimmed)
+        .trim_end_matches('/');
+    let after_scheme = root.split_once("://").map_or(root, |(_, rest)| rest);
+    match after_scheme.find(['/', '?', '#']) {
+        None => Ok(root.to_owned()),
+        Some(at) => Err(format!(
+            "base-url {base_url:?} has more than scheme, host and port ({:?}): give only those, e.g. https://pve1.example.org:8006 (ProxOps adds /api2/json itself)",
+            &after_scheme[at..]
+        )),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
+
+    #[test]
+    fn a_base_url_may_end_in_the_api_root_and_may_have_no_other_path() {
+        for ok in [
+            "https://pve1:8006",
+            "https://pve1:8006/",
+            "https://pve1:8006/api2/json",
+            "https://pve1:8006/api2/json/",
+        ] {
+            assert_eq!(api_root(ok).as_deref(), Ok("https://pve1:8006"), "{ok}");
+        }
+        for bad in [
+            "https://pve1:8006/pve",
+            "https://pve1:8006/pve/api2/json",
+            "https://pve1:8006/?x=1",
+            "https://pve1:8006#top",
+        ] {
+            assert!(api_root(bad).is_err(), "{bad}");
+        }
+    }
 
     fn endpoint(url: &str) -> String {
         Endpoint::parse(url).unwrap().to_string()

@@ -512,6 +512,12 @@ pub struct LiveSnapshot {
     /// on file storage cannot be resized.
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub storage_types: BTreeMap<StorageId, String>,
+    /// The content types each storage is configured for (storage.cfg's
+    /// `content`, which `/cluster/resources` lists per node): PVE refuses
+    /// to download a file to a storage not configured for its content
+    /// type. A storage not listed here is not known, and not judged.
+    #[serde(skip)]
+    pub storage_contents: BTreeMap<StorageId, std::collections::BTreeSet<String>>,
     /// The cluster's replication jobs by guest, from one
     /// `GET /cluster/replication` per cycle: PVE refuses to destroy a
     /// replicated guest without `purge`.

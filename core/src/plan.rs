@@ -249,6 +249,23 @@ impl Plan {
     pub fn has_changes(&self) -> bool {
         !self.actions.is_empty() || self.waits_for_restart()
     }
+
+    /// The skipped items that are work left undone this cycle
+    /// ([`crate::action::SkipReason::is_undone_work`]).
+    pub fn skipped_work(&self) -> usize {
+        self.skipped
+            .iter()
+            .filter(|s| s.reason.is_undone_work())
+            .count()
+    }
+
+    /// `diff --exit-code`'s other question: does something remain that
+    /// ProxOps will not do by itself — an anomaly for a person, work
+    /// skipped this cycle, or the whole cluster aborted? (Prunes deferred
+    /// past the budget are not: later cycles do them.)
+    pub fn needs_attention(&self) -> bool {
+        self.aborted || !self.anomalies.is_empty() || self.skipped_work() > 0
+    }
 }
 
 /// Counts used by summaries.

@@ -94,6 +94,9 @@ struct Builder<'a> {
     plan: Plan,
     /// Artifacts whose download this plan schedules, per node.
     downloads: BTreeSet<(Ref, NodeName)>,
+    /// Artifacts (and nodes) whose download PVE would refuse: the guests
+    /// that need them wait, naming why.
+    refused_downloads: BTreeSet<(Ref, NodeName)>,
     /// Live guests by vmid (ids are unique across a PVE cluster).
     by_vmid: BTreeMap<Vmid, &'a LiveGuest>,
     policy: &'a Policy,
@@ -150,6 +153,7 @@ pub fn plan(
             rollout: Default::default(),
         },
         downloads: BTreeSet::new(),
+        refused_downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
         policy,
     };
@@ -408,6 +412,9 @@ impl Builder<'_> {
             let id = target.clone();
             match self.live.storage_content(&node, &spec.storage) {
                 Some(Ok(c)) if c.has_file(content, &spec.filename) => {}
+                Some(Ok(_)) if !self.storage_takes(&spec.storage, content) => {
+                    self.refuse_download(obj, &node, content, target);
+                }
                 Some(Ok(_)) => {
                     let params = drift::download_params(obj);
                     let changes = params.as_new_changes();
@@ -459,6 +466,59 @@ impl Builder<'_> {
         }
     }
 
+    /// Whether the artifact `dep` is declared on `node` (its `spec.nodes`):
+    /// one that is not is never downloaded there by ProxOps.
+    fn declared_on(&self, dep: &Ref, node: &NodeName) -> bool {
+        self.desired
+            .get(dep)
+            .and_then(|o| o.spec.artifact())
+            .is_none_or(|a| a.all_nodes().contains(node))
+    }
+
+    /// Whether `storage` may hold files of `content` type, as far as this
+    /// cycle's read says (a storage it did not list is not judged).
+    fn storage_takes(&self, storage: &crate::names::StorageId, content: &str) -> bool {
+        self.live
+            .storage_contents
+            .get(storage)
+            .is_none_or(|types| types.contains(content))
+    }
+
+    /// A download PVE refuses, planned as a `needs_person` anomaly instead:
+    /// `download-url` dies with "storage '…' is not configured for
+    /// content-type '…'" unless the storage's `content` holds the type
+    /// (pve-storage `PVE/API2/Storage/Status.pm`, `download_url`), which
+    /// `/cluster/resources` lists for each storage.
+    fn refuse_download(
+        &mut self,
+        obj: &DesiredObject,
+        node: &NodeName,
+        content: &str,
+        target: Target,
+    ) {
+        let Some(spec) = obj.spec.artifact() else {
+            return;
+        };
+        let storage = &spec.storage;
+        let configured = self.live.storage_contents.get(storage);
+        let configured = configured.map(|t| t.iter().cloned().collect::<Vec<_>>().join(","));
+        let configured = configured.unwrap_or_default();
+        self.refused_downloads
+            .insert((obj.r#ref.clone(), node.clone()));
+        self.plan.anomalies.push(Anomaly {
+            anomaly_type: AnomalyType::NeedsPerson,
+            kind: Some(obj.r#ref.kind),
+            name: Some(obj.r#ref.name.to_string()),
+            node: Some(node.clone()),
+            id: Some(target),
+            field: None,
+            message: format!(
+                "{}: storage {storage} on {node} is not configured for {content} content (its content: {configured}), so PVE refuses the download: set spec.storage to a storage with {content} content, or add {content} to {storage}'s content; guests that need it wait",
+                obj.r#ref
+            ),
+        });
+    }
+
     /// Whether an artifact prerequisite is on `node` or will be downloaded
     /// there earlier in this plan; `Err` says why not.
     fn artifact_ready(&self, dep: &Ref, node: &NodeName) -> Result<(), SkipReason> {
@@ -470,6 +530,15 @@ impl Builder<'_> {
         };
         if self.downloads.contains(&(dep.clone(), node.clone())) {
             return Ok(());
+        }
+        if self
+            .refused_downloads
+            .contains(&(dep.clone(), node.clone()))
+        {
+            return Err(SkipReason::ArtifactRefused {
+                artifact: dep.clone(),
+                node: node.clone(),
+            });
         }
         let content = dep.kind.content_type().unwrap_or("iso");
         match self.live.storage_content(node, &spec.storage) {
@@ -987,9 +1056,27 @@ impl Builder<'_> {
         let id = vmid;
         // Artifacts the guest needs must be on its node (or about to be).
         for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
-            if let Err(why) = self.artifact_ready(dep, node) {
-                self.skip(kind, &name, node, Target::Guest(id), why);
-                return;
+            match self.artifact_ready(dep, node) {
+                Ok(()) => {}
+                // Not declared on the node: no cycle would ever place it
+                // there, so waiting for it is not an answer.
+                Err(_) if !self.declared_on(dep, node) => {
+                    let message = format!(
+                        "{}: needs {dep} on node {node}, where the repository does not place it: add {node} to {dep}'s spec.nodes, or put the guest on a node it lists; not created until then",
+                        obj.r#ref
+                    );
+                    self.anomaly(
+                        AnomalyType::NeedsPerson,
+                        (kind, &name, node, id),
+                        None,
+                        message,
+                    );
+                    return;
+                }
+                Err(why) => {
+                    self.skip(kind, &name, node, Target::Guest(id), why);
+                    return;
+                }
             }
         }
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();

@@ -769,6 +769,9 @@ pub struct StatusStore {
     /// When each cluster's last complete cycle finished: with clusters on
     /// schedules of their own, a full cycle is as old as the stalest one.
     cluster_finished_at: BTreeMap<String, Timestamp>,
+    /// The clusters the process works on ([`StatusStore::retain_clusters`]):
+    /// until each has completed a turn, no full cycle has finished.
+    expected: Vec<String>,
     /// Keyed `cluster|kind|name`.
     objects: BTreeMap<String, StoredObject>,
     cycles_total: BTreeMap<CycleResult, u64>,
@@ -800,6 +803,7 @@ impl StatusStore {
             last_cycle: None,
             last_full_cycle_finished_at: None,
             cluster_finished_at: BTreeMap::new(),
+            expected: Vec::new(),
             objects: BTreeMap::new(),
             cycles_total: BTreeMap::new(),
             actions_total: BTreeMap::new(),
@@ -947,13 +951,9 @@ impl StatusStore {
                 self.cluster_finished_at
                     .insert(c.name.clone(), cycle.finished_at);
             }
-            self.last_full_cycle_finished_at = Some(
-                self.cluster_finished_at
-                    .values()
-                    .copied()
-                    .min()
-                    .unwrap_or(cycle.finished_at),
-            );
+            self.last_full_cycle_finished_at = self
+                .full_cycle_at()
+                .or_else(|| self.expected.is_empty().then_some(cycle.finished_at));
         }
         // A cycle of some clusters only (the daemon cycles each cluster on
         // its own schedule) keeps the others' last reports.
@@ -978,6 +978,32 @@ impl StatusStore {
         self.cluster_finished_at.retain(|n, _| names.contains(n));
         self.cluster_cycles.retain(|n, _| names.contains(n));
         self.applying.retain(|n, _| names.contains(n));
+        self.expected = names.to_vec();
+        self.last_full_cycle_finished_at = self.full_cycle_at();
+    }
+
+    /// When the stalest cluster last completed a turn: `None` while any
+    /// cluster the process works on has not completed one yet (a fast
+    /// cluster's turns say nothing of a slow one still in its first).
+    fn full_cycle_at(&self) -> Option<Timestamp> {
+        if self
+            .expected
+            .iter()
+            .any(|n| !self.cluster_finished_at.contains_key(n))
+        {
+            return None;
+        }
+        self.cluster_finished_at.values().copied().min()
+    }
+
+    /// The clusters that have not completed a turn yet, while the process
+    /// is starting (empty once every one has).
+    pub fn starting(&self) -> Vec<&str> {
+        self.expected
+            .iter()
+            .filter(|n| !self.cluster_finished_at.contains_key(*n))
+            .map(String::as_str)
+            .collect()
     }
 
     /// Cluster `name` has started executing its plan (until its cycle is
@@ -1114,10 +1140,21 @@ pub const HEALTH_MIN_WINDOW_SECS: u64 = 120;
 
 /// `/healthz`: `(200, "ok\n")` when a complete cycle finished within
 /// `max(120 s, 3 × poll_interval_secs)` of `now`; otherwise 503 with the
-/// reason (`no cycle has finished yet`, or `last full cycle finished N s
-/// ago (limit M s)`).
+/// reason (`starting: waiting for the first complete turn of a, b` while
+/// a cluster the process works on has not completed one, `no cycle has
+/// finished yet`, or `last full cycle finished N s ago (limit M s)`).
 pub fn healthz(store: &StatusStore, now: Timestamp, poll_interval_secs: u64) -> (u16, String) {
     let window = HEALTH_MIN_WINDOW_SECS.max(poll_interval_secs.saturating_mul(3));
+    let starting = store.starting();
+    if !starting.is_empty() {
+        return (
+            503,
+            format!(
+                "starting: waiting for the first complete turn of {}\n",
+                starting.join(", ")
+            ),
+        );
+    }
     match store.last_full_cycle_finished_at {
         None => (503, "no cycle has finished yet\n".to_owned()),
         Some(at) => {
@@ -1141,6 +1178,11 @@ pub fn healthz(store: &StatusStore, now: Timestamp, poll_interval_secs: u64) -> 
 struct StatusDoc<'a> {
     /// `apply`, or `observe` for `run --dry-run`.
     mode: &'static str,
+    /// Additive: `starting` until every cluster completed a turn, then
+    /// `running`.
+    state: &'static str,
+    /// Additive: the clusters that have not completed a turn yet.
+    starting: Vec<&'a str>,
     process_start: String,
     last_cycle: Option<LastCycleDoc<'a>>,
     objects: Vec<ObjectDoc<'a>>,
@@ -1411,8 +1453,15 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             last_sent_at: t.last_sent_at.map(rfc3339),
         })
         .collect();
+    let starting = store.starting();
     let doc = StatusDoc {
         mode: store.mode.as_str(),
+        state: if starting.is_empty() {
+            "running"
+        } else {
+            "starting"
+        },
+        starting,
         process_start: rfc3339(store.process_start),
         last_cycle,
         objects,

@@ -249,7 +249,7 @@ fn the_object_page_words_the_action_exactly_as_the_text_plan() {
     let shown = render::action_text(&PendingAction::of(&update()));
     assert!(text.contains(&shown), "{shown}\n---\n{text}");
     assert!(
-        shown.contains("~ memory (spec.memory)") && shown.contains("2048 → 4096  ← stop-start"),
+        shown.contains("~ memory (spec.memory)") && shown.contains("2GiB → 4GiB  ← stop-start"),
         "{shown}"
     );
     let body = page("/objects/home/VM/web-01", "").body;

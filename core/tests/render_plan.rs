@@ -429,7 +429,7 @@ fn text_lists_field_changes_with_their_manifest_path_and_what_forces_a_stop() {
         lines[3..7],
         [
             "      - description (spec.pve-description)  old",
-            "      ~ memory (spec.memory)                2048 → 4096  ← stop-start",
+            "      ~ memory (spec.memory)                2GiB → 4GiB  ← stop-start",
             "      ~ tags (spec.tags)                    proxops → proxops;web",
             // A path that is the key itself is not repeated; a reboot-cost
             // change does not set a stop-start action's impact.
@@ -555,7 +555,7 @@ fn aborted_cluster_shows_only_its_reason() {
     assert_eq!(
         text,
         "=== lab ===\naborted: manifest parse error: vm/web.yaml:3:1: unknown field\n\
-         lab: aborted, nothing planned\n\nPlan: no changes (1 cluster, 1 aborted)\n"
+         lab: aborted, nothing planned\n\nPlan: nothing planned, nothing read (1 cluster, 1 aborted)\n"
     );
 }
 
@@ -678,7 +678,7 @@ fn json_parses_back_with_exactly_the_documented_keys() {
             assert_eq!(keys(a), action_keys);
         }
         for c in a["changes"].as_array().unwrap() {
-            assert_eq!(keys(c), ["field", "from", "to"]);
+            assert_eq!(keys(c), ["field", "from", "to", "path", "impact"]);
         }
     }
     for s in lab["skipped"].as_array().unwrap() {
@@ -812,11 +812,44 @@ fn text_lines_carry_impact_on_every_action() {
         .filter(|l| l.contains(" id=") && !l.contains("skip ") && !l.contains('_'))
     {
         assert!(
-            ["[live]", "[reboot]", "[stop-start]", "[blocked]"]
-                .iter()
-                .any(|i| line.contains(i)),
+            [
+                "[live]",
+                "[reboot]",
+                "[stop-start]",
+                "[blocked]",
+                "[downtime]",
+                "[destroys]"
+            ]
+            .iter()
+            .any(|i| line.contains(i)),
             "no impact on {line:?}"
         );
+    }
+}
+
+/// A stop is downtime and a prune destroys: neither is shown as `live`,
+/// in text or in the pull-request comment.
+#[test]
+fn a_stop_is_downtime_and_a_prune_destroys() {
+    let text = render::text(&plans());
+    let markdown = render::markdown(&plans());
+    for (op, word) in [("stop", "downtime"), ("prune", "destroys")] {
+        let lines: Vec<&str> = text
+            .lines()
+            .filter(|l| l.trim_start().starts_with(&format!("{op} ")))
+            .collect();
+        assert!(!lines.is_empty(), "the fixture plans a {op}");
+        for line in lines {
+            assert!(line.contains(&format!("[{word}]")), "{line}");
+        }
+        let rows: Vec<&str> = markdown
+            .lines()
+            .filter(|l| l.contains(&format!("| {op} |")))
+            .collect();
+        assert!(!rows.is_empty(), "the fixture plans a {op}");
+        for row in rows {
+            assert!(row.contains(&format!("| {word} |")), "{row}");
+        }
     }
 }
 

@@ -218,6 +218,8 @@ fn status_json_has_exactly_the_documented_fields_in_order() {
         keys(&v),
         [
             "mode",
+            "state",
+            "starting",
             "process_start",
             "last_cycle",
             "objects",

@@ -163,6 +163,15 @@ pub fn read_snapshot(
                 if let Some(plugin) = text("plugintype") {
                     snap.storage_types.insert(id.clone(), plugin);
                 }
+                // storage.cfg's `content` (pve-manager API2Tools.pm
+                // `extract_storage_stats`), one list per storage.
+                if let Some(content) = text("content") {
+                    let types = content.split(',').map(str::trim).filter(|t| !t.is_empty());
+                    snap.storage_contents
+                        .entry(id.clone())
+                        .or_default()
+                        .extend(types.map(str::to_owned));
+                }
                 *snap.shared_storage.entry(id).or_default() |= shared;
             }
             continue;

@@ -106,15 +106,15 @@ fn a_pipe_closed_before_anything_is_written_ends_every_printing_command_quietly(
 }
 
 /// A closed pipe ends the printing, not the verdict: `diff --exit-code |
-/// head -1` still exits 3 when there are changes, as a script with
-/// `pipefail` expects.
+/// head -1` still exits 4 when the demo's plan has anomalies for a person
+/// (3 when only changes), as a script with `pipefail` expects.
 #[test]
 fn a_closed_pipe_keeps_the_exit_code_the_plan_earned() {
     let mut args = diff().to_vec();
     args.push("--exit-code");
     for lines in [0, 1] {
         let (code, _, stderr) = read_then_close(&args, lines);
-        assert_eq!(code, Some(3), "{stderr}");
+        assert_eq!(code, Some(4), "{stderr}");
         assert_eq!(stderr, "");
     }
 }

@@ -228,7 +228,7 @@ fn what_the_cluster_file_sets_wins_over_proxops_yaml() {
     );
     let run = tree.proxops(&tree.ops(), None, &[], &["--config", &config, "validate"]);
     assert_eq!(run.code, 0, "{}", run.all());
-    assert_eq!(run.stdout, "ok: 1 clusters, 1 objects\n", "{}", run.all());
+    assert_eq!(run.stdout, "ok: 1 cluster, 1 object\n", "{}", run.all());
 }
 
 #[test]
@@ -267,7 +267,7 @@ fn git_path_dot_is_the_work_tree_holding_the_file_and_fails_closed_outside_one()
         &["--config", &tree.config_arg("lab"), "validate"],
     );
     assert_eq!(run.code, 0, "{}", run.all());
-    assert_eq!(run.stdout, "ok: 1 clusters, 1 objects\n");
+    assert_eq!(run.stdout, "ok: 1 cluster, 1 object\n");
 
     // Outside any work tree, run from inside one: no fallback to the
     // working directory's tree.
@@ -316,7 +316,7 @@ fn an_absolute_git_path_names_the_tree_and_a_relative_one_is_refused() {
     };
     let run = validate();
     assert_eq!(run.code, 0, "{}", run.all());
-    assert_eq!(run.stdout, "ok: 1 clusters, 1 objects\n");
+    assert_eq!(run.stdout, "ok: 1 cluster, 1 object\n");
 
     write("repo");
     let run = validate();

@@ -138,7 +138,7 @@ fn a_browser_shows_the_drifting_cluster_its_field_change_and_a_filter() {
         plan.contains("update         VM/web-01") && plan.contains("~ memory (spec.memory)"),
         "{plan}"
     );
-    assert!(plan.contains("2048 → 4096"), "{plan}");
+    assert!(plan.contains("2GiB → 4GiB"), "{plan}");
     assert!(
         guest.contains("<code>vm/home/web-01.yaml</code>"),
         "{guest}"

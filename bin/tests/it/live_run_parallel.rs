@@ -8,43 +8,15 @@
 
 use crate::live_support;
 
-use std::process::Command;
 use std::time::{Duration, Instant};
 
-use live_support::daemon::{Daemon, get};
+use live_support::daemon::get;
 use live_support::*;
 use proxops_pve::fakepve::FakePve;
 use serde_json::{Value, json};
 
 /// Everything here finishes well within this.
 const DEADLINE: Duration = Duration::from_secs(90);
-
-/// One API token both fakes accept, so one `PROXOPS_PVE_TOKEN_VALUE`
-/// serves both clusters.
-const TOKEN_ID: &str = "root@pam!both";
-const TOKEN_SECRET: &str = "5b0c6a0e-0000-4000-8000-00000000b07a";
-
-fn fake() -> FakePve {
-    let mut seed = empty_seed();
-    seed["tokens"] = json!({ TOKEN_ID: TOKEN_SECRET });
-    FakePve::start(&seed).unwrap()
-}
-
-/// `proxops run` over `repo`, one cycle a second, the shared token in its
-/// environment.
-fn start(repo: &Repo) -> Daemon {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
-    without_proxops_env(&mut cmd)
-        .current_dir(repo.path())
-        .env(
-            "PROXOPS_PVE_TOKEN_VALUE",
-            format!("{TOKEN_ID}={TOKEN_SECRET}"),
-        )
-        .arg("--git-path")
-        .arg(repo.path())
-        .args(["--git-poll-sec", "1", "--listen", "127.0.0.1:0", "run"]);
-    Daemon::spawn(cmd)
-}
 
 /// Inventory reads `pve` answered: one per cycle of its cluster.
 fn cycles_seen(pve: &FakePve) -> usize {
@@ -58,23 +30,11 @@ fn cycles_seen(pve: &FakePve) -> usize {
 #[test]
 fn a_slow_cluster_does_not_delay_the_other_clusters_cycles() {
     let deadline = Instant::now() + DEADLINE;
-    let fast = fake();
-    let slow = fake();
-    let repo = empty_repo(&fast);
-    // The demo's `edge` names a host beyond loopback: this daemon runs
-    // every cluster of the tree, so it goes.
-    std::fs::remove_dir_all(repo.path().join("clusters/edge")).unwrap();
-    repo.write(
-        "clusters/lab/config.yaml",
-        &format!(
-            "pve:\n  clusters:\n    lab:\n      base-url: {}\n      nodes: [pve1, pve2]\n      ca-file: {}\n",
-            slow.url(),
-            slow.ca_file().display()
-        ),
-    );
-    repo.write("clusters/lab/resources.yaml", "resources: []\n");
+    let fast = two_clusters::fake();
+    let slow = two_clusters::fake();
+    let repo = two_clusters::repo(&fast, &slow);
 
-    let mut daemon = start(&repo);
+    let mut daemon = two_clusters::start(&repo);
     let addr = daemon.address(deadline);
     // Both clusters had a first cycle at full speed.
     while cycles_seen(&fast) < 1 || cycles_seen(&slow) < 1 {

@@ -417,6 +417,10 @@ const SCHEMA_CANNOT_CATCH: &[(&str, &str)] = &[
         "88-manifest-shutdown-timeout-too-short",
         "a valid duration; \"at least 1s\" is arithmetic on it",
     ),
+    (
+        "96-manifest-ssh-key-refs-without-secrets-file",
+        "whether a secrets-file exists is the cluster's configuration",
+    ),
 ];
 
 /// Fixtures the loader's YAML reader refuses before any schema applies.

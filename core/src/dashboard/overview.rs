@@ -297,7 +297,7 @@ fn detail(o: &StoredObject) -> String {
             format!(
                 "<code>{}</code> [{}] {}{more}",
                 p.action,
-                p.impact.as_str(),
+                crate::action::impact_word(p.action, p.impact),
                 escape(&fields.join(", "))
             )
         }

@@ -149,20 +149,7 @@ pub fn unresolved_secrets(
 ) -> Vec<crate::diag::Diagnostic> {
     let mut out = Vec::new();
     for obj in desired.objects.values() {
-        let Some(ci) = obj.spec.vm().and_then(|v| v.cloud_init_data.as_ref()) else {
-            continue;
-        };
-        let refs = ci
-            .ssh_key_refs
-            .iter()
-            .enumerate()
-            .map(|(i, r)| (format!("ssh-key-refs[{i}]"), r, "cloud-init.ssh-keys."))
-            .chain(
-                ci.ci_password_ref
-                    .iter()
-                    .map(|r| ("ci-password-ref".to_owned(), r, "cloud-init.passwords.")),
-            );
-        for (field, reference, prefix) in refs {
+        for (field, reference, prefix) in secret_refs(obj) {
             let found = reference.strip_prefix(prefix).is_some_and(|name| {
                 if prefix == "cloud-init.passwords." {
                     secrets.passwords.get(name).is_some_and(|s| !s.is_empty())
@@ -210,6 +197,52 @@ pub fn unresolved_secrets(
     }
     out.sort();
     out
+}
+
+/// Every cloud-init secret reference of a cluster that has no
+/// `secrets-file`, one diagnostic each: with no SOPS file none of them can
+/// resolve, and the fix is the missing key in the cluster's configuration,
+/// not the SOPS file's content (which [`unresolved_secrets`] would point
+/// at). Sorted; empty when nothing references a secret.
+pub fn secrets_without_file(
+    desired: &ClusterDesired,
+    cluster: &str,
+) -> Vec<crate::diag::Diagnostic> {
+    let mut out: Vec<_> = desired
+        .objects
+        .values()
+        .flat_map(|obj| {
+            secret_refs(obj).map(move |(field, reference, _)| {
+                crate::diag::Diagnostic::file(
+                    &obj.file,
+                    format!(
+                        "{}: secret {reference:?} is read from the cluster's SOPS file, and cluster {cluster:?} has no secrets-file: set pve.clusters.{cluster}.secrets-file in its config.yaml (docs/credentials.md), or write the key inline in ssh-keys",
+                        obj.r#ref
+                    ),
+                )
+                .with_field(format!("spec.cloud-init-data.{field}"))
+            })
+        })
+        .collect();
+    out.sort();
+    out
+}
+
+/// A guest's cloud-init secret references: (field under
+/// `spec.cloud-init-data`, reference, the SOPS section it must name).
+fn secret_refs(
+    obj: &crate::repo::DesiredObject,
+) -> impl Iterator<Item = (String, &String, &'static str)> {
+    let ci = obj.spec.vm().and_then(|v| v.cloud_init_data.as_ref());
+    let keys = ci
+        .into_iter()
+        .flat_map(|ci| ci.ssh_key_refs.iter().enumerate())
+        .map(|(i, r)| (format!("ssh-key-refs[{i}]"), r, "cloud-init.ssh-keys."));
+    let passwords = ci
+        .into_iter()
+        .flat_map(|ci| ci.ci_password_ref.iter())
+        .map(|r| ("ci-password-ref".to_owned(), r, "cloud-init.passwords."));
+    keys.chain(passwords)
 }
 
 /// What a desired object's references resolve against: its own cluster's

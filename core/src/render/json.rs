@@ -112,6 +112,13 @@ struct ChangeDoc<'a> {
     field: &'a str,
     from: Option<&'a str>,
     to: Option<&'a str>,
+    /// Added within v1: the manifest field that asks for the change
+    /// (`spec.memory`), `null` when none does.
+    path: Option<&'a str>,
+    /// Added within v1: what this change alone costs the running guest
+    /// (`live`, `reboot`, `stop-start`), `null` where it has none (a
+    /// create).
+    impact: Option<&'static str>,
 }
 
 #[derive(Serialize)]
@@ -209,6 +216,8 @@ fn change(c: &Change) -> ChangeDoc<'_> {
         field: &c.field,
         from: c.from.as_deref(),
         to: c.to.as_deref(),
+        path: c.path.as_deref(),
+        impact: c.impact.map(crate::action::Impact::as_str),
     }
 }
 

@@ -189,7 +189,7 @@ fn summary(out: &mut String, plan: &Plan) {
         t.deferred,
         t.anomalies,
         plural(t.anomalies, "anomaly", "anomalies"),
-        plan.skipped.len(),
+        t.skipped,
     );
 }
 
@@ -263,7 +263,7 @@ fn action_row(out: &mut String, mark: &str, a: &Action) {
         cell(&object_label(a.kind.as_str(), &a.name)),
         cell(a.node.as_str()),
         cell(&a.target.to_string()),
-        a.impact.as_str(),
+        a.impact_word(),
         cell(&a.reason),
     );
 }
@@ -357,11 +357,14 @@ fn changes_table(out: &mut String, actions: &[&Action]) {
                 "| {object} | {} | {} | {} | {} | {cost} |",
                 a.op.as_str(),
                 cell(&field_label(c)),
-                c.from
-                    .as_deref()
-                    .map_or_else(|| "*(absent)*".to_owned(), cell),
-                c.to.as_deref()
-                    .map_or_else(|| "*(removed)*".to_owned(), cell),
+                c.from.as_deref().map_or_else(
+                    || "*(absent)*".to_owned(),
+                    |v| cell(&super::manifest_value(c, v))
+                ),
+                c.to.as_deref().map_or_else(
+                    || "*(removed)*".to_owned(),
+                    |v| cell(&super::manifest_value(c, v))
+                ),
             );
         }
     }

@@ -105,6 +105,8 @@ struct Totals {
     power: usize,
     prune: usize,
     deferred: usize,
+    /// Skipped work ([`Plan::skipped_work`]).
+    skipped: usize,
     restart: usize,
     anomalies: usize,
 }
@@ -122,6 +124,7 @@ impl Totals {
             power: n(Group::Power),
             prune: n(Group::Prune),
             deferred: plan.deferred.len(),
+            skipped: plan.skipped_work(),
             restart: plan
                 .skipped
                 .iter()
@@ -140,14 +143,15 @@ impl Totals {
                 power: t.power + o.power,
                 prune: t.prune + o.prune,
                 deferred: t.deferred + o.deferred,
+                skipped: t.skipped + o.skipped,
                 restart: t.restart + o.restart,
                 anomalies: t.anomalies + o.anomalies,
             }
         })
     }
 
-    /// `4 to create, 1 to update, 3 to prune, 2 need a person`: the counts
-    /// that are not zero, or `no changes`.
+    /// `4 to create, 1 to update, 3 to prune, 1 skipped, 2 need a person`:
+    /// the counts that are not zero, or `no changes`.
     fn phrase(&self) -> String {
         let parts: Vec<String> = [
             (self.create, "to create", "to create"),
@@ -155,6 +159,7 @@ impl Totals {
             (self.power, "power change", "power changes"),
             (self.prune, "to prune", "to prune"),
             (self.deferred, "prune deferred", "prunes deferred"),
+            (self.skipped, "skipped", "skipped"),
             (self.restart, "waits for a restart", "wait for a restart"),
             (self.anomalies, "needs a person", "need a person"),
         ]
@@ -179,7 +184,8 @@ fn cluster_summary(plan: &Plan) -> String {
 }
 
 /// The whole plan's total line: `Plan: 6 to create, … (2 clusters, 1
-/// aborted)`. Aborted clusters count nothing.
+/// aborted)`. Aborted clusters count nothing, and are never said to have
+/// no changes.
 fn total_line(plans: &[&Plan]) -> String {
     let aborted = plans.iter().filter(|p| p.aborted).count();
     let clusters = if plans.len() == 1 {
@@ -192,10 +198,16 @@ fn total_line(plans: &[&Plan]) -> String {
     } else {
         String::new()
     };
-    format!(
-        "Plan: {} ({clusters}{aborted})",
-        Totals::sum(plans.iter().copied()).phrase()
-    )
+    let totals = Totals::sum(plans.iter().copied());
+    // "No changes" is a finding about a cluster that was read: one that
+    // was not has no finding.
+    let phrase = match plans.iter().filter(|p| p.aborted).count() {
+        0 => totals.phrase(),
+        _ if totals != Totals::default() => totals.phrase(),
+        n if n == plans.len() => "nothing planned, nothing read".to_owned(),
+        _ => "no changes in the clusters read".to_owned(),
+    };
+    format!("Plan: {phrase} ({clusters}{aborted})")
 }
 
 /// The anomaly types in the order the renderings list them, each with a
@@ -226,6 +238,19 @@ fn field_label(c: &crate::action::Change) -> String {
     match &c.path {
         Some(p) if *p != c.field => format!("{} ({p})", c.field),
         _ => c.field.clone(),
+    }
+}
+
+/// A change's value as the manifest would write it, for the human plans:
+/// `memory` and `swap` are MiB to PVE (`2048`) and a size to the manifest
+/// (`2GiB`). Every other value, and any that does not parse, is shown as
+/// PVE takes it; the JSON plan always keeps PVE's form.
+fn manifest_value(c: &crate::action::Change, value: &str) -> String {
+    let in_mib = matches!(c.path.as_deref(), Some("spec.memory" | "spec.swap"));
+    match value.parse::<u64>() {
+        Ok(mib) if in_mib && mib > 0 && mib % 1024 == 0 => format!("{}GiB", mib / 1024),
+        Ok(mib) if in_mib => format!("{mib}MiB"),
+        _ => value.to_owned(),
     }
 }
 

@@ -172,6 +172,7 @@ fn skip(s: &mut Skipped) {
         | SkipReason::NodeOffline { .. }
         | SkipReason::ArtifactNotPlaced { .. }
         | SkipReason::ArtifactUnknown { .. }
+        | SkipReason::ArtifactRefused { .. }
         | SkipReason::CloneNeedsSharedStorage { .. }
         | SkipReason::CloneStorageUnknown { .. }
         | SkipReason::PowerUnknown => {}

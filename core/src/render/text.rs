@@ -180,7 +180,7 @@ impl Renderer {
             object_label(a.kind, a.name),
             a.node,
             a.id,
-            a.impact.as_str(),
+            crate::action::impact_word(a.op, a.impact),
             one_line(a.reason),
         );
         let labels: Vec<String> = a
@@ -195,14 +195,15 @@ impl Renderer {
     }
 
     fn change_line(&self, out: &mut String, impact: Impact, c: &Change, label: &str, width: usize) {
+        let shown = |v: &str| one_line(&super::manifest_value(c, v));
         let (sign, role, values) = match (&c.from, &c.to) {
-            (None, Some(to)) => ('+', Role::Create, one_line(to)),
-            (Some(from), None) => ('-', Role::Prune, one_line(from)),
+            (None, Some(to)) => ('+', Role::Create, shown(to)),
+            (Some(from), None) => ('-', Role::Prune, shown(from)),
             (None, None) => ('-', Role::Prune, String::new()),
             (Some(from), Some(to)) => (
                 '~',
                 Role::Update,
-                format!("{} → {}", one_line(from), one_line(to)),
+                format!("{} → {}", shown(from), shown(to)),
             ),
         };
         let cost = if c.sets_impact(impact) {

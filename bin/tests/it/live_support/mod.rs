@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 pub mod browser;
 pub mod daemon;
 pub mod sops;
+pub mod two_clusters;
 
 /// The variables ProxOps reads its repository, configuration and
 /// credentials from: a test's own environment must not leak into a run.
