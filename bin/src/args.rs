@@ -17,6 +17,7 @@ pub enum Command {
     Status,
     Run,
     Adopt,
+    Show,
     Record,
     SecretsCheck,
     Schema,
@@ -34,6 +35,7 @@ impl Command {
             Command::Status => "status",
             Command::Run => "run",
             Command::Adopt => "adopt",
+            Command::Show => "show",
             Command::Record => "record",
             Command::SecretsCheck => "secrets check",
             Command::Schema => "schema",
@@ -44,13 +46,14 @@ impl Command {
     }
 
     /// Every command, in the order help lists them.
-    pub const ALL: [Command; 12] = [
+    pub const ALL: [Command; 13] = [
         Command::Validate,
         Command::Diff,
         Command::Apply,
         Command::Status,
         Command::Run,
         Command::Adopt,
+        Command::Show,
         Command::Record,
         Command::SecretsCheck,
         Command::Schema,
@@ -328,7 +331,7 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         ],
     },
     CommandFlag {
-        help: "text (default), json (stable schema, docs/plan-json.md; for validate the diagnostics) or markdown (a pull-request comment; diff only)",
+        help: "text (default), json (stable schema, docs/plan-json.md; for validate the diagnostics) or markdown (a pull-request comment; diff and show only)",
         choices: &["text", "json", "markdown"],
         long: "--output",
         short: Some("-o"),
@@ -338,6 +341,7 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
             Command::Diff,
             Command::Apply,
             Command::Status,
+            Command::Show,
         ],
     },
     CommandFlag {
@@ -605,6 +609,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         "status" => (Command::Status, tail),
         "run" => (Command::Run, tail),
         "adopt" => (Command::Adopt, tail),
+        "show" => (Command::Show, tail),
         "record" => (Command::Record, tail),
         "completions" => (Command::Completions, tail),
         "man" => (Command::Man, tail),
@@ -662,7 +667,14 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         positional.push(t.clone());
     }
     match (command, positional.as_slice()) {
-        (Command::SecretsCheck, [file]) => a.file = Some(PathBuf::from(file)),
+        (Command::SecretsCheck, [file]) | (Command::Show, [file]) => {
+            a.file = Some(PathBuf::from(file));
+        }
+        (Command::Show, _) => {
+            return Err(usage(
+                "usage: proxops show PLAN (a file `diff --out` saved)",
+            ));
+        }
         (Command::SecretsCheck, _) => return Err(usage("usage: proxops secrets check FILE")),
         (Command::Schema, [kind]) | (Command::Explain, [kind]) => a.topic = Some(kind.clone()),
         (Command::Explain, _) => {
@@ -827,7 +839,7 @@ mod tests {
     fn every_command_is_parsed_by_its_name() {
         for c in Command::ALL {
             let mut args: Vec<&str> = c.name().split(' ').collect();
-            if c == Command::SecretsCheck {
+            if c == Command::SecretsCheck || c == Command::Show {
                 args.push("f.yaml");
             }
             if c == Command::Completions {

@@ -247,6 +247,20 @@ through a symlink that leads out of the work tree (refused, nothing written).
 leaves PVE unchanged and takes the cluster's lock, as apply does.",
     },
     CommandHelp {
+        command: Command::Show,
+        summary: "Print a plan saved by `diff --out` for review (offline)",
+        operands: "PLAN",
+        operand_choices: &[],
+        about: "\
+Print the plan a `diff --out` saved, as diff printed it: text (the default),
+markdown or json (docs/plan-json.md), under a line naming the commit it was
+computed from. Reads the file alone: no repository, configuration,
+credentials or PVE. Secrets show as <secret>; the file holds none.
+A file that is not a saved plan of this version, or whose actions touch
+objects it holds no observation of (edited or damaged), exits 2 and prints
+no plan. Exit 0 otherwise, whatever the plan holds.",
+    },
+    CommandHelp {
         command: Command::Record,
         summary: "Save one cluster's PVE responses to <cluster>.json for offline diff",
         operands: "",

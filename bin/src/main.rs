@@ -25,6 +25,7 @@ mod record;
 mod run;
 mod saved;
 mod schema;
+mod show;
 mod status;
 mod validate;
 
@@ -92,6 +93,7 @@ fn dispatch(
             None => Err(Failure::input("usage: proxops secrets check FILE")),
         },
         Command::Adopt => adopt::run(global, args, &env),
+        Command::Show => show::run(global, args),
         Command::Schema => schema::print(args.topic.as_deref()),
         Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
         Command::Completions => completions::run(args.shell),

@@ -299,6 +299,7 @@ const COMMANDS: &[&str] = &[
     "secrets check",
     "schema",
     "explain",
+    "show",
 ];
 
 fn help_of(args: &[&str]) -> String {

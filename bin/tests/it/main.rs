@@ -70,6 +70,7 @@ mod pve_refusals;
 mod scale_fixture;
 mod schema;
 mod secrets_check;
+mod show_plan;
 mod url_mode;
 mod validate_invalid;
 mod validate_report;

@@ -297,6 +297,17 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl From<std::process::Output> for Run {
+    /// A finished process's exit code and output (UTF-8 or the test fails).
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+}
+
 impl Run {
     pub fn all(&self) -> String {
         format!("--- stdout\n{}--- stderr\n{}", self.stdout, self.stderr)
