@@ -148,6 +148,8 @@ pub struct CommandArgs {
     pub topic: Option<String>,
     /// `completions SHELL`.
     pub shell: Option<Shell>,
+    /// `--target KIND/NAME` (diff, apply), as given, in order.
+    pub targets: Vec<String>,
 }
 
 /// A flag as `--help`, the man page and the shell completions show it: a
@@ -367,6 +369,14 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         short: Some("-n"),
         value: None,
         commands: &[Command::Apply, Command::Run],
+    },
+    CommandFlag {
+        help: "Plan only KIND/NAME (e.g. VM/web-01) and what it depends on; repeat for several; everything else is listed as not considered, and nothing is pruned",
+        choices: &[],
+        long: "--target",
+        short: None,
+        value: Some("KIND/NAME"),
+        commands: &[Command::Diff, Command::Apply],
     },
     CommandFlag {
         help: "Apply without asking (scripts, CI)",
@@ -727,6 +737,13 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
                 .ok_or_else(|| usage("--output must be UTF-8"))?;
             once(&mut a.output, flag, parse_output(text).map_err(usage)?)?
         }
+        "--target" => a.targets.push(
+            value
+                .clone()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        ),
         "--exit-code" => a.exit_code = true,
         "--diff" => a.diff = true,
         "--dry-run" => a.dry_run = true,
@@ -746,6 +763,7 @@ fn command_by_name(name: &str) -> Option<Command> {
         "status" => Command::Status,
         "run" => Command::Run,
         "adopt" => Command::Adopt,
+        "show" => Command::Show,
         "record" => Command::Record,
         "secrets" => Command::SecretsCheck,
         "schema" => Command::Schema,

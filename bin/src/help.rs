@@ -161,7 +161,10 @@ Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
 A larger disk size is a `resize` action (grown online); a smaller one is a
 `shrink` anomaly, never done.
 --out FILE saves the actions, the commit and what PVE showed of every object
-they touch; no secret is written (docs/saved-plans.md).",
+they touch; no secret is written (docs/saved-plans.md).
+--target KIND/NAME (repeatable) plans only those manifests and what they
+depend on; the rest is listed as not considered and nothing is pruned. A
+target no selected cluster declares exits 2, naming the nearest one.",
     },
     CommandHelp {
         command: Command::Apply,
@@ -190,7 +193,8 @@ force-stop-after-timeout: true (then status/stop, and the action goes on).
 when asking, the text plan is shown on stderr. A --plan FILE is refused
 (exit 1, nothing written) when the commit, the files or any touched object
 changed since it was saved; it is shown and asked like a plan, and with
---dry-run only checked.
+--dry-run only checked. --target KIND/NAME applies only those manifests and
+what they depend on, as diff --target plans them.
 
 Each cluster is locked from its read to its read-back (<data-dir>/locks/);
 one held by another proxops process is waited for up to reconcile.lock-wait

@@ -44,6 +44,7 @@ pub mod secret;
 pub mod state;
 pub mod step;
 pub mod suggest;
+pub mod target;
 pub mod time;
 pub mod units;
 pub mod wire;

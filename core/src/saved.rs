@@ -505,6 +505,7 @@ impl SavedCluster {
             self_guests: Vec::new(),
             diagnostics: Vec::new(),
             rollout: Default::default(),
+            not_considered: Vec::new(),
         }
     }
 }

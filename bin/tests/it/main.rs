@@ -71,6 +71,7 @@ mod scale_fixture;
 mod schema;
 mod secrets_check;
 mod show_plan;
+mod targeted_plan;
 mod url_mode;
 mod validate_invalid;
 mod validate_report;
