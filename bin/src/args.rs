@@ -150,6 +150,10 @@ pub struct CommandArgs {
     pub shell: Option<Shell>,
     /// `--target KIND/NAME` (diff, apply), as given, in order.
     pub targets: Vec<String>,
+    /// `adopt --vmid N`.
+    pub vmid: Option<String>,
+    /// `adopt --name NAME`.
+    pub name: Option<String>,
 }
 
 /// A flag as `--help`, the man page and the shell completions show it: a
@@ -408,6 +412,22 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         long: "--adopt-secrets",
         short: None,
         value: None,
+        commands: &[Command::Adopt],
+    },
+    CommandFlag {
+        help: "Adopt only the guest with this vmid; a guest a manifest already manages is left alone",
+        choices: &[],
+        long: "--vmid",
+        short: None,
+        value: Some("N"),
+        commands: &[Command::Adopt],
+    },
+    CommandFlag {
+        help: "Adopt only the guest of this PVE name (refused when several carry it: use --vmid)",
+        choices: &[],
+        long: "--name",
+        short: None,
+        value: Some("NAME"),
         commands: &[Command::Adopt],
     },
 ];
@@ -744,6 +764,19 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
                 .to_string_lossy()
                 .into_owned(),
         ),
+        "--vmid" | "--name" => {
+            let text = value
+                .clone()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let slot = if flag.long == "--vmid" {
+                &mut a.vmid
+            } else {
+                &mut a.name
+            };
+            once(slot, flag, text)?;
+        }
         "--exit-code" => a.exit_code = true,
         "--diff" => a.diff = true,
         "--dry-run" => a.dry_run = true,

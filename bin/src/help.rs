@@ -248,7 +248,9 @@ template and storage file under <kind>/<cluster>/. Prints the resources.yaml
 lines to add, the gap report, INCOMPLETE and SKIPPED lists. Never writes
 through a symlink that leads out of the work tree (refused, nothing written).
 --replay DIR adopts from a recording instead of the API. --adopt-secrets
-leaves PVE unchanged and takes the cluster's lock, as apply does.",
+leaves PVE unchanged and takes the cluster's lock, as apply does.
+--vmid N or --name NAME adopts one guest and reports only what it wrote; a
+guest a manifest already manages is left alone.",
     },
     CommandHelp {
         command: Command::Show,

@@ -34,6 +34,7 @@ mod input_bounds;
 mod json_logs;
 mod live_adopt;
 mod live_adopt_estate;
+mod live_adopt_one;
 mod live_adopt_secrets;
 mod live_apply;
 mod live_apply_confirm;
