@@ -11,6 +11,7 @@ use crate::exit::Failure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
+    Init,
     Validate,
     Diff,
     Apply,
@@ -29,6 +30,7 @@ pub enum Command {
 impl Command {
     pub fn name(self) -> &'static str {
         match self {
+            Command::Init => "init",
             Command::Validate => "validate",
             Command::Diff => "diff",
             Command::Apply => "apply",
@@ -46,7 +48,8 @@ impl Command {
     }
 
     /// Every command, in the order help lists them.
-    pub const ALL: [Command; 13] = [
+    pub const ALL: [Command; 14] = [
+        Command::Init,
         Command::Validate,
         Command::Diff,
         Command::Apply,
@@ -633,6 +636,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         });
     };
     let (command, tail) = match first.as_str() {
+        "init" => (Command::Init, tail),
         "validate" => (Command::Validate, tail),
         "diff" => (Command::Diff, tail),
         "apply" => (Command::Apply, tail),
@@ -697,7 +701,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         positional.push(t.clone());
     }
     match (command, positional.as_slice()) {
-        (Command::SecretsCheck, [file]) | (Command::Show, [file]) => {
+        (Command::SecretsCheck, [file]) | (Command::Show, [file]) | (Command::Init, [file]) => {
             a.file = Some(PathBuf::from(file));
         }
         (Command::Show, _) => {
@@ -790,6 +794,7 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
 
 fn command_by_name(name: &str) -> Option<Command> {
     Some(match name {
+        "init" => Command::Init,
         "validate" => Command::Validate,
         "diff" => Command::Diff,
         "apply" => Command::Apply,

@@ -119,6 +119,21 @@ or a SOPS file (docs/credentials.md).";
 /// Every command, in the order help lists them.
 pub const COMMANDS: &[CommandHelp] = &[
     CommandHelp {
+        command: Command::Init,
+        summary: "Start a repository for one cluster: configuration, one example per kind",
+        operands: "[DIR] --cluster NAME",
+        operand_choices: &[],
+        about: "\
+Write a new repository for the cluster --cluster names into DIR (default: the
+working directory), which must be empty or not exist yet: proxops.yaml,
+clusters/NAME/config.yaml (base-url and nodes to fill in),
+clusters/NAME/resources.yaml listing one example manifest of every kind
+(VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool,
+BackupJob, HAResource), a .gitignore and a .sops.yaml. The result passes
+`proxops validate`. Reads no PVE; a directory that holds anything exits 2
+with nothing written. docs/getting-started.md tries it on fakepve.",
+    },
+    CommandHelp {
         command: Command::Validate,
         summary: "Parse and validate the repository; print `ok: N clusters, M objects`",
         operands: "",

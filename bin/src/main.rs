@@ -17,6 +17,7 @@ mod files;
 mod gitsource;
 mod help;
 mod host;
+mod init;
 mod lock;
 mod log;
 mod manpage;
@@ -94,6 +95,7 @@ fn dispatch(
         },
         Command::Adopt => adopt::run(global, args, &env),
         Command::Show => show::run(global, args),
+        Command::Init => init::run(global, args),
         Command::Schema => schema::print(args.topic.as_deref()),
         Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
         Command::Completions => completions::run(args.shell),

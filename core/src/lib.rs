@@ -39,6 +39,7 @@ pub mod repo;
 pub mod report;
 pub mod rollout;
 pub mod saved;
+pub mod scaffold;
 pub mod schema;
 pub mod secret;
 pub mod state;

@@ -289,6 +289,7 @@ fn getting_started_reaches_the_first_offline_diff() {
 }
 
 const COMMANDS: &[&str] = &[
+    "init",
     "validate",
     "diff",
     "apply",

@@ -30,6 +30,7 @@ mod extra_keys;
 mod fault_sweep;
 mod first_hour;
 mod idempotency;
+mod init_scaffold;
 mod input_bounds;
 mod json_logs;
 mod live_adopt;

@@ -7,9 +7,8 @@
 #![allow(clippy::unwrap_used)]
 
 use std::path::Path;
-use std::process::Command;
 
-use crate::live_support::{Repo, Run, copy_dir, without_proxops_env, workspace_root};
+use crate::live_support::{Repo, copy_dir, offline, workspace_root};
 
 /// The demo repository under git and a plan saved from its recordings
 /// into `out/plan.json`; returns the repository (kept alive) and the
@@ -23,7 +22,7 @@ fn saved_demo_plan(out: &Path) -> (Repo, String) {
     repo.commit_all("demo");
     let replay = workspace_root().join("fixtures/live/demo");
     let plan = out.join("plan.json");
-    let run = proxops(
+    let run = offline(
         out,
         &[
             "--git-path",
@@ -42,27 +41,13 @@ fn saved_demo_plan(out: &Path) -> (Repo, String) {
     (repo, commit)
 }
 
-/// Runs the binary in `dir` with none of ProxOps' variables set (no
-/// repository to find: `dir` is a fresh temporary directory).
-fn proxops(dir: &Path, args: &[&str]) -> Run {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
-    Run::from(
-        without_proxops_env(&mut cmd)
-            .current_dir(dir)
-            .env("HOME", dir)
-            .args(args)
-            .output()
-            .unwrap(),
-    )
-}
-
 #[test]
 fn a_saved_plan_shows_offline_in_text_markdown_and_json() {
     let dir = tempfile::tempdir().unwrap();
     let (_repo, commit) = saved_demo_plan(dir.path());
     assert!(!dir.path().join(".git").exists());
     let show = |format: &str| {
-        let run = proxops(dir.path(), &["show", "plan.json", "-o", format]);
+        let run = offline(dir.path(), &["show", "plan.json", "-o", format]);
         assert_eq!(run.code, 0, "{}", run.all());
         assert_eq!(run.stderr, "", "show reads no repository and logs nothing");
         run.stdout.replace(&commit, "<commit>")
@@ -134,16 +119,16 @@ fn a_damaged_or_foreign_plan_file_is_exit_2_and_prints_no_plan() {
     let mut seen = Vec::new();
     for (what, text, expected) in cases {
         std::fs::write(dir.path().join("plan.json"), &text).unwrap();
-        let run = proxops(dir.path(), &["show", "plan.json"]);
+        let run = offline(dir.path(), &["show", "plan.json"]);
         assert_eq!(run.code, 2, "{what}: {}", run.all());
         assert_eq!(run.stdout, "", "{what}: no plan printed");
         assert!(run.stderr.contains(expected), "{what}: {}", run.stderr);
         seen.push(format!("{what}: {}", run.stderr.trim_end()));
     }
-    let missing = proxops(dir.path(), &["show", "nowhere.json"]);
+    let missing = offline(dir.path(), &["show", "nowhere.json"]);
     assert_eq!(missing.code, 2, "{}", missing.all());
     seen.push(format!("missing: {}", missing.stderr.trim_end()));
-    let bare = proxops(dir.path(), &["show"]);
+    let bare = offline(dir.path(), &["show"]);
     assert_eq!(bare.code, 2, "{}", bare.all());
     seen.push(format!("no operand: {}", bare.stderr.trim_end()));
     insta::assert_snapshot!("show_plan_refusals", seen.join("\n"));

@@ -314,6 +314,20 @@ impl Run {
     }
 }
 
+/// Runs the binary in `dir` (also its HOME) with none of [`PROXOPS_ENV`]
+/// and no PVE: for commands that read files only.
+pub fn offline(dir: &Path, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
+    Run::from(
+        without_proxops_env(&mut cmd)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .args(args)
+            .output()
+            .unwrap(),
+    )
+}
+
 /// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
 /// token in the environment.
 pub fn proxops(pve: &FakePve, repo: &Repo, args: &[&str]) -> Run {
