@@ -35,7 +35,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         None => Source::Live,
     };
     let started_at = unix_now();
-    let outcome = cycle::plan_all(g, env, &ws, &source)?;
+    let outcome = cycle::plan_all(g, env, &ws, &source, None)?;
     let finished_at = unix_now();
 
     let clusters = outcome

@@ -151,6 +151,7 @@ pub fn plan(
             self_guests: Vec::new(),
             diagnostics: Vec::new(),
             rollout: Default::default(),
+            not_considered: Vec::new(),
         },
         downloads: BTreeSet::new(),
         refused_downloads: BTreeSet::new(),

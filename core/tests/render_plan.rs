@@ -351,6 +351,7 @@ fn busy_plan() -> Plan {
         self_guests: Vec::new(),
         diagnostics: Vec::new(),
         rollout: Rollout::of(&actions, |_| None, &DisruptionBudget::default()),
+        not_considered: Vec::new(),
     }
 }
 
@@ -367,6 +368,7 @@ fn empty_plan(cluster: &str) -> Plan {
         self_guests: Vec::new(),
         diagnostics: Vec::new(),
         rollout: Default::default(),
+        not_considered: Vec::new(),
     }
 }
 
