@@ -167,6 +167,7 @@ spec:
   node: pve1
   vmid: 101
   clone: debian-13-cloud
+  pool: web
   memory: 2GiB
   cpu:
     type: x86-64-v2-AES

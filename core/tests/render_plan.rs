@@ -144,6 +144,7 @@ fn busy_plan() -> Plan {
         config: clone_config,
         delete: Vec::new(),
         start_after: true,
+        pool: None,
     };
 
     let actions = vec![

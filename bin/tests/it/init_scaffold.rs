@@ -85,6 +85,24 @@ fn the_scaffold_plans_and_applies_on_fakepve() {
         "{}",
         applied.all()
     );
+    // The cloned VM joins its pool with the clone request itself
+    // (qemu-server `PVE/API2/Qemu.pm` `clone_vm`: `pool`), after the pool
+    // is created, so one apply converges.
+    let requests = pve.requests().unwrap();
+    let pool_at = requests
+        .iter()
+        .position(|(m, p, _)| m == "POST" && p.ends_with("/pools"))
+        .unwrap();
+    let clone_at = requests
+        .iter()
+        .position(|(m, p, _)| m == "POST" && p.ends_with("/clone"))
+        .unwrap();
+    assert!(pool_at < clone_at, "{requests:?}");
+    assert!(
+        requests[clone_at].2.contains("pool=web"),
+        "{:?}",
+        requests[clone_at]
+    );
     let again = live_support::proxops(&pve, &repo, &["diff", "--exit-code"]);
     assert_eq!(again.code, 0, "{}", again.all());
 }
