@@ -28,10 +28,11 @@ pub enum Kind {
     Pool,
     BackupJob,
     HAResource,
+    HARule,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 11] = [
         Kind::VM,
         Kind::TemplateVM,
         Kind::LXC,
@@ -42,6 +43,7 @@ impl Kind {
         Kind::Pool,
         Kind::BackupJob,
         Kind::HAResource,
+        Kind::HARule,
     ];
 
     /// The kinds as messages list them: `VM, TemplateVM, …`.
@@ -61,6 +63,7 @@ impl Kind {
             Kind::Pool => "Pool",
             Kind::BackupJob => "BackupJob",
             Kind::HAResource => "HAResource",
+            Kind::HARule => "HARule",
         }
     }
 
@@ -81,6 +84,7 @@ impl Kind {
             Kind::Pool => "pool",
             Kind::BackupJob => "backupjob",
             Kind::HAResource => "haresource",
+            Kind::HARule => "harule",
         }
     }
 
@@ -101,11 +105,14 @@ impl Kind {
         matches!(self, Kind::ISO | Kind::CTTemplate | Kind::DiskImage)
     }
 
-    /// Cluster-level objects (Pool, BackupJob, HAResource): no node, no
+    /// Cluster-level objects (Pool, BackupJob, HAResource, HARule): no node, no
     /// vmid, no tags; owned through the marker ProxOps writes in their
     /// `comment` ([`crate::cluster::mark`]).
     pub fn is_cluster_object(self) -> bool {
-        matches!(self, Kind::Pool | Kind::BackupJob | Kind::HAResource)
+        matches!(
+            self,
+            Kind::Pool | Kind::BackupJob | Kind::HAResource | Kind::HARule
+        )
     }
 
     pub fn is_template(self) -> bool {

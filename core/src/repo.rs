@@ -698,6 +698,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             Kind::Pool => read_spec(value, text, doc, Spec::Pool),
             Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
             Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
+            Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
         };
         let before = diags.len();
         let (metadata, spec) = match parsed {
@@ -1016,24 +1017,37 @@ fn cross_checks(
                 .collect::<Vec<_>>()
                 .join(", ");
             // Every node the object names, with the field that names it.
-            let named: Vec<(String, &NodeName)> = match &o.spec {
+            let named: Vec<(String, NodeName)> = match &o.spec {
                 Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => a
                     .nodes
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| (format!("spec.nodes[{i}]"), n))
-                    .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n)))
+                    .map(|(i, n)| (format!("spec.nodes[{i}]"), n.clone()))
+                    .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n.clone())))
                     .collect(),
-                Spec::BackupJob(b) => b.node.iter().map(|n| ("spec.node".to_owned(), n)).collect(),
+                Spec::BackupJob(b) => b
+                    .node
+                    .iter()
+                    .map(|n| ("spec.node".to_owned(), n.clone()))
+                    .collect(),
+                Spec::HaRule(r) => r
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| {
+                        let (n, _) = crate::cluster::spec::parse_node_priority(t)?;
+                        Some((format!("spec.nodes[{i}]"), n))
+                    })
+                    .collect(),
                 _ => o
                     .spec
                     .guest_id()
-                    .map(|(n, _)| ("spec.node".to_owned(), n))
+                    .map(|(n, _)| ("spec.node".to_owned(), n.clone()))
                     .into_iter()
                     .collect(),
             };
             for (field, n) in named {
-                if !allow.contains(n) {
+                if !allow.contains(&n) {
                     outside += 1;
                     diags.push(object_diag(
                         o,
@@ -1056,6 +1070,7 @@ impl DesiredObject {
         match &self.spec {
             Spec::Pool(p) => p.id.is_some(),
             Spec::BackupJob(b) => b.id.is_some(),
+            Spec::HaRule(r) => r.id.is_some(),
             _ => false,
         }
     }

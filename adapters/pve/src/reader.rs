@@ -125,7 +125,13 @@ pub fn read_snapshot(
         failures.push(f.clone());
     }
     for ep in proxops_core::cluster::KINDS {
-        let listing = read_listing(transport, acting_as, ep);
+        let Some(listing) = read_listing(transport, acting_as, ep) else {
+            snap.cluster.unsupported.insert(ep.kind);
+            snap.cluster
+                .listings
+                .insert(ep.kind, Ok(Default::default()));
+            continue;
+        };
         if let Err(f) = &listing {
             failures.push(f.clone());
         }
@@ -495,22 +501,35 @@ fn read_replication(transport: &dyn Transport, acting_as: Option<&str>) -> Repli
 /// No answer in the recording being replayed is no objects (a recording
 /// made before ProxOps read them; re-record to see them); any other
 /// failure is kept, and nothing of the kind is then created or pruned.
+/// `None`: this PVE predates the endpoint (`Endpoints::since`; PVE answers
+/// an unknown API path with 501, pve-http-server `AnyEvent.pm`
+/// `handle_api2_request` "Method '…' not implemented").
 fn read_listing(
     transport: &dyn Transport,
     acting_as: Option<&str>,
     ep: proxops_core::cluster::Endpoints,
-) -> proxops_core::cluster::Listing {
+) -> Option<proxops_core::cluster::Listing> {
     let request = Request::get(ep.collection);
     let fail = |message: String| ReadFailure {
         what: describe(&request),
         message,
     };
-    match transport.call(&request) {
+    let outcome = transport.call(&request);
+    if ep.since.is_some() && lacks_endpoint(&outcome) {
+        return None;
+    }
+    Some(match outcome {
         Err(TransportError::NotRecorded { .. }) => Ok(Default::default()),
         Err(e) => Err(fail(e.to_string())),
         Ok(r) if !r.is_success() => Err(fail(status_message(&r, acting_as))),
         Ok(r) => ep.parse(r.data()).map_err(|e| fail(e.to_string())),
-    }
+    })
+}
+
+/// The server has no such API path: 501, or a 404 that is not about an
+/// object.
+fn lacks_endpoint(outcome: &Result<Response, TransportError>) -> bool {
+    matches!(outcome, Ok(r) if r.status == 501 || (r.status == 404 && !is_not_found_text(r)))
 }
 
 enum ConfigRead {

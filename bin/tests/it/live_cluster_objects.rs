@@ -1,4 +1,5 @@
-//! Pools and backup jobs as code against a live (fakepve) cluster: they
+//! Pools, backup jobs, HA resources and HA rules as code against a live
+//! (fakepve) cluster: they
 //! converge in one apply, plan nothing after, diff the same from a
 //! recording; objects without ProxOps' marker are never written until
 //! adopted; the empty-desired guard and the prune budget hold per kind; a
@@ -63,8 +64,22 @@ spec:
   comment: Keep it up
 ";
 
-/// The demo's monitoring VM in pool `web` and under HA, two pools and two
-/// backup jobs.
+/// pve-ha-manager `API2/HA/Rules.pm` `create_rule`: the resources must be
+/// HA-managed already and the nodes must exist; `HA/Rules/NodeAffinity.pm`
+/// `encode_value` lists the nodes sorted with their priority.
+const HA_RULE: &str = "apiVersion: proxops/v1alpha1
+kind: HARule
+metadata:
+  name: monitoring-on-pve1
+spec:
+  type: node-affinity
+  resources: [monitoring]
+  nodes: [pve2, \"pve1:2\"]
+  comment: Prefer pve1
+";
+
+/// The demo's monitoring VM in pool `web` and under HA with a node-affinity
+/// rule, two pools and two backup jobs.
 fn estate(repo: &Repo) {
     let vm = std::fs::read_to_string(repo.path().join("vm/base/monitoring.yaml")).unwrap();
     repo.write("vm/base/monitoring.yaml", &format!("{vm}  pool: web\n"));
@@ -73,6 +88,7 @@ fn estate(repo: &Repo) {
     repo.write("backupjob/home/nightly.yaml", JOB_NIGHTLY);
     repo.write("backupjob/home/web-weekly.yaml", JOB_WEB);
     repo.write("haresource/home/monitoring.yaml", HA_MONITORING);
+    repo.write("harule/home/monitoring-on-pve1.yaml", HA_RULE);
     repo.set_resources(&[
         "../../vm/base/monitoring.yaml",
         "../../pool/home/web.yaml",
@@ -80,6 +96,7 @@ fn estate(repo: &Repo) {
         "../../backupjob/home/nightly.yaml",
         "../../backupjob/home/web-weekly.yaml",
         "../../haresource/home/monitoring.yaml",
+        "../../harule/home/monitoring-on-pve1.yaml",
     ]);
 }
 
@@ -129,7 +146,7 @@ fn list(plan: &Value, key: &str) -> Vec<Value> {
 }
 
 #[test]
-fn pools_and_backup_jobs_converge_in_one_apply_then_plan_nothing_and_replay_offline() {
+fn cluster_objects_converge_in_one_apply_then_plan_nothing_and_replay_offline() {
     let pve = FakePve::start(&empty_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
     estate(&repo);
@@ -189,6 +206,22 @@ fn pools_and_backup_jobs_converge_in_one_apply_then_plan_nothing_and_replay_offl
         "{ha}"
     );
 
+    // The rule is written after the resource it names (PVE refuses an
+    // unmanaged resource: `API2/HA/Rules.pm` `$assert_valid_resources_param`).
+    let rules = pve_get(&pve, "/cluster/ha/rules");
+    assert_eq!(rules[0]["rule"], "monitoring-on-pve1", "{rules}");
+    assert_eq!(rules[0]["resources"], "vm:150", "{rules}");
+    assert_eq!(rules[0]["nodes"], "pve1:2,pve2", "{rules}");
+    assert_eq!(rules[0]["comment"], "Prefer pve1 [proxops]", "{rules}");
+    let requests = pve.requests().unwrap();
+    let post = |path: &str| {
+        requests
+            .iter()
+            .position(|(m, p, _)| m == "POST" && p.ends_with(path))
+            .unwrap()
+    };
+    assert!(post("/cluster/ha/resources") < post("/cluster/ha/rules"));
+
     // Nothing left to do.
     let again = proxops(&pve, &repo, &["diff", "--exit-code"]);
     assert_eq!(again.code, 0, "{}", again.all());
@@ -206,6 +239,26 @@ fn pools_and_backup_jobs_converge_in_one_apply_then_plan_nothing_and_replay_offl
     assert_eq!(rec.code, 0, "{}", rec.all());
     let replayed = home_plan(&pve, &repo, &["--replay", out.path().to_str().unwrap()]);
     assert_eq!(replayed, plan);
+
+    // adopt writes the rule back with its resources by manifest name.
+    let adopted_repo = empty_repo(&pve);
+    let adopted = proxops(&pve, &adopted_repo, &["adopt"]);
+    assert_eq!(adopted.code, 0, "{}", adopted.all());
+    let rule = std::fs::read_to_string(
+        adopted_repo
+            .path()
+            .join("harule/home/monitoring-on-pve1.yaml"),
+    )
+    .unwrap();
+    for line in [
+        "type: node-affinity",
+        "- monitoring",
+        "pve1:2",
+        "Prefer pve1",
+    ] {
+        assert!(rule.contains(line), "{line}: {rule}");
+    }
+    assert!(!rule.contains("adopted-id"), "{rule}");
 
     // Drift on an owned field is planned per field, live.
     by_hand(
@@ -403,9 +456,12 @@ fn a_pruned_guest_under_ha_loses_its_ha_resource_first() {
             .position(|(rm, rp, _)| rm == m && rp.contains(p))
             .unwrap_or_else(|| panic!("no {m} {p}: {requests:?}\n{}", run.all()))
     };
+    let rule = at("DELETE", "/cluster/ha/rules/monitoring-on-pve1");
     let ha = at("DELETE", "/cluster/ha/resources/vm:150");
     let guest = at("DELETE", "/nodes/pve1/qemu/150");
-    assert!(ha < guest, "{requests:?}");
+    // The rule first: with purge=0 PVE keeps a rule naming a deleted
+    // resource (pve-ha-manager `API2/HA/Resources.pm` `delete`).
+    assert!(rule < ha && ha < guest, "{requests:?}");
     assert!(
         pve_get(&pve, "/cluster/ha/resources")
             .as_array()
@@ -414,4 +470,121 @@ fn a_pruned_guest_under_ha_loses_its_ha_resource_first() {
     );
     let nothing = home_plan(&pve, &repo, &[]);
     assert!(list(&nothing, "actions").is_empty(), "{nothing}");
+}
+
+/// A rule changed by hand is planned back per field: its nodes, and a
+/// disabled rule re-enabled with `delete=disable` (pve-ha-manager
+/// `API2/HA/Rules.pm` `update_rule` drops a false `disable`), sending
+/// `type` and `resources` with every update (`update_rule`'s isolated
+/// schema requires `type`).
+#[test]
+fn a_changed_ha_rule_is_planned_back_per_field() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    estate(&repo);
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    by_hand(
+        &pve,
+        "PUT",
+        "/cluster/ha/rules/monitoring-on-pve1",
+        &[
+            ("type", "node-affinity"),
+            ("nodes", "pve2"),
+            ("disable", "1"),
+        ],
+    );
+    let plan = home_plan(&pve, &repo, &[]);
+    let actions = list(&plan, "actions");
+    assert_eq!(actions.len(), 1, "{plan}");
+    let fields: Vec<&str> = actions[0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["field"].as_str().unwrap())
+        .collect();
+    assert_eq!(fields, ["nodes", "disable"], "{plan}");
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    let requests = pve.requests().unwrap();
+    let (_, _, body) = requests
+        .iter()
+        .find(|(m, p, _)| m == "PUT" && p.ends_with("/cluster/ha/rules/monitoring-on-pve1"))
+        .unwrap_or_else(|| panic!("{requests:?}"));
+    for sent in ["delete", "disable", "node-affinity", "vm"] {
+        assert!(body.contains(sent), "{sent}: {body}");
+    }
+    let rules = pve_get(&pve, "/cluster/ha/rules");
+    assert_eq!(rules[0]["nodes"], "pve1:2,pve2", "{rules}");
+    assert!(rules[0].get("disable").is_none(), "{rules}");
+    let again = home_plan(&pve, &repo, &[]);
+    assert!(list(&again, "actions").is_empty(), "{again}");
+}
+
+/// A recording of the converged estate with its `/cluster/ha/rules`
+/// answer changed by `edit`, and the plan replayed from it.
+fn replayed_with_rules(edit: impl Fn(&mut Value)) -> Value {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    estate(&repo);
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    let out = tempfile::tempdir().unwrap();
+    let dir = out.path().to_str().unwrap();
+    let rec = proxops(&pve, &repo, &["record", "--out", dir]);
+    assert_eq!(rec.code, 0, "{}", rec.all());
+    let file = out.path().join("home.json");
+    let mut recording: Value = serde_json::from_slice(&std::fs::read(&file).unwrap()).unwrap();
+    let rules = recording["responses"]
+        .as_array_mut()
+        .unwrap()
+        .iter_mut()
+        .find(|r| r["path"] == "/cluster/ha/rules")
+        .unwrap();
+    edit(rules);
+    std::fs::write(&file, serde_json::to_vec(&recording).unwrap()).unwrap();
+    home_plan(&pve, &repo, &["--replay", dir])
+}
+
+/// PVE 8 has no `/cluster/ha/rules` (pve-ha-manager 5.0 brought it, PVE
+/// 9; an unknown API path is a 501, pve-http-server `AnyEvent.pm`
+/// `handle_api2_request`): each HARule manifest is a person's, nothing of
+/// the kind is written or pruned, HA resources still converge.
+#[test]
+fn a_pve_without_ha_rules_makes_each_ha_rule_an_anomaly() {
+    let plan = replayed_with_rules(|r| {
+        r["status"] = json!(501);
+        r["reason"] = json!("Method 'GET /cluster/ha/rules' not implemented");
+        r["body"] = json!({"data": null});
+    });
+    assert!(list(&plan, "actions").is_empty(), "{plan}");
+    let anomalies = list(&plan, "anomalies");
+    assert_eq!(anomalies.len(), 1, "{plan}");
+    assert_eq!(anomalies[0]["kind"], "HARule", "{plan}");
+    assert!(
+        anomalies[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("needs PVE 9"),
+        "{plan}"
+    );
+}
+
+/// `API2/HA/Rules.pm` `update_rule` refuses another `type` ("unexpected
+/// property 'type'"): a rule of the other type under the manifest's id is
+/// an anomaly, never an update PVE refuses.
+#[test]
+fn an_ha_rule_of_another_type_is_an_anomaly() {
+    let plan = replayed_with_rules(|r| {
+        r["body"]["data"][0]["type"] = json!("resource-affinity");
+    });
+    assert!(list(&plan, "actions").is_empty(), "{plan}");
+    let anomalies = list(&plan, "anomalies");
+    assert_eq!(anomalies.len(), 1, "{plan}");
+    assert!(
+        anomalies[0]["message"]
+            .as_str()
+            .unwrap()
+            .contains("PVE never changes it"),
+        "{plan}"
+    );
 }

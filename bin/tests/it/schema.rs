@@ -23,6 +23,7 @@ const KINDS: &[&str] = &[
     "Pool",
     "BackupJob",
     "HAResource",
+    "HARule",
 ];
 
 /// The kind directories manifests live under.
@@ -37,6 +38,7 @@ const KIND_DIRS: &[&str] = &[
     "pool",
     "backupjob",
     "haresource",
+    "harule",
 ];
 
 fn repo_root() -> PathBuf {
@@ -181,6 +183,7 @@ fn every_documented_field_is_in_the_schema() {
         ("pool", "pool"),
         ("backupjob", "backupjob"),
         ("haresource", "haresource"),
+        ("harule", "harule"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();

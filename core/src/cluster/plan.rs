@@ -28,6 +28,9 @@ fn prune_level(kind: Kind) -> u32 {
         Kind::BackupJob => 2,
         // Before its guest: PVE destroys a guest under HA only with purge.
         Kind::HAResource => 3,
+        // Before the HA resources it names: PVE keeps a rule naming a
+        // resource deleted with purge=0.
+        Kind::HARule => 4,
         _ => 0,
     }
 }
@@ -109,6 +112,10 @@ impl KindPlanner<'_> {
             .filter(|o| o.r#ref.kind == kind)
             .filter_map(|o| Some((o, rows::desired(o, self.desired)?)))
             .collect();
+        if self.live.cluster.unsupported.contains(&kind) {
+            self.unsupported(&mine);
+            return;
+        }
         let listing = match self.live.cluster.listing(kind) {
             Ok(l) => l,
             Err(failure) => {
@@ -124,6 +131,15 @@ impl KindPlanner<'_> {
             }
         };
         for (obj, d) in &mine {
+            if let Some(why) = self.unknown_node(obj) {
+                self.anomaly(
+                    AnomalyType::NeedsPerson,
+                    Some(obj.r#ref.name.as_str()),
+                    Some(&d.id),
+                    why,
+                );
+                continue;
+            }
             match listing.get(&d.id) {
                 None => self.create(obj, d),
                 Some(l) if l.owner().is_marked() => self.update(obj, d, l),
@@ -133,6 +149,50 @@ impl KindPlanner<'_> {
         }
         let wanted: Vec<&str> = mine.iter().map(|(_, d)| d.id.as_str()).collect();
         self.prunes(listing, &wanted, policy);
+    }
+
+    /// A kind this PVE has no endpoint for: every manifest of it is a
+    /// person's (`/cluster/ha/rules` exists from pve-ha-manager 5, PVE 9).
+    fn unsupported(&mut self, mine: &[(&DesiredObject, Desired)]) {
+        for (o, d) in mine {
+            let message = format!(
+                "{} {} needs {}: this PVE has no {}; ProxOps does not manage PVE 8 HA groups",
+                self.ep.kind,
+                d.id,
+                self.ep.since.unwrap_or("a newer PVE"),
+                self.ep.collection
+            );
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                Some(o.r#ref.name.as_str()),
+                Some(&d.id),
+                message,
+            );
+        }
+    }
+
+    /// An HA rule naming a node PVE does not list (the cluster lists no
+    /// node allowlist, so validate could not tell): PVE refuses it
+    /// (`API2/HA/Rules.pm` `$assert_valid_nodes_param`: "cannot use
+    /// non-existent node(s)").
+    fn unknown_node(&self, obj: &DesiredObject) -> Option<String> {
+        if !matches!(obj.spec, Spec::HaRule(_)) || self.live.nodes.is_empty() {
+            return None;
+        }
+        let missing: Vec<String> = obj
+            .spec
+            .nodes()
+            .into_iter()
+            .filter(|n| !self.live.nodes.contains_key(n))
+            .map(|n| n.to_string())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "{} names node(s) {} that PVE does not list: PVE refuses an HA rule with non-existent nodes",
+                obj.r#ref,
+                missing.join(", ")
+            )
+        })
     }
 
     fn create(&mut self, obj: &DesiredObject, d: &Desired) {
@@ -182,6 +242,31 @@ impl KindPlanner<'_> {
         }
         if changes.is_empty() {
             return;
+        }
+        if let Some(row) = d
+            .rows
+            .iter()
+            .find(|r| r.fixed && r.drift(live.get(r.key)).is_some())
+        {
+            let message = format!(
+                "{} {} on PVE has {} {:?}, the manifest {:?}: PVE never changes it; delete the object by hand or give {} another id",
+                self.ep.id_key,
+                d.id,
+                row.key,
+                live.get(row.key).unwrap_or(""),
+                row.want.as_deref().unwrap_or(""),
+                obj.r#ref
+            );
+            let name = obj.r#ref.name.to_string();
+            self.anomaly(AnomalyType::NeedsPerson, Some(&name), Some(&d.id), message);
+            return;
+        }
+        for row in d.rows.iter().filter(|r| r.always_sent) {
+            if let Some(w) = &row.want
+                && !form.0.iter().any(|(k, _)| k == row.key)
+            {
+                form.push(row.key, w.clone());
+            }
         }
         if !delete.is_empty() {
             form.push("delete", delete.join(","));

@@ -123,6 +123,53 @@ pub struct HaResourceSpec {
     pub comment: Option<String>,
 }
 
+/// A PVE 9 HA rule (`/cluster/ha/rules`): where the HA manager may run a
+/// set of HA resources (`node-affinity`), or whether they run together or
+/// apart (`resource-affinity`).
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HaRuleSpec {
+    /// The PVE rule id, when it is not `metadata.name`: a letter, then
+    /// letters, digits, `-` and `_`.
+    #[schemars(extend("x-pve-key" = "rule", "x-default" = "metadata.name", "x-impact" = "create-only"))]
+    pub id: Option<String>,
+    /// `node-affinity` or `resource-affinity` (PVE never changes a rule's
+    /// type).
+    #[schemars(extend("x-pve-key" = "type", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    #[schemars(transform = crate::schema::one_of(HA_RULE_TYPES))]
+    pub r#type: String,
+    /// The HA resources the rule holds, by HAResource manifest name.
+    #[schemars(extend("x-pve-key" = "resources", "x-default" = "— (required)", "x-impact" = "live"))]
+    pub resources: Vec<ResourceName>,
+    /// node-affinity: the nodes the resources may run on, each `node` or
+    /// `node:priority` (higher first; absent priority is 0).
+    #[schemars(extend("x-pve-key" = "nodes", "x-default" = "— (required for node-affinity)", "x-impact" = "live"))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// node-affinity: `true` runs the resources only on `nodes`, never
+    /// elsewhere.
+    #[schemars(extend("x-pve-key" = "strict", "x-default" = "false", "x-impact" = "live"))]
+    pub strict: Option<bool>,
+    /// resource-affinity: `positive` (together) or `negative` (apart).
+    #[schemars(extend("x-pve-key" = "affinity", "x-default" = "— (required for resource-affinity)", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(HA_AFFINITIES))]
+    pub affinity: Option<String>,
+    /// `false` keeps the rule without the HA manager applying it.
+    #[schemars(extend("x-pve-key" = "disable", "x-default" = "true", "x-impact" = "live"))]
+    pub enabled: Option<bool>,
+    /// Free text shown in PVE, at most 4078 characters; ProxOps appends
+    /// ` [proxops]`.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// pve-ha-manager `HA/Rules/NodeAffinity.pm` and `ResourceAffinity.pm`
+/// `type`.
+pub const HA_RULE_TYPES: &[&str] = &["node-affinity", "resource-affinity"];
+/// `ResourceAffinity.pm` `affinity`.
+pub const HA_AFFINITIES: &[&str] = &["positive", "negative"];
+
 /// pve-ha-manager `HA/Resources.pm` `$resource_state_schema`.
 pub const HA_STATES: &[&str] = &["started", "stopped", "disabled", "ignored"];
 
@@ -160,17 +207,20 @@ pub fn check_pool_id(id: &str) -> Result<(), String> {
     }
 }
 
-/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`
-/// (`^[a-z][a-z0-9_-]+$`, any case), and `pve-backup-jobid`'s 50
-/// characters (pve-manager `API2/Backup.pm`).
-pub fn check_job_id(id: &str) -> Result<(), String> {
-    let ok = id.len() >= 2
-        && id.len() <= 50
+/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`:
+/// `^[a-z][a-z0-9_-]+$`, any case.
+fn is_configid(id: &str) -> bool {
+    id.len() >= 2
         && id.starts_with(|c: char| c.is_ascii_alphabetic())
         && id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-    if ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+}
+
+/// A configuration id, and `pve-backup-jobid`'s 50
+/// characters (pve-manager `API2/Backup.pm`).
+pub fn check_job_id(id: &str) -> Result<(), String> {
+    if id.len() <= 50 && is_configid(id) {
         Ok(())
     } else {
         Err(format!(
@@ -376,4 +426,168 @@ pub(crate) fn validate_ha_resource(s: &HaResourceSpec, errs: &mut Vec<FieldError
         4096 - super::mark::LONGEST_MARK.len(),
         errs,
     );
+}
+
+/// One `nodes` entry of a node-affinity rule: pve-ha-manager `HA/Tools.pm`
+/// `parse_node_priority` (`node[:priority]`, the priority a non-negative
+/// integer, 0 when absent).
+pub fn parse_node_priority(text: &str) -> Option<(NodeName, u32)> {
+    let (node, prio) = match text.split_once(':') {
+        Some((n, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            (n, p.parse().ok()?)
+        }
+        Some(_) => return None,
+        None => (text, 0),
+    };
+    Some((NodeName::new(node).ok()?, prio))
+}
+
+pub(crate) fn validate_ha_rule(name: &ResourceName, s: &HaRuleSpec, errs: &mut Vec<FieldError>) {
+    check_id(name, s.id.as_ref(), check_rule_id, errs);
+    one_of("spec.type", Some(&s.r#type), HA_RULE_TYPES, errs);
+    one_of("spec.affinity", s.affinity.as_deref(), HA_AFFINITIES, errs);
+    if s.resources.is_empty() {
+        // `API2/HA/Rules.pm` `$assert_valid_resources_param`.
+        errs.push(FieldError::new(
+            "spec.resources",
+            "an HA rule holds at least one HA resource (PVE refuses \"no resources were specified\")",
+        ));
+    }
+    let mut seen = Vec::new();
+    for (i, text) in s.nodes.iter().enumerate() {
+        match parse_node_priority(text) {
+            None => errs.push(FieldError::new(
+                format!("spec.nodes[{i}]"),
+                format!("invalid node {text:?}: use a node name, or node:priority with a whole number (pve1:2)"),
+            )),
+            Some((n, _)) if seen.contains(&n) => errs.push(FieldError::new(
+                format!("spec.nodes[{i}]"),
+                format!("node {n} is listed twice"),
+            )),
+            Some((n, _)) => seen.push(n),
+        }
+    }
+    match s.r#type.as_str() {
+        "node-affinity" => node_affinity_fields(s, errs),
+        "resource-affinity" => resource_affinity_fields(s, errs),
+        _ => {}
+    }
+    check_comment(
+        s.comment.as_deref(),
+        4096 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
+}
+
+fn node_affinity_fields(s: &HaRuleSpec, errs: &mut Vec<FieldError>) {
+    if s.nodes.is_empty() {
+        errs.push(FieldError::new(
+            "spec.nodes",
+            "a node-affinity rule lists the nodes its resources may run on (PVE requires nodes)",
+        ));
+    }
+    if s.affinity.is_some() {
+        errs.push(FieldError::new(
+            "spec.affinity",
+            "affinity belongs to resource-affinity rules; a node-affinity rule lists spec.nodes",
+        ));
+    }
+}
+
+/// `HA/Rules/ResourceAffinity.pm` `check_resource_affinity_resources_count`:
+/// "rule is ineffective as there are less than two resources".
+fn resource_affinity_fields(s: &HaRuleSpec, errs: &mut Vec<FieldError>) {
+    if s.affinity.is_none() {
+        errs.push(FieldError::new(
+            "spec.affinity",
+            "a resource-affinity rule says positive (together) or negative (apart)",
+        ));
+    }
+    if !s.nodes.is_empty() || s.strict.is_some() {
+        errs.push(FieldError::new(
+            if s.nodes.is_empty() {
+                "spec.strict"
+            } else {
+                "spec.nodes"
+            },
+            "nodes and strict belong to node-affinity rules",
+        ));
+    }
+    if s.resources.len() < 2 {
+        errs.push(FieldError::new(
+            "spec.resources",
+            "a resource-affinity rule needs at least two HA resources (PVE: \"rule is ineffective as there are less than two resources\")",
+        ));
+    }
+}
+
+/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`
+/// (`^[a-z][a-z0-9_-]+$`, any case): an HA rule's id (`API2/HA/Rules.pm`).
+pub fn check_rule_id(id: &str) -> Result<(), String> {
+    if is_configid(id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid rule id {id:?}: use 2 or more characters, a letter then letters, digits, '-' and '_' (PVE's configuration ids)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rule(kind: &str, resources: &[&str], nodes: &[&str]) -> HaRuleSpec {
+        HaRuleSpec {
+            id: None,
+            r#type: kind.to_owned(),
+            resources: resources
+                .iter()
+                .filter_map(|r| ResourceName::new(r).ok())
+                .collect(),
+            nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+            strict: None,
+            affinity: None,
+            enabled: None,
+            comment: None,
+        }
+    }
+
+    fn paths(s: &HaRuleSpec) -> Vec<String> {
+        let mut errs = Vec::new();
+        validate_ha_rule(&ResourceName::new("r1").unwrap(), s, &mut errs);
+        errs.into_iter().map(|e| e.path).collect()
+    }
+
+    /// pve-ha-manager `HA/Tools.pm` `parse_node_priority`.
+    #[test]
+    fn node_entries_read_as_pve_reads_them() {
+        assert_eq!(
+            parse_node_priority("pve1:2").map(|(n, p)| (n.to_string(), p)),
+            Some(("pve1".to_owned(), 2))
+        );
+        assert_eq!(parse_node_priority("pve2").map(|(_, p)| p), Some(0));
+        assert!(parse_node_priority("pve1:").is_none());
+        assert!(parse_node_priority("pve1:-1").is_none());
+    }
+
+    /// `HA/Rules/ResourceAffinity.pm`
+    /// `check_resource_affinity_resources_count`, and the fields of each
+    /// rule type (`NodeAffinity.pm`/`ResourceAffinity.pm` `options`).
+    #[test]
+    fn each_rule_type_takes_its_own_fields() {
+        assert!(paths(&rule("node-affinity", &["db"], &["pve1:2", "pve2"])).is_empty());
+        assert_eq!(paths(&rule("node-affinity", &["db"], &[])), ["spec.nodes"]);
+        assert_eq!(
+            paths(&rule("node-affinity", &["db"], &["pve1", "pve1:3"])),
+            ["spec.nodes[1]"]
+        );
+        let mut apart = rule("resource-affinity", &["db"], &[]);
+        apart.affinity = Some("negative".into());
+        assert_eq!(paths(&apart), ["spec.resources"]);
+        let mut together = rule("resource-affinity", &["db", "web"], &["pve1"]);
+        together.affinity = None;
+        assert_eq!(paths(&together), ["spec.affinity", "spec.nodes"]);
+    }
 }

@@ -31,7 +31,11 @@ impl Transport for Gauge {
             json!(rows)
         } else if matches!(
             r.path.as_str(),
-            "/cluster/replication" | "/pools" | "/cluster/backup" | "/cluster/ha/resources"
+            "/cluster/replication"
+                | "/pools"
+                | "/cluster/backup"
+                | "/cluster/ha/resources"
+                | "/cluster/ha/rules"
         ) {
             json!([])
         } else if r.path.ends_with("/content") {
