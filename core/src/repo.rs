@@ -16,7 +16,7 @@ use crate::diag::{Diagnostic, YamlIndex};
 use crate::extra::AllowList;
 use crate::graph;
 use crate::manifest::{self, Document, Metadata, Spec};
-use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
+use crate::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid};
 use crate::plan::AbortCause;
 use crate::units::{WireUnit, binary_spelling, surprise};
 use crate::yaml::{deserialize_document, document_values, from_value, remaining_errors};
@@ -1061,7 +1061,65 @@ fn cross_checks(
             }
         }
     }
+    ha_rule_set(objects, indexes, allow, diags);
     outside
+}
+
+/// What PVE checks over the whole HA rule set at every rule write that one
+/// manifest cannot see (pve-ha-manager `HA/Rules.pm` `check_feasibility`,
+/// over the enabled rules only): an HA resource in two node-affinity rules
+/// (`HA/Rules/NodeAffinity.pm` `check_single_resource_reference`), and a
+/// negative resource-affinity rule with more resources than the cluster
+/// has nodes (`HA/Rules/ResourceAffinity.pm`
+/// `check_negative_resource_affinity_resources_count`; known here only
+/// with a node allowlist).
+fn ha_rule_set(
+    objects: &BTreeMap<Ref, DesiredObject>,
+    indexes: &BTreeMap<String, YamlIndex>,
+    allow: &BTreeSet<NodeName>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut node_affinity: BTreeMap<&ResourceName, &Ref> = BTreeMap::new();
+    for (r, o) in objects {
+        let Spec::HaRule(rule) = &o.spec else {
+            continue;
+        };
+        if rule.enabled == Some(false) {
+            continue;
+        }
+        if rule.affinity.as_deref() == Some("negative")
+            && !allow.is_empty()
+            && rule.resources.len() > allow.len()
+        {
+            diags.push(object_diag(
+                o,
+                indexes,
+                "spec.resources",
+                format!(
+                    "a negative rule keeps {} HA resources apart on {} nodes: PVE refuses it (\"rule defines more resources than available nodes\")",
+                    rule.resources.len(),
+                    allow.len()
+                ),
+            ));
+        }
+        if rule.r#type != "node-affinity" {
+            continue;
+        }
+        for (i, res) in rule.resources.iter().enumerate() {
+            if let Some(prev) = node_affinity.insert(res, r)
+                && prev != r
+            {
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    &format!("spec.resources[{i}]"),
+                    format!(
+                        "HAResource {res} is already in node-affinity rule {prev}: PVE allows one node-affinity rule per HA resource (\"resource is already used in another node affinity rule\")"
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 impl DesiredObject {
