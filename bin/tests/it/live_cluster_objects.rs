@@ -472,6 +472,22 @@ fn a_pruned_guest_under_ha_loses_its_ha_resource_first() {
     assert!(list(&nothing, "actions").is_empty(), "{nothing}");
 }
 
+/// The estate applied on a fresh fakepve.
+fn converged() -> (FakePve, Repo) {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    estate(&repo);
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    (pve, repo)
+}
+
+/// The HA rule changed by hand (PVE requires its `type` in every update).
+fn edit_rule(pve: &FakePve, params: &[(&str, &str)]) {
+    let mut all = vec![("type", "node-affinity")];
+    all.extend_from_slice(params);
+    by_hand(pve, "PUT", "/cluster/ha/rules/monitoring-on-pve1", &all);
+}
+
 /// A rule changed by hand is planned back per field: its nodes, and a
 /// disabled rule re-enabled with `delete=disable` (pve-ha-manager
 /// `API2/HA/Rules.pm` `update_rule` drops a false `disable`), sending
@@ -479,20 +495,8 @@ fn a_pruned_guest_under_ha_loses_its_ha_resource_first() {
 /// schema requires `type`).
 #[test]
 fn a_changed_ha_rule_is_planned_back_per_field() {
-    let pve = FakePve::start(&empty_seed()).unwrap();
-    let repo = Repo::demo_for(&pve);
-    estate(&repo);
-    assert_eq!(apply(&pve, &repo, &[]).code, 0);
-    by_hand(
-        &pve,
-        "PUT",
-        "/cluster/ha/rules/monitoring-on-pve1",
-        &[
-            ("type", "node-affinity"),
-            ("nodes", "pve2"),
-            ("disable", "1"),
-        ],
-    );
+    let (pve, repo) = converged();
+    edit_rule(&pve, &[("nodes", "pve2"), ("disable", "1")]);
     let plan = home_plan(&pve, &repo, &[]);
     let actions = list(&plan, "actions");
     assert_eq!(actions.len(), 1, "{plan}");
@@ -524,10 +528,7 @@ fn a_changed_ha_rule_is_planned_back_per_field() {
 /// A recording of the converged estate with its `/cluster/ha/rules`
 /// answer changed by `edit`, and the plan replayed from it.
 fn replayed_with_rules(edit: impl Fn(&mut Value)) -> Value {
-    let pve = FakePve::start(&empty_seed()).unwrap();
-    let repo = Repo::demo_for(&pve);
-    estate(&repo);
-    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    let (pve, repo) = converged();
     let out = tempfile::tempdir().unwrap();
     let dir = out.path().to_str().unwrap();
     let rec = proxops(&pve, &repo, &["record", "--out", dir]);
@@ -587,4 +588,62 @@ fn an_ha_rule_of_another_type_is_an_anomaly() {
             .contains("PVE never changes it"),
         "{plan}"
     );
+}
+
+/// A rule whose marker someone removed is an anomaly, never written;
+/// `adopt` writes it with `proxops/adopted-id` and the claim writes only
+/// the marker, with `type` and `resources` as PVE holds them
+/// (pve-ha-manager `API2/HA/Rules.pm` `update_rule` requires `type`).
+#[test]
+fn an_unmarked_ha_rule_is_adopted_and_claimed_alone() {
+    let (pve, repo) = converged();
+    edit_rule(&pve, &[("comment", "made by hand"), ("strict", "1")]);
+    let plan = home_plan(&pve, &repo, &[]);
+    assert!(list(&plan, "actions").is_empty(), "{plan}");
+    let anomalies = list(&plan, "anomalies");
+    assert_eq!(anomalies.len(), 1, "{plan}");
+    assert_eq!(anomalies[0]["kind"], "HARule", "{plan}");
+
+    let adopted_repo = empty_repo(&pve);
+    assert_eq!(proxops(&pve, &adopted_repo, &["adopt"]).code, 0);
+    let rule = std::fs::read_to_string(
+        adopted_repo
+            .path()
+            .join("harule/home/monitoring-on-pve1.yaml"),
+    )
+    .unwrap();
+    assert!(
+        rule.contains("proxops/adopted-id: monitoring-on-pve1") && rule.contains("strict: true"),
+        "{rule}"
+    );
+    // The adopted rule, with the manifest changed after adoption: only the
+    // marker is claimed this cycle.
+    repo.write(
+        "harule/home/monitoring-on-pve1.yaml",
+        &rule.replace("strict: true", "strict: false"),
+    );
+    let plan = home_plan(&pve, &repo, &[]);
+    let actions = list(&plan, "actions");
+    assert_eq!(actions.len(), 1, "{plan}");
+    let changes = actions[0]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{plan}");
+    assert_eq!(changes[0]["field"], "comment", "{plan}");
+    let claimed = apply(&pve, &repo, &[]);
+    assert_eq!(claimed.code, 0, "{}", claimed.all());
+    let rules = pve_get(&pve, "/cluster/ha/rules");
+    assert_eq!(rules[0]["comment"], "made by hand [proxops]", "{rules}");
+    assert_eq!(
+        rules[0]["strict"].to_string().trim_matches('"'),
+        "1",
+        "{rules}"
+    );
+    // Then the rest of the drift.
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    let rules = pve_get(&pve, "/cluster/ha/rules");
+    assert!(
+        rules[0].get("strict").is_none() || rules[0]["strict"] == 0,
+        "{rules}"
+    );
+    let again = home_plan(&pve, &repo, &[]);
+    assert!(list(&again, "actions").is_empty(), "{again}");
 }

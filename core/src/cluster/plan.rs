@@ -301,6 +301,13 @@ impl KindPlanner<'_> {
             .count();
         let mut form = Params::new();
         form.push("comment", to);
+        // What PVE requires in every update goes as PVE holds it, so the
+        // claim changes nothing else.
+        for row in d.rows.iter().filter(|r| r.always_sent) {
+            if let Some(l) = live.get(row.key) {
+                form.push(row.key, l);
+            }
+        }
         let mut a = action(
             self.ep,
             Op::Update,
