@@ -363,12 +363,15 @@ fn empty_desired_holds_backup_job_prunes_one_removed_job_is_pruned() {
         held.all()
     );
     let plan = home_plan(&pve, &repo, &[]);
-    assert!(
-        list(&plan, "anomalies")
-            .iter()
-            .any(|a| a["type"] == "empty_desired" && a["kind"] == "BackupJob"),
-        "{plan}"
-    );
+    // Each kind has its own guard: the HA rule and resource are held too.
+    for kind in ["BackupJob", "HARule", "HAResource"] {
+        assert!(
+            list(&plan, "anomalies")
+                .iter()
+                .any(|a| a["type"] == "empty_desired" && a["kind"] == kind),
+            "{kind}: {plan}"
+        );
+    }
 
     // One removed: pruned (within the budget).
     repo.set_resources(&[
