@@ -130,7 +130,7 @@ pub struct Document<S> {
     #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
     /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
-    /// Pool, BackupJob, HAResource or HARule;
+    /// Pool, BackupJob, HAResource, HARule or ReplicationJob;
     /// it must match the kind directory the file lives under.
     #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,
@@ -157,6 +157,7 @@ pub enum Spec {
     BackupJob(crate::cluster::spec::BackupJobSpec),
     HaResource(crate::cluster::spec::HaResourceSpec),
     HaRule(crate::cluster::spec::HaRuleSpec),
+    ReplicationJob(crate::cluster::spec::ReplicationJobSpec),
 }
 
 impl Spec {
@@ -173,6 +174,7 @@ impl Spec {
             Spec::BackupJob(_) => Kind::BackupJob,
             Spec::HaResource(_) => Kind::HAResource,
             Spec::HaRule(_) => Kind::HARule,
+            Spec::ReplicationJob(_) => Kind::ReplicationJob,
         }
     }
 
@@ -219,6 +221,7 @@ impl Spec {
                 .filter_map(|n| crate::cluster::spec::parse_node_priority(n).map(|(n, _)| n))
                 .collect(),
             Spec::BackupJob(b) => b.node.iter().cloned().collect(),
+            Spec::ReplicationJob(j) => vec![j.target.clone()],
         }
     }
 }
@@ -1310,6 +1313,7 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
         }
         Spec::HaResource(s) => crate::cluster::spec::validate_ha_resource(s, &mut errs),
         Spec::HaRule(s) => crate::cluster::spec::validate_ha_rule(&metadata.name, s, &mut errs),
+        Spec::ReplicationJob(s) => crate::cluster::spec::validate_replication_job(s, &mut errs),
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");
@@ -1318,13 +1322,16 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
             Spec::BackupJob(b) => Some(b.id.clone().unwrap_or_else(|| metadata.name.to_string())),
             // Its id is its guest's (`vm:<vmid>`), known to the composition.
             Spec::HaResource(_) => Some(v.trim().to_owned()),
+            // PVE chose it (`<vmid>-<n>`); the planner matches it to the
+            // live job of the manifest's guest and target.
+            Spec::ReplicationJob(_) => Some(v.trim().to_owned()),
             Spec::HaRule(r) => Some(r.id.clone().unwrap_or_else(|| metadata.name.to_string())),
             _ => None,
         };
         match own {
             None => errs.push(FieldError::new(
                 path,
-                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob, HAResource and HARule manifests"),
+                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob, HAResource, HARule and ReplicationJob manifests"),
             )),
             Some(id) if v.trim() != id => errs.push(FieldError::new(
                 path,

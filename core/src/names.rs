@@ -29,10 +29,11 @@ pub enum Kind {
     BackupJob,
     HAResource,
     HARule,
+    ReplicationJob,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 11] = [
+    pub const ALL: [Kind; 12] = [
         Kind::VM,
         Kind::TemplateVM,
         Kind::LXC,
@@ -44,6 +45,7 @@ impl Kind {
         Kind::BackupJob,
         Kind::HAResource,
         Kind::HARule,
+        Kind::ReplicationJob,
     ];
 
     /// The kinds as messages list them: `VM, TemplateVM, …`.
@@ -64,6 +66,7 @@ impl Kind {
             Kind::BackupJob => "BackupJob",
             Kind::HAResource => "HAResource",
             Kind::HARule => "HARule",
+            Kind::ReplicationJob => "ReplicationJob",
         }
     }
 
@@ -85,6 +88,7 @@ impl Kind {
             Kind::BackupJob => "backupjob",
             Kind::HAResource => "haresource",
             Kind::HARule => "harule",
+            Kind::ReplicationJob => "replicationjob",
         }
     }
 
@@ -105,13 +109,14 @@ impl Kind {
         matches!(self, Kind::ISO | Kind::CTTemplate | Kind::DiskImage)
     }
 
-    /// Cluster-level objects (Pool, BackupJob, HAResource, HARule): no node, no
+    /// Cluster-level objects (Pool, BackupJob, HAResource, HARule,
+    /// ReplicationJob): no node, no
     /// vmid, no tags; owned through the marker ProxOps writes in their
     /// `comment` ([`crate::cluster::mark`]).
     pub fn is_cluster_object(self) -> bool {
         matches!(
             self,
-            Kind::Pool | Kind::BackupJob | Kind::HAResource | Kind::HARule
+            Kind::Pool | Kind::BackupJob | Kind::HAResource | Kind::HARule | Kind::ReplicationJob
         )
     }
 

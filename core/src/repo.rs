@@ -699,6 +699,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
             Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
             Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
+            Kind::ReplicationJob => read_spec(value, text, doc, Spec::ReplicationJob),
         };
         let before = diags.len();
         let (metadata, spec) = match parsed {
@@ -981,6 +982,7 @@ fn cross_checks(
         {
             let field = match &o.spec {
                 Spec::HaResource(_) => "spec.guest",
+                Spec::ReplicationJob(_) => "spec.target",
                 _ if o.spec_has_id() => "spec.id",
                 _ => "metadata.name",
             };
@@ -1030,6 +1032,7 @@ fn cross_checks(
                     .iter()
                     .map(|n| ("spec.node".to_owned(), n.clone()))
                     .collect(),
+                Spec::ReplicationJob(j) => vec![("spec.target".to_owned(), j.target.clone())],
                 Spec::HaRule(r) => r
                     .nodes
                     .iter()
@@ -1062,7 +1065,37 @@ fn cross_checks(
         }
     }
     ha_rule_set(objects, indexes, allow, diags);
+    replication_targets(objects, indexes, diags);
     outside
+}
+
+/// A replication job to its guest's own node: pve-manager
+/// `API2/ReplicationConfig.pm` `create` refuses it ("Source and target
+/// must not be identical").
+fn replication_targets(
+    objects: &BTreeMap<Ref, DesiredObject>,
+    indexes: &BTreeMap<String, YamlIndex>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for o in objects.values() {
+        let Spec::ReplicationJob(j) = &o.spec else {
+            continue;
+        };
+        let guest = crate::cluster::rows::parse_guest_ref(&j.guest, |r| objects.contains_key(r))
+            .and_then(|r| Some((objects.get(&r)?.spec.guest_id()?, r)));
+        if let Some(((node, _), r)) = guest
+            && *node == j.target
+        {
+            diags.push(object_diag(
+                o,
+                indexes,
+                "spec.target",
+                format!(
+                    "{r} runs on node {node}, the job's target: PVE refuses a replication job to the guest's own node (\"Source and target must not be identical\")"
+                ),
+            ));
+        }
+    }
 }
 
 /// What PVE checks over the whole HA rule set at every rule write that one

@@ -137,6 +137,9 @@ fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
         Kind::BackupJob => g.subschema_for::<Document<crate::cluster::spec::BackupJobSpec>>(),
         Kind::HAResource => g.subschema_for::<Document<crate::cluster::spec::HaResourceSpec>>(),
         Kind::HARule => g.subschema_for::<Document<crate::cluster::spec::HaRuleSpec>>(),
+        Kind::ReplicationJob => {
+            g.subschema_for::<Document<crate::cluster::spec::ReplicationJobSpec>>()
+        }
     };
     let name = reference
         .get("$ref")
@@ -201,6 +204,9 @@ fn kind_description(kind: Kind) -> &'static str {
         Kind::HARule => {
             "A PVE 9 HA rule: node or resource affinity of HA resources (docs/resources/harule.md)."
         }
+        Kind::ReplicationJob => {
+            "A storage replication job of one guest to one node (docs/resources/replicationjob.md)."
+        }
     }
 }
 
@@ -229,8 +235,7 @@ fn extension_pattern(kind: Kind) -> String {
 /// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
 /// the grammar the loader checks; any other `proxops/` key is refused.
 pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
-    const KINDS: &str =
-        "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource|HARule";
+    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource|HARule|ReplicationJob";
     let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
     let known = [
         ANNOTATION_DEPENDS_ON,

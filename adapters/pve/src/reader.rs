@@ -37,7 +37,7 @@ use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, Replication,
     StorageContent,
 };
-use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
 use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
 
 use proxops_core::step::{self, PveError};
@@ -120,10 +120,6 @@ pub fn read_snapshot(
 
     let mut snap = LiveSnapshot::default();
     let mut failures: Vec<ReadFailure> = Vec::new();
-    snap.replication = read_replication(transport, acting_as);
-    if let Replication::Unreadable(f) = &snap.replication {
-        failures.push(f.clone());
-    }
     for ep in proxops_core::cluster::KINDS {
         let Some(listing) = read_listing(transport, acting_as, ep) else {
             snap.cluster.unsupported.insert(ep.kind);
@@ -134,6 +130,10 @@ pub fn read_snapshot(
         };
         if let Err(f) = &listing {
             failures.push(f.clone());
+        }
+        if ep.kind == Kind::ReplicationJob {
+            // One read serves both: the guest prune rules' view by guest.
+            snap.replication = Replication::of_listing(&listing);
         }
         snap.cluster.listings.insert(ep.kind, listing);
     }
@@ -474,27 +474,6 @@ fn paused_vms(data: &serde_json::Value) -> Vec<Vmid> {
         })
         .filter_map(|vm| json_vmid(vm.get("vmid")?).ok())
         .collect()
-}
-
-const REPLICATION_PATH: &str = "/cluster/replication";
-
-/// The cluster's replication jobs. No endpoint (404, 501) or no answer in
-/// the recording being replayed is no jobs; any other failure is kept.
-fn read_replication(transport: &dyn Transport, acting_as: Option<&str>) -> Replication {
-    let request = Request::get(REPLICATION_PATH);
-    let fail = |message: String| {
-        Replication::Unreadable(ReadFailure {
-            what: describe(&request),
-            message,
-        })
-    };
-    match transport.call(&request) {
-        Err(TransportError::NotRecorded { .. }) => Replication::default(),
-        Err(e) => fail(e.to_string()),
-        Ok(r) if r.status == 501 || r.status == 404 => Replication::default(),
-        Ok(r) if !r.is_success() => fail(status_message(&r, acting_as)),
-        Ok(r) => Replication::from_json(r.data()).unwrap_or_else(|e| fail(e.to_string())),
-    }
 }
 
 /// One cluster-level kind's listing (`GET /pools`, `GET /cluster/backup`).

@@ -1,5 +1,5 @@
-//! Pools, backup jobs, HA resources and HA rules as code against a live
-//! (fakepve) cluster: they
+//! Pools, backup jobs, HA resources, HA rules and replication jobs as code
+//! against a live (fakepve) cluster: they
 //! converge in one apply, plan nothing after, diff the same from a
 //! recording; objects without ProxOps' marker are never written until
 //! adopted; the empty-desired guard and the prune budget hold per kind; a
@@ -78,6 +78,73 @@ spec:
   comment: Prefer pve1
 ";
 
+/// pve-manager `API2/ReplicationConfig.pm` `create`: the guest must have a
+/// replicatable volume (ZFS pool storage, "No replicatable volumes
+/// found") and the target another node than the guest's ("Source and
+/// target must not be identical").
+const REPL_PVE2: &str = "apiVersion: proxops/v1alpha1
+kind: ReplicationJob
+metadata:
+  name: monitoring-to-pve2
+spec:
+  guest: monitoring
+  target: pve2
+  schedule: \"*/30\"
+  rate: 50
+  comment: Standby copy
+";
+
+const REPL_PVE3: &str = "apiVersion: proxops/v1alpha1
+kind: ReplicationJob
+metadata:
+  name: monitoring-to-pve3
+spec:
+  guest: monitoring
+  target: pve3
+";
+
+/// The empty seed with a ZFS pool storage (the only kind PVE replicates,
+/// pve-storage `ZFSPoolPlugin.pm` `volume_has_feature` `replicate`) and a
+/// third node.
+fn zfs_seed() -> Value {
+    let mut seed = empty_seed();
+    seed["nodes"] = json!(["pve1", "pve2", "pve3"]);
+    seed["storages"]["local-zfs"] = json!({"type": "zfspool", "pool": "rpool/data",
+        "content": "images,rootdir", "avail": 536870912000u64});
+    seed
+}
+
+/// The estate with the monitoring VM's disk on ZFS and `jobs` replication
+/// job manifests (file name, text) listed after the rest.
+fn estate_replicated(repo: &Repo, jobs: &[(&str, &str)]) {
+    estate(repo);
+    let vm = std::fs::read_to_string(repo.path().join("vm/base/monitoring.yaml")).unwrap();
+    repo.write(
+        "vm/base/monitoring.yaml",
+        &vm.replace("storage: local-lvm", "storage: local-zfs"),
+    );
+    let mut resources = ESTATE.to_vec();
+    let paths: Vec<String> = jobs
+        .iter()
+        .map(|(file, text)| {
+            repo.write(&format!("replicationjob/home/{file}"), text);
+            format!("../../replicationjob/home/{file}")
+        })
+        .collect();
+    resources.extend(paths.iter().map(String::as_str));
+    repo.set_resources(&resources);
+}
+
+const ESTATE: [&str; 7] = [
+    "../../vm/base/monitoring.yaml",
+    "../../pool/home/web.yaml",
+    "../../pool/home/db.yaml",
+    "../../backupjob/home/nightly.yaml",
+    "../../backupjob/home/web-weekly.yaml",
+    "../../haresource/home/monitoring.yaml",
+    "../../harule/home/monitoring-on-pve1.yaml",
+];
+
 /// The demo's monitoring VM in pool `web` and under HA with a node-affinity
 /// rule, two pools and two backup jobs.
 fn estate(repo: &Repo) {
@@ -89,15 +156,7 @@ fn estate(repo: &Repo) {
     repo.write("backupjob/home/web-weekly.yaml", JOB_WEB);
     repo.write("haresource/home/monitoring.yaml", HA_MONITORING);
     repo.write("harule/home/monitoring-on-pve1.yaml", HA_RULE);
-    repo.set_resources(&[
-        "../../vm/base/monitoring.yaml",
-        "../../pool/home/web.yaml",
-        "../../pool/home/db.yaml",
-        "../../backupjob/home/nightly.yaml",
-        "../../backupjob/home/web-weekly.yaml",
-        "../../haresource/home/monitoring.yaml",
-        "../../harule/home/monitoring-on-pve1.yaml",
-    ]);
+    repo.set_resources(&ESTATE);
 }
 
 /// A call to the fake PVE's API, as a person or another tool makes it:
@@ -108,6 +167,7 @@ fn by_hand(pve: &FakePve, method: &str, path: &str, params: &[(&str, &str)]) -> 
     let method = match method {
         "GET" => Method::Get,
         "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
         _ => Method::Post,
     };
     let params = params
@@ -141,15 +201,37 @@ fn home_plan(pve: &FakePve, repo: &Repo, extra: &[&str]) -> Value {
         .clone()
 }
 
+/// The manifest `proxops adopt` writes at `path` of an empty repository,
+/// holding each of `lines`.
+fn adopted_manifest(pve: &FakePve, path: &str, lines: &[&str]) -> String {
+    let adopted_repo = empty_repo(pve);
+    let adopted = proxops(pve, &adopted_repo, &["adopt"]);
+    assert_eq!(adopted.code, 0, "{}", adopted.all());
+    let text = std::fs::read_to_string(adopted_repo.path().join(path)).unwrap();
+    for line in lines {
+        assert!(text.contains(line), "{line}: {text}");
+    }
+    text
+}
+
+/// A plan without actions whose one entry of `list_key` says `text` in
+/// its `field`.
+fn nothing_but(plan: &Value, (list_key, field): (&str, &str), text: &str) {
+    assert!(list(plan, "actions").is_empty(), "{plan}");
+    let entries = list(plan, list_key);
+    assert_eq!(entries.len(), 1, "{plan}");
+    assert!(entries[0][field].as_str().unwrap().contains(text), "{plan}");
+}
+
 fn list(plan: &Value, key: &str) -> Vec<Value> {
     plan[key].as_array().cloned().unwrap_or_default()
 }
 
 #[test]
 fn cluster_objects_converge_in_one_apply_then_plan_nothing_and_replay_offline() {
-    let pve = FakePve::start(&empty_seed()).unwrap();
+    let pve = FakePve::start(&zfs_seed()).unwrap();
     let repo = Repo::demo_for(&pve);
-    estate(&repo);
+    estate_replicated(&repo, &[("monitoring-to-pve2.yaml", REPL_PVE2)]);
 
     let applied = apply(&pve, &repo, &[]);
     assert_eq!(applied.code, 0, "{}", applied.all());
@@ -222,6 +304,27 @@ fn cluster_objects_converge_in_one_apply_then_plan_nothing_and_replay_offline() 
     };
     assert!(post("/cluster/ha/resources") < post("/cluster/ha/rules"));
 
+    // The replication job after its guest, named by ProxOps `<vmid>-<n>`
+    // with the lowest free n (the client names it: pve-manager
+    // `API2/ReplicationConfig.pm` `create`), of plugin type `local`.
+    assert!(post("/nodes/pve1/qemu") < post("/cluster/replication"));
+    let repl = &requests[post("/cluster/replication")].2;
+    assert!(
+        repl.contains("id=150-0") && repl.contains("type=local"),
+        "{repl}"
+    );
+    let jobs = pve_get(&pve, "/cluster/replication");
+    assert_eq!(jobs.as_array().unwrap().len(), 1, "{jobs}");
+    assert_eq!(jobs[0]["id"], "150-0", "{jobs}");
+    assert_eq!(jobs[0]["target"], "pve2", "{jobs}");
+    assert_eq!(jobs[0]["schedule"], "*/30", "{jobs}");
+    assert_eq!(
+        jobs[0]["rate"].to_string().trim_matches('"'),
+        "50",
+        "{jobs}"
+    );
+    assert_eq!(jobs[0]["comment"], "Standby copy [proxops]", "{jobs}");
+
     // Nothing left to do.
     let again = proxops(&pve, &repo, &["diff", "--exit-code"]);
     assert_eq!(again.code, 0, "{}", again.all());
@@ -241,23 +344,16 @@ fn cluster_objects_converge_in_one_apply_then_plan_nothing_and_replay_offline() 
     assert_eq!(replayed, plan);
 
     // adopt writes the rule back with its resources by manifest name.
-    let adopted_repo = empty_repo(&pve);
-    let adopted = proxops(&pve, &adopted_repo, &["adopt"]);
-    assert_eq!(adopted.code, 0, "{}", adopted.all());
-    let rule = std::fs::read_to_string(
-        adopted_repo
-            .path()
-            .join("harule/home/monitoring-on-pve1.yaml"),
-    )
-    .unwrap();
-    for line in [
-        "type: node-affinity",
-        "- monitoring",
-        "pve1:2",
-        "Prefer pve1",
-    ] {
-        assert!(rule.contains(line), "{line}: {rule}");
-    }
+    let rule = adopted_manifest(
+        &pve,
+        "harule/home/monitoring-on-pve1.yaml",
+        &[
+            "type: node-affinity",
+            "- monitoring",
+            "pve1:2",
+            "Prefer pve1",
+        ],
+    );
     assert!(!rule.contains("adopted-id"), "{rule}");
 
     // Drift on an owned field is planned per field, live.
@@ -649,4 +745,158 @@ fn an_unmarked_ha_rule_is_adopted_and_claimed_alone() {
     );
     let again = home_plan(&pve, &repo, &[]);
     assert!(list(&again, "actions").is_empty(), "{again}");
+}
+
+/// A replication job is ProxOps' by guest and target, whatever id PVE
+/// holds it under: drift on its rate and schedule is planned back per
+/// field on the live id; a job without the marker to the same target is
+/// an anomaly until adopted, then claimed alone; a job removed from git
+/// is pruned within the budget, and a job PVE is removing (`remove_job`,
+/// pve-manager `API2/ReplicationConfig.pm` `delete` only marks it) is
+/// not planned again.
+#[test]
+fn a_replication_job_is_known_by_guest_and_target_drifted_adopted_and_pruned() {
+    let mut seed = zfs_seed();
+    // The replication runner removes a marked job 30 s after the delete.
+    seed["settings"] = json!({"repl_lag": 30});
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let both = [
+        ("monitoring-to-pve2.yaml", REPL_PVE2),
+        ("monitoring-to-pve3.yaml", REPL_PVE3),
+    ];
+    estate_replicated(&repo, &both);
+    let cfg = repo.path().join("clusters/home/config.yaml");
+    let text = std::fs::read_to_string(&cfg).unwrap();
+    std::fs::write(&cfg, text.replace("[pve1, pve2]", "[pve1, pve2, pve3]")).unwrap();
+    let applied = apply(&pve, &repo, &[]);
+    assert_eq!(applied.code, 0, "{}", applied.all());
+    let ids: Vec<(Value, Value)> = pve_get(&pve, "/cluster/replication")
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| (j["id"].clone(), j["target"].clone()))
+        .collect();
+    assert_eq!(
+        ids,
+        vec![
+            (json!("150-0"), json!("pve2")),
+            (json!("150-1"), json!("pve3"))
+        ]
+    );
+
+    // Drift by hand on rate and schedule: one update of 150-0, per field.
+    by_hand(
+        &pve,
+        "PUT",
+        "/cluster/replication/150-0",
+        &[("rate", "10"), ("schedule", "*/5")],
+    );
+    let plan = home_plan(&pve, &repo, &[]);
+    let actions = list(&plan, "actions");
+    assert_eq!(actions.len(), 1, "{plan}");
+    assert_eq!(actions[0]["kind"], "ReplicationJob", "{plan}");
+    assert_eq!(actions[0]["action"], "update", "{plan}");
+    assert_eq!(actions[0]["id"], "150-0", "{plan}");
+    let fields: Vec<(Value, Value, Value)> = actions[0]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| (c["field"].clone(), c["to"].clone(), c["impact"].clone()))
+        .collect();
+    assert_eq!(
+        fields,
+        vec![
+            (json!("schedule"), json!("*/30"), json!("live")),
+            (json!("rate"), json!("50"), json!("live")),
+        ],
+        "{plan}"
+    );
+    pve.forget_requests().unwrap();
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    assert_eq!(
+        writes(&pve),
+        vec![(
+            "PUT".to_owned(),
+            "/api2/json/cluster/replication/150-0".to_owned()
+        )]
+    );
+    assert!(list(&home_plan(&pve, &repo, &[]), "actions").is_empty());
+
+    // The pve3 job replaced by hand with one without the marker (`force`
+    // drops the entry at once): an anomaly, never written.
+    by_hand(
+        &pve,
+        "DELETE",
+        "/cluster/replication/150-1",
+        &[("force", "1")],
+    );
+    by_hand(
+        &pve,
+        "POST",
+        "/cluster/replication",
+        &[
+            ("id", "150-7"),
+            ("type", "local"),
+            ("target", "pve3"),
+            ("comment", "by hand"),
+        ],
+    );
+    let plan = home_plan(&pve, &repo, &[]);
+    nothing_but(
+        &plan,
+        ("anomalies", "message"),
+        "150-7 already exists on PVE without the proxops marker",
+    );
+
+    // adopt writes its manifest; the next diff plans the claim alone.
+    let job = adopted_manifest(
+        &pve,
+        "replicationjob/home/monitoring-to-pve3.yaml",
+        &[
+            "proxops/adopted-id: \"150-7\"",
+            "guest: monitoring",
+            "target: pve3",
+            "by hand",
+        ],
+    );
+    repo.write("replicationjob/home/monitoring-to-pve3.yaml", &job);
+    let plan = home_plan(&pve, &repo, &[]);
+    let actions = list(&plan, "actions");
+    assert_eq!(actions.len(), 1, "{plan}");
+    assert_eq!(actions[0]["id"], "150-7", "{plan}");
+    let changes = actions[0]["changes"].as_array().unwrap();
+    assert_eq!(changes.len(), 1, "{plan}");
+    assert_eq!(changes[0]["field"], "comment", "{plan}");
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+    assert!(list(&home_plan(&pve, &repo, &[]), "actions").is_empty());
+
+    // The pve2 job leaves git: pruned (budget 3), and while PVE removes it
+    // (`remove_job`) it is not planned again.
+    let mut kept = ESTATE.to_vec();
+    kept.push("../../replicationjob/home/monitoring-to-pve3.yaml");
+    repo.set_resources(&kept);
+    pve.forget_requests().unwrap();
+    let pruned = apply(&pve, &repo, &[]);
+    assert_eq!(pruned.code, 0, "{}", pruned.all());
+    assert_eq!(
+        deletes(&pve),
+        vec!["/api2/json/cluster/replication/150-0"],
+        "{}",
+        pruned.all()
+    );
+    let jobs = pve_get(&pve, "/cluster/replication");
+    assert_eq!(jobs[0]["id"], "150-0", "{jobs}");
+    assert_eq!(jobs[0]["remove_job"], "full", "{jobs}");
+    let after = home_plan(&pve, &repo, &[]);
+    assert!(list(&after, "actions").is_empty(), "{after}");
+    assert!(list(&after, "anomalies").is_empty(), "{after}");
+
+    // Back in git while PVE still removes it: PVE would refuse a second
+    // job to pve2 (pve-guest-common `ReplicationConfig.pm` `write_config`),
+    // so the create waits.
+    kept.push("../../replicationjob/home/monitoring-to-pve2.yaml");
+    repo.set_resources(&kept);
+    let back = home_plan(&pve, &repo, &[]);
+    nothing_but(&back, ("skipped", "reason"), "PVE is still removing 150-0");
 }

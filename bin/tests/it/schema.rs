@@ -24,6 +24,7 @@ const KINDS: &[&str] = &[
     "BackupJob",
     "HAResource",
     "HARule",
+    "ReplicationJob",
 ];
 
 /// The kind directories manifests live under.
@@ -39,6 +40,7 @@ const KIND_DIRS: &[&str] = &[
     "backupjob",
     "haresource",
     "harule",
+    "replicationjob",
 ];
 
 fn repo_root() -> PathBuf {
@@ -184,6 +186,7 @@ fn every_documented_field_is_in_the_schema() {
         ("backupjob", "backupjob"),
         ("haresource", "haresource"),
         ("harule", "harule"),
+        ("replicationjob", "replicationjob"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();

@@ -1,5 +1,5 @@
 //! Adoption of cluster-level objects: live pools, backup jobs, HA
-//! resources and HA rules back into
+//! resources, HA rules and replication jobs back into
 //! manifests, the inverse of [`super::rows`]. An unmarked object's manifest
 //! carries `proxops/adopted-id`, so its first apply is the claim alone
 //! (the marker added to its comment); a key no field holds is a gap.
@@ -11,7 +11,7 @@ use crate::manifest::{ANNOTATION_ADOPTED_ID, ANNOTATION_PRUNE, Spec};
 use crate::names::{Kind, NodeName, ResourceName, StorageId, Vmid};
 
 use super::mark;
-use super::spec::{BackupJobSpec, HaResourceSpec, HaRuleSpec, PoolSpec};
+use super::spec::{BackupJobSpec, HaResourceSpec, HaRuleSpec, PoolSpec, ReplicationJobSpec};
 use super::{LiveObject, Owner};
 
 /// One adopted object: its manifest's name, annotations and spec, or why
@@ -126,6 +126,67 @@ pub fn adopt(
         }
     }
     out.extend(ha_rules(listings, guests, gaps));
+    out.extend(replication_jobs(listings, guests, gaps));
+    out
+}
+
+/// The keys a ReplicationJob manifest holds; any other listed key is a gap.
+const REPLICATION_KEYS: &[&str] = &[
+    "target", "schedule", "rate", "disable", "comment",
+    // Listed by PVE (pve-guest-common `ReplicationConfig.pm`
+    // `parse_config`), never a setting of the manifest: the id's parts,
+    // the plugin type and the guest's node at create.
+    "guest", "jobnum", "type", "source",
+];
+
+/// Every replication job of an adopted guest, named `<guest>-to-<target>`,
+/// but a job PVE is removing (`remove_job`).
+fn replication_jobs(
+    listings: &super::ClusterObjects,
+    guests: &BTreeMap<Vmid, ResourceName>,
+    gaps: &mut Vec<Gap>,
+) -> Vec<Adopted> {
+    let Ok(jobs) = listings.listing(Kind::ReplicationJob) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (id, o) in jobs.iter().filter(|(_, o)| !super::being_removed(o)) {
+        let guest = o
+            .get("guest")
+            .and_then(|g| Vmid::new(g.parse().ok()?).ok())
+            .and_then(|v| guests.get(&v));
+        let (Some(guest), Some(target)) = (guest, o.get("target")) else {
+            continue;
+        };
+        let Some(name) = name_for(&format!("{guest}-to-{target}")) else {
+            continue;
+        };
+        unmodelled(Kind::ReplicationJob, &name, o, REPLICATION_KEYS, gaps);
+        let spec = NodeName::new(target)
+            .map_err(|e| format!("target {target:?}: {e}"))
+            .and_then(|target| {
+                Ok(ReplicationJobSpec {
+                    guest: guest.to_string(),
+                    target,
+                    schedule: o.get("schedule").map(str::to_owned),
+                    rate: match o.get("rate") {
+                        Some(r) => Some(
+                            r.parse()
+                                .map_err(|_| format!("rate {r:?} is not a number"))?,
+                        ),
+                        None => None,
+                    },
+                    enabled: (o.get("disable") == Some("1")).then_some(false),
+                    comment: mark::text_of(o.get("comment")),
+                })
+            });
+        out.push(Adopted {
+            kind: Kind::ReplicationJob,
+            annotations: annotations(o, id),
+            spec: spec.map(Spec::ReplicationJob),
+            name,
+        });
+    }
     out
 }
 

@@ -142,9 +142,11 @@ fn same_compress(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
-/// One desired cluster-level object: its PVE id and its rows.
+/// One desired cluster-level object: its identity and its rows.
 #[derive(Debug, Clone)]
 pub struct Desired {
+    /// Its PVE id, but a replication job's guest and target
+    /// ([`super::identity`]): PVE names the job at create.
     pub id: String,
     pub rows: Vec<Row>,
     pub noprune: bool,
@@ -158,8 +160,9 @@ pub fn pool_id(obj: &DesiredObject) -> Option<String> {
     }
 }
 
-/// The PVE id of a cluster-level manifest (an HA resource's is its
-/// guest's among `objects`).
+/// The identity of a cluster-level manifest: its PVE id (an HA
+/// resource's is its guest's among `objects`), or a replication job's
+/// guest and target ([`super::identity`]).
 pub fn id_of(obj: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Option<String> {
     match &obj.spec {
         Spec::Pool(_) => pool_id(obj),
@@ -170,8 +173,52 @@ pub fn id_of(obj: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Opt
             Some(ha_sid(r.kind, vmid))
         }
         Spec::HaRule(r) => Some(r.id.clone().unwrap_or_else(|| obj.r#ref.name.to_string())),
+        Spec::ReplicationJob(j) => {
+            let r = parse_guest_ref(&j.guest, |r| objects.contains_key(r))?;
+            let (_, vmid) = objects.get(&r)?.spec.guest_id()?;
+            Some(super::replication_identity(vmid, j.target.as_str()))
+        }
         _ => None,
     }
+}
+
+/// A rate in MB/s as PVE lists it: a number (`50`, `12.5`).
+fn rate_text(rate: f64) -> String {
+    if rate.fract() == 0.0 && rate.abs() < 1e15 {
+        format!("{rate:.0}")
+    } else {
+        rate.to_string()
+    }
+}
+
+/// Two rates of the same number (`50` and `50.0`).
+fn same_number(a: &str, b: &str) -> bool {
+    match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// A replication job's rows (pve-guest-common `ReplicationConfig.pm`):
+/// `target` is fixed, `schedule` is `*/15` when absent, a `disable` PVE
+/// drops when false is re-enabled by `delete=disable`.
+fn replication_rows(j: &super::spec::ReplicationJobSpec, noprune: bool) -> Vec<Row> {
+    vec![
+        Row::new("target", "spec.target", Some(j.target.to_string())).fixed(),
+        Row::new("schedule", "spec.schedule", j.schedule.clone()).default("*/15"),
+        Row::new("rate", "spec.rate", j.rate.map(rate_text)).same(same_number),
+        Row::new(
+            "disable",
+            "spec.enabled",
+            (j.enabled == Some(false)).then(|| flag(true)),
+        )
+        .default("0"),
+        Row::new(
+            "comment",
+            "spec.comment",
+            Some(super::mark::marked(j.comment.as_deref(), noprune)),
+        ),
+    ]
 }
 
 /// The sids of the HAResource manifests an HA rule names, as PVE stores
@@ -398,6 +445,7 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
             ]);
         }
         Spec::HaRule(r) => rows.extend(ha_rule_rows(r, all, noprune)),
+        Spec::ReplicationJob(j) => rows.extend(replication_rows(j, noprune)),
         _ => return None,
     }
     Some(Desired {
@@ -433,6 +481,15 @@ mod tests {
         assert!(!same_nodes("pve1:2,pve2", "pve1,pve2"));
         let disable = Row::new("disable", "spec.enabled", None).default("0");
         assert_eq!(disable.drift(Some("1")), Some(None));
+    }
+
+    #[test]
+    fn replication_rates_compare_as_numbers() {
+        let r = Row::new("rate", "spec.rate", Some(rate_text(50.0))).same(same_number);
+        assert_eq!(r.want.as_deref(), Some("50"));
+        assert_eq!(r.drift(Some("50.0")), None);
+        assert_eq!(r.drift(Some("12.5")), Some(Some("50")));
+        assert_eq!(rate_text(12.5), "12.5");
     }
 
     #[test]

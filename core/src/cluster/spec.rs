@@ -1,4 +1,5 @@
-//! The manifests of cluster-level objects: `Pool` and `BackupJob`, as an
+//! The manifests of cluster-level objects (`Pool`, `BackupJob`,
+//! `HAResource`, `HARule`, `ReplicationJob`), as an
 //! operator writes them, and the rules one document alone must follow.
 //! References to other manifests (a backup job's guests and pool) are the
 //! composition's ([`crate::graph`]).
@@ -119,6 +120,38 @@ pub struct HaResourceSpec {
     pub failback: Option<bool>,
     /// Free text, one line (PVE refuses a line feed here), at most 4078
     /// characters; ProxOps appends ` [proxops]`.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// A storage replication job (`/cluster/replication`, PVE's
+/// replication.cfg): one guest's ZFS volumes copied to one other node on a
+/// schedule. PVE names it `<vmid>-<n>` when it is created; ProxOps knows it
+/// by its guest and target (PVE keeps one job per guest and target).
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ReplicationJobSpec {
+    /// The guest, by manifest name (`db-01`, or `LXC:dns` where the name is
+    /// not unique among the guest kinds).
+    #[schemars(extend("x-pve-key" = "id", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    pub guest: String,
+    /// The node the guest's volumes are copied to; not the guest's own
+    /// node (PVE never changes it once created).
+    #[schemars(extend("x-pve-key" = "target", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    pub target: NodeName,
+    /// When the job runs: a calendar event as PVE reads it (`*/15`,
+    /// `mon..fri 02:30`, `hourly`).
+    #[schemars(extend("x-pve-key" = "schedule", "x-default" = "*/15", "x-impact" = "live"))]
+    pub schedule: Option<String>,
+    /// Bandwidth limit in MB/s (at least 1; absent: unlimited).
+    #[schemars(extend("x-pve-key" = "rate", "x-default" = "unlimited", "x-impact" = "live"))]
+    pub rate: Option<f64>,
+    /// `false` keeps the job without running it.
+    #[schemars(extend("x-pve-key" = "disable", "x-default" = "true", "x-impact" = "live"))]
+    pub enabled: Option<bool>,
+    /// Free text shown in PVE, one line, at most 4078 characters; ProxOps
+    /// appends ` [proxops]`.
     #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
     pub comment: Option<String>,
 }
@@ -291,22 +324,7 @@ pub(crate) fn validate_backup_job(
     errs: &mut Vec<FieldError>,
 ) {
     check_id(name, s.id.as_ref(), check_job_id, errs);
-    if s.schedule.trim() != s.schedule {
-        errs.push(FieldError::new(
-            "spec.schedule",
-            "a schedule may not start or end with a blank",
-        ));
-    } else if s.schedule.len() > 128 {
-        errs.push(FieldError::new(
-            "spec.schedule",
-            "a schedule is at most 128 characters (PVE's pve-calendar-event)",
-        ));
-    } else if let Err(e) = crate::calendar::check(&s.schedule) {
-        errs.push(FieldError::new(
-            "spec.schedule",
-            format!("invalid schedule {:?}: PVE refuses it ({e}); use a calendar event such as \"21:00\", \"mon..fri 02:30\" or \"*/15\"", s.schedule),
-        ));
-    }
+    check_schedule(&s.schedule, errs);
     let selections = usize::from(!s.guests.is_empty())
         + usize::from(s.pool.is_some())
         + usize::from(s.all == Some(true));
@@ -353,6 +371,29 @@ pub(crate) fn validate_backup_job(
         512 - super::mark::LONGEST_MARK.len(),
         errs,
     );
+}
+
+/// pve-common `PVE/CalendarEvent.pm` `pve_verify_calendar_event` (the
+/// grammar in [`crate::calendar`]) and the 128 characters of a job's
+/// `schedule` (pve-guest-common `ReplicationConfig.pm`, pve-manager
+/// `API2/Backup.pm`).
+fn check_schedule(schedule: &str, errs: &mut Vec<FieldError>) {
+    if schedule.trim() != schedule {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            "a schedule may not start or end with a blank",
+        ));
+    } else if schedule.len() > 128 {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            "a schedule is at most 128 characters (PVE's pve-calendar-event)",
+        ));
+    } else if let Err(e) = crate::calendar::check(schedule) {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            format!("invalid schedule {schedule:?}: PVE refuses it ({e}); use a calendar event such as \"21:00\", \"mon..fri 02:30\" or \"*/15\""),
+        ));
+    }
 }
 
 fn one_of(path: &str, value: Option<&str>, allowed: &[&str], errs: &mut Vec<FieldError>) {
@@ -411,21 +452,52 @@ pub(crate) fn validate_ha_resource(s: &HaResourceSpec, errs: &mut Vec<FieldError
         ));
     }
     one_of("spec.state", s.state.as_deref(), HA_STATES, errs);
-    if s.comment
-        .as_deref()
-        .is_some_and(|c| c.contains(['\n', '\r']))
-    {
-        // pve-common `SectionConfig.pm` `check_value`: "property contains a line feed".
-        errs.push(FieldError::new(
-            "spec.comment",
-            "an HA resource's comment is one line: PVE refuses a line feed (\"property contains a line feed\")",
-        ));
-    }
+    one_line_comment(s.comment.as_deref(), "an HA resource's", errs);
     check_comment(
         s.comment.as_deref(),
         4096 - super::mark::LONGEST_MARK.len(),
         errs,
     );
+}
+
+/// pve-guest-common `ReplicationConfig.pm` `$defaultData`: `rate` a number
+/// of at least 1, `comment` at most 4096 characters, `schedule` a
+/// `pve-calendar-event`.
+pub(crate) fn validate_replication_job(s: &ReplicationJobSpec, errs: &mut Vec<FieldError>) {
+    if super::rows::parse_guest_ref(&s.guest, |_| true).is_none() {
+        errs.push(FieldError::new(
+            "spec.guest",
+            format!("invalid guest reference {:?}: use a guest manifest's name (db-01) or Kind:name (LXC:dns)", s.guest),
+        ));
+    }
+    if let Some(schedule) = &s.schedule {
+        check_schedule(schedule, errs);
+    }
+    if let Some(rate) = s.rate
+        && !(rate.is_finite() && rate >= 1.0)
+    {
+        errs.push(FieldError::new(
+            "spec.rate",
+            format!("invalid rate {rate}: PVE takes at least 1 (MB/s); leave it out for no limit"),
+        ));
+    }
+    one_line_comment(s.comment.as_deref(), "a replication job's", errs);
+    check_comment(
+        s.comment.as_deref(),
+        4096 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
+}
+
+/// pve-common `SectionConfig.pm` `check_value`: "property contains a line
+/// feed".
+fn one_line_comment(comment: Option<&str>, whose: &str, errs: &mut Vec<FieldError>) {
+    if comment.is_some_and(|c| c.contains(['\n', '\r'])) {
+        errs.push(FieldError::new(
+            "spec.comment",
+            format!("{whose} comment is one line: PVE refuses a line feed (\"property contains a line feed\")"),
+        ));
+    }
 }
 
 /// One `nodes` entry of a node-affinity rule: pve-ha-manager `HA/Tools.pm`

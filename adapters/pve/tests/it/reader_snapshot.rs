@@ -340,11 +340,11 @@ fn allowlist_ignores_other_nodes_and_marks_unlisted_nodes_unknown() {
         *t.calls.lock().unwrap(),
         [
             "GET /cluster/resources",
-            "GET /cluster/replication",
             "GET /pools",
             "GET /cluster/backup",
             "GET /cluster/ha/resources",
-            "GET /cluster/ha/rules"
+            "GET /cluster/ha/rules",
+            "GET /cluster/replication"
         ],
         "only the cluster-wide reads: pve2 is offline"
     );

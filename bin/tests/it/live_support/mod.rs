@@ -77,7 +77,7 @@ pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Valu
 }
 
 /// The folders that hold manifests, one per kind.
-pub const KIND_DIRS: [&str; 11] = [
+pub const KIND_DIRS: [&str; 12] = [
     "vm",
     "lxc",
     "templatevm",
@@ -89,6 +89,7 @@ pub const KIND_DIRS: [&str; 11] = [
     "backupjob",
     "haresource",
     "harule",
+    "replicationjob",
 ];
 
 /// A copy of the demo pointed at `pve` with no manifests and an empty
