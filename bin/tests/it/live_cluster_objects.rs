@@ -900,3 +900,69 @@ fn a_replication_job_is_known_by_guest_and_target_drifted_adopted_and_pruned() {
     let back = home_plan(&pve, &repo, &[]);
     nothing_but(&back, ("skipped", "reason"), "PVE is still removing 150-0");
 }
+
+/// A guest moved to the node its job replicated to (an HA relocation):
+/// PVE swapped the job's target and source (pve-guest-common
+/// `ReplicationConfig.pm` `switch_replication_job_target`). The manifest's
+/// job is not created (pve-manager `API2/ReplicationConfig.pm` `create`:
+/// "Source and target must not be identical") and the swapped job, marked
+/// and without a manifest of its guest and target, is not pruned: both
+/// are anomalies, nothing is written.
+#[test]
+fn a_job_swapped_by_a_moved_guest_is_neither_recreated_nor_pruned() {
+    let mut seed = zfs_seed();
+    let mut vm = seed_vm(150, "monitoring", Some("proxops"), false);
+    vm["node"] = json!("pve2");
+    vm["config"]["scsi0"] = json!("local-zfs:vm-150-disk-0,size=20G");
+    seed["guests"] = json!([vm]);
+    seed["replication"] = json!([
+        {"id": "150-0", "type": "local", "target": "pve1", "source": "pve2", "comment": "[proxops]"}
+    ]);
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let vm = std::fs::read_to_string(repo.path().join("vm/base/monitoring.yaml")).unwrap();
+    repo.write(
+        "vm/base/monitoring.yaml",
+        &vm.replace("storage: local-lvm", "storage: local-zfs"),
+    );
+    repo.write("replicationjob/home/monitoring-to-pve2.yaml", REPL_PVE2);
+    repo.set_resources(&[
+        "../../vm/base/monitoring.yaml",
+        "../../replicationjob/home/monitoring-to-pve2.yaml",
+    ]);
+
+    let plan = home_plan(&pve, &repo, &[]);
+    assert!(
+        !list(&plan, "actions")
+            .iter()
+            .any(|a| a["kind"] == "ReplicationJob"),
+        "{plan}"
+    );
+    let messages: Vec<String> = list(&plan, "anomalies")
+        .iter()
+        .filter(|a| a["kind"] == "ReplicationJob")
+        .map(|a| a["message"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(messages.len(), 2, "{plan}");
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("runs on node pve2, the job's target")),
+        "{messages:?}"
+    );
+    assert!(
+        messages
+            .iter()
+            .any(|m| m.contains("150-0") && m.contains("PVE swaps a job's target")),
+        "{messages:?}"
+    );
+    pve.forget_requests().unwrap();
+    let run = apply(&pve, &repo, &[]);
+    assert!(
+        !writes(&pve)
+            .iter()
+            .any(|(_, p)| p.contains("/cluster/replication")),
+        "{}",
+        run.all()
+    );
+}
