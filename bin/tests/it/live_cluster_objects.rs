@@ -966,3 +966,75 @@ fn a_job_swapped_by_a_moved_guest_is_neither_recreated_nor_pruned() {
         run.all()
     );
 }
+
+/// The VM and its replication job leave git together: the job is deleted
+/// first and the guest's prune waits (deferred, not a person's anomaly)
+/// while PVE removes the job in the background (pve-manager
+/// `API2/ReplicationConfig.pm` `delete` marks it; a guest with a listed
+/// job is destroyed only with purge, pve-guest-common
+/// `ReplicationConfig.pm` `check_for_existing_jobs`); once it is gone,
+/// the next cycle deletes the guest.
+#[test]
+fn a_pruned_guest_goes_after_its_replication_job() {
+    let mut seed = zfs_seed();
+    // The replication runner removes a marked job 2 s after the delete.
+    seed["settings"] = json!({"repl_lag": 2});
+    let pve = FakePve::start(&seed).unwrap();
+    let repo = Repo::demo_for(&pve);
+    estate_replicated(&repo, &[("monitoring-to-pve2.yaml", REPL_PVE2)]);
+    assert_eq!(apply(&pve, &repo, &[]).code, 0);
+
+    let cfg = repo.path().join("clusters/home/config.yaml");
+    let mut text = std::fs::read_to_string(&cfg).unwrap();
+    text.push_str("      allow-empty-prune: true\n");
+    std::fs::write(&cfg, text).unwrap();
+    repo.set_resources(&["../../pool/home/web.yaml", "../../pool/home/db.yaml"]);
+    pve.forget_requests().unwrap();
+    let first = apply(&pve, &repo, &[]);
+    assert_eq!(first.code, 0, "{}", first.all());
+    let deleted = deletes(&pve);
+    assert!(
+        deleted.contains(&"/api2/json/cluster/replication/150-0".to_owned()),
+        "{}",
+        first.all()
+    );
+    assert!(
+        !deleted.iter().any(|d| d.contains("/qemu/150")),
+        "{}",
+        first.all()
+    );
+
+    // Until the runner has removed the job, the guest's prune is
+    // deferred, never an anomaly.
+    let mut plan = home_plan(&pve, &repo, &[]);
+    assert!(list(&plan, "anomalies").is_empty(), "{plan}");
+    assert_eq!(list(&plan, "deferred").len(), 1, "{plan}");
+    for _ in 0..60 {
+        if pve_get(&pve, "/cluster/replication")
+            .as_array()
+            .unwrap()
+            .is_empty()
+        {
+            break;
+        }
+        assert!(
+            list(&plan, "deferred").iter().any(|a| a["reason"]
+                .as_str()
+                .unwrap()
+                .contains("removing its replication job(s) 150-0")),
+            "{plan}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+        plan = home_plan(&pve, &repo, &[]);
+    }
+    pve.forget_requests().unwrap();
+    let second = apply(&pve, &repo, &[]);
+    assert_eq!(second.code, 0, "{}", second.all());
+    assert!(
+        deletes(&pve)
+            .iter()
+            .any(|d| d.ends_with("/nodes/pve1/qemu/150")),
+        "{}",
+        second.all()
+    );
+}

@@ -782,3 +782,40 @@ pub(crate) fn ha_resource_goes_first(
         .collect();
     marked && !manifests.contains(&sid) && (!manifests.is_empty() || policy.allow_empty_prune)
 }
+
+/// The replication jobs of the live guest `vmid` when every one of them is
+/// going: PVE is removing it (`remove_job`), or it is ProxOps' (marker,
+/// not `noprune`), has no manifest and is pruned in this plan (not held by
+/// the empty-desired guard). PVE destroys a guest with a listed job only
+/// with `purge` (pve-guest-common `ReplicationConfig.pm`
+/// `check_for_existing_jobs`) and removes a deleted job in the background,
+/// so the guest's prune waits for a later cycle instead of being a
+/// person's. `None`: no jobs, a job that stays, or the jobs are unknown.
+pub(crate) fn replication_goes_first(
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    policy: &Policy,
+    vmid: crate::names::Vmid,
+) -> Option<Vec<String>> {
+    let listing = live.cluster.listing(Kind::ReplicationJob).ok()?;
+    let wanted: Vec<String> = desired
+        .objects
+        .values()
+        .filter(|o| o.r#ref.kind == Kind::ReplicationJob)
+        .filter_map(|o| rows::id_of(o, &desired.objects))
+        .collect();
+    let guarded = wanted.is_empty() && !policy.allow_empty_prune;
+    let guest = vmid.to_string();
+    let jobs: Vec<&LiveObject> = listing
+        .values()
+        .filter(|l| l.get("guest") == Some(guest.as_str()))
+        .collect();
+    let going = |l: &LiveObject| {
+        super::being_removed(l)
+            || (l.owner() == (Owner::Marked { noprune: false })
+                && !guarded
+                && !wanted.contains(&super::identity(Kind::ReplicationJob, l)))
+    };
+    (!jobs.is_empty() && jobs.iter().all(|l| going(l)))
+        .then(|| jobs.iter().map(|l| l.id.clone()).collect())
+}
