@@ -309,8 +309,9 @@ Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class."
         operand_choices: &[],
         about: "\
 Print the JSON Schema (draft 2020-12) of one manifest kind (VM, TemplateVM,
-LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob, HAResource; any
-case), or without KIND one schema covering every kind, chosen by `kind`.
+LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob, HAResource,
+HARule, ReplicationJob; any case), or without KIND one schema covering every
+kind, chosen by `kind`.
 Generated from the types the loader reads: each field carries its
 description, `x-pve-key`, `x-default`, `x-impact` and the values and patterns the loader accepts. The same schemas
 are in docs/schema/*.json, for editors (docs/getting-started.md). Rules that

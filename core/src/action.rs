@@ -585,6 +585,10 @@ pub enum SkipReason {
     /// (`unknown`: its node sent no data yet): no power is assumed, nothing
     /// is planned.
     PowerUnknown,
+    /// PVE still lists an object with this identity that it is removing
+    /// (a replication job marked `remove_job`, `id`): a new one would be
+    /// refused until the replication runner has removed it.
+    BeingRemoved { id: String },
     /// QEMU reports the running VM paused: PVE refuses to shut it down or
     /// reboot it, so its disruptive action waits (`op`).
     Paused { op: String },
@@ -699,6 +703,10 @@ impl fmt::Display for SkipReason {
             } => write!(
                 f,
                 "create deferred: template {template} on node {template_node} could not be read this cycle, so whether its volumes are on shared storage is unknown"
+            ),
+            SkipReason::BeingRemoved { id } => write!(
+                f,
+                "create deferred: PVE is still removing {id} (remove_job) and refuses a second job to the same target until its replication runner has removed it"
             ),
             SkipReason::PowerUnknown => f.write_str(
                 "PVE reports its status as unknown (neither running nor stopped: its node has sent no status yet); nothing planned this cycle",

@@ -101,6 +101,18 @@ pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> 
         Spec::HaResource(h) => {
             out.extend(guest_edge(&h.guest, "spec.guest".to_owned(), objects));
         }
+        Spec::ReplicationJob(j) => {
+            out.extend(guest_edge(&j.guest, "spec.guest".to_owned(), objects));
+        }
+        Spec::HaRule(r) => {
+            out.extend(r.resources.iter().enumerate().map(|(i, name)| Edge {
+                target: Ref {
+                    kind: Kind::HAResource,
+                    name: name.clone(),
+                },
+                field: format!("spec.resources[{i}]"),
+            }));
+        }
     }
     if let Some(p) = object.spec.vm().and_then(|v| v.pool.as_ref()) {
         out.push(pool(p, "spec.pool"));

@@ -571,6 +571,27 @@ impl Replication {
         Ok(Replication::Jobs(jobs))
     }
 
+    /// From the `/cluster/replication` listing of the ReplicationJob kind
+    /// (every listed job, those PVE is removing included: they still keep
+    /// their guest from being destroyed without purge).
+    pub fn of_listing(listing: &crate::cluster::Listing) -> Replication {
+        let l = match listing {
+            Ok(l) => l,
+            Err(f) => return Replication::Unreadable(f.clone()),
+        };
+        let mut jobs: BTreeMap<Vmid, Vec<String>> = BTreeMap::new();
+        for (id, o) in l {
+            let guest = o
+                .get("guest")
+                .and_then(|g| Vmid::new(g.parse().ok()?).ok())
+                .or_else(|| Vmid::new(id.split('-').next()?.parse().ok()?).ok());
+            if let Some(g) = guest {
+                jobs.entry(g).or_default().push(id.clone());
+            }
+        }
+        Replication::Jobs(jobs)
+    }
+
     fn is_empty(&self) -> bool {
         matches!(self, Replication::Jobs(j) if j.is_empty())
     }

@@ -130,7 +130,7 @@ pub struct Document<S> {
     #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
     /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
-    /// Pool, BackupJob or HAResource;
+    /// Pool, BackupJob, HAResource, HARule or ReplicationJob;
     /// it must match the kind directory the file lives under.
     #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,
@@ -156,6 +156,8 @@ pub enum Spec {
     Pool(crate::cluster::spec::PoolSpec),
     BackupJob(crate::cluster::spec::BackupJobSpec),
     HaResource(crate::cluster::spec::HaResourceSpec),
+    HaRule(crate::cluster::spec::HaRuleSpec),
+    ReplicationJob(crate::cluster::spec::ReplicationJobSpec),
 }
 
 impl Spec {
@@ -171,6 +173,8 @@ impl Spec {
             Spec::Pool(_) => Kind::Pool,
             Spec::BackupJob(_) => Kind::BackupJob,
             Spec::HaResource(_) => Kind::HAResource,
+            Spec::HaRule(_) => Kind::HARule,
+            Spec::ReplicationJob(_) => Kind::ReplicationJob,
         }
     }
 
@@ -211,7 +215,13 @@ impl Spec {
             Spec::Lxc(s) | Spec::TemplateCt(s) => vec![s.node.clone()],
             Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => s.all_nodes(),
             Spec::Pool(_) | Spec::HaResource(_) => Vec::new(),
+            Spec::HaRule(r) => r
+                .nodes
+                .iter()
+                .filter_map(|n| crate::cluster::spec::parse_node_priority(n).map(|(n, _)| n))
+                .collect(),
             Spec::BackupJob(b) => b.node.iter().cloned().collect(),
+            Spec::ReplicationJob(j) => vec![j.target.clone()],
         }
     }
 }
@@ -1302,6 +1312,8 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
             crate::cluster::spec::validate_backup_job(&metadata.name, s, &mut errs)
         }
         Spec::HaResource(s) => crate::cluster::spec::validate_ha_resource(s, &mut errs),
+        Spec::HaRule(s) => crate::cluster::spec::validate_ha_rule(&metadata.name, s, &mut errs),
+        Spec::ReplicationJob(s) => crate::cluster::spec::validate_replication_job(s, &mut errs),
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");
@@ -1310,12 +1322,16 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
             Spec::BackupJob(b) => Some(b.id.clone().unwrap_or_else(|| metadata.name.to_string())),
             // Its id is its guest's (`vm:<vmid>`), known to the composition.
             Spec::HaResource(_) => Some(v.trim().to_owned()),
+            // PVE chose it (`<vmid>-<n>`); the planner matches it to the
+            // live job of the manifest's guest and target.
+            Spec::ReplicationJob(_) => Some(v.trim().to_owned()),
+            Spec::HaRule(r) => Some(r.id.clone().unwrap_or_else(|| metadata.name.to_string())),
             _ => None,
         };
         match own {
             None => errs.push(FieldError::new(
                 path,
-                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob and HAResource manifests"),
+                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob, HAResource, HARule and ReplicationJob manifests"),
             )),
             Some(id) if v.trim() != id => errs.push(FieldError::new(
                 path,

@@ -28,10 +28,12 @@ pub enum Kind {
     Pool,
     BackupJob,
     HAResource,
+    HARule,
+    ReplicationJob,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 10] = [
+    pub const ALL: [Kind; 12] = [
         Kind::VM,
         Kind::TemplateVM,
         Kind::LXC,
@@ -42,6 +44,8 @@ impl Kind {
         Kind::Pool,
         Kind::BackupJob,
         Kind::HAResource,
+        Kind::HARule,
+        Kind::ReplicationJob,
     ];
 
     /// The kinds as messages list them: `VM, TemplateVM, …`.
@@ -61,6 +65,8 @@ impl Kind {
             Kind::Pool => "Pool",
             Kind::BackupJob => "BackupJob",
             Kind::HAResource => "HAResource",
+            Kind::HARule => "HARule",
+            Kind::ReplicationJob => "ReplicationJob",
         }
     }
 
@@ -81,6 +87,8 @@ impl Kind {
             Kind::Pool => "pool",
             Kind::BackupJob => "backupjob",
             Kind::HAResource => "haresource",
+            Kind::HARule => "harule",
+            Kind::ReplicationJob => "replicationjob",
         }
     }
 
@@ -101,11 +109,15 @@ impl Kind {
         matches!(self, Kind::ISO | Kind::CTTemplate | Kind::DiskImage)
     }
 
-    /// Cluster-level objects (Pool, BackupJob, HAResource): no node, no
+    /// Cluster-level objects (Pool, BackupJob, HAResource, HARule,
+    /// ReplicationJob): no node, no
     /// vmid, no tags; owned through the marker ProxOps writes in their
     /// `comment` ([`crate::cluster::mark`]).
     pub fn is_cluster_object(self) -> bool {
-        matches!(self, Kind::Pool | Kind::BackupJob | Kind::HAResource)
+        matches!(
+            self,
+            Kind::Pool | Kind::BackupJob | Kind::HAResource | Kind::HARule | Kind::ReplicationJob
+        )
     }
 
     pub fn is_template(self) -> bool {

@@ -1289,6 +1289,10 @@ impl Builder<'_> {
                 continue;
             }
             if let Some(why) = self.refused_prune(g, policy) {
+                if let Some(a) = self.after_its_replication_jobs(g, policy) {
+                    self.plan.deferred.push(a);
+                    continue;
+                }
                 self.anomaly(
                     AnomalyType::NeedsPerson,
                     (kind, &display, &g.node, g.vmid),
@@ -1411,6 +1415,24 @@ impl Builder<'_> {
             "proxops-tagged guest \"{}\" (vmid {}) is absent in git and HA-managed (hastate {state}) and not stopped: ProxOps does not drive HA power, so it is not stopped for the prune; stop it through ha-manager, the next cycle deletes it with purge",
             g.display_name(),
             g.vmid
+        ))
+    }
+
+    /// The deferred prune of a guest whose replication jobs are all going
+    /// ([`crate::cluster::plan::replication_goes_first`]): pruned in a
+    /// later cycle, once PVE has removed them.
+    fn after_its_replication_jobs(&self, g: &LiveGuest, policy: &Policy) -> Option<Action> {
+        if g.is_protected() || policy.purge_ha_and_replicated {
+            return None;
+        }
+        let jobs =
+            crate::cluster::plan::replication_goes_first(self.desired, self.live, policy, g.vmid)?;
+        Some(self.prune_action(
+            g,
+            &format!(
+                "prune deferred: PVE is removing its replication job(s) {} (ProxOps' own, deleted this cycle or before) and destroys a guest with jobs only with purge; it is pruned once they are gone",
+                jobs.join(", ")
+            ),
         ))
     }
 

@@ -16,7 +16,7 @@ use crate::diag::{Diagnostic, YamlIndex};
 use crate::extra::AllowList;
 use crate::graph;
 use crate::manifest::{self, Document, Metadata, Spec};
-use crate::names::{ClusterName, Kind, NodeName, Ref, Vmid};
+use crate::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid};
 use crate::plan::AbortCause;
 use crate::units::{WireUnit, binary_spelling, surprise};
 use crate::yaml::{deserialize_document, document_values, from_value, remaining_errors};
@@ -698,6 +698,8 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             Kind::Pool => read_spec(value, text, doc, Spec::Pool),
             Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
             Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
+            Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
+            Kind::ReplicationJob => read_spec(value, text, doc, Spec::ReplicationJob),
         };
         let before = diags.len();
         let (metadata, spec) = match parsed {
@@ -980,6 +982,7 @@ fn cross_checks(
         {
             let field = match &o.spec {
                 Spec::HaResource(_) => "spec.guest",
+                Spec::ReplicationJob(_) => "spec.target",
                 _ if o.spec_has_id() => "spec.id",
                 _ => "metadata.name",
             };
@@ -1016,24 +1019,38 @@ fn cross_checks(
                 .collect::<Vec<_>>()
                 .join(", ");
             // Every node the object names, with the field that names it.
-            let named: Vec<(String, &NodeName)> = match &o.spec {
+            let named: Vec<(String, NodeName)> = match &o.spec {
                 Spec::Iso(a) | Spec::CtTemplate(a) | Spec::DiskImage(a) => a
                     .nodes
                     .iter()
                     .enumerate()
-                    .map(|(i, n)| (format!("spec.nodes[{i}]"), n))
-                    .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n)))
+                    .map(|(i, n)| (format!("spec.nodes[{i}]"), n.clone()))
+                    .chain(a.node.iter().map(|n| ("spec.node".to_owned(), n.clone())))
                     .collect(),
-                Spec::BackupJob(b) => b.node.iter().map(|n| ("spec.node".to_owned(), n)).collect(),
+                Spec::BackupJob(b) => b
+                    .node
+                    .iter()
+                    .map(|n| ("spec.node".to_owned(), n.clone()))
+                    .collect(),
+                Spec::ReplicationJob(j) => vec![("spec.target".to_owned(), j.target.clone())],
+                Spec::HaRule(r) => r
+                    .nodes
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, t)| {
+                        let (n, _) = crate::cluster::spec::parse_node_priority(t)?;
+                        Some((format!("spec.nodes[{i}]"), n))
+                    })
+                    .collect(),
                 _ => o
                     .spec
                     .guest_id()
-                    .map(|(n, _)| ("spec.node".to_owned(), n))
+                    .map(|(n, _)| ("spec.node".to_owned(), n.clone()))
                     .into_iter()
                     .collect(),
             };
             for (field, n) in named {
-                if !allow.contains(n) {
+                if !allow.contains(&n) {
                     outside += 1;
                     diags.push(object_diag(
                         o,
@@ -1047,7 +1064,95 @@ fn cross_checks(
             }
         }
     }
+    ha_rule_set(objects, indexes, allow, diags);
+    replication_targets(objects, indexes, diags);
     outside
+}
+
+/// A replication job to its guest's own node: pve-manager
+/// `API2/ReplicationConfig.pm` `create` refuses it ("Source and target
+/// must not be identical").
+fn replication_targets(
+    objects: &BTreeMap<Ref, DesiredObject>,
+    indexes: &BTreeMap<String, YamlIndex>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for o in objects.values() {
+        let Spec::ReplicationJob(j) = &o.spec else {
+            continue;
+        };
+        let guest = crate::cluster::rows::parse_guest_ref(&j.guest, |r| objects.contains_key(r))
+            .and_then(|r| Some((objects.get(&r)?.spec.guest_id()?, r)));
+        if let Some(((node, _), r)) = guest
+            && *node == j.target
+        {
+            diags.push(object_diag(
+                o,
+                indexes,
+                "spec.target",
+                format!(
+                    "{r} runs on node {node}, the job's target: PVE refuses a replication job to the guest's own node (\"Source and target must not be identical\")"
+                ),
+            ));
+        }
+    }
+}
+
+/// What PVE checks over the whole HA rule set at every rule write that one
+/// manifest cannot see (pve-ha-manager `HA/Rules.pm` `check_feasibility`,
+/// over the enabled rules only): an HA resource in two node-affinity rules
+/// (`HA/Rules/NodeAffinity.pm` `check_single_resource_reference`), and a
+/// negative resource-affinity rule with more resources than the cluster
+/// has nodes (`HA/Rules/ResourceAffinity.pm`
+/// `check_negative_resource_affinity_resources_count`; known here only
+/// with a node allowlist).
+fn ha_rule_set(
+    objects: &BTreeMap<Ref, DesiredObject>,
+    indexes: &BTreeMap<String, YamlIndex>,
+    allow: &BTreeSet<NodeName>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let mut node_affinity: BTreeMap<&ResourceName, &Ref> = BTreeMap::new();
+    for (r, o) in objects {
+        let Spec::HaRule(rule) = &o.spec else {
+            continue;
+        };
+        if rule.enabled == Some(false) {
+            continue;
+        }
+        if rule.affinity.as_deref() == Some("negative")
+            && !allow.is_empty()
+            && rule.resources.len() > allow.len()
+        {
+            diags.push(object_diag(
+                o,
+                indexes,
+                "spec.resources",
+                format!(
+                    "a negative rule keeps {} HA resources apart on {} nodes: PVE refuses it (\"rule defines more resources than available nodes\")",
+                    rule.resources.len(),
+                    allow.len()
+                ),
+            ));
+        }
+        if rule.r#type != "node-affinity" {
+            continue;
+        }
+        for (i, res) in rule.resources.iter().enumerate() {
+            if let Some(prev) = node_affinity.insert(res, r)
+                && prev != r
+            {
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    &format!("spec.resources[{i}]"),
+                    format!(
+                        "HAResource {res} is already in node-affinity rule {prev}: PVE allows one node-affinity rule per HA resource (\"resource is already used in another node affinity rule\")"
+                    ),
+                ));
+            }
+        }
+    }
 }
 
 impl DesiredObject {
@@ -1056,6 +1161,7 @@ impl DesiredObject {
         match &self.spec {
             Spec::Pool(p) => p.id.is_some(),
             Spec::BackupJob(b) => b.id.is_some(),
+            Spec::HaRule(r) => r.id.is_some(),
             _ => false,
         }
     }

@@ -136,6 +136,10 @@ fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
         Kind::Pool => g.subschema_for::<Document<crate::cluster::spec::PoolSpec>>(),
         Kind::BackupJob => g.subschema_for::<Document<crate::cluster::spec::BackupJobSpec>>(),
         Kind::HAResource => g.subschema_for::<Document<crate::cluster::spec::HaResourceSpec>>(),
+        Kind::HARule => g.subschema_for::<Document<crate::cluster::spec::HaRuleSpec>>(),
+        Kind::ReplicationJob => {
+            g.subschema_for::<Document<crate::cluster::spec::ReplicationJobSpec>>()
+        }
     };
     let name = reference
         .get("$ref")
@@ -197,6 +201,12 @@ fn kind_description(kind: Kind) -> &'static str {
         }
         Kind::BackupJob => "A scheduled backup job (docs/resources/backupjob.md).",
         Kind::HAResource => "A guest managed by the HA manager (docs/resources/haresource.md).",
+        Kind::HARule => {
+            "A PVE 9 HA rule: node or resource affinity of HA resources (docs/resources/harule.md)."
+        }
+        Kind::ReplicationJob => {
+            "A storage replication job of one guest to one node (docs/resources/replicationjob.md)."
+        }
     }
 }
 
@@ -225,8 +235,7 @@ fn extension_pattern(kind: Kind) -> String {
 /// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
 /// the grammar the loader checks; any other `proxops/` key is refused.
 pub(crate) fn annotations(_: &mut SchemaGenerator) -> Schema {
-    const KINDS: &str =
-        "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource";
+    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource|HARule|ReplicationJob";
     let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
     let known = [
         ANNOTATION_DEPENDS_ON,

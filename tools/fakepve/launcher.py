@@ -351,6 +351,8 @@ class ClusterHaReplication(object):
         m = re.fullmatch(r'(\d+)-(\d+)', str(spec.get('id', '')))
         if not m:
             raise die("invalid replication job id '{0}'".format(spec.get('id')))
+        if int(m.group(1)) < 100:  # `parse_replication_job_id`
+            raise die("invalid replication job id '{0}' (guest IDs < 100 are reserved)".format(spec['id']))
         guest = self.guest(int(m.group(1)))
         if guest is None:
             raise die("Guest '{0}' does not exist.".format(m.group(1)))

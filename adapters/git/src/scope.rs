@@ -5,7 +5,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The kind roots of the tree (spec §2.1): every file under them is read.
-pub const KIND_ROOTS: [&str; 10] = [
+pub const KIND_ROOTS: [&str; 12] = [
     "vm",
     "lxc",
     "iso",
@@ -16,6 +16,8 @@ pub const KIND_ROOTS: [&str; 10] = [
     "pool",
     "backupjob",
     "haresource",
+    "harule",
+    "replicationjob",
 ];
 
 /// The optional process-wide configuration file at the repository root.

@@ -37,7 +37,7 @@ use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, Replication,
     StorageContent,
 };
-use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
 use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
 
 use proxops_core::step::{self, PveError};
@@ -120,14 +120,20 @@ pub fn read_snapshot(
 
     let mut snap = LiveSnapshot::default();
     let mut failures: Vec<ReadFailure> = Vec::new();
-    snap.replication = read_replication(transport, acting_as);
-    if let Replication::Unreadable(f) = &snap.replication {
-        failures.push(f.clone());
-    }
     for ep in proxops_core::cluster::KINDS {
-        let listing = read_listing(transport, acting_as, ep);
+        let Some(listing) = read_listing(transport, acting_as, ep) else {
+            snap.cluster.unsupported.insert(ep.kind);
+            snap.cluster
+                .listings
+                .insert(ep.kind, Ok(Default::default()));
+            continue;
+        };
         if let Err(f) = &listing {
             failures.push(f.clone());
+        }
+        if ep.kind == Kind::ReplicationJob {
+            // One read serves both: the guest prune rules' view by guest.
+            snap.replication = Replication::of_listing(&listing);
         }
         snap.cluster.listings.insert(ep.kind, listing);
     }
@@ -470,47 +476,39 @@ fn paused_vms(data: &serde_json::Value) -> Vec<Vmid> {
         .collect()
 }
 
-const REPLICATION_PATH: &str = "/cluster/replication";
-
-/// The cluster's replication jobs. No endpoint (404, 501) or no answer in
-/// the recording being replayed is no jobs; any other failure is kept.
-fn read_replication(transport: &dyn Transport, acting_as: Option<&str>) -> Replication {
-    let request = Request::get(REPLICATION_PATH);
-    let fail = |message: String| {
-        Replication::Unreadable(ReadFailure {
-            what: describe(&request),
-            message,
-        })
-    };
-    match transport.call(&request) {
-        Err(TransportError::NotRecorded { .. }) => Replication::default(),
-        Err(e) => fail(e.to_string()),
-        Ok(r) if r.status == 501 || r.status == 404 => Replication::default(),
-        Ok(r) if !r.is_success() => fail(status_message(&r, acting_as)),
-        Ok(r) => Replication::from_json(r.data()).unwrap_or_else(|e| fail(e.to_string())),
-    }
-}
-
 /// One cluster-level kind's listing (`GET /pools`, `GET /cluster/backup`).
 /// No answer in the recording being replayed is no objects (a recording
 /// made before ProxOps read them; re-record to see them); any other
 /// failure is kept, and nothing of the kind is then created or pruned.
+/// `None`: this PVE predates the endpoint (`Endpoints::since`; PVE answers
+/// an unknown API path with 501, pve-http-server `AnyEvent.pm`
+/// `handle_api2_request` "Method '…' not implemented").
 fn read_listing(
     transport: &dyn Transport,
     acting_as: Option<&str>,
     ep: proxops_core::cluster::Endpoints,
-) -> proxops_core::cluster::Listing {
+) -> Option<proxops_core::cluster::Listing> {
     let request = Request::get(ep.collection);
     let fail = |message: String| ReadFailure {
         what: describe(&request),
         message,
     };
-    match transport.call(&request) {
+    let outcome = transport.call(&request);
+    if ep.since.is_some() && lacks_endpoint(&outcome) {
+        return None;
+    }
+    Some(match outcome {
         Err(TransportError::NotRecorded { .. }) => Ok(Default::default()),
         Err(e) => Err(fail(e.to_string())),
         Ok(r) if !r.is_success() => Err(fail(status_message(&r, acting_as))),
         Ok(r) => ep.parse(r.data()).map_err(|e| fail(e.to_string())),
-    }
+    })
+}
+
+/// The server has no such API path: 501, or a 404 that is not about an
+/// object.
+fn lacks_endpoint(outcome: &Result<Response, TransportError>) -> bool {
+    matches!(outcome, Ok(r) if r.status == 501 || (r.status == 404 && !is_not_found_text(r)))
 }
 
 enum ConfigRead {

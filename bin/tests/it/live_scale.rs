@@ -135,11 +135,11 @@ fn a_converged_cycle_of_2000_guests_on_8_nodes_stays_within_the_request_bound() 
     assert_eq!(run.code, 0, "{}", run.all());
     assert!(run.stdout.contains("no drift"), "{}", run.all());
 
-    // One inventory read, one replication read, one listing per
-    // cluster-level kind (pools, backup jobs, HA resources: K), one config
+    // One inventory read, one listing per cluster-level kind (pools,
+    // backup jobs, HA resources and rules, replication jobs: K), one config
     // read per guest, one content listing per node for the template
     // archive and one VM list per node (QEMU's status of its running VMs):
-    // N + 2M + 2 + K, inside N + 2M + 3 + K.
+    // N + 2M + 1 + K, inside N + 2M + 2 + K.
     let requests = pve.requests().unwrap();
     let mut by_shape: BTreeMap<String, usize> = BTreeMap::new();
     for (method, path, _) in &requests {
@@ -162,13 +162,14 @@ fn a_converged_cycle_of_2000_guests_on_8_nodes_stays_within_the_request_bound() 
     // token may see (VM.Audit on /vms, Sys.Audit on /nodes, Datastore.Audit
     // on the one storage read).
     let checks = 1 + 3;
+    // One listing per cluster-level kind (the replication jobs are one).
     let kinds = proxops_core::cluster::KINDS.len();
-    let bound = GUESTS + 2 * NODES + 3 + kinds + checks;
+    let bound = GUESTS + 2 * NODES + 2 + kinds + checks;
     assert_eq!(by_shape["GET /api2/json/cluster/status"], 1);
     assert_eq!(by_shape["GET /api2/json/access/permissions"], 3);
     assert_eq!(
         requests.len(),
-        GUESTS + 2 * NODES + 2 + kinds + checks,
+        GUESTS + 2 * NODES + 1 + kinds + checks,
         "{by_shape:#?}"
     );
     assert!(requests.len() <= bound);
@@ -197,7 +198,7 @@ fn a_converged_cycle_of_2000_guests_on_8_nodes_stays_within_the_request_bound() 
         String::from_utf8_lossy(&out.stderr)
     );
     let ticket = pve.requests().unwrap();
-    assert_eq!(ticket.len(), GUESTS + 2 * NODES + 3 + kinds + checks);
+    assert_eq!(ticket.len(), GUESTS + 2 * NODES + 2 + kinds + checks);
     assert_eq!(
         ticket
             .iter()

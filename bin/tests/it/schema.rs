@@ -23,6 +23,8 @@ const KINDS: &[&str] = &[
     "Pool",
     "BackupJob",
     "HAResource",
+    "HARule",
+    "ReplicationJob",
 ];
 
 /// The kind directories manifests live under.
@@ -37,6 +39,8 @@ const KIND_DIRS: &[&str] = &[
     "pool",
     "backupjob",
     "haresource",
+    "harule",
+    "replicationjob",
 ];
 
 fn repo_root() -> PathBuf {
@@ -181,6 +185,8 @@ fn every_documented_field_is_in_the_schema() {
         ("pool", "pool"),
         ("backupjob", "backupjob"),
         ("haresource", "haresource"),
+        ("harule", "harule"),
+        ("replicationjob", "replicationjob"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();

@@ -507,6 +507,10 @@ fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
         Kind::Pool => read::<crate::cluster::spec::PoolSpec>(text, Spec::Pool),
         Kind::BackupJob => read::<crate::cluster::spec::BackupJobSpec>(text, Spec::BackupJob),
         Kind::HAResource => read::<crate::cluster::spec::HaResourceSpec>(text, Spec::HaResource),
+        Kind::HARule => read::<crate::cluster::spec::HaRuleSpec>(text, Spec::HaRule),
+        Kind::ReplicationJob => {
+            read::<crate::cluster::spec::ReplicationJobSpec>(text, Spec::ReplicationJob)
+        }
     };
     let (metadata, spec) = parsed.map_err(|e| format!("{}: {}", e.path, e.message))?;
     let errs = manifest::validate(&metadata, &spec);

@@ -1,4 +1,5 @@
-//! Adoption of cluster-level objects: live pools and backup jobs back into
+//! Adoption of cluster-level objects: live pools, backup jobs, HA
+//! resources, HA rules and replication jobs back into
 //! manifests, the inverse of [`super::rows`]. An unmarked object's manifest
 //! carries `proxops/adopted-id`, so its first apply is the claim alone
 //! (the marker added to its comment); a key no field holds is a gap.
@@ -10,7 +11,7 @@ use crate::manifest::{ANNOTATION_ADOPTED_ID, ANNOTATION_PRUNE, Spec};
 use crate::names::{Kind, NodeName, ResourceName, StorageId, Vmid};
 
 use super::mark;
-use super::spec::{BackupJobSpec, HaResourceSpec, PoolSpec};
+use super::spec::{BackupJobSpec, HaResourceSpec, HaRuleSpec, PoolSpec, ReplicationJobSpec};
 use super::{LiveObject, Owner};
 
 /// One adopted object: its manifest's name, annotations and spec, or why
@@ -124,7 +125,155 @@ pub fn adopt(
             });
         }
     }
+    out.extend(ha_rules(listings, guests, gaps));
+    out.extend(replication_jobs(listings, guests, gaps));
     out
+}
+
+/// The keys a ReplicationJob manifest holds; any other listed key is a gap.
+const REPLICATION_KEYS: &[&str] = &[
+    "target", "schedule", "rate", "disable", "comment",
+    // Listed by PVE (pve-guest-common `ReplicationConfig.pm`
+    // `parse_config`), never a setting of the manifest: the id's parts,
+    // the plugin type and the guest's node at create.
+    "guest", "jobnum", "type", "source",
+];
+
+/// Every replication job of an adopted guest, named `<guest>-to-<target>`,
+/// but a job PVE is removing (`remove_job`).
+fn replication_jobs(
+    listings: &super::ClusterObjects,
+    guests: &BTreeMap<Vmid, ResourceName>,
+    gaps: &mut Vec<Gap>,
+) -> Vec<Adopted> {
+    let Ok(jobs) = listings.listing(Kind::ReplicationJob) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (id, o) in jobs.iter().filter(|(_, o)| !super::being_removed(o)) {
+        let guest = o
+            .get("guest")
+            .and_then(|g| Vmid::new(g.parse().ok()?).ok())
+            .and_then(|v| guests.get(&v));
+        let (Some(guest), Some(target)) = (guest, o.get("target")) else {
+            continue;
+        };
+        let Some(name) = name_for(&format!("{guest}-to-{target}")) else {
+            continue;
+        };
+        unmodelled(Kind::ReplicationJob, &name, o, REPLICATION_KEYS, gaps);
+        let spec = NodeName::new(target)
+            .map_err(|e| format!("target {target:?}: {e}"))
+            .and_then(|target| {
+                Ok(ReplicationJobSpec {
+                    guest: guest.to_string(),
+                    target,
+                    schedule: o.get("schedule").map(str::to_owned),
+                    rate: match o.get("rate") {
+                        Some(r) => Some(
+                            r.parse()
+                                .map_err(|_| format!("rate {r:?} is not a number"))?,
+                        ),
+                        None => None,
+                    },
+                    enabled: (o.get("disable") == Some("1")).then_some(false),
+                    comment: mark::text_of(o.get("comment")),
+                })
+            });
+        out.push(Adopted {
+            kind: Kind::ReplicationJob,
+            annotations: annotations(o, id),
+            spec: spec.map(Spec::ReplicationJob),
+            name,
+        });
+    }
+    out
+}
+
+/// The keys an HARule manifest holds; any other listed key is a gap.
+const HA_RULE_KEYS: &[&str] = &[
+    "type",
+    "resources",
+    "nodes",
+    "strict",
+    "affinity",
+    "disable",
+    "comment",
+    // Listed by PVE (`API2/HA/Rules.pm` `$get_api_ha_rule`), never a setting.
+    "digest",
+    "order",
+    "errors",
+];
+
+fn ha_rules(
+    listings: &super::ClusterObjects,
+    guests: &BTreeMap<Vmid, ResourceName>,
+    gaps: &mut Vec<Gap>,
+) -> Vec<Adopted> {
+    let Ok(rules) = listings.listing(Kind::HARule) else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (id, o) in rules {
+        let Some(name) = name_for(id) else { continue };
+        unmodelled(Kind::HARule, &name, o, HA_RULE_KEYS, gaps);
+        out.push(Adopted {
+            kind: Kind::HARule,
+            annotations: annotations(o, id),
+            spec: ha_rule(id, o, guests, &name).map(Spec::HaRule),
+            name,
+        });
+    }
+    out
+}
+
+/// One live rule as a manifest: its resources by the names adopt gives
+/// their HA resources (their guests' names).
+fn ha_rule(
+    id: &str,
+    o: &LiveObject,
+    guests: &BTreeMap<Vmid, ResourceName>,
+    name: &ResourceName,
+) -> Result<HaRuleSpec, String> {
+    let mut resources = Vec::new();
+    for sid in o
+        .get("resources")
+        .unwrap_or("")
+        .split(',')
+        .filter(|s| !s.is_empty())
+    {
+        let guest = sid
+            .split_once(':')
+            .and_then(|(_, n)| Vmid::new(n.parse().ok()?).ok())
+            .and_then(|v| guests.get(&v));
+        match guest {
+            Some(g) => resources.push(g.clone()),
+            None => {
+                return Err(format!(
+                    "it names HA resource {sid}, whose guest is not adopted with it"
+                ));
+            }
+        }
+    }
+    let nodes = o
+        .get("nodes")
+        .map(|n| {
+            n.split(',')
+                .filter(|e| !e.is_empty())
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    Ok(HaRuleSpec {
+        id: (name.as_str() != id).then(|| id.to_owned()),
+        r#type: o.get("type").unwrap_or("").to_owned(),
+        resources,
+        nodes,
+        strict: o.get("strict").map(|v| v == "1").filter(|s| *s),
+        affinity: o.get("affinity").map(str::to_owned),
+        enabled: o.get("disable").filter(|v| *v == "1").map(|_| false),
+        comment: mark::text_of(o.get("comment")),
+    })
 }
 
 /// The keys a BackupJob manifest holds; any other listed key is a gap.
@@ -148,6 +297,22 @@ const BACKUP_KEYS: &[&str] = &[
     "next-run",
     "digest",
 ];
+
+/// Every listed key of `o` no field of its kind holds, as a gap.
+fn unmodelled(kind: Kind, name: &ResourceName, o: &LiveObject, keys: &[&str], gaps: &mut Vec<Gap>) {
+    for (k, v) in &o.values {
+        if !keys.contains(&k.as_str()) {
+            gaps.push(Gap {
+                object: format!("{kind}/{name}"),
+                node: String::new(),
+                id: o.id.clone(),
+                key: k.clone(),
+                value: Some(v.clone()),
+                note: format!("not a {kind} field: kept on PVE as it is, never compared"),
+            });
+        }
+    }
+}
 
 fn names_of(
     text: Option<&str>,
@@ -184,18 +349,7 @@ fn backup_job(
     gaps: &mut Vec<Gap>,
     name: &ResourceName,
 ) -> Result<BackupJobSpec, String> {
-    for (k, v) in &o.values {
-        if !BACKUP_KEYS.contains(&k.as_str()) {
-            gaps.push(Gap {
-                object: format!("BackupJob/{name}"),
-                node: String::new(),
-                id: id.to_owned(),
-                key: k.clone(),
-                value: Some(v.clone()),
-                note: "not a BackupJob field: kept on PVE as it is, never compared".into(),
-            });
-        }
-    }
+    unmodelled(Kind::BackupJob, name, o, BACKUP_KEYS, gaps);
     let schedule = o.get("schedule").ok_or(
         "it has no schedule (a job from the legacy vzdump.cron: give it one in PVE first)",
     )?;

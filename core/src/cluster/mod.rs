@@ -1,5 +1,7 @@
 //! Cluster-level objects: pools (`/pools`), backup jobs
-//! (`/cluster/backup`) and HA resources (`/cluster/ha/resources`). They
+//! (`/cluster/backup`), HA resources (`/cluster/ha/resources`), HA rules
+//! (`/cluster/ha/rules`, PVE 9) and replication jobs
+//! (`/cluster/replication`). They
 //! have no node, no vmid and no tags: ProxOps owns the ones whose
 //! `comment` ends with its marker ([`mark`]).
 //!
@@ -61,6 +63,10 @@ pub struct ClusterObjects {
     /// (pve-manager `API2/Cluster.pm` `resources`).
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub guest_pools: BTreeMap<Vmid, String>,
+    /// Kinds this PVE has no endpoint for (a PVE 8 answers
+    /// `/cluster/ha/rules` with 501): listed as none, planned as anomalies.
+    #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub unsupported: std::collections::BTreeSet<Kind>,
 }
 
 impl ClusterObjects {
@@ -98,6 +104,12 @@ pub struct Endpoints {
     pub item_in_path: bool,
     /// What a delete sends besides the id.
     pub delete_form: &'static [(&'static str, &'static str)],
+    /// What a create sends besides the id and the manifest's rows.
+    pub create_form: &'static [(&'static str, &'static str)],
+    /// The PVE version that brought the endpoint, when an older one the
+    /// project meets lacks it (answers 501): then the kind is
+    /// unsupported there, not unreadable.
+    pub since: Option<&'static str>,
 }
 
 pub const POOL: Endpoints = Endpoints {
@@ -106,6 +118,8 @@ pub const POOL: Endpoints = Endpoints {
     id_key: "poolid",
     item_in_path: false,
     delete_form: &[],
+    create_form: &[],
+    since: None,
 };
 
 pub const BACKUP_JOB: Endpoints = Endpoints {
@@ -114,6 +128,8 @@ pub const BACKUP_JOB: Endpoints = Endpoints {
     id_key: "id",
     item_in_path: true,
     delete_form: &[],
+    create_form: &[],
+    since: None,
 };
 
 /// `DELETE …/{sid}` with `purge=0`: PVE's default (`purge=1`,
@@ -125,10 +141,38 @@ pub const HA_RESOURCE: Endpoints = Endpoints {
     id_key: "sid",
     item_in_path: true,
     delete_form: &[("purge", "0")],
+    create_form: &[],
+    since: None,
+};
+
+/// PVE 9's HA rules (pve-ha-manager 5, `API2/HA/Rules.pm`); a PVE 8 has
+/// HA groups instead, which ProxOps does not manage.
+pub const HA_RULE: Endpoints = Endpoints {
+    kind: Kind::HARule,
+    collection: "/cluster/ha/rules",
+    id_key: "rule",
+    item_in_path: true,
+    delete_form: &[],
+    create_form: &[],
+    since: Some("PVE 9 (pve-ha-manager 5)"),
+};
+
+/// Storage replication jobs (pve-manager `API2/ReplicationConfig.pm`). The
+/// client names a new job `<vmid>-<n>` and gives its plugin type (`local`,
+/// the one pve-guest-common `ReplicationConfig.pm` registers); a `DELETE`
+/// only marks the job (`remove_job`), the replication runner removes it.
+pub const REPLICATION_JOB: Endpoints = Endpoints {
+    kind: Kind::ReplicationJob,
+    collection: "/cluster/replication",
+    id_key: "id",
+    item_in_path: true,
+    delete_form: &[],
+    create_form: &[("type", "local")],
+    since: None,
 };
 
 /// Every cluster-level kind, in the order they are read and planned.
-pub const KINDS: [Endpoints; 3] = [POOL, BACKUP_JOB, HA_RESOURCE];
+pub const KINDS: [Endpoints; 5] = [POOL, BACKUP_JOB, HA_RESOURCE, HA_RULE, REPLICATION_JOB];
 
 pub fn endpoints(kind: Kind) -> Option<Endpoints> {
     KINDS.into_iter().find(|e| e.kind == kind)
@@ -138,6 +182,9 @@ impl Endpoints {
     pub fn create(&self, id: &str, form: Params) -> Work {
         let mut params = Params::new();
         params.push(self.id_key, id);
+        for (k, v) in self.create_form {
+            params.push(*k, *v);
+        }
         params.0.extend(form.0);
         Work::ClusterWrite {
             method: WriteMethod::Post,
@@ -205,6 +252,58 @@ impl Endpoints {
     }
 }
 
+/// The identity ProxOps owns of a listed object: its PVE id, but for a
+/// replication job its guest and target (`<vmid>-><target>`): PVE picks
+/// the job's id at create and keeps one job per guest and target
+/// (pve-guest-common `ReplicationConfig.pm` `write_config`: "replication
+/// job for guest … to target … already exists").
+pub fn identity(kind: Kind, o: &LiveObject) -> String {
+    match (kind, o.get("guest"), o.get("target")) {
+        (Kind::ReplicationJob, Some(guest), Some(target)) => replication_identity(guest, target),
+        _ => o.id.clone(),
+    }
+}
+
+/// A replication job's identity from its guest's vmid and its target.
+pub fn replication_identity(vmid: impl std::fmt::Display, target: &str) -> String {
+    format!("{vmid}->{target}")
+}
+
+/// A listed object PVE is removing: a replication job marked with
+/// `remove_job` (pve-manager `API2/ReplicationConfig.pm` `delete`) stays
+/// listed until the replication runner has cleaned up; it is neither
+/// updated nor deleted again, and no other job to its target can be
+/// created meanwhile.
+pub fn being_removed(o: &LiveObject) -> bool {
+    o.get("remove_job").is_some()
+}
+
+/// The id of a new object PVE does not name itself: for a replication job,
+/// `<vmid>-<n>` with the lowest `n` no listed job of the guest holds (jobs
+/// being removed included: `API2/ReplicationConfig.pm` `create`, "replication
+/// job '…' already exists"), and ids `taken` by other creates of the plan.
+pub fn new_id(kind: Kind, identity: &str, taken: impl Fn(&str) -> bool) -> String {
+    if kind != Kind::ReplicationJob {
+        return identity.to_owned();
+    }
+    let vmid = identity.split_once("->").map_or(identity, |(v, _)| v);
+    (0u32..)
+        .map(|n| format!("{vmid}-{n}"))
+        .find(|id| !taken(id))
+        .unwrap_or_else(|| format!("{vmid}-0"))
+}
+
+/// Whether the PVE id `id` can name the object of `identity`: the same
+/// id, or for a replication job an id of the same guest.
+pub fn serves(kind: Kind, identity: &str, id: &str) -> bool {
+    if kind != Kind::ReplicationJob {
+        return identity == id;
+    }
+    let vmid = identity.split_once("->").map_or("", |(v, _)| v);
+    id.split_once('-')
+        .is_some_and(|(v, n)| v == vmid && !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
+}
+
 /// A listed value as text: booleans as `1`/`0`, property-string objects
 /// (`"prune-backups": {"keep-last": "4"}`, pve-guest-common
 /// `VZDump/JobBase.pm` decodes them for the answer) as sorted
@@ -246,6 +345,33 @@ mod tests {
         assert_eq!(method, WriteMethod::Delete);
         assert_eq!(path, "/cluster/ha/resources/vm%3A100");
         assert_eq!(params.to_wire(), vec![("purge".to_owned(), "0".to_owned())]);
+    }
+
+    /// pve-manager `API2/ReplicationConfig.pm` `create`: the client names
+    /// the job; the lowest free number of the guest is taken, jobs being
+    /// removed included.
+    #[test]
+    fn a_new_replication_job_takes_the_lowest_free_number_of_its_guest() {
+        let data = serde_json::json!([
+            {"id": "150-0", "guest": 150, "target": "pve3", "remove_job": "full"},
+            {"id": "150-2", "guest": 150, "target": "pve4"},
+            {"id": "151-1", "guest": 151, "target": "pve2"}
+        ]);
+        let l = REPLICATION_JOB.parse(&data).unwrap();
+        let taken = |id: &str| l.contains_key(id);
+        assert_eq!(new_id(Kind::ReplicationJob, "150->pve2", taken), "150-1");
+        assert_eq!(new_id(Kind::ReplicationJob, "151->pve3", taken), "151-0");
+        let also = |id: &str| l.contains_key(id) || id == "150-1";
+        assert_eq!(new_id(Kind::ReplicationJob, "150->pve5", also), "150-3");
+        assert_eq!(identity(Kind::ReplicationJob, &l["150-2"]), "150->pve4");
+        assert!(being_removed(&l["150-0"]));
+        assert!(serves(Kind::ReplicationJob, "150->pve2", "150-7"));
+        assert!(!serves(Kind::ReplicationJob, "150->pve2", "1500-7"));
+        let Work::ClusterWrite { params, .. } = REPLICATION_JOB.create("150-1", Params::new())
+        else {
+            panic!("a cluster write");
+        };
+        assert_eq!(params.to_wire()[1], ("type".to_owned(), "local".to_owned()));
     }
 
     #[test]

@@ -25,9 +25,14 @@ use super::{Endpoints, LiveObject, Owner};
 /// (it is pruned only once it has none).
 fn prune_level(kind: Kind) -> u32 {
     match kind {
-        Kind::BackupJob => 2,
+        // Before the guest it copies: PVE destroys a guest with a
+        // replication job only with purge.
+        Kind::BackupJob | Kind::ReplicationJob => 2,
         // Before its guest: PVE destroys a guest under HA only with purge.
         Kind::HAResource => 3,
+        // Before the HA resources it names: PVE keeps a rule naming a
+        // resource deleted with purge=0.
+        Kind::HARule => 4,
         _ => 0,
     }
 }
@@ -109,6 +114,10 @@ impl KindPlanner<'_> {
             .filter(|o| o.r#ref.kind == kind)
             .filter_map(|o| Some((o, rows::desired(o, self.desired)?)))
             .collect();
+        if self.live.cluster.unsupported.contains(&kind) {
+            self.unsupported(&mine);
+            return;
+        }
         let listing = match self.live.cluster.listing(kind) {
             Ok(l) => l,
             Err(failure) => {
@@ -123,42 +132,142 @@ impl KindPlanner<'_> {
                 return;
             }
         };
+        // By identity; a job PVE is removing is not there to plan.
+        let kind_identity = |l: &LiveObject| super::identity(kind, l);
+        let present: BTreeMap<String, &LiveObject> = listing
+            .values()
+            .filter(|l| !super::being_removed(l))
+            .map(|l| (kind_identity(l), l))
+            .collect();
         for (obj, d) in &mine {
-            match listing.get(&d.id) {
-                None => self.create(obj, d),
+            if let Some(why) = self.unknown_node(obj) {
+                self.anomaly(
+                    AnomalyType::NeedsPerson,
+                    Some(obj.r#ref.name.as_str()),
+                    Some(&d.id),
+                    why,
+                );
+                continue;
+            }
+            match present.get(&d.id) {
+                None => self.create(obj, d, listing),
                 Some(l) if l.owner().is_marked() => self.update(obj, d, l),
-                Some(l) if adopted_id(obj) == Some(d.id.as_str()) => self.claim(obj, d, l),
-                Some(_) => self.not_owned(obj, d),
+                Some(l) if adopted_id(obj) == Some(l.id.as_str()) => self.claim(obj, d, l),
+                Some(l) => self.not_owned(obj, &l.id),
             }
         }
         let wanted: Vec<&str> = mine.iter().map(|(_, d)| d.id.as_str()).collect();
         self.prunes(listing, &wanted, policy);
     }
 
-    fn create(&mut self, obj: &DesiredObject, d: &Desired) {
+    /// A kind this PVE has no endpoint for: every manifest of it is a
+    /// person's (`/cluster/ha/rules` exists from pve-ha-manager 5, PVE 9).
+    fn unsupported(&mut self, mine: &[(&DesiredObject, Desired)]) {
+        for (o, d) in mine {
+            let message = format!(
+                "{} {} needs {}: this PVE has no {}; ProxOps does not manage PVE 8 HA groups",
+                self.ep.kind,
+                d.id,
+                self.ep.since.unwrap_or("a newer PVE"),
+                self.ep.collection
+            );
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                Some(o.r#ref.name.as_str()),
+                Some(&d.id),
+                message,
+            );
+        }
+    }
+
+    /// An HA rule naming a node PVE does not list (the cluster lists no
+    /// node allowlist, so validate could not tell): PVE refuses it
+    /// (`API2/HA/Rules.pm` `$assert_valid_nodes_param`: "cannot use
+    /// non-existent node(s)").
+    fn unknown_node(&self, obj: &DesiredObject) -> Option<String> {
+        if self.live.nodes.is_empty() {
+            return None;
+        }
+        if let Spec::ReplicationJob(j) = &obj.spec {
+            // `API2/ReplicationConfig.pm` `create`: "Target '…' does not exist."
+            return (!self.live.nodes.contains_key(&j.target)).then(|| {
+                format!(
+                    "{} replicates to node {} that PVE does not list: PVE refuses it (\"Target '{}' does not exist.\")",
+                    obj.r#ref, j.target, j.target
+                )
+            });
+        }
+        if !matches!(obj.spec, Spec::HaRule(_)) {
+            return None;
+        }
+        let missing: Vec<String> = obj
+            .spec
+            .nodes()
+            .into_iter()
+            .filter(|n| !self.live.nodes.contains_key(n))
+            .map(|n| n.to_string())
+            .collect();
+        (!missing.is_empty()).then(|| {
+            format!(
+                "{} names node(s) {} that PVE does not list: PVE refuses an HA rule with non-existent nodes",
+                obj.r#ref,
+                missing.join(", ")
+            )
+        })
+    }
+
+    fn create(&mut self, obj: &DesiredObject, d: &Desired, listing: &BTreeMap<String, LiveObject>) {
+        let kind = self.ep.kind;
+        if let Some(old) = listing
+            .values()
+            .find(|l| super::being_removed(l) && super::identity(kind, l) == d.id)
+        {
+            // `ReplicationConfig.pm` `write_config` counts it until the
+            // runner has removed it: a create now would be refused.
+            let reason = SkipReason::BeingRemoved { id: old.id.clone() };
+            self.skip(obj.r#ref.name.as_str(), &old.id, reason);
+            return;
+        }
+        if let Some(why) = self.on_target(obj) {
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                Some(obj.r#ref.name.as_str()),
+                Some(&d.id),
+                why,
+            );
+            return;
+        }
+        // Two new jobs of one guest in this plan take two numbers.
+        let planned: Vec<String> = self
+            .plan
+            .actions
+            .iter()
+            .filter(|a| a.kind == kind && a.op == Op::Create)
+            .filter_map(|a| match &a.target {
+                Target::Cluster(id) => Some(id.clone()),
+                _ => None,
+            })
+            .collect();
+        let id = super::new_id(kind, &d.id, |id| {
+            listing.contains_key(id) || planned.iter().any(|p| p == id)
+        });
         let mut form = Params::new();
         for row in &d.rows {
             if let Some(w) = &row.want {
                 form.push(row.key, w.clone());
             }
         }
-        let mut a = action(
-            self.ep,
-            Op::Create,
-            obj.r#ref.name.as_str(),
-            &d.id,
-            Some(obj),
-        );
+        let mut a = action(self.ep, Op::Create, obj.r#ref.name.as_str(), &id, Some(obj));
         a.changes = d
             .rows
             .iter()
             .filter_map(|r| Some(new_change(r.key, r.path, r.want.clone()?)))
             .collect();
         a.reason = format!(
-            "{}: not on PVE; will create {} {}",
-            obj.r#ref, self.ep.id_key, d.id
+            "{}: not on PVE; will create {} {id}",
+            obj.r#ref, self.ep.id_key
         );
-        a.work = self.ep.create(&d.id, form);
+        a.work = self.ep.create(&id, form);
         self.plan.actions.push(a);
     }
 
@@ -183,6 +292,36 @@ impl KindPlanner<'_> {
         if changes.is_empty() {
             return;
         }
+        if let Some(row) = d
+            .rows
+            .iter()
+            .find(|r| r.fixed && r.drift(live.get(r.key)).is_some())
+        {
+            let message = format!(
+                "{} {} on PVE has {} {:?}, the manifest {:?}: PVE never changes it; delete the object by hand or give {} another id",
+                self.ep.id_key,
+                live.id,
+                row.key,
+                live.get(row.key).unwrap_or(""),
+                row.want.as_deref().unwrap_or(""),
+                obj.r#ref
+            );
+            let name = obj.r#ref.name.to_string();
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                Some(&name),
+                Some(&live.id),
+                message,
+            );
+            return;
+        }
+        for row in d.rows.iter().filter(|r| r.always_sent) {
+            if let Some(w) = &row.want
+                && !form.0.iter().any(|(k, _)| k == row.key)
+            {
+                form.push(row.key, w.clone());
+            }
+        }
         if !delete.is_empty() {
             form.push("delete", delete.join(","));
         }
@@ -190,12 +329,12 @@ impl KindPlanner<'_> {
             self.ep,
             Op::Update,
             obj.r#ref.name.as_str(),
-            &d.id,
+            &live.id,
             Some(obj),
         );
         a.changes = changes;
         a.reason = "config drift".into();
-        a.work = self.ep.update(&d.id, form);
+        a.work = self.ep.update(&live.id, form);
         self.plan.actions.push(a);
     }
 
@@ -216,11 +355,18 @@ impl KindPlanner<'_> {
             .count();
         let mut form = Params::new();
         form.push("comment", to);
+        // What PVE requires in every update goes as PVE holds it, so the
+        // claim changes nothing else.
+        for row in d.rows.iter().filter(|r| r.always_sent) {
+            if let Some(l) = live.get(row.key) {
+                form.push(row.key, l);
+            }
+        }
         let mut a = action(
             self.ep,
             Op::Update,
             obj.r#ref.name.as_str(),
-            &d.id,
+            &live.id,
             Some(obj),
         );
         a.changes = vec![change("comment", row.path, live.get("comment"), Some(to))];
@@ -233,19 +379,19 @@ impl KindPlanner<'_> {
                 "; {others} other change(s) are planned once PVE holds the marker"
             ));
         }
-        a.work = self.ep.update(&d.id, form);
+        a.work = self.ep.update(&live.id, form);
         self.plan.actions.push(a);
     }
 
-    fn not_owned(&mut self, obj: &DesiredObject, d: &Desired) {
+    fn not_owned(&mut self, obj: &DesiredObject, id: &str) {
         let message = format!(
-            "{} {} already exists on PVE without the proxops marker in its comment: ProxOps never takes over an object it does not own (no update, no delete); give {} another id, or bring it under ProxOps with `proxops adopt`, the one way to claim it",
-            self.ep.id_key, d.id, obj.r#ref
+            "{} {id} already exists on PVE without the proxops marker in its comment: ProxOps never takes over an object it does not own (no update, no delete); give {} another id, or bring it under ProxOps with `proxops adopt`, the one way to claim it",
+            self.ep.id_key, obj.r#ref
         );
         self.anomaly(
             AnomalyType::NeedsPerson,
             Some(obj.r#ref.name.as_str()),
-            Some(&d.id),
+            Some(id),
             message,
         );
     }
@@ -254,7 +400,7 @@ impl KindPlanner<'_> {
         let kind = self.ep.kind;
         let mut candidates = Vec::new();
         for (id, l) in listing {
-            if wanted.contains(&id.as_str()) {
+            if wanted.contains(&super::identity(kind, l).as_str()) || super::being_removed(l) {
                 continue;
             }
             match l.owner() {
@@ -265,7 +411,7 @@ impl KindPlanner<'_> {
                 }
                 Owner::Marked { noprune: false } => {}
             }
-            if let Some(why) = self.refused_prune(id) {
+            if let Some(why) = self.refused_prune(id, l, wanted) {
                 self.anomaly(AnomalyType::NeedsPerson, Some(id), Some(id), why);
                 continue;
             }
@@ -318,7 +464,10 @@ impl KindPlanner<'_> {
     /// (pve-manager `API2/Pool.pm` `delete_pool`: "pool 'x' is not empty
     /// (contains VM 100)"). Guests pruned in this same plan still count:
     /// the pool goes in the cycle after them.
-    fn refused_prune(&self, id: &str) -> Option<String> {
+    fn refused_prune(&self, id: &str, l: &LiveObject, wanted: &[&str]) -> Option<String> {
+        if self.ep.kind == Kind::ReplicationJob {
+            return self.swapped(l, wanted);
+        }
         if self.ep.kind != Kind::Pool {
             return None;
         }
@@ -331,6 +480,52 @@ impl KindPlanner<'_> {
             "pool {id} carries the proxops marker and has no manifest, but PVE still lists members ({}): PVE refuses to delete a pool that is not empty, so ProxOps does not try; it is pruned once the members are gone (a guest pruned this cycle leaves it), or move them to another pool",
             list.join(", ")
         ))
+    }
+}
+
+impl KindPlanner<'_> {
+    /// A replication job's guest (its vmid as listed) and the node it runs on.
+    fn guest_node<'l>(&self, l: &'l LiveObject) -> Option<(&'l str, &NodeName)> {
+        let guest = l.get("guest")?;
+        let vmid = crate::names::Vmid::new(guest.parse().ok()?).ok()?;
+        Some((guest, &self.live.guest_by_vmid(vmid)?.node))
+    }
+
+    /// The guest of a replication job now runs on the node a manifest
+    /// replicates it to: PVE swapped the job's target and source when it
+    /// moved (pve-guest-common `ReplicationConfig.pm`
+    /// `switch_replication_job_target`, on an HA relocation); the job is a
+    /// person's to sort out, never pruned (its delete removes the copies).
+    fn swapped(&self, l: &LiveObject, wanted: &[&str]) -> Option<String> {
+        let (guest, node) = self.guest_node(l)?;
+        let moved = wanted.contains(&super::replication_identity(guest, node.as_str()).as_str());
+        moved.then(|| {
+            format!(
+                "replication job {} of guest {guest} carries the proxops marker and has no manifest, but the guest now runs on {node}, which a manifest replicates it to: PVE swaps a job's target when its guest moves (HA relocation), so ProxOps does not delete it; move the guest back, or delete the job by hand",
+                l.id
+            )
+        })
+    }
+
+    /// A new job to the node its guest runs on: PVE refuses it ("Source
+    /// and target must not be identical", pve-manager
+    /// `API2/ReplicationConfig.pm` `create`).
+    fn on_target(&self, obj: &DesiredObject) -> Option<String> {
+        let Spec::ReplicationJob(j) = &obj.spec else {
+            return None;
+        };
+        let (_, vmid) = self
+            .desired
+            .get(&rows::guest_ref(self.desired, &j.guest)?)?
+            .spec
+            .guest_id()?;
+        let g = self.live.guest_by_vmid(vmid)?;
+        (g.node == j.target).then(|| {
+            format!(
+                "{}: guest {vmid} runs on node {}, the job's target (moved there, HA relocation?): PVE refuses a job to the guest's own node; nothing written",
+                obj.r#ref, g.node
+            )
+        })
     }
 }
 
@@ -455,13 +650,13 @@ pub(crate) fn refusal(a: &Action, desired: &ClusterDesired) -> Result<(), String
                 .ok_or_else(|| format!("it serves {r}, which no manifest declares"))?;
             let d = rows::desired(obj, desired)
                 .ok_or_else(|| format!("{r} is not a cluster-level manifest"))?;
-            if a.kind != r.kind || a.name != r.name.as_str() || &d.id != id {
+            if a.kind != r.kind || a.name != r.name.as_str() || !super::serves(a.kind, &d.id, id) {
                 return Err(format!(
                     "it is {} {} {id} but serves {r} (id {})",
                     a.op, a.kind, d.id
                 ));
             }
-            return sends_rows(a, ep, &d, a.op == Op::Create);
+            return sends_rows(a, ep, id, &d, a.op == Op::Create);
         }
         _ => return Err(format!("{} does not fit a {} object", a.op, a.kind)),
     };
@@ -474,14 +669,20 @@ pub(crate) fn refusal(a: &Action, desired: &ClusterDesired) -> Result<(), String
 
 /// The action writes its object at its kind's endpoint, with only the
 /// keys of the manifest's rows (and `delete=` of such keys).
-fn sends_rows(a: &Action, ep: Endpoints, d: &Desired, create: bool) -> Result<(), String> {
+fn sends_rows(
+    a: &Action,
+    ep: Endpoints,
+    id: &str,
+    d: &Desired,
+    create: bool,
+) -> Result<(), String> {
     let crate::action::Work::ClusterWrite { params, .. } = &a.work else {
         return Err("it is not a write of a cluster-level object".to_owned());
     };
     let expected = if create {
-        ep.create(&d.id, Params::new())
+        ep.create(id, Params::new())
     } else {
-        ep.update(&d.id, Params::new())
+        ep.update(id, Params::new())
     };
     let (
         crate::action::Work::ClusterWrite { method, path, .. },
@@ -493,12 +694,20 @@ fn sends_rows(a: &Action, ep: Endpoints, d: &Desired, create: bool) -> Result<()
         return Err("it is not a write of a cluster-level object".to_owned());
     };
     if method != m || path != p {
-        return Err(format!("it is not the write of {} {}", a.kind, d.id));
+        return Err(format!("it is not the write of {} {id}", a.kind));
     }
     let owned = |k: &str| d.rows.iter().any(|r| r.key == k);
     for (key, value) in &params.0 {
         let ok = match key.as_str() {
-            k if k == ep.id_key => value.expose() == d.id,
+            k if k == ep.id_key => value.expose() == id,
+            k if create
+                && ep
+                    .create_form
+                    .iter()
+                    .any(|(f, v)| *f == k && value.expose() == *v) =>
+            {
+                true
+            }
             "delete" => value.expose().split(',').all(owned),
             k => owned(k),
         };
@@ -572,4 +781,41 @@ pub(crate) fn ha_resource_goes_first(
         .filter_map(|o| rows::id_of(o, &desired.objects))
         .collect();
     marked && !manifests.contains(&sid) && (!manifests.is_empty() || policy.allow_empty_prune)
+}
+
+/// The replication jobs of the live guest `vmid` when every one of them is
+/// going: PVE is removing it (`remove_job`), or it is ProxOps' (marker,
+/// not `noprune`), has no manifest and is pruned in this plan (not held by
+/// the empty-desired guard). PVE destroys a guest with a listed job only
+/// with `purge` (pve-guest-common `ReplicationConfig.pm`
+/// `check_for_existing_jobs`) and removes a deleted job in the background,
+/// so the guest's prune waits for a later cycle instead of being a
+/// person's. `None`: no jobs, a job that stays, or the jobs are unknown.
+pub(crate) fn replication_goes_first(
+    desired: &ClusterDesired,
+    live: &LiveSnapshot,
+    policy: &Policy,
+    vmid: crate::names::Vmid,
+) -> Option<Vec<String>> {
+    let listing = live.cluster.listing(Kind::ReplicationJob).ok()?;
+    let wanted: Vec<String> = desired
+        .objects
+        .values()
+        .filter(|o| o.r#ref.kind == Kind::ReplicationJob)
+        .filter_map(|o| rows::id_of(o, &desired.objects))
+        .collect();
+    let guarded = wanted.is_empty() && !policy.allow_empty_prune;
+    let guest = vmid.to_string();
+    let jobs: Vec<&LiveObject> = listing
+        .values()
+        .filter(|l| l.get("guest") == Some(guest.as_str()))
+        .collect();
+    let going = |l: &LiveObject| {
+        super::being_removed(l)
+            || (l.owner() == (Owner::Marked { noprune: false })
+                && !guarded
+                && !wanted.contains(&super::identity(Kind::ReplicationJob, l)))
+    };
+    (!jobs.is_empty() && jobs.iter().all(|l| going(l)))
+        .then(|| jobs.iter().map(|l| l.id.clone()).collect())
 }

@@ -24,6 +24,11 @@ pub struct Row {
     pub same: fn(&str, &str) -> bool,
     /// With the field absent, the key is not ProxOps' (never deleted).
     pub kept_when_absent: bool,
+    /// PVE never changes it once created: a drift is a person's to
+    /// resolve, never an update.
+    pub fixed: bool,
+    /// Sent with every update, changed or not (PVE requires it there).
+    pub always_sent: bool,
 }
 
 impl Row {
@@ -35,7 +40,19 @@ impl Row {
             default: None,
             same: same_text,
             kept_when_absent: false,
+            fixed: false,
+            always_sent: false,
         }
+    }
+
+    fn fixed(mut self) -> Row {
+        self.fixed = true;
+        self
+    }
+
+    fn always_sent(mut self) -> Row {
+        self.always_sent = true;
+        self
     }
 
     fn kept_when_absent(mut self) -> Row {
@@ -71,8 +88,9 @@ fn same_text(a: &str, b: &str) -> bool {
     a == b
 }
 
-/// A vmid list compared as a set (PVE keeps the order it was given).
-fn same_vmids(a: &str, b: &str) -> bool {
+/// A list (vmids, HA sids) compared as a set (PVE keeps the order it was
+/// given).
+fn same_set(a: &str, b: &str) -> bool {
     fn set(s: &str) -> Vec<&str> {
         let mut v: Vec<&str> = s.split([',', ' ', ';']).filter(|x| !x.is_empty()).collect();
         v.sort_unstable();
@@ -80,6 +98,36 @@ fn same_vmids(a: &str, b: &str) -> bool {
         v
     }
     set(a) == set(b)
+}
+
+/// An HA rule's `nodes`: pve-ha-manager `HA/Rules/NodeAffinity.pm`
+/// `encode_value` sorts them by name and leaves out a priority of 0.
+fn same_nodes(a: &str, b: &str) -> bool {
+    encode_nodes(a.split(',')) == encode_nodes(b.split(','))
+}
+
+/// `node[:prio]` entries as PVE stores them: sorted by node, `:0` left out.
+pub fn encode_nodes<'a>(entries: impl IntoIterator<Item = &'a str>) -> String {
+    let mut nodes: Vec<(String, u32)> = entries
+        .into_iter()
+        .filter(|e| !e.trim().is_empty())
+        .map(|e| {
+            super::spec::parse_node_priority(e.trim())
+                .map_or((e.trim().to_owned(), 0), |(n, p)| (n.to_string(), p))
+        })
+        .collect();
+    nodes.sort();
+    nodes
+        .iter()
+        .map(|(n, p)| {
+            if *p == 0 {
+                n.clone()
+            } else {
+                format!("{n}:{p}")
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(",")
 }
 
 /// `compress`: `1` is PVE's old spelling of `lzo`, `0` of none.
@@ -94,9 +142,11 @@ fn same_compress(a: &str, b: &str) -> bool {
     norm(a) == norm(b)
 }
 
-/// One desired cluster-level object: its PVE id and its rows.
+/// One desired cluster-level object: its identity and its rows.
 #[derive(Debug, Clone)]
 pub struct Desired {
+    /// Its PVE id, but a replication job's guest and target
+    /// ([`super::identity`]): PVE names the job at create.
     pub id: String,
     pub rows: Vec<Row>,
     pub noprune: bool,
@@ -110,8 +160,9 @@ pub fn pool_id(obj: &DesiredObject) -> Option<String> {
     }
 }
 
-/// The PVE id of a cluster-level manifest (an HA resource's is its
-/// guest's among `objects`).
+/// The identity of a cluster-level manifest: its PVE id (an HA
+/// resource's is its guest's among `objects`), or a replication job's
+/// guest and target ([`super::identity`]).
 pub fn id_of(obj: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Option<String> {
     match &obj.spec {
         Spec::Pool(_) => pool_id(obj),
@@ -121,8 +172,112 @@ pub fn id_of(obj: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Opt
             let (_, vmid) = objects.get(&r)?.spec.guest_id()?;
             Some(ha_sid(r.kind, vmid))
         }
+        Spec::HaRule(r) => Some(r.id.clone().unwrap_or_else(|| obj.r#ref.name.to_string())),
+        Spec::ReplicationJob(j) => {
+            let r = parse_guest_ref(&j.guest, |r| objects.contains_key(r))?;
+            let (_, vmid) = objects.get(&r)?.spec.guest_id()?;
+            Some(super::replication_identity(vmid, j.target.as_str()))
+        }
         _ => None,
     }
+}
+
+/// A rate in MB/s as PVE lists it: a number (`50`, `12.5`).
+fn rate_text(rate: f64) -> String {
+    if rate.fract() == 0.0 && rate.abs() < 1e15 {
+        format!("{rate:.0}")
+    } else {
+        rate.to_string()
+    }
+}
+
+/// Two rates of the same number (`50` and `50.0`).
+fn same_number(a: &str, b: &str) -> bool {
+    match (a.trim().parse::<f64>(), b.trim().parse::<f64>()) {
+        (Ok(x), Ok(y)) => x == y,
+        _ => a == b,
+    }
+}
+
+/// A replication job's rows (pve-guest-common `ReplicationConfig.pm`):
+/// `target` is fixed, `schedule` is `*/15` when absent, a `disable` PVE
+/// drops when false is re-enabled by `delete=disable`.
+fn replication_rows(j: &super::spec::ReplicationJobSpec, noprune: bool) -> Vec<Row> {
+    vec![
+        Row::new("target", "spec.target", Some(j.target.to_string())).fixed(),
+        Row::new("schedule", "spec.schedule", j.schedule.clone()).default("*/15"),
+        Row::new("rate", "spec.rate", j.rate.map(rate_text)).same(same_number),
+        Row::new(
+            "disable",
+            "spec.enabled",
+            (j.enabled == Some(false)).then(|| flag(true)),
+        )
+        .default("0"),
+        Row::new(
+            "comment",
+            "spec.comment",
+            Some(super::mark::marked(j.comment.as_deref(), noprune)),
+        ),
+    ]
+}
+
+/// The sids of the HAResource manifests an HA rule names, as PVE stores
+/// them (`HA/Rules.pm` `encode_value`: sorted, comma-joined).
+fn rule_sids(all: &ClusterDesired, names: &[ResourceName]) -> String {
+    let mut sids: Vec<String> = names
+        .iter()
+        .filter_map(|name| {
+            let r = Ref {
+                kind: Kind::HAResource,
+                name: name.clone(),
+            };
+            id_of(all.get(&r)?, &all.objects)
+        })
+        .collect();
+    sids.sort();
+    sids.dedup();
+    sids.join(",")
+}
+
+/// An HA rule's rows. `type` and `resources` go with every update
+/// (`API2/HA/Rules.pm` `update_rule`: `type` is required by the isolated
+/// update schema, `resources` by pve-ha-manager before 5.2); a `disable`
+/// PVE drops when false (`create_rule`/`update_rule`: `delete
+/// $param->{disable} if !$param->{disable}`) is re-enabled by
+/// `delete=disable`.
+fn ha_rule_rows(r: &super::spec::HaRuleSpec, all: &ClusterDesired, noprune: bool) -> Vec<Row> {
+    let node_affinity = r.r#type == "node-affinity";
+    vec![
+        Row::new("type", "spec.type", Some(r.r#type.clone()))
+            .fixed()
+            .always_sent(),
+        Row::new(
+            "resources",
+            "spec.resources",
+            Some(rule_sids(all, &r.resources)),
+        )
+        .same(same_set)
+        .always_sent(),
+        Row::new(
+            "nodes",
+            "spec.nodes",
+            node_affinity.then(|| encode_nodes(r.nodes.iter().map(String::as_str))),
+        )
+        .same(same_nodes),
+        Row::new("strict", "spec.strict", r.strict.filter(|s| *s).map(flag)).default("0"),
+        Row::new("affinity", "spec.affinity", r.affinity.clone()),
+        Row::new(
+            "disable",
+            "spec.enabled",
+            (r.enabled == Some(false)).then(|| flag(true)),
+        )
+        .default("0"),
+        Row::new(
+            "comment",
+            "spec.comment",
+            Some(super::mark::marked(r.comment.as_deref(), noprune)),
+        ),
+    ]
 }
 
 /// pve-ha-manager `HA/Config.pm` `parse_sid`: `vm:<vmid>` for qemu
@@ -211,10 +366,10 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
                     "spec.storage",
                     b.storage.as_ref().map(ToString::to_string),
                 ),
-                Row::new("vmid", "spec.guests", vmids(all, &b.guests)).same(same_vmids),
+                Row::new("vmid", "spec.guests", vmids(all, &b.guests)).same(same_set),
                 Row::new("pool", "spec.pool", pool),
                 Row::new("all", "spec.all", b.all.filter(|a| *a).map(flag)).default("0"),
-                Row::new("exclude", "spec.exclude", vmids(all, &b.exclude)).same(same_vmids),
+                Row::new("exclude", "spec.exclude", vmids(all, &b.exclude)).same(same_set),
                 Row::new(
                     "node",
                     "spec.node",
@@ -289,6 +444,8 @@ pub fn desired(obj: &DesiredObject, all: &ClusterDesired) -> Option<Desired> {
                 ),
             ]);
         }
+        Spec::HaRule(r) => rows.extend(ha_rule_rows(r, all, noprune)),
+        Spec::ReplicationJob(j) => rows.extend(replication_rows(j, noprune)),
         _ => return None,
     }
     Some(Desired {
@@ -312,9 +469,32 @@ mod tests {
         assert_eq!(storage.drift(Some("nfs")), Some(None));
     }
 
+    /// pve-ha-manager `HA/Rules/NodeAffinity.pm` `encode_value`: nodes
+    /// sorted by name, a priority of 0 left out.
+    #[test]
+    fn ha_rule_nodes_are_encoded_and_compared_as_pve_stores_them() {
+        assert_eq!(
+            encode_nodes(["pve2", "pve1:2", "pve3:0"]),
+            "pve1:2,pve2,pve3"
+        );
+        assert!(same_nodes("pve2,pve1:2", "pve1:2,pve2:0"));
+        assert!(!same_nodes("pve1:2,pve2", "pve1,pve2"));
+        let disable = Row::new("disable", "spec.enabled", None).default("0");
+        assert_eq!(disable.drift(Some("1")), Some(None));
+    }
+
+    #[test]
+    fn replication_rates_compare_as_numbers() {
+        let r = Row::new("rate", "spec.rate", Some(rate_text(50.0))).same(same_number);
+        assert_eq!(r.want.as_deref(), Some("50"));
+        assert_eq!(r.drift(Some("50.0")), None);
+        assert_eq!(r.drift(Some("12.5")), Some(Some("50")));
+        assert_eq!(rate_text(12.5), "12.5");
+    }
+
     #[test]
     fn vmid_lists_compare_as_sets_and_compress_by_its_meaning() {
-        let r = Row::new("vmid", "spec.guests", Some("100,101".into())).same(same_vmids);
+        let r = Row::new("vmid", "spec.guests", Some("100,101".into())).same(same_set);
         assert_eq!(r.drift(Some("101,100")), None);
         assert_eq!(r.drift(Some("100")), Some(Some("100,101")));
         let c = Row::new("compress", "spec.compress", Some("lzo".into())).same(same_compress);

@@ -1,4 +1,5 @@
-//! The manifests of cluster-level objects: `Pool` and `BackupJob`, as an
+//! The manifests of cluster-level objects (`Pool`, `BackupJob`,
+//! `HAResource`, `HARule`, `ReplicationJob`), as an
 //! operator writes them, and the rules one document alone must follow.
 //! References to other manifests (a backup job's guests and pool) are the
 //! composition's ([`crate::graph`]).
@@ -123,6 +124,85 @@ pub struct HaResourceSpec {
     pub comment: Option<String>,
 }
 
+/// A storage replication job (`/cluster/replication`, PVE's
+/// replication.cfg): one guest's ZFS volumes copied to one other node on a
+/// schedule. PVE names it `<vmid>-<n>` when it is created; ProxOps knows it
+/// by its guest and target (PVE keeps one job per guest and target).
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct ReplicationJobSpec {
+    /// The guest, by manifest name (`db-01`, or `LXC:dns` where the name is
+    /// not unique among the guest kinds).
+    #[schemars(extend("x-pve-key" = "id", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    pub guest: String,
+    /// The node the guest's volumes are copied to; not the guest's own
+    /// node (PVE never changes it once created).
+    #[schemars(extend("x-pve-key" = "target", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    pub target: NodeName,
+    /// When the job runs: a calendar event as PVE reads it (`*/15`,
+    /// `mon..fri 02:30`, `hourly`).
+    #[schemars(extend("x-pve-key" = "schedule", "x-default" = "*/15", "x-impact" = "live"))]
+    pub schedule: Option<String>,
+    /// Bandwidth limit in MB/s (at least 1; absent: unlimited).
+    #[schemars(extend("x-pve-key" = "rate", "x-default" = "unlimited", "x-impact" = "live"))]
+    pub rate: Option<f64>,
+    /// `false` keeps the job without running it.
+    #[schemars(extend("x-pve-key" = "disable", "x-default" = "true", "x-impact" = "live"))]
+    pub enabled: Option<bool>,
+    /// Free text shown in PVE, one line, at most 4078 characters; ProxOps
+    /// appends ` [proxops]`.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// A PVE 9 HA rule (`/cluster/ha/rules`): where the HA manager may run a
+/// set of HA resources (`node-affinity`), or whether they run together or
+/// apart (`resource-affinity`).
+#[serde_with::skip_serializing_none]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
+#[serde(deny_unknown_fields, rename_all = "kebab-case")]
+pub struct HaRuleSpec {
+    /// The PVE rule id, when it is not `metadata.name`: a letter, then
+    /// letters, digits, `-` and `_`.
+    #[schemars(extend("x-pve-key" = "rule", "x-default" = "metadata.name", "x-impact" = "create-only"))]
+    pub id: Option<String>,
+    /// `node-affinity` or `resource-affinity` (PVE never changes a rule's
+    /// type).
+    #[schemars(extend("x-pve-key" = "type", "x-default" = "— (required)", "x-impact" = "create-only"))]
+    #[schemars(transform = crate::schema::one_of(HA_RULE_TYPES))]
+    pub r#type: String,
+    /// The HA resources the rule holds, by HAResource manifest name.
+    #[schemars(extend("x-pve-key" = "resources", "x-default" = "— (required)", "x-impact" = "live"))]
+    pub resources: Vec<ResourceName>,
+    /// node-affinity: the nodes the resources may run on, each `node` or
+    /// `node:priority` (higher first; absent priority is 0).
+    #[schemars(extend("x-pve-key" = "nodes", "x-default" = "— (required for node-affinity)", "x-impact" = "live"))]
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<String>,
+    /// node-affinity: `true` runs the resources only on `nodes`, never
+    /// elsewhere.
+    #[schemars(extend("x-pve-key" = "strict", "x-default" = "false", "x-impact" = "live"))]
+    pub strict: Option<bool>,
+    /// resource-affinity: `positive` (together) or `negative` (apart).
+    #[schemars(extend("x-pve-key" = "affinity", "x-default" = "— (required for resource-affinity)", "x-impact" = "live"))]
+    #[schemars(transform = crate::schema::one_of(HA_AFFINITIES))]
+    pub affinity: Option<String>,
+    /// `false` keeps the rule without the HA manager applying it.
+    #[schemars(extend("x-pve-key" = "disable", "x-default" = "true", "x-impact" = "live"))]
+    pub enabled: Option<bool>,
+    /// Free text shown in PVE, at most 4078 characters; ProxOps appends
+    /// ` [proxops]`.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none (only the marker)", "x-impact" = "live"))]
+    pub comment: Option<String>,
+}
+
+/// pve-ha-manager `HA/Rules/NodeAffinity.pm` and `ResourceAffinity.pm`
+/// `type`.
+pub const HA_RULE_TYPES: &[&str] = &["node-affinity", "resource-affinity"];
+/// `ResourceAffinity.pm` `affinity`.
+pub const HA_AFFINITIES: &[&str] = &["positive", "negative"];
+
 /// pve-ha-manager `HA/Resources.pm` `$resource_state_schema`.
 pub const HA_STATES: &[&str] = &["started", "stopped", "disabled", "ignored"];
 
@@ -160,17 +240,20 @@ pub fn check_pool_id(id: &str) -> Result<(), String> {
     }
 }
 
-/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`
-/// (`^[a-z][a-z0-9_-]+$`, any case), and `pve-backup-jobid`'s 50
-/// characters (pve-manager `API2/Backup.pm`).
-pub fn check_job_id(id: &str) -> Result<(), String> {
-    let ok = id.len() >= 2
-        && id.len() <= 50
+/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`:
+/// `^[a-z][a-z0-9_-]+$`, any case.
+fn is_configid(id: &str) -> bool {
+    id.len() >= 2
         && id.starts_with(|c: char| c.is_ascii_alphabetic())
         && id
             .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'));
-    if ok {
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_'))
+}
+
+/// A configuration id, and `pve-backup-jobid`'s 50
+/// characters (pve-manager `API2/Backup.pm`).
+pub fn check_job_id(id: &str) -> Result<(), String> {
+    if id.len() <= 50 && is_configid(id) {
         Ok(())
     } else {
         Err(format!(
@@ -241,22 +324,7 @@ pub(crate) fn validate_backup_job(
     errs: &mut Vec<FieldError>,
 ) {
     check_id(name, s.id.as_ref(), check_job_id, errs);
-    if s.schedule.trim() != s.schedule {
-        errs.push(FieldError::new(
-            "spec.schedule",
-            "a schedule may not start or end with a blank",
-        ));
-    } else if s.schedule.len() > 128 {
-        errs.push(FieldError::new(
-            "spec.schedule",
-            "a schedule is at most 128 characters (PVE's pve-calendar-event)",
-        ));
-    } else if let Err(e) = crate::calendar::check(&s.schedule) {
-        errs.push(FieldError::new(
-            "spec.schedule",
-            format!("invalid schedule {:?}: PVE refuses it ({e}); use a calendar event such as \"21:00\", \"mon..fri 02:30\" or \"*/15\"", s.schedule),
-        ));
-    }
+    check_schedule(&s.schedule, errs);
     let selections = usize::from(!s.guests.is_empty())
         + usize::from(s.pool.is_some())
         + usize::from(s.all == Some(true));
@@ -303,6 +371,29 @@ pub(crate) fn validate_backup_job(
         512 - super::mark::LONGEST_MARK.len(),
         errs,
     );
+}
+
+/// pve-common `PVE/CalendarEvent.pm` `pve_verify_calendar_event` (the
+/// grammar in [`crate::calendar`]) and the 128 characters of a job's
+/// `schedule` (pve-guest-common `ReplicationConfig.pm`, pve-manager
+/// `API2/Backup.pm`).
+fn check_schedule(schedule: &str, errs: &mut Vec<FieldError>) {
+    if schedule.trim() != schedule {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            "a schedule may not start or end with a blank",
+        ));
+    } else if schedule.len() > 128 {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            "a schedule is at most 128 characters (PVE's pve-calendar-event)",
+        ));
+    } else if let Err(e) = crate::calendar::check(schedule) {
+        errs.push(FieldError::new(
+            "spec.schedule",
+            format!("invalid schedule {schedule:?}: PVE refuses it ({e}); use a calendar event such as \"21:00\", \"mon..fri 02:30\" or \"*/15\""),
+        ));
+    }
 }
 
 fn one_of(path: &str, value: Option<&str>, allowed: &[&str], errs: &mut Vec<FieldError>) {
@@ -361,19 +452,214 @@ pub(crate) fn validate_ha_resource(s: &HaResourceSpec, errs: &mut Vec<FieldError
         ));
     }
     one_of("spec.state", s.state.as_deref(), HA_STATES, errs);
-    if s.comment
-        .as_deref()
-        .is_some_and(|c| c.contains(['\n', '\r']))
+    one_line_comment(s.comment.as_deref(), "an HA resource's", errs);
+    check_comment(
+        s.comment.as_deref(),
+        4096 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
+}
+
+/// pve-guest-common `ReplicationConfig.pm` `$defaultData`: `rate` a number
+/// of at least 1, `comment` at most 4096 characters, `schedule` a
+/// `pve-calendar-event`.
+pub(crate) fn validate_replication_job(s: &ReplicationJobSpec, errs: &mut Vec<FieldError>) {
+    if super::rows::parse_guest_ref(&s.guest, |_| true).is_none() {
+        errs.push(FieldError::new(
+            "spec.guest",
+            format!("invalid guest reference {:?}: use a guest manifest's name (db-01) or Kind:name (LXC:dns)", s.guest),
+        ));
+    }
+    if let Some(schedule) = &s.schedule {
+        check_schedule(schedule, errs);
+    }
+    if let Some(rate) = s.rate
+        && !(rate.is_finite() && rate >= 1.0)
     {
-        // pve-common `SectionConfig.pm` `check_value`: "property contains a line feed".
+        errs.push(FieldError::new(
+            "spec.rate",
+            format!("invalid rate {rate}: PVE takes at least 1 (MB/s); leave it out for no limit"),
+        ));
+    }
+    one_line_comment(s.comment.as_deref(), "a replication job's", errs);
+    check_comment(
+        s.comment.as_deref(),
+        4096 - super::mark::LONGEST_MARK.len(),
+        errs,
+    );
+}
+
+/// pve-common `SectionConfig.pm` `check_value`: "property contains a line
+/// feed".
+fn one_line_comment(comment: Option<&str>, whose: &str, errs: &mut Vec<FieldError>) {
+    if comment.is_some_and(|c| c.contains(['\n', '\r'])) {
         errs.push(FieldError::new(
             "spec.comment",
-            "an HA resource's comment is one line: PVE refuses a line feed (\"property contains a line feed\")",
+            format!("{whose} comment is one line: PVE refuses a line feed (\"property contains a line feed\")"),
         ));
+    }
+}
+
+/// One `nodes` entry of a node-affinity rule: pve-ha-manager `HA/Tools.pm`
+/// `parse_node_priority` (`node[:priority]`, the priority a non-negative
+/// integer, 0 when absent).
+pub fn parse_node_priority(text: &str) -> Option<(NodeName, u32)> {
+    let (node, prio) = match text.split_once(':') {
+        Some((n, p)) if !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()) => {
+            (n, p.parse().ok()?)
+        }
+        Some(_) => return None,
+        None => (text, 0),
+    };
+    Some((NodeName::new(node).ok()?, prio))
+}
+
+pub(crate) fn validate_ha_rule(name: &ResourceName, s: &HaRuleSpec, errs: &mut Vec<FieldError>) {
+    check_id(name, s.id.as_ref(), check_rule_id, errs);
+    one_of("spec.type", Some(&s.r#type), HA_RULE_TYPES, errs);
+    one_of("spec.affinity", s.affinity.as_deref(), HA_AFFINITIES, errs);
+    if s.resources.is_empty() {
+        // `API2/HA/Rules.pm` `$assert_valid_resources_param`.
+        errs.push(FieldError::new(
+            "spec.resources",
+            "an HA rule holds at least one HA resource (PVE refuses \"no resources were specified\")",
+        ));
+    }
+    let mut seen = Vec::new();
+    for (i, text) in s.nodes.iter().enumerate() {
+        match parse_node_priority(text) {
+            None => errs.push(FieldError::new(
+                format!("spec.nodes[{i}]"),
+                format!("invalid node {text:?}: use a node name, or node:priority with a whole number (pve1:2)"),
+            )),
+            Some((n, _)) if seen.contains(&n) => errs.push(FieldError::new(
+                format!("spec.nodes[{i}]"),
+                format!("node {n} is listed twice"),
+            )),
+            Some((n, _)) => seen.push(n),
+        }
+    }
+    match s.r#type.as_str() {
+        "node-affinity" => node_affinity_fields(s, errs),
+        "resource-affinity" => resource_affinity_fields(s, errs),
+        _ => {}
     }
     check_comment(
         s.comment.as_deref(),
         4096 - super::mark::LONGEST_MARK.len(),
         errs,
     );
+}
+
+fn node_affinity_fields(s: &HaRuleSpec, errs: &mut Vec<FieldError>) {
+    if s.nodes.is_empty() {
+        errs.push(FieldError::new(
+            "spec.nodes",
+            "a node-affinity rule lists the nodes its resources may run on (PVE requires nodes)",
+        ));
+    }
+    if s.affinity.is_some() {
+        errs.push(FieldError::new(
+            "spec.affinity",
+            "affinity belongs to resource-affinity rules; a node-affinity rule lists spec.nodes",
+        ));
+    }
+}
+
+/// `HA/Rules/ResourceAffinity.pm` `check_resource_affinity_resources_count`:
+/// "rule is ineffective as there are less than two resources".
+fn resource_affinity_fields(s: &HaRuleSpec, errs: &mut Vec<FieldError>) {
+    if s.affinity.is_none() {
+        errs.push(FieldError::new(
+            "spec.affinity",
+            "a resource-affinity rule says positive (together) or negative (apart)",
+        ));
+    }
+    if !s.nodes.is_empty() || s.strict.is_some() {
+        errs.push(FieldError::new(
+            if s.nodes.is_empty() {
+                "spec.strict"
+            } else {
+                "spec.nodes"
+            },
+            "nodes and strict belong to node-affinity rules",
+        ));
+    }
+    if s.resources.len() < 2 {
+        errs.push(FieldError::new(
+            "spec.resources",
+            "a resource-affinity rule needs at least two HA resources (PVE: \"rule is ineffective as there are less than two resources\")",
+        ));
+    }
+}
+
+/// pve-common `PVE/JSONSchema.pm` `pve_verify_configid`
+/// (`^[a-z][a-z0-9_-]+$`, any case): an HA rule's id (`API2/HA/Rules.pm`).
+pub fn check_rule_id(id: &str) -> Result<(), String> {
+    if is_configid(id) {
+        Ok(())
+    } else {
+        Err(format!(
+            "invalid rule id {id:?}: use 2 or more characters, a letter then letters, digits, '-' and '_' (PVE's configuration ids)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+    use super::*;
+
+    fn rule(kind: &str, resources: &[&str], nodes: &[&str]) -> HaRuleSpec {
+        HaRuleSpec {
+            id: None,
+            r#type: kind.to_owned(),
+            resources: resources
+                .iter()
+                .filter_map(|r| ResourceName::new(r).ok())
+                .collect(),
+            nodes: nodes.iter().map(|n| (*n).to_owned()).collect(),
+            strict: None,
+            affinity: None,
+            enabled: None,
+            comment: None,
+        }
+    }
+
+    fn paths(s: &HaRuleSpec) -> Vec<String> {
+        let mut errs = Vec::new();
+        validate_ha_rule(&ResourceName::new("r1").unwrap(), s, &mut errs);
+        errs.into_iter().map(|e| e.path).collect()
+    }
+
+    /// pve-ha-manager `HA/Tools.pm` `parse_node_priority`.
+    #[test]
+    fn node_entries_read_as_pve_reads_them() {
+        assert_eq!(
+            parse_node_priority("pve1:2").map(|(n, p)| (n.to_string(), p)),
+            Some(("pve1".to_owned(), 2))
+        );
+        assert_eq!(parse_node_priority("pve2").map(|(_, p)| p), Some(0));
+        assert!(parse_node_priority("pve1:").is_none());
+        assert!(parse_node_priority("pve1:-1").is_none());
+    }
+
+    /// `HA/Rules/ResourceAffinity.pm`
+    /// `check_resource_affinity_resources_count`, and the fields of each
+    /// rule type (`NodeAffinity.pm`/`ResourceAffinity.pm` `options`).
+    #[test]
+    fn each_rule_type_takes_its_own_fields() {
+        assert!(paths(&rule("node-affinity", &["db"], &["pve1:2", "pve2"])).is_empty());
+        assert_eq!(paths(&rule("node-affinity", &["db"], &[])), ["spec.nodes"]);
+        assert_eq!(
+            paths(&rule("node-affinity", &["db"], &["pve1", "pve1:3"])),
+            ["spec.nodes[1]"]
+        );
+        let mut apart = rule("resource-affinity", &["db"], &[]);
+        apart.affinity = Some("negative".into());
+        assert_eq!(paths(&apart), ["spec.resources"]);
+        let mut together = rule("resource-affinity", &["db", "web"], &["pve1"]);
+        together.affinity = None;
+        assert_eq!(paths(&together), ["spec.affinity", "spec.nodes"]);
+    }
 }

@@ -163,6 +163,7 @@ fn skip(s: &mut Skipped) {
         }
         SkipReason::StorageNotRead { filename, .. } => clean(filename),
         SkipReason::Locked { lock } => clean(lock),
+        SkipReason::BeingRemoved { id } => clean(id),
         SkipReason::PendingRestart { keys } => keys.iter_mut().for_each(clean),
         SkipReason::Paused { op } => clean(op),
         SkipReason::Held { op, error, .. } => {

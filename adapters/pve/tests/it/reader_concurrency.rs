@@ -31,7 +31,11 @@ impl Transport for Gauge {
             json!(rows)
         } else if matches!(
             r.path.as_str(),
-            "/cluster/replication" | "/pools" | "/cluster/backup" | "/cluster/ha/resources"
+            "/cluster/replication"
+                | "/pools"
+                | "/cluster/backup"
+                | "/cluster/ha/resources"
+                | "/cluster/ha/rules"
         ) {
             json!([])
         } else if r.path.ends_with("/content") {
@@ -83,12 +87,13 @@ fn reads_never_exceed_the_concurrency_bound() {
         let (max, calls) = read_with(bound);
         assert!(max <= bound, "bound {bound}, saw {max} in flight");
         // The guests are stopped: no VM list is read for QEMU's status.
-        // One listing per cluster-level kind (K) besides.
+        // One listing per cluster-level kind (K, the replication jobs
+        // among them) besides.
         let kinds = proxops_core::cluster::KINDS.len();
         assert_eq!(
             calls,
-            2 + kinds + GUESTS as usize + 2,
-            "2 + K + N + S requests"
+            1 + kinds + GUESTS as usize + 2,
+            "1 + K + N + S requests"
         );
     }
 }

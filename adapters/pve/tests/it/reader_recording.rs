@@ -34,7 +34,11 @@ impl Transport for Scripted {
             ])),
             (
                 Method::Get,
-                "/cluster/replication" | "/pools" | "/cluster/backup" | "/cluster/ha/resources",
+                "/cluster/replication"
+                | "/pools"
+                | "/cluster/backup"
+                | "/cluster/ha/resources"
+                | "/cluster/ha/rules",
             ) => ok(json!([])),
             (Method::Get, "/nodes/pve1/qemu") => ok(json!([
                 {"vmid": 100, "status": "running", "qmpstatus": "running"}

@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Mutex;
 
 use proxops_core::live::{GuestType, NodeState, Power};
-use proxops_core::names::{NodeName, StorageId, Vmid};
+use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
 use proxops_core::wire::{Drive, QemuNet};
 use proxops_pve::reader::{ReadError, ReadScope, read_snapshot};
 use proxops_pve::replay::ReplayTransport;
@@ -178,16 +178,17 @@ fn snapshot_reads_nodes_guests_configs_and_storage() {
     assert!(local.has_file("iso", "debian-13.1.0-amd64-netinst.iso"));
     assert!(local.has_file("vztmpl", "debian-13-standard_13.6.1-1_amd64.tar.zst"));
 
-    // 1 resources + 1 replication jobs + 3 cluster-level listings (pools,
-    // backup jobs, HA resources) + 3 `/pending` reads on the online
+    // 1 resources + 1 replication jobs + 4 cluster-level listings (pools,
+    // backup jobs, HA resources, HA rules) + 3 `/pending` reads on the online
     // node (the container's is not recorded, so it is read through
     // `/config`: one more) + 1 storage on the online node + 1 VM list of
     // the node running VMs (QEMU's status: paused or not).
     let calls = t.calls.lock().unwrap().clone();
-    assert_eq!(calls.len(), 1 + 1 + 3 + 3 + 1 + 1 + 1, "{calls:?}");
+    assert_eq!(calls.len(), 1 + 1 + 4 + 3 + 1 + 1 + 1, "{calls:?}");
     assert!(calls.contains(&"GET /pools".to_owned()));
     assert!(calls.contains(&"GET /cluster/backup".to_owned()));
     assert!(calls.contains(&"GET /cluster/ha/resources".to_owned()));
+    assert!(calls.contains(&"GET /cluster/ha/rules".to_owned()));
     assert!(calls.contains(&"GET /cluster/replication".to_owned()));
     assert!(calls.contains(&"GET /nodes/pve1/qemu".to_owned()));
     assert!(calls.contains(&"GET /nodes/pve1/qemu/100/pending".to_owned()));
@@ -339,10 +340,11 @@ fn allowlist_ignores_other_nodes_and_marks_unlisted_nodes_unknown() {
         *t.calls.lock().unwrap(),
         [
             "GET /cluster/resources",
-            "GET /cluster/replication",
             "GET /pools",
             "GET /cluster/backup",
-            "GET /cluster/ha/resources"
+            "GET /cluster/ha/resources",
+            "GET /cluster/ha/rules",
+            "GET /cluster/replication"
         ],
         "only the cluster-wide reads: pve2 is offline"
     );
@@ -527,4 +529,32 @@ fn storage_rows_say_which_storages_are_shared_without_another_request() {
         baseline.calls.lock().unwrap().len(),
         "no request beyond the ones the snapshot always makes"
     );
+}
+
+/// A PVE 8 has no `/cluster/ha/rules` (pve-ha-manager 5.0, PVE 9, brought
+/// it; pve-http-server `AnyEvent.pm` answers an unknown API path with
+/// 501): HA rules are unsupported there, not unreadable; any other failure
+/// stays a failure.
+#[test]
+fn a_pve_without_ha_rules_reads_them_as_unsupported() {
+    let mut responses = full();
+    responses.push(fail(
+        "/cluster/ha/rules",
+        501,
+        "Method 'GET /cluster/ha/rules' not implemented",
+    ));
+    let snap = read_snapshot(&replay(responses), &scope_with_storage()).unwrap();
+    assert!(snap.cluster.unsupported.contains(&Kind::HARule));
+    assert_eq!(snap.cluster.listing(Kind::HARule).unwrap().len(), 0);
+    assert!(
+        !snap.failures.iter().any(|f| f.what.contains("ha/rules")),
+        "{:?}",
+        snap.failures
+    );
+
+    let mut responses = full();
+    responses.push(fail("/cluster/ha/rules", 500, "got timeout"));
+    let snap = read_snapshot(&replay(responses), &scope_with_storage()).unwrap();
+    assert!(snap.cluster.unsupported.is_empty());
+    assert!(snap.cluster.listing(Kind::HARule).is_err());
 }

@@ -77,7 +77,7 @@ pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Valu
 }
 
 /// The folders that hold manifests, one per kind.
-pub const KIND_DIRS: [&str; 10] = [
+pub const KIND_DIRS: [&str; 12] = [
     "vm",
     "lxc",
     "templatevm",
@@ -88,6 +88,8 @@ pub const KIND_DIRS: [&str; 10] = [
     "pool",
     "backupjob",
     "haresource",
+    "harule",
+    "replicationjob",
 ];
 
 /// A copy of the demo pointed at `pve` with no manifests and an empty
