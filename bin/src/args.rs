@@ -504,15 +504,32 @@ fn command_words() -> impl Iterator<Item = &'static str> {
         .chain(["help"])
 }
 
+/// Other tools' names for our flags (Terraform's `-auto-approve` for
+/// `--yes`), after a single-dash long flag became a double-dash one.
+const FLAG_HABITS: &[(&str, &str)] = &[("--auto-approve", "--yes")];
+
 /// The nearest flag to an unknown one (`--ouput=json` → `--output`): the
-/// command's own flags and the global flags.
+/// command's own flags and the global flags. Terraform's single-dash long
+/// flags (`-out=plan`, `-auto-approve`) are read as their double-dash form.
 fn flag_hint(given: &str, command: Option<Command>) -> Option<String> {
     let name = given.split_once('=').map_or(given, |(n, _)| n);
-    let own = COMMAND_FLAGS
+    let name = match name.strip_prefix('-') {
+        Some(rest) if rest.len() > 1 && !rest.starts_with('-') => format!("--{rest}"),
+        _ => name.to_owned(),
+    };
+    let known: Vec<&str> = COMMAND_FLAGS
         .iter()
         .filter(|f| command.is_none_or(|c| f.commands.contains(&c)))
-        .map(|f| f.long);
-    suggest::did_you_mean(name, own.chain(GLOBAL_FLAGS.iter().map(|f| f.long)))
+        .map(|f| f.long)
+        .chain(GLOBAL_FLAGS.iter().map(|f| f.long))
+        .collect();
+    let habits: Vec<(&str, &str)> = FLAG_HABITS
+        .iter()
+        .copied()
+        .filter(|(_, ours)| known.contains(ours))
+        .collect();
+    suggest::nearest_or_habit(&name, known.iter().copied(), &habits)
+        .map(|c| format!("did you mean {c:?}?"))
 }
 
 fn usage(e: impl std::fmt::Display) -> Failure {
