@@ -539,6 +539,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         holds,
     } = *ctx;
     let started_at = unix_now();
+    let clock = Instant::now();
     let mut session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
         Err(f) => {
@@ -558,6 +559,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
                 commit: ws.commit.clone().unwrap_or_default(),
                 started_at,
                 finished_at,
+                duration_ms: elapsed_ms(clock),
                 complete: !stop.load(Ordering::SeqCst),
                 git_fetched_at: (!ws.desired_stale).then_some(started_at),
                 clusters,
@@ -672,10 +674,16 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         commit: ws.commit.clone().unwrap_or_default(),
         started_at,
         finished_at: unix_now(),
+        duration_ms: elapsed_ms(clock),
         complete: !stop.load(Ordering::SeqCst),
         git_fetched_at: (!ws.desired_stale).then_some(started_at),
         clusters,
     }
+}
+
+/// Milliseconds since `clock`, saturating.
+pub(crate) fn elapsed_ms(clock: Instant) -> u64 {
+    u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Teaches the cluster's holds what its executed cycle did, and returns
@@ -744,6 +752,7 @@ fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
         commit: String::new(),
         started_at: now,
         finished_at: now,
+        duration_ms: 0,
         complete: !stop.load(Ordering::SeqCst),
         git_fetched_at: None,
         clusters,

@@ -35,6 +35,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         None => Source::Live,
     };
     let started_at = unix_now();
+    let clock = std::time::Instant::now();
     let outcome = cycle::plan_all(g, env, &ws, &source)?;
     let finished_at = unix_now();
 
@@ -57,6 +58,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         commit: ws.commit.clone().unwrap_or_default(),
         started_at,
         finished_at,
+        duration_ms: crate::run::elapsed_ms(clock),
         complete: true,
         git_fetched_at: Some(started_at),
         clusters,

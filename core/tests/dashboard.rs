@@ -156,6 +156,7 @@ fn store() -> StatusStore {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         started_at: START + 10,
         finished_at: START + 42,
+        duration_ms: 32_000,
         complete: true,
         git_fetched_at: Some(START + 11),
         clusters: vec![
