@@ -327,18 +327,24 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
             Command::Adopt,
         ],
     },
+    // Two entries for one flag: markdown (a pull-request comment) is
+    // `diff`'s only, and help, man page and completions offer each command
+    // what it takes.
     CommandFlag {
-        help: "text (default), json (stable schema, docs/plan-json.md; for validate the diagnostics) or markdown (a pull-request comment; diff only)",
+        help: "text (default), json (stable schema, docs/plan-json.md) or markdown (a pull-request comment)",
         choices: &["text", "json", "markdown"],
         long: "--output",
         short: Some("-o"),
         value: Some("FORMAT"),
-        commands: &[
-            Command::Validate,
-            Command::Diff,
-            Command::Apply,
-            Command::Status,
-        ],
+        commands: &[Command::Diff],
+    },
+    CommandFlag {
+        help: "text (default) or json (stable schema, docs/plan-json.md; for validate the diagnostics)",
+        choices: &["text", "json"],
+        long: "--output",
+        short: Some("-o"),
+        value: Some("FORMAT"),
+        commands: &[Command::Validate, Command::Apply, Command::Status],
     },
     CommandFlag {
         help: "Exit 4 when an anomaly needs a person or work was skipped this cycle; else 3 when any cluster has an action to take or a guest waiting for a restart to take changes PVE holds pending",
@@ -448,14 +454,28 @@ pub enum Parsed {
     },
 }
 
-fn parse_output(s: &str) -> Result<Output, String> {
-    match s {
-        "text" => Ok(Output::Text),
-        "json" => Ok(Output::Json),
-        "markdown" | "md" => Ok(Output::Markdown),
-        other => Err(with_hint(
-            format!("invalid --output {other:?}: use text, json or markdown"),
-            suggest::did_you_mean(other, ["text", "json", "markdown"]),
+/// `--output`'s value, one of `choices` (those of the command's entry).
+fn parse_output(s: &str, choices: &[&str]) -> Result<Output, String> {
+    let (output, name) = match s {
+        "text" => (Some(Output::Text), "text"),
+        "json" => (Some(Output::Json), "json"),
+        "markdown" | "md" => (Some(Output::Markdown), "markdown"),
+        other => (None, other),
+    };
+    let allowed = match choices {
+        [one, two] => format!("{one} or {two}"),
+        [first, second, third] => format!("{first}, {second} or {third}"),
+        many => many.join(", "),
+    };
+    match output {
+        Some(o) if choices.contains(&name) => Ok(o),
+        // Only `diff` takes markdown: a pull-request comment is of a plan.
+        Some(_) => Err(format!(
+            "--output {name} is diff's only (a pull-request comment): use {allowed}"
+        )),
+        None => Err(with_hint(
+            format!("invalid --output {s:?}: use {allowed}"),
+            suggest::did_you_mean(s, choices.iter().copied()),
         )),
     }
 }
@@ -504,9 +524,9 @@ fn command_words() -> impl Iterator<Item = &'static str> {
         .chain(["help"])
 }
 
-/// Other tools' names for our flags (Terraform's `-auto-approve` for
-/// `--yes`), after a single-dash long flag became a double-dash one.
-const FLAG_HABITS: &[(&str, &str)] = &[("--auto-approve", "--yes")];
+/// Other tools' names for our flags, without their dashes (Terraform's
+/// `-auto-approve` for `--yes`).
+const FLAG_HABITS: &[(&str, &str)] = &[("auto-approve", "--yes")];
 
 /// The nearest flag to an unknown one (`--ouput=json` → `--output`): the
 /// command's own flags and the global flags. Terraform's single-dash long
@@ -523,12 +543,14 @@ fn flag_hint(given: &str, command: Option<Command>) -> Option<String> {
         .map(|f| f.long)
         .chain(GLOBAL_FLAGS.iter().map(|f| f.long))
         .collect();
-    let habits: Vec<(&str, &str)> = FLAG_HABITS
+    let habit = FLAG_HABITS
         .iter()
-        .copied()
-        .filter(|(_, ours)| known.contains(ours))
-        .collect();
-    suggest::nearest_or_habit(&name, known.iter().copied(), &habits)
+        .find(|(theirs, ours)| {
+            name.trim_start_matches('-').eq_ignore_ascii_case(theirs) && known.contains(ours)
+        })
+        .map(|(_, ours)| *ours);
+    habit
+        .or_else(|| suggest::nearest(&name, known.iter().copied()))
         .map(|c| format!("did you mean {c:?}?"))
 }
 
@@ -586,7 +608,11 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     // Every command's flags are taken out wherever they stand; whether the
     // command takes them is decided once the command is known.
     let mut given: Vec<(&'static CommandFlag, Option<OsString>)> = Vec::new();
-    for flag in COMMAND_FLAGS {
+    for (i, flag) in COMMAND_FLAGS.iter().enumerate() {
+        // A flag with an entry per group of commands is taken out once.
+        if COMMAND_FLAGS[..i].iter().any(|f| f.long == flag.long) {
+            continue;
+        }
         let keys: pico_args::Keys = match flag.short {
             Some(short) => [short, flag.long].into(),
             None => flag.long.into(),
@@ -651,8 +677,12 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     }
     let mut a = CommandArgs::default();
     for (flag, value) in given {
-        if !flag.commands.contains(&command) {
-            let owners: Vec<&str> = flag.commands.iter().map(|c| c.name()).collect();
+        let entries = || COMMAND_FLAGS.iter().filter(|f| f.long == flag.long);
+        let Some(flag) = entries().find(|f| f.commands.contains(&command)) else {
+            let owners: Vec<&str> = entries()
+                .flat_map(|f| f.commands)
+                .map(|c| c.name())
+                .collect();
             return Err(usage(format!(
                 "{} does not take {} (a flag of {}); {}",
                 command.name(),
@@ -660,7 +690,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
                 owners.join(", "),
                 takes(command)
             )));
-        }
+        };
         set(&mut a, flag, value)?;
     }
     let mut positional = Vec::new();
@@ -730,7 +760,11 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
             let text = text
                 .to_str()
                 .ok_or_else(|| usage("--output must be UTF-8"))?;
-            once(&mut a.output, flag, parse_output(text).map_err(usage)?)?
+            once(
+                &mut a.output,
+                flag,
+                parse_output(text, flag.choices).map_err(usage)?,
+            )?
         }
         "--exit-code" => a.exit_code = true,
         "--diff" => a.diff = true,

@@ -63,9 +63,15 @@ pub fn command_flags(command: Command) -> Vec<Flag> {
     flags_of(command).into_iter().map(Flag::from).collect()
 }
 
-/// Every command flag once, in table order.
+/// Every command flag once, in table order (a flag with an entry per
+/// group of commands, `--output`, as its first entry).
 pub fn all_command_flags() -> Vec<Flag> {
-    COMMAND_FLAGS.iter().map(Flag::from).collect()
+    COMMAND_FLAGS
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| !COMMAND_FLAGS[..*i].iter().any(|g| g.long == f.long))
+        .map(|(_, f)| Flag::from(f))
+        .collect()
 }
 
 /// The help entry of `command`.
