@@ -328,6 +328,23 @@ pub(crate) fn not_ownership_tag(schema: &mut Schema) {
     }
 }
 
+/// An LXC NIC: PVE's `gw` is read as `gateway` (`#[serde(alias)]`, which
+/// the generator does not see), so an editor accepts either, not both.
+pub(crate) fn gw_alias(schema: &mut Schema) {
+    let Some(Value::Object(props)) = schema.get_mut("properties") else {
+        return;
+    };
+    let Some(Value::Object(mut gw)) = props.get("gateway").cloned() else {
+        return;
+    };
+    gw.insert(
+        "description".into(),
+        "PVE's spelling of `gateway`, read as it; not both.".into(),
+    );
+    props.insert("gw".into(), Value::Object(gw));
+    schema.insert("not".into(), json!({"required": ["gateway", "gw"]}));
+}
+
 /// `spec.extra` of a VM: the keys no cluster may let through.
 pub(crate) fn qemu_extra_keys(schema: &mut Schema) {
     extra_keys(schema, GuestType::Qemu);
