@@ -140,6 +140,10 @@ pub struct CommandArgs {
     pub plan: Option<PathBuf>,
     /// `apply -y/--yes`: apply without asking for confirmation.
     pub yes: bool,
+    /// `run --once`: one turn per cluster, then exit.
+    pub once: bool,
+    /// `status --watch`: print again every poll interval.
+    pub watch: bool,
     pub file: Option<PathBuf>,
     /// `schema [KIND]`, `explain PATH`: what to print.
     pub topic: Option<String>,
@@ -361,6 +365,22 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         short: None,
         value: None,
         commands: &[Command::Diff, Command::Apply],
+    },
+    CommandFlag {
+        help: "Give every selected cluster one turn, then exit (1 when a cluster aborted or an action failed): the daemon's cycle from cron or CI",
+        choices: &[],
+        long: "--once",
+        short: None,
+        value: None,
+        commands: &[Command::Run],
+    },
+    CommandFlag {
+        help: "Print the table again every reconcile.poll-interval until interrupted (on a terminal, in place)",
+        choices: &[],
+        long: "--watch",
+        short: Some("-w"),
+        value: None,
+        commands: &[Command::Status],
     },
     CommandFlag {
         help: "Plan only and write nothing to PVE: apply asks nothing, run observes",
@@ -769,6 +789,8 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
         "--exit-code" => a.exit_code = true,
         "--diff" => a.diff = true,
         "--dry-run" => a.dry_run = true,
+        "--once" => a.once = true,
+        "--watch" => a.watch = true,
         "--yes" => a.yes = true,
         "--adopt-secrets" => a.adopt_secrets = true,
         // COMMAND_FLAGS and this match are kept in step by a test.
