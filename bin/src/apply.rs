@@ -483,8 +483,9 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
     }
     let _ = writeln!(
         out,
-        "\napplied: {all_ok} action(s) ok, {all_failed} failed, {all_deferred} deferred; {} cluster(s), {aborted} aborted",
-        cycles.len()
+        "\napplied: {all_ok} action(s) ok, {all_failed} failed, {all_deferred} deferred; {} cluster{}, {aborted} aborted",
+        cycles.len(),
+        if cycles.len() == 1 { "" } else { "s" }
     );
     out
 }
