@@ -144,6 +144,8 @@ pub struct CommandArgs {
     pub once: bool,
     /// `status --watch`: print again every poll interval.
     pub watch: bool,
+    /// `explain --recursive`: the fields' fields too.
+    pub recursive: bool,
     pub file: Option<PathBuf>,
     /// `schema [KIND]`, `explain PATH`: what to print.
     pub topic: Option<String>,
@@ -373,6 +375,14 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         short: None,
         value: None,
         commands: &[Command::Run],
+    },
+    CommandFlag {
+        help: "Also list the fields of each field, all the way down (kubectl explain --recursive)",
+        choices: &[],
+        long: "--recursive",
+        short: Some("-r"),
+        value: None,
+        commands: &[Command::Explain],
     },
     CommandFlag {
         help: "Print the table again every reconcile.poll-interval until interrupted (on a terminal, in place)",
@@ -791,6 +801,7 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
         "--dry-run" => a.dry_run = true,
         "--once" => a.once = true,
         "--watch" => a.watch = true,
+        "--recursive" => a.recursive = true,
         "--yes" => a.yes = true,
         "--adopt-secrets" => a.adopt_secrets = true,
         // COMMAND_FLAGS and this match are kept in step by a test.

@@ -93,7 +93,9 @@ fn dispatch(
         },
         Command::Adopt => adopt::run(global, args, &env),
         Command::Schema => schema::print(args.topic.as_deref()),
-        Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
+        Command::Explain => {
+            schema::explain(args.topic.as_deref().unwrap_or_default(), args.recursive)
+        }
         Command::Completions => completions::run(args.shell),
         Command::Man => manpage::run(),
     }
