@@ -53,6 +53,21 @@ impl Flag {
     }
 }
 
+/// The manifest kinds as `schema` and `explain` take them (any case);
+/// completed after those commands. A test keeps it `Kind::ALL`.
+pub const KIND_WORDS: &[&str] = &[
+    "vm",
+    "templatevm",
+    "lxc",
+    "templatect",
+    "iso",
+    "cttemplate",
+    "diskimage",
+    "pool",
+    "backupjob",
+    "haresource",
+];
+
 /// The global flags, in help order.
 pub fn global_flags() -> Vec<Flag> {
     GLOBAL_FLAGS.to_vec()
@@ -277,7 +292,7 @@ Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class."
         command: Command::Schema,
         summary: "Print the JSON Schema of one manifest kind, or of every kind",
         operands: "[KIND]",
-        operand_choices: &[],
+        operand_choices: KIND_WORDS,
         about: "\
 Print the JSON Schema (draft 2020-12) of one manifest kind (VM, TemplateVM,
 LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob, HAResource; any
@@ -292,7 +307,7 @@ Reads no repository and no PVE. Exit 2 for an unknown kind.",
         command: Command::Explain,
         summary: "Explain a manifest field, e.g. `proxops explain vm.spec.memory`",
         operands: "<kind>[.<field path>]",
-        operand_choices: &[],
+        operand_choices: KIND_WORDS,
         about: "\
 Print what a manifest field means: its description, type, allowed values,
 default, the PVE key it writes and the impact of a change on a running guest
@@ -400,6 +415,15 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_words_are_the_manifest_kinds() {
+        let kinds: Vec<String> = proxops_core::names::Kind::ALL
+            .iter()
+            .map(|k| k.as_str().to_ascii_lowercase())
+            .collect();
+        assert_eq!(KIND_WORDS, kinds);
+    }
 
     #[test]
     fn every_command_has_help() {

@@ -379,3 +379,37 @@ fn help_and_man_page_offer_markdown_only_where_it_is_taken() {
         );
     }
 }
+
+#[test]
+fn bash_completes_output_after_o_cluster_names_and_kinds() {
+    let script = proxops(&["completions", "bash"]);
+    assert_eq!(
+        bash_completes(&script, &["proxops", "diff", "-o", ""]),
+        ["json", "markdown", "text"]
+    );
+    let repo = tempfile::tempdir().unwrap();
+    for name in ["home", "edge"] {
+        std::fs::create_dir_all(repo.path().join("clusters").join(name)).unwrap();
+    }
+    let root = repo.path().to_str().unwrap();
+    assert_eq!(
+        bash_completes(
+            &script,
+            &["proxops", "--git-path", root, "diff", "--cluster", ""]
+        ),
+        ["edge", "home"]
+    );
+    assert_eq!(
+        bash_completes(&script, &["proxops", "--git-path", root, "--cluster", "h"]),
+        ["home"]
+    );
+    let kinds = bash_completes(&script, &["proxops", "explain", ""]);
+    assert!(
+        kinds.contains(&"vm".to_owned()) && kinds.contains(&"haresource".to_owned()),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        bash_completes(&script, &["proxops", "schema", "te"]),
+        ["templatect", "templatevm"]
+    );
+}
