@@ -68,7 +68,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         .map(|p| cycle::plan_cluster(p, Some(&locking)))
         .collect();
     let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
-    show_and_confirm(g, &plans, output, ask)?;
+    show_and_confirm(g, &plans, output, ask, a.verbose)?;
 
     let cycles = execute_shown(&plans, &ws.loaded.config, |opts| {
         session
@@ -110,8 +110,10 @@ pub(crate) fn show_and_confirm(
     plans: &[Plan],
     output: Output,
     ask: bool,
+    verbose: bool,
 ) -> Result<(), Failure> {
-    let shown = |terminal: bool| render::text_styled(plans, crate::diff::palette(g, terminal));
+    let shown =
+        |terminal: bool| render::text_with(plans, crate::diff::palette(g, terminal), verbose);
     match output {
         Output::Json if ask => out::eprint_rendered(&shown(std::io::stderr().is_terminal())),
         Output::Json => {}

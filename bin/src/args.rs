@@ -146,6 +146,8 @@ pub struct CommandArgs {
     pub watch: bool,
     /// `explain --recursive`: the fields' fields too.
     pub recursive: bool,
+    /// `diff`/`apply --verbose`: PVE's form of each value too.
+    pub verbose: bool,
     pub file: Option<PathBuf>,
     /// `schema [KIND]`, `explain PATH`: what to print.
     pub topic: Option<String>,
@@ -375,6 +377,14 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         short: None,
         value: None,
         commands: &[Command::Run],
+    },
+    CommandFlag {
+        help: "Text plan: show PVE's form of each value beside the manifest's (2GiB (PVE: 2048))",
+        choices: &[],
+        long: "--verbose",
+        short: Some("-v"),
+        value: None,
+        commands: &[Command::Diff, Command::Apply],
     },
     CommandFlag {
         help: "Also list the fields of each field, all the way down (kubectl explain --recursive)",
@@ -802,6 +812,7 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
         "--once" => a.once = true,
         "--watch" => a.watch = true,
         "--recursive" => a.recursive = true,
+        "--verbose" => a.verbose = true,
         "--yes" => a.yes = true,
         "--adopt-secrets" => a.adopt_secrets = true,
         // COMMAND_FLAGS and this match are kept in step by a test.
