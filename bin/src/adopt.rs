@@ -20,7 +20,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use proxops_core::adopt::{self, AdoptOptions};
+use proxops_core::adopt::{self, AdoptOptions, GuestPick};
+use proxops_core::live::LiveSnapshot;
 use proxops_core::names::{NodeName, StorageId};
 use proxops_core::wire::{SshKey, SshKeyId, SshKeys};
 use proxops_pve::reader::{self, ReadScope};
@@ -200,6 +201,19 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             guard.refused()
         )));
     }
+    let pick = match guest_pick(a, &snapshot)? {
+        Pick::All => None,
+        Pick::One(vmid) => Some(vmid),
+    };
+    if let (Some(vmid), Some(Ok(desired))) = (pick, ws.loaded.clusters.get(&prepared.name))
+        && let Some(o) = adopt::already_managed(desired, vmid)
+    {
+        out::report(&format!(
+            "{} (vmid {vmid}) is already managed by {}: nothing written\n",
+            o.r#ref, o.file
+        ))?;
+        return Ok(Exit::Ok);
+    }
     let nodes = scope.allowlist.clone().unwrap_or_default();
     let mut report = String::new();
     let sops_ssh_keys = if a.adopt_secrets {
@@ -248,10 +262,18 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         nodes,
         sops_ssh_keys,
     };
-    let adoption = adopt::adopt(&prepared.name, &snapshot, &options)
+    let mut adoption = adopt::adopt(&prepared.name, &snapshot, &options)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
+    if let Some(vmid) = pick {
+        adoption = adopt::only_guest(adoption, vmid);
+    }
     if adoption.is_empty() {
-        report.push_str("no adoptable objects found\n");
+        report.push_str(match pick {
+            Some(_) => {
+                "the guest is not adoptable here (outside the node allowlist?): nothing written\n"
+            }
+            None => "no adoptable objects found\n",
+        });
         out::report(&report)?;
         return Ok(Exit::Ok);
     }
@@ -293,6 +315,41 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // cannot leave the adoption half done.
     out::report(&report)?;
     Ok(Exit::Ok)
+}
+
+/// What `--vmid` / `--name` ask adoption for.
+enum Pick {
+    /// Every guest and file (neither flag).
+    All,
+    /// This guest alone.
+    One(proxops_core::names::Vmid),
+}
+
+/// The guest `--vmid` or `--name` names on PVE, or every object without
+/// either flag. Both flags, a vmid that is not one, or a guest PVE does
+/// not hold is invalid input (exit 2).
+fn guest_pick(a: &CommandArgs, snapshot: &LiveSnapshot) -> Result<Pick, Failure> {
+    let pick = match (&a.vmid, &a.name) {
+        (None, None) => return Ok(Pick::All),
+        (Some(_), Some(_)) => {
+            return Err(Failure::input("adopt: give --vmid or --name, not both"));
+        }
+        (Some(v), None) => GuestPick::Vmid(
+            v.trim()
+                .parse::<u64>()
+                .ok()
+                .and_then(|n| proxops_core::names::Vmid::new(n).ok())
+                .ok_or_else(|| {
+                    Failure::input(format!(
+                        "adopt --vmid {v:?}: not a guest id (100 to 999999999)"
+                    ))
+                })?,
+        ),
+        (None, Some(n)) => GuestPick::Name(n.clone()),
+    };
+    adopt::pick_guest(snapshot, &pick)
+        .map(Pick::One)
+        .map_err(|e| Failure::input(format!("adopt {e}; nothing written")))
 }
 
 /// What `--adopt-secrets` did to the SOPS file.

@@ -43,6 +43,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         return Err(Failure::input("apply --output: use text or json"));
     }
     if let Some(file) = &a.plan {
+        if !a.targets.is_empty() {
+            return Err(Failure::input(
+                "apply --plan runs a saved plan whole: --target does not apply",
+            ));
+        }
         let ask = !a.dry_run && needs_confirmation(a)?;
         return crate::saved::apply(g, a, env, file, ask);
     }
@@ -58,7 +63,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let source = Source::Live;
     let ask = needs_confirmation(a)?;
     let ws = context::load_workspace(g, env)?;
-    let session = cycle::prepare_writing(g, env, &ws, &source)?;
+    let targets = crate::diff::targets(g, a, &ws)?;
+    let mut session = cycle::prepare_writing(g, env, &ws, &source)?;
+    session.narrow(targets.as_ref());
     // Each cluster's lock is taken before its read and held until its
     // read-back, across the question: what was shown is what runs.
     let locking = Locking::new(&ws.loaded.config, "proxops apply");

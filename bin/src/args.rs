@@ -11,12 +11,14 @@ use crate::exit::Failure;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {
+    Init,
     Validate,
     Diff,
     Apply,
     Status,
     Run,
     Adopt,
+    Show,
     Record,
     SecretsCheck,
     Schema,
@@ -28,12 +30,14 @@ pub enum Command {
 impl Command {
     pub fn name(self) -> &'static str {
         match self {
+            Command::Init => "init",
             Command::Validate => "validate",
             Command::Diff => "diff",
             Command::Apply => "apply",
             Command::Status => "status",
             Command::Run => "run",
             Command::Adopt => "adopt",
+            Command::Show => "show",
             Command::Record => "record",
             Command::SecretsCheck => "secrets check",
             Command::Schema => "schema",
@@ -44,13 +48,15 @@ impl Command {
     }
 
     /// Every command, in the order help lists them.
-    pub const ALL: [Command; 12] = [
+    pub const ALL: [Command; 14] = [
+        Command::Init,
         Command::Validate,
         Command::Diff,
         Command::Apply,
         Command::Status,
         Command::Run,
         Command::Adopt,
+        Command::Show,
         Command::Record,
         Command::SecretsCheck,
         Command::Schema,
@@ -153,6 +159,12 @@ pub struct CommandArgs {
     pub topic: Option<String>,
     /// `completions SHELL`.
     pub shell: Option<Shell>,
+    /// `--target KIND/NAME` (diff, apply), as given, in order.
+    pub targets: Vec<String>,
+    /// `adopt --vmid N`.
+    pub vmid: Option<String>,
+    /// `adopt --name NAME`.
+    pub name: Option<String>,
 }
 
 /// A flag as `--help`, the man page and the shell completions show it: a
@@ -336,15 +348,15 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         ],
     },
     // Two entries for one flag: markdown (a pull-request comment) is
-    // `diff`'s only, and help, man page and completions offer each command
-    // what it takes.
+    // `diff`'s and `show`'s only, and help, man page and completions offer
+    // each command what it takes.
     CommandFlag {
         help: "text (default), json (stable schema, docs/plan-json.md) or markdown (a pull-request comment)",
         choices: &["text", "json", "markdown"],
         long: "--output",
         short: Some("-o"),
         value: Some("FORMAT"),
-        commands: &[Command::Diff],
+        commands: &[Command::Diff, Command::Show],
     },
     CommandFlag {
         help: "text (default) or json (stable schema, docs/plan-json.md; for validate the diagnostics)",
@@ -411,6 +423,14 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         commands: &[Command::Apply, Command::Run],
     },
     CommandFlag {
+        help: "Plan only KIND/NAME (e.g. VM/web-01) and what it depends on; repeat for several; everything else is listed as not considered, and nothing is pruned",
+        choices: &[],
+        long: "--target",
+        short: None,
+        value: Some("KIND/NAME"),
+        commands: &[Command::Diff, Command::Apply],
+    },
+    CommandFlag {
         help: "Apply without asking (scripts, CI)",
         choices: &[],
         long: "--yes",
@@ -440,6 +460,22 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         long: "--adopt-secrets",
         short: None,
         value: None,
+        commands: &[Command::Adopt],
+    },
+    CommandFlag {
+        help: "Adopt only the guest with this vmid; a guest a manifest already manages is left alone",
+        choices: &[],
+        long: "--vmid",
+        short: None,
+        value: Some("N"),
+        commands: &[Command::Adopt],
+    },
+    CommandFlag {
+        help: "Adopt only the guest of this PVE name (refused when several carry it: use --vmid)",
+        choices: &[],
+        long: "--name",
+        short: None,
+        value: Some("NAME"),
         commands: &[Command::Adopt],
     },
 ];
@@ -509,9 +545,10 @@ fn parse_output(s: &str, choices: &[&str]) -> Result<Output, String> {
     };
     match output {
         Some(o) if choices.contains(&name) => Ok(o),
-        // Only `diff` takes markdown: a pull-request comment is of a plan.
+        // Only `diff` and `show` take markdown: a pull-request comment is
+        // of a plan.
         Some(_) => Err(format!(
-            "--output {name} is diff's only (a pull-request comment): use {allowed}"
+            "--output {name} is for diff and show only (a pull-request comment): use {allowed}"
         )),
         None => Err(with_hint(
             format!("invalid --output {s:?}: use {allowed}"),
@@ -682,12 +719,14 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         });
     };
     let (command, tail) = match first.as_str() {
+        "init" => (Command::Init, tail),
         "validate" => (Command::Validate, tail),
         "diff" => (Command::Diff, tail),
         "apply" => (Command::Apply, tail),
         "status" => (Command::Status, tail),
         "run" => (Command::Run, tail),
         "adopt" => (Command::Adopt, tail),
+        "show" => (Command::Show, tail),
         "record" => (Command::Record, tail),
         "completions" => (Command::Completions, tail),
         "man" => (Command::Man, tail),
@@ -749,7 +788,14 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
         positional.push(t.clone());
     }
     match (command, positional.as_slice()) {
-        (Command::SecretsCheck, [file]) => a.file = Some(PathBuf::from(file)),
+        (Command::SecretsCheck, [file]) | (Command::Show, [file]) | (Command::Init, [file]) => {
+            a.file = Some(PathBuf::from(file));
+        }
+        (Command::Show, _) => {
+            return Err(usage(
+                "usage: proxops show PLAN (a file `diff --out` saved)",
+            ));
+        }
         (Command::SecretsCheck, _) => return Err(usage("usage: proxops secrets check FILE")),
         (Command::Schema, [kind]) | (Command::Explain, [kind]) => a.topic = Some(kind.clone()),
         (Command::Explain, _) => {
@@ -806,6 +852,26 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
                 parse_output(text, flag.choices).map_err(usage)?,
             )?
         }
+        "--target" => a.targets.push(
+            value
+                .clone()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned(),
+        ),
+        "--vmid" | "--name" => {
+            let text = value
+                .clone()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let slot = if flag.long == "--vmid" {
+                &mut a.vmid
+            } else {
+                &mut a.name
+            };
+            once(slot, flag, text)?;
+        }
         "--exit-code" => a.exit_code = true,
         "--diff" => a.diff = true,
         "--dry-run" => a.dry_run = true,
@@ -823,12 +889,14 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
 
 fn command_by_name(name: &str) -> Option<Command> {
     Some(match name {
+        "init" => Command::Init,
         "validate" => Command::Validate,
         "diff" => Command::Diff,
         "apply" => Command::Apply,
         "status" => Command::Status,
         "run" => Command::Run,
         "adopt" => Command::Adopt,
+        "show" => Command::Show,
         "record" => Command::Record,
         "secrets" => Command::SecretsCheck,
         "schema" => Command::Schema,
@@ -922,7 +990,7 @@ mod tests {
     fn every_command_is_parsed_by_its_name() {
         for c in Command::ALL {
             let mut args: Vec<&str> = c.name().split(' ').collect();
-            if c == Command::SecretsCheck {
+            if c == Command::SecretsCheck || c == Command::Show {
                 args.push("f.yaml");
             }
             if c == Command::Completions {

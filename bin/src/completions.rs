@@ -50,7 +50,7 @@ impl Value {
             None => Value::None,
             Some(_) if !choices.is_empty() => Value::Choices(choices),
             Some("DIR") => Value::Dir,
-            Some("FILE" | "PATH") => Value::File,
+            Some("FILE" | "PATH" | "PLAN") => Value::File,
             Some(_) => Value::Free,
         }
     }

@@ -12,7 +12,7 @@
 //! reaches the runner, and reads through a transport that refuses every
 //! write: an observing process cannot write to PVE.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
@@ -23,7 +23,7 @@ use proxops_core::diag::Diagnostic;
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::exec::{Execution, ObjectReport, Timestamp};
 use proxops_core::live::LiveSnapshot;
-use proxops_core::names::ClusterName;
+use proxops_core::names::{ClusterName, Ref};
 use proxops_core::plan::{self, AbortCause, Plan, Policy};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::state;
@@ -162,6 +162,9 @@ pub struct Ready<'w> {
     /// The same transport when it talks to PVE: its request counts and
     /// breaker state feed `/metrics` and `/status` in `run`.
     pub live: Option<Arc<LiveTransport>>,
+    /// `--target`: plan only these objects and what they depend on
+    /// ([`proxops_core::target`]); `None` plans everything.
+    pub targets: Option<BTreeSet<Ref>>,
 }
 
 /// A live transport shared between the session and whoever reads its
@@ -246,6 +249,17 @@ fn log_request(r: &RequestLog) {
 pub struct Session<'w> {
     pub clusters: Vec<Prepared<'w>>,
     pub invalid: Vec<Diagnostic>,
+}
+
+impl Session<'_> {
+    /// Plans of every ready cluster narrowed to `targets` (`--target`).
+    pub fn narrow(&mut self, targets: Option<&BTreeSet<Ref>>) {
+        for p in &mut self.clusters {
+            if let Ok(r) = &mut p.ready {
+                r.targets = targets.cloned();
+            }
+        }
+    }
 }
 
 /// Live transports kept from one cycle to the next by a long-running
@@ -549,6 +563,7 @@ pub fn prepare_reusing<'w>(
                 transport,
                 secrets,
                 live,
+                targets: None,
             }),
         });
     }
@@ -804,7 +819,15 @@ impl Ready<'_> {
             cluster: self.desired,
             secrets: &self.secrets,
         };
-        let plan = plan::plan(self.desired, &snapshot, &ctx, &self.policy);
+        let mut plan = plan::plan(self.desired, &snapshot, &ctx, &self.policy);
+        if let Some(targets) = &self.targets {
+            proxops_core::target::restrict(
+                &mut plan,
+                self.desired,
+                targets,
+                &self.policy.disruption,
+            );
+        }
         ClusterPlan {
             plan,
             snapshot: Some(snapshot),
@@ -818,8 +841,10 @@ pub fn plan_all(
     env: &Env,
     ws: &Workspace,
     source: &Source,
+    targets: Option<&BTreeSet<Ref>>,
 ) -> Result<PlanAll, Failure> {
-    let session = prepare(g, env, ws, source)?;
+    let mut session = prepare(g, env, ws, source)?;
+    session.narrow(targets);
     let mut plans = Vec::new();
     for p in &session.clusters {
         plans.push(match &p.ready {

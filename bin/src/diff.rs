@@ -5,10 +5,13 @@
 //! once added them, is still accepted and changes nothing. It is coloured
 //! as [`palette`] decides.
 
+use std::collections::BTreeSet;
 use std::io::IsTerminal;
 
+use proxops_core::names::Ref;
 use proxops_core::plan::Plan;
 use proxops_core::render::{self, Palette};
+use proxops_core::repo::ClusterDesired;
 
 use crate::args::{ColorChoice, CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
@@ -25,7 +28,13 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Some(dir) => Source::Replay(dir.clone()),
         None => Source::Live,
     };
-    let outcome = cycle::plan_all(g, env, &ws, &source)?;
+    let targets = targets(g, a, &ws)?;
+    if targets.is_some() && a.out.is_some() {
+        return Err(Failure::input(
+            "diff --out saves a whole plan (apply --plan runs it only if the planner makes it again); leave out --target",
+        ));
+    }
+    let outcome = cycle::plan_all(g, env, &ws, &source, targets.as_ref())?;
     let plans: Vec<Plan> = outcome.plans.iter().map(|p| p.plan.clone()).collect();
     for p in &plans {
         let result = if p.aborted { "aborted" } else { "planned" };
@@ -64,6 +73,29 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         exit = exit.worst(exit_code(&plans));
     }
     Ok(exit)
+}
+
+/// `--target`'s objects among the selected clusters' manifests, or `None`
+/// without the flag. A target no selected cluster declares is invalid
+/// input (exit 2), nothing read from PVE, with the nearest `Kind/name`.
+pub(crate) fn targets(
+    g: &GlobalArgs,
+    a: &CommandArgs,
+    ws: &context::Workspace,
+) -> Result<Option<BTreeSet<Ref>>, Failure> {
+    if a.targets.is_empty() {
+        return Ok(None);
+    }
+    let clusters: Vec<&ClusterDesired> = ws
+        .loaded
+        .clusters
+        .iter()
+        .filter(|(name, _)| context::selected(g, name.as_str()))
+        .filter_map(|(_, c)| c.as_ref().ok())
+        .collect();
+    proxops_core::target::resolve(&a.targets, clusters.iter().copied())
+        .map(Some)
+        .map_err(|lines| Failure::input(lines.join("\n")))
 }
 
 /// `--exit-code`'s finding: 4 when something remains that ProxOps will not

@@ -140,6 +140,21 @@ or a SOPS file (docs/credentials.md).";
 /// Every command, in the order help lists them.
 pub const COMMANDS: &[CommandHelp] = &[
     CommandHelp {
+        command: Command::Init,
+        summary: "Start a repository for one cluster: configuration, one example per kind",
+        operands: "[DIR] --cluster NAME",
+        operand_choices: &[],
+        about: "\
+Write a new repository for the cluster --cluster names into DIR (default: the
+working directory), which must be empty or not exist yet: proxops.yaml,
+clusters/NAME/config.yaml (base-url and nodes to fill in),
+clusters/NAME/resources.yaml listing one example manifest of every kind
+(VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool,
+BackupJob, HAResource), a .gitignore and a .sops.yaml. The result passes
+`proxops validate`. Reads no PVE; a directory that holds anything exits 2
+with nothing written. docs/getting-started.md tries it on fakepve.",
+    },
+    CommandHelp {
         command: Command::Validate,
         summary: "Parse and validate the repository; print `ok: N clusters, M objects`",
         operands: "",
@@ -182,7 +197,10 @@ Unlisted manifest files are `warning:` lines on stderr (and `warnings` in json).
 A larger disk size is a `resize` action (grown online); a smaller one is a
 `shrink` anomaly, never done.
 --out FILE saves the actions, the commit and what PVE showed of every object
-they touch; no secret is written (docs/saved-plans.md).",
+they touch; no secret is written (docs/saved-plans.md).
+--target KIND/NAME (repeatable) plans only those manifests and what they
+depend on; the rest is listed as not considered and nothing is pruned. A
+target no selected cluster declares exits 2, naming the nearest one.",
     },
     CommandHelp {
         command: Command::Apply,
@@ -211,7 +229,8 @@ force-stop-after-timeout: true (then status/stop, and the action goes on).
 when asking, the text plan is shown on stderr. A --plan FILE is refused
 (exit 1, nothing written) when the commit, the files or any touched object
 changed since it was saved; it is shown and asked like a plan, and with
---dry-run only checked.
+--dry-run only checked. --target KIND/NAME applies only those manifests and
+what they depend on, as diff --target plans them.
 
 Each cluster is locked from its read to its read-back (<data-dir>/locks/);
 one held by another proxops process is waited for up to reconcile.lock-wait
@@ -265,7 +284,23 @@ template and storage file under <kind>/<cluster>/. Prints the resources.yaml
 lines to add, the gap report, INCOMPLETE and SKIPPED lists. Never writes
 through a symlink that leads out of the work tree (refused, nothing written).
 --replay DIR adopts from a recording instead of the API. --adopt-secrets
-leaves PVE unchanged and takes the cluster's lock, as apply does.",
+leaves PVE unchanged and takes the cluster's lock, as apply does.
+--vmid N or --name NAME adopts one guest and reports only what it wrote; a
+guest a manifest already manages is left alone.",
+    },
+    CommandHelp {
+        command: Command::Show,
+        summary: "Print a plan saved by `diff --out` for review (offline)",
+        operands: "PLAN",
+        operand_choices: &[],
+        about: "\
+Print the plan a `diff --out` saved, as diff printed it: text (the default),
+markdown or json (docs/plan-json.md), under a line naming the commit it was
+computed from. Reads the file alone: no repository, configuration,
+credentials or PVE. Secrets show as <secret>; the file holds none.
+A file that is not a saved plan of this version, or whose actions touch
+objects it holds no observation of (edited or damaged), exits 2 and prints
+no plan. Exit 0 otherwise, whatever the plan holds.",
     },
     CommandHelp {
         command: Command::Record,

@@ -17,6 +17,7 @@ mod files;
 mod gitsource;
 mod help;
 mod host;
+mod init;
 mod lock;
 mod log;
 mod manpage;
@@ -25,6 +26,7 @@ mod record;
 mod run;
 mod saved;
 mod schema;
+mod show;
 mod status;
 mod validate;
 
@@ -92,6 +94,8 @@ fn dispatch(
             None => Err(Failure::input("usage: proxops secrets check FILE")),
         },
         Command::Adopt => adopt::run(global, args, &env),
+        Command::Show => show::run(global, args),
+        Command::Init => init::run(global, args),
         Command::Schema => schema::print(args.topic.as_deref()),
         Command::Explain => {
             schema::explain(args.topic.as_deref().unwrap_or_default(), args.recursive)

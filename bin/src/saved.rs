@@ -118,6 +118,27 @@ fn admitted(
         .map_err(|lines| refused(lines.join("\n")))
 }
 
+/// Reads and checks the saved plan `file` (`what` names it in errors, e.g.
+/// `--plan `): a file that cannot be read, is not a saved plan of this
+/// version, or is damaged ([`saved::damage`]) is invalid input (exit 2).
+pub fn read(file: &Path, what: &str) -> Result<SavedPlan, Failure> {
+    let shown = file.display();
+    let text = crate::files::read_capped(file, PLAN_MAX_BYTES)
+        .map_err(|e| e.to_string())
+        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()))
+        .map_err(|e| Failure::input(format!("cannot read {what}{shown}: {e}")))?;
+    let doc =
+        SavedPlan::from_json(&text).map_err(|e| Failure::input(format!("{what}{shown}: {e}")))?;
+    let damage = saved::damage(&doc);
+    if !damage.is_empty() {
+        return Err(Failure::input(format!(
+            "{what}{shown}: not a usable saved plan: {}",
+            damage.join("; ")
+        )));
+    }
+    Ok(doc)
+}
+
 /// `apply --plan FILE`: checks, then executes exactly the saved actions.
 /// A file that is not a valid saved plan is exit 2; a plan that no longer
 /// matches the repository or PVE is refused with exit 1; in both cases
@@ -139,12 +160,7 @@ pub fn apply(
     if output == Output::Markdown {
         return Err(Failure::input("apply --output: use text or json"));
     }
-    let text = crate::files::read_capped(file, PLAN_MAX_BYTES)
-        .map_err(|e| e.to_string())
-        .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()))
-        .map_err(|e| Failure::input(format!("cannot read --plan {}: {e}", file.display())))?;
-    let doc = SavedPlan::from_json(&text)
-        .map_err(|e| Failure::input(format!("--plan {}: {e}", file.display())))?;
+    let doc = read(file, "--plan ")?;
 
     let ws = context::load_workspace(g, env)?;
     let refused = |why: String| {

@@ -100,7 +100,7 @@ fn once(
     };
     let started_at = unix_now();
     let clock = std::time::Instant::now();
-    let outcome = cycle::plan_all(g, env, &ws, &source)?;
+    let outcome = cycle::plan_all(g, env, &ws, &source, None)?;
     let finished_at = unix_now();
 
     let clusters = outcome

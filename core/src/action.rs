@@ -260,6 +260,10 @@ pub enum Work {
         config: Params,
         delete: Vec<String>,
         start_after: bool,
+        /// The pool the clone joins, sent with the clone request
+        /// (qemu-server `PVE/API2/Qemu.pm` `clone_vm`: `pool`).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        pool: Option<String>,
     },
     /// `POST /nodes/{n}/storage/{s}/download-url`.
     Download { storage: StorageId, params: Params },

@@ -200,6 +200,9 @@ pub struct Plan {
     /// How the actions roll out: which may run at once, how many guests
     /// are made unavailable at a time.
     pub rollout: crate::rollout::Rollout,
+    /// What `--target` left out of this plan, sorted ([`crate::target`]);
+    /// empty for a plan of everything.
+    pub not_considered: Vec<crate::target::NotConsidered>,
 }
 
 impl Plan {
@@ -218,6 +221,7 @@ impl Plan {
             self_guests: Vec::new(),
             diagnostics: Vec::new(),
             rollout: Default::default(),
+            not_considered: Vec::new(),
         }
     }
 

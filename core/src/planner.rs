@@ -151,6 +151,7 @@ pub fn plan(
             self_guests: Vec::new(),
             diagnostics: Vec::new(),
             rollout: Default::default(),
+            not_considered: Vec::new(),
         },
         downloads: BTreeSet::new(),
         refused_downloads: BTreeSet::new(),
@@ -1091,7 +1092,14 @@ impl Builder<'_> {
             |changes| drift::with_create_paths(kind, extra.unwrap_or(&BTreeMap::new()), changes);
         let built = if clone_of.is_some() {
             drift::clone_params(obj, self.ctx).map(|(source, pve_name, config, delete)| {
-                let changes = with_paths(config.as_new_changes());
+                // A clone joins its pool with the clone request, as a
+                // create does (qemu-server `clone_vm`: `pool`).
+                let pool = crate::cluster::plan::guest_pool(obj, self.desired);
+                let mut shown = config.clone();
+                if let Some(pool) = &pool {
+                    shown.push("pool", pool.clone());
+                }
+                let changes = with_paths(shown.as_new_changes());
                 (
                     Op::Clone,
                     changes,
@@ -1102,6 +1110,7 @@ impl Builder<'_> {
                         config,
                         delete,
                         start_after,
+                        pool,
                     },
                 )
             })

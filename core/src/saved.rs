@@ -254,6 +254,36 @@ pub fn unobserved(actions: &[Action], observed: &[Observed]) -> Vec<Touched> {
     out
 }
 
+/// What makes `doc` unfit to review or run, read from the file alone: an
+/// action that touches an object the file has no observation of (an
+/// edited or damaged file), a cluster named twice. One line per problem;
+/// empty when the document is whole.
+pub fn damage(doc: &SavedPlan) -> Vec<String> {
+    let mut out = Vec::new();
+    for (i, c) in doc.clusters.iter().enumerate() {
+        if doc.clusters[..i].iter().any(|o| o.cluster == c.cluster) {
+            out.push(format!("cluster {} appears twice", c.cluster));
+        }
+        out.extend(unrecorded(c));
+    }
+    out
+}
+
+/// Why `c`'s actions cannot be checked against PVE: they touch objects it
+/// has no observation of.
+fn unrecorded(c: &SavedCluster) -> Option<String> {
+    let missing = unobserved(&c.actions, &c.observed);
+    if missing.is_empty() {
+        return None;
+    }
+    let names: Vec<String> = missing.iter().map(ToString::to_string).collect();
+    Some(format!(
+        "cluster {}: the plan's actions touch {} that it has no record of (an edited or damaged plan file)",
+        c.cluster,
+        names.join(", ")
+    ))
+}
+
 /// How the saved `actions` differ from `fresh`, the ones the planner makes
 /// now of the same commit and the PVE just read (made savable by
 /// [`SavedCluster::new`], secrets as references): one line per action the
@@ -320,13 +350,8 @@ pub fn admit(
         )]);
     }
     let plan = saved.plan();
-    let unrecorded = unobserved(&plan.actions, &saved.observed);
-    if !unrecorded.is_empty() {
-        let names: Vec<String> = unrecorded.iter().map(ToString::to_string).collect();
-        return Err(vec![format!(
-            "cluster {cluster}: the plan's actions touch {} that it has no record of (an edited or damaged plan file)",
-            names.join(", ")
-        )]);
+    if let Some(why) = unrecorded(saved) {
+        return Err(vec![why]);
     }
     let moved = check(cluster, &saved.observed, live);
     if !moved.is_empty() {
@@ -480,6 +505,7 @@ impl SavedCluster {
             self_guests: Vec::new(),
             diagnostics: Vec::new(),
             rollout: Default::default(),
+            not_considered: Vec::new(),
         }
     }
 }

@@ -1419,6 +1419,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             config,
             delete,
             start_after,
+            pool,
         } => {
             let path = guest(GuestType::Qemu)?;
             let vmid = match &action.target {
@@ -1431,6 +1432,9 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             form.push("full", "1");
             if source_node != node {
                 form.push("target", node.to_string());
+            }
+            if let Some(pool) = pool {
+                form.push("pool", pool.clone());
             }
             let source = guest_path(source_node, GuestType::Qemu, *source);
             out.push_back(write(Call::with_form(

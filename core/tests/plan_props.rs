@@ -528,4 +528,37 @@ proptest! {
         prop_assert_eq!(proxops_core::render::json(std::slice::from_ref(&a)), proxops_core::render::json(std::slice::from_ref(&b)));
         prop_assert_eq!(proxops_core::render::text(std::slice::from_ref(&a)), proxops_core::render::text(std::slice::from_ref(&b)));
     }
+
+    /// `--target`: a narrowed plan prunes nothing, acts only on the
+    /// targets' closure, keeps every action of the full plan that serves
+    /// it, and lists every declared object outside it as not considered.
+    #[test]
+    fn a_targeted_plan_prunes_nothing_and_acts_only_within_the_targets(
+        (d, l, n2, st, budget) in scenario(),
+        pick in any::<prop::sample::Index>(),
+    ) {
+        let desired = load_desired(&d);
+        let live = snapshot(&l, n2, st);
+        let full = make_plan(&desired, &live, budget);
+        let refs: Vec<_> = desired.objects.keys().cloned().collect();
+        prop_assume!(!refs.is_empty());
+        let targets: BTreeSet<_> = [refs[pick.index(refs.len())].clone()].into();
+        let keep = proxops_core::target::closure(&desired, &targets);
+        let mut narrowed = full.clone();
+        proxops_core::target::restrict(&mut narrowed, &desired, &targets, &Default::default());
+        if full.aborted {
+            // An aborted plan does nothing, targeted or not.
+            prop_assert_eq!(&narrowed, &full);
+            return Ok(());
+        }
+        prop_assert!(prunes(&narrowed).is_empty() && narrowed.deferred.is_empty());
+        for a in &narrowed.actions {
+            prop_assert!(a.object.as_ref().is_some_and(|o| keep.contains(o)), "{a:?} outside {keep:?}");
+        }
+        let served: Vec<_> = full.actions.iter().filter(|a| a.object.as_ref().is_some_and(|o| keep.contains(o))).collect();
+        prop_assert_eq!(narrowed.actions.iter().collect::<Vec<_>>(), served);
+        for r in refs.iter().filter(|r| !keep.contains(*r)) {
+            prop_assert!(narrowed.not_considered.iter().any(|o| o.kind == r.kind && o.name == r.name.as_str()));
+        }
+    }
 }

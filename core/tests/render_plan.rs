@@ -144,6 +144,7 @@ fn busy_plan() -> Plan {
         config: clone_config,
         delete: Vec::new(),
         start_after: true,
+        pool: None,
     };
 
     let actions = vec![
@@ -351,6 +352,7 @@ fn busy_plan() -> Plan {
         self_guests: Vec::new(),
         diagnostics: Vec::new(),
         rollout: Rollout::of(&actions, |_| None, &DisruptionBudget::default()),
+        not_considered: Vec::new(),
     }
 }
 
@@ -367,6 +369,7 @@ fn empty_plan(cluster: &str) -> Plan {
         self_guests: Vec::new(),
         diagnostics: Vec::new(),
         rollout: Default::default(),
+        not_considered: Vec::new(),
     }
 }
 

@@ -423,6 +423,7 @@ fn a_clone_is_cloned_configured_started_and_confirmed_running() {
             config,
             delete: vec!["ciuser".into()],
             start_after: true,
+            pool: None,
         },
     );
     let run = succeeds(&a, "stopped");

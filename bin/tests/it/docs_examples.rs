@@ -289,6 +289,7 @@ fn getting_started_reaches_the_first_offline_diff() {
 }
 
 const COMMANDS: &[&str] = &[
+    "init",
     "validate",
     "diff",
     "apply",
@@ -299,6 +300,7 @@ const COMMANDS: &[&str] = &[
     "secrets check",
     "schema",
     "explain",
+    "show",
 ];
 
 fn help_of(args: &[&str]) -> String {

@@ -358,6 +358,7 @@ fn help_and_man_page_offer_markdown_only_where_it_is_taken() {
     let man = proxops(&["man"]);
     for (command, takes_markdown) in [
         ("diff", true),
+        ("show", true),
         ("status", false),
         ("apply", false),
         ("validate", false),
@@ -373,7 +374,7 @@ fn help_and_man_page_offer_markdown_only_where_it_is_taken() {
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert_eq!(out.status.code(), Some(2), "{stderr}");
         assert_eq!(
-            stderr.contains("diff's only"),
+            stderr.contains("for diff and show only"),
             !takes_markdown,
             "{command}: {stderr}"
         );

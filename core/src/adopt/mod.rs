@@ -16,6 +16,8 @@
 // Each translation stays short enough to read whole (core/clippy.toml).
 #![warn(clippy::too_many_lines)]
 
+mod one;
+pub use one::{GuestPick, already_managed, only_guest, pick_guest};
 mod emit;
 pub(crate) mod lxc;
 pub(crate) mod qemu;
@@ -97,6 +99,8 @@ pub struct Adoption {
     pub skipped: Vec<String>,
     /// `Kind/name` of guests with a live `cipassword` (never adopted).
     pub cipassword_guests: Vec<String>,
+    /// Each adopted guest's manifest path, by vmid.
+    pub guests: BTreeMap<Vmid, String>,
 }
 
 impl Adoption {
@@ -287,6 +291,7 @@ pub fn adopt(
         if incomplete {
             incomplete_paths.insert(path.clone());
         }
+        out.guests.insert(g.vmid, path.clone());
         push_doc(&mut docs, &mut out, path, r, text);
     }
 

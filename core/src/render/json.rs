@@ -72,6 +72,16 @@ struct ClusterDoc<'a> {
     deferred: Vec<ActionDoc<'a>>,
     anomalies: Vec<AnomalyDoc<'a>>,
     rollout: RolloutDoc<'a>,
+    /// Added within v1: what `--target` left out of the plan, as
+    /// `{kind, name}`; absent when nothing was.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    not_considered: Vec<NotConsideredDoc<'a>>,
+}
+
+#[derive(Serialize)]
+struct NotConsideredDoc<'a> {
+    kind: &'static str,
+    name: &'a str,
 }
 
 /// How the actions roll out: how many waves (actions of one wave may run
@@ -194,6 +204,14 @@ fn cluster(plan: &Plan) -> ClusterDoc<'_> {
                 })
                 .collect(),
         },
+        not_considered: plan
+            .not_considered
+            .iter()
+            .map(|o| NotConsideredDoc {
+                kind: o.kind.as_str(),
+                name: &o.name,
+            })
+            .collect(),
     }
 }
 

@@ -137,6 +137,7 @@ fn cluster(out: &mut String, plan: &Plan, folded: Folded) {
     if plan.is_empty() {
         out.push_str("✅ no drift\n");
         skipped(out, &plan.skipped);
+        not_considered(out, plan);
         return;
     }
 
@@ -148,6 +149,23 @@ fn cluster(out: &mut String, plan: &Plan, folded: Folded) {
     anomalies_table(out, &plan.anomalies);
     folded_changes(out, plan, folded);
     skipped(out, &plan.skipped);
+    not_considered(out, plan);
+}
+
+/// What `--target` left out, folded: one object per line.
+fn not_considered(out: &mut String, plan: &Plan) {
+    if plan.not_considered.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        out,
+        "\n<details>\n<summary>Not considered (--target): {}</summary>\n",
+        plan.not_considered.len()
+    );
+    for o in &plan.not_considered {
+        let _ = writeln!(out, "- {}", cell(&o.to_string()));
+    }
+    out.push_str("\n</details>\n");
 }
 
 /// An aborted cluster's input problems, where they are and what is wrong.

@@ -80,6 +80,7 @@ pub fn printable_plans(plans: &[Plan]) -> Vec<Plan> {
                 self_guests,
                 diagnostics,
                 rollout,
+                not_considered,
             } = &mut p;
             clean_opt(abort_reason);
             actions.iter_mut().for_each(action);
@@ -89,6 +90,7 @@ pub fn printable_plans(plans: &[Plan]) -> Vec<Plan> {
             self_guests.iter_mut().for_each(self_guest);
             diagnostics.iter_mut().for_each(diagnostic);
             rollout_text(rollout);
+            not_considered.iter_mut().for_each(|o| clean(&mut o.name));
             p
         })
         .collect()

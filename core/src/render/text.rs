@@ -92,8 +92,10 @@ impl Renderer {
             self.summary(out, plan);
             return;
         }
-        if plan.is_empty() {
+        if plan.is_empty() && plan.not_considered.is_empty() {
             out.push_str("no drift\n");
+        } else if plan.is_empty() {
+            out.push_str("no drift in the targeted objects\n");
         }
 
         for group in Group::ALL {
@@ -150,6 +152,15 @@ impl Renderer {
                 self.anomaly_line(out, a)
             });
         }
+        self.section(
+            out,
+            "not considered (--target)",
+            Role::Quiet,
+            &plan.not_considered,
+            |out, o| {
+                let _ = writeln!(out, "  {o}");
+            },
+        );
         self.summary(out, plan);
     }
 

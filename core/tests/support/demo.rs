@@ -113,6 +113,7 @@ pub fn created(c: &ClusterDesired, ctx: &Context<'_>) -> LiveSnapshot {
                 config,
                 delete,
                 start_after: false,
+                pool: None,
             }
         } else {
             let guest_type = if o.r#ref.kind.is_qemu() {

@@ -177,6 +177,7 @@ fn apply_guest(
             config,
             delete,
             start_after,
+            ..
         } => {
             let src = snapshot
                 .guests

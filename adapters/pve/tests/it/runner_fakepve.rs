@@ -81,6 +81,7 @@ fn plan(actions: Vec<Action>) -> Plan {
         skipped: Vec::new(),
         deferred: Vec::new(),
         rollout: Default::default(),
+        not_considered: Vec::new(),
         anomalies: Vec::new(),
         self_guests: Vec::new(),
         diagnostics: Vec::new(),

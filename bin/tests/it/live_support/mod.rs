@@ -297,10 +297,35 @@ pub struct Run {
     pub stderr: String,
 }
 
+impl From<std::process::Output> for Run {
+    /// A finished process's exit code and output (UTF-8 or the test fails).
+    fn from(out: std::process::Output) -> Run {
+        Run {
+            code: out.status.code().unwrap_or(-1),
+            stdout: String::from_utf8(out.stdout).unwrap(),
+            stderr: String::from_utf8(out.stderr).unwrap(),
+        }
+    }
+}
+
 impl Run {
     pub fn all(&self) -> String {
         format!("--- stdout\n{}--- stderr\n{}", self.stdout, self.stderr)
     }
+}
+
+/// Runs the binary in `dir` (also its HOME) with none of [`PROXOPS_ENV`]
+/// and no PVE: for commands that read files only.
+pub fn offline(dir: &Path, args: &[&str]) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_proxops"));
+    Run::from(
+        without_proxops_env(&mut cmd)
+            .current_dir(dir)
+            .env("HOME", dir)
+            .args(args)
+            .output()
+            .unwrap(),
+    )
 }
 
 /// Runs `proxops --git-path <repo> --cluster home <args>` with the harness
