@@ -75,7 +75,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         .map(|p| cycle::plan_cluster(p, Some(&locking)))
         .collect();
     let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
-    show_and_confirm(g, &plans, output, ask)?;
+    show_and_confirm(g, &plans, output, ask, a.verbose)?;
 
     let cycles = execute_shown(&plans, &ws.loaded.config, |opts| {
         session
@@ -117,8 +117,10 @@ pub(crate) fn show_and_confirm(
     plans: &[Plan],
     output: Output,
     ask: bool,
+    verbose: bool,
 ) -> Result<(), Failure> {
-    let shown = |terminal: bool| render::text_styled(plans, crate::diff::palette(g, terminal));
+    let shown =
+        |terminal: bool| render::text_with(plans, crate::diff::palette(g, terminal), verbose);
     match output {
         Output::Json if ask => out::eprint_rendered(&shown(std::io::stderr().is_terminal())),
         Output::Json => {}
@@ -274,6 +276,12 @@ impl ProgressLines {
             worker,
             ..
         }
+        | Progress::Phase {
+            index,
+            action,
+            worker,
+            ..
+        }
         | Progress::TaskRunning {
             index,
             action,
@@ -297,49 +305,48 @@ impl ProgressLines {
             ("what", action.op.as_str().into()),
         ];
         let total = self.totals.get(cluster).copied().unwrap_or(0);
+        // The guest first, as a person scans for it: `home [2/5] VM/web-01:`.
         let label = format!(
-            "{cluster} [{}/{total}] {} {}/{} on {} id={id} worker={worker}:",
+            "{cluster} [{}/{total}] {}/{}:",
             index + 1,
-            action.op.as_str(),
             action.kind,
             action.name,
-            action.node.as_str(),
         );
-        match *event {
+        let text = match *event {
             Progress::Started { running, .. } => {
-                if log::json() {
-                    fields.push(("running", running.into()));
-                    log::event(Level::Info, "proxops.action.started", &fields);
-                } else {
-                    out::eprint(&format!("{label} started ({running} running)\n"));
-                }
+                fields.push(("running", running.into()));
+                (
+                    "proxops.action.started",
+                    format!(
+                        "{label} {} on {} (id {id}, worker {worker}, {running} running)",
+                        action.op.as_str(),
+                        action.node.as_str()
+                    ),
+                )
+            }
+            Progress::Phase { doing, .. } => {
+                fields.push(("doing", doing.into()));
+                ("proxops.action.phase", format!("{label} {doing}\u{2026}"))
             }
             Progress::TaskRunning {
                 upid,
+                doing,
                 elapsed,
                 worker,
                 ..
             } => {
-                let Ok(mut all) = self.waiting.lock() else {
+                let Some(mark) = self.still_running(worker, upid, elapsed) else {
                     return;
                 };
-                let waiting = all.entry(worker).or_default();
-                if waiting.0 != upid {
-                    *waiting = (upid.to_owned(), 0);
-                }
-                let Some(mark) = still_running_due(elapsed, waiting.1) else {
-                    return;
-                };
-                waiting.1 = mark;
-                if log::json() {
-                    fields.extend([
-                        ("elapsed", log::Value::Millis(mark.saturating_mul(1000))),
-                        ("upid", upid.into()),
-                    ]);
-                    log::event(Level::Info, "proxops.action.running", &fields);
-                } else {
-                    out::eprint(&format!("{label} still running ({mark}s), task {upid}\n"));
-                }
+                fields.extend([
+                    ("elapsed", log::Value::Millis(mark.saturating_mul(1000))),
+                    ("doing", doing.into()),
+                    ("upid", upid.into()),
+                ]);
+                (
+                    "proxops.action.running",
+                    format!("{label} {doing}\u{2026} {mark}s"),
+                )
             }
             Progress::Finished {
                 outcome,
@@ -347,46 +354,69 @@ impl ProgressLines {
                 upids,
                 ..
             } => {
-                let took = format!("{:.1}s", elapsed.as_secs_f64());
-                let (level, err) = match outcome {
-                    Outcome::Succeeded => (Level::Info, String::new()),
-                    Outcome::Failed { error, .. } => (Level::Warn, one_line(error)),
-                    Outcome::ChangedUnderUs => (
-                        Level::Warn,
-                        "changed on PVE between read and write".to_owned(),
-                    ),
-                };
-                if log::json() {
-                    let tasks = upids.join(",");
-                    fields.extend([
-                        ("ok", err.is_empty().into()),
-                        ("err", err.as_str().into()),
-                        ("duration", log::millis(elapsed)),
-                        ("upid", tasks.as_str().into()),
-                        ("reason", action.reason.as_str().into()),
-                    ]);
-                    log::event(level, "proxops.action", &fields);
-                    return;
-                }
-                let mut line = label;
-                let word = if err.is_empty() { "ok" } else { "FAILED" };
-                let _ = write!(line, " {word} in {took}");
-                match upids {
-                    [] => {}
-                    [one] => {
-                        let _ = write!(line, ", task {one}");
-                    }
-                    many => {
-                        let _ = write!(line, ", tasks {}", many.join(" "));
-                    }
-                }
-                if !err.is_empty() {
-                    let _ = write!(line, ": {err}");
-                }
-                line.push('\n');
-                out::eprint(&line);
+                self.finished(&label, action, outcome, elapsed, upids, &fields);
+                return;
             }
+        };
+        let (message, line) = text;
+        if log::json() {
+            log::event(Level::Info, message, &fields);
+        } else {
+            out::eprint(&format!("{line}\n"));
         }
+    }
+
+    /// The "still running" mark due for `worker`'s task `upid`, if one is.
+    fn still_running(&self, worker: usize, upid: &str, elapsed: Duration) -> Option<u64> {
+        let mut all = self.waiting.lock().ok()?;
+        let waiting = all.entry(worker).or_default();
+        if waiting.0 != upid {
+            *waiting = (upid.to_owned(), 0);
+        }
+        let mark = still_running_due(elapsed, waiting.1)?;
+        waiting.1 = mark;
+        Some(mark)
+    }
+
+    /// The action's final line: `ok in 3.1s` or `FAILED in 0.3s: why`;
+    /// the UPIDs go to the JSON event only.
+    fn finished(
+        &self,
+        label: &str,
+        action: &Action,
+        outcome: &Outcome,
+        elapsed: Duration,
+        upids: &[String],
+        fields: &[(&str, log::Value<'_>)],
+    ) {
+        let (level, err) = match outcome {
+            Outcome::Succeeded => (Level::Info, String::new()),
+            Outcome::Failed { error, .. } => (Level::Warn, one_line(error)),
+            Outcome::ChangedUnderUs => (
+                Level::Warn,
+                "changed on PVE between read and write".to_owned(),
+            ),
+        };
+        if log::json() {
+            let tasks = upids.join(",");
+            let mut all = fields.to_vec();
+            all.extend([
+                ("ok", err.is_empty().into()),
+                ("err", err.as_str().into()),
+                ("duration", log::millis(elapsed)),
+                ("upid", tasks.as_str().into()),
+                ("reason", action.reason.as_str().into()),
+            ]);
+            log::event(level, "proxops.action", &all);
+            return;
+        }
+        let took = format!("{:.1}s", elapsed.as_secs_f64());
+        let line = if err.is_empty() {
+            format!("{label} {} ok in {took}\n", action.op.as_str())
+        } else {
+            format!("{label} {} FAILED in {took}: {err}\n", action.op.as_str())
+        };
+        out::eprint(&line);
     }
 }
 
@@ -490,8 +520,9 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
     }
     let _ = writeln!(
         out,
-        "\napplied: {all_ok} action(s) ok, {all_failed} failed, {all_deferred} deferred; {} cluster(s), {aborted} aborted",
-        cycles.len()
+        "\napplied: {all_ok} action(s) ok, {all_failed} failed, {all_deferred} deferred; {} cluster{}, {aborted} aborted",
+        cycles.len(),
+        if cycles.len() == 1 { "" } else { "s" }
     );
     out
 }

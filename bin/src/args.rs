@@ -146,6 +146,14 @@ pub struct CommandArgs {
     pub plan: Option<PathBuf>,
     /// `apply -y/--yes`: apply without asking for confirmation.
     pub yes: bool,
+    /// `run --once`: one turn per cluster, then exit.
+    pub once: bool,
+    /// `status --watch`: print again every poll interval.
+    pub watch: bool,
+    /// `explain --recursive`: the fields' fields too.
+    pub recursive: bool,
+    /// `diff`/`apply --verbose`: PVE's form of each value too.
+    pub verbose: bool,
     pub file: Option<PathBuf>,
     /// `schema [KIND]`, `explain PATH`: what to print.
     pub topic: Option<String>,
@@ -339,19 +347,24 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
             Command::Adopt,
         ],
     },
+    // Two entries for one flag: markdown (a pull-request comment) is
+    // `diff`'s and `show`'s only, and help, man page and completions offer
+    // each command what it takes.
     CommandFlag {
-        help: "text (default), json (stable schema, docs/plan-json.md; for validate the diagnostics) or markdown (a pull-request comment; diff and show only)",
+        help: "text (default), json (stable schema, docs/plan-json.md) or markdown (a pull-request comment)",
         choices: &["text", "json", "markdown"],
         long: "--output",
         short: Some("-o"),
         value: Some("FORMAT"),
-        commands: &[
-            Command::Validate,
-            Command::Diff,
-            Command::Apply,
-            Command::Status,
-            Command::Show,
-        ],
+        commands: &[Command::Diff, Command::Show],
+    },
+    CommandFlag {
+        help: "text (default) or json (stable schema, docs/plan-json.md; for validate the diagnostics)",
+        choices: &["text", "json"],
+        long: "--output",
+        short: Some("-o"),
+        value: Some("FORMAT"),
+        commands: &[Command::Validate, Command::Apply, Command::Status],
     },
     CommandFlag {
         help: "Exit 4 when an anomaly needs a person or work was skipped this cycle; else 3 when any cluster has an action to take or a guest waiting for a restart to take changes PVE holds pending",
@@ -368,6 +381,38 @@ pub const COMMAND_FLAGS: &[CommandFlag] = &[
         short: None,
         value: None,
         commands: &[Command::Diff, Command::Apply],
+    },
+    CommandFlag {
+        help: "Give every selected cluster one turn, then exit (1 when a cluster aborted or an action failed): the daemon's cycle from cron or CI",
+        choices: &[],
+        long: "--once",
+        short: None,
+        value: None,
+        commands: &[Command::Run],
+    },
+    CommandFlag {
+        help: "Text plan: show PVE's form of each value beside the manifest's (2GiB (PVE: 2048))",
+        choices: &[],
+        long: "--verbose",
+        short: Some("-v"),
+        value: None,
+        commands: &[Command::Diff, Command::Apply],
+    },
+    CommandFlag {
+        help: "Also list the fields of each field, all the way down (kubectl explain --recursive)",
+        choices: &[],
+        long: "--recursive",
+        short: Some("-r"),
+        value: None,
+        commands: &[Command::Explain],
+    },
+    CommandFlag {
+        help: "Print the table again every reconcile.poll-interval until interrupted (on a terminal, in place)",
+        choices: &[],
+        long: "--watch",
+        short: Some("-w"),
+        value: None,
+        commands: &[Command::Status],
     },
     CommandFlag {
         help: "Plan only and write nothing to PVE: apply asks nothing, run observes",
@@ -485,14 +530,29 @@ pub enum Parsed {
     },
 }
 
-fn parse_output(s: &str) -> Result<Output, String> {
-    match s {
-        "text" => Ok(Output::Text),
-        "json" => Ok(Output::Json),
-        "markdown" | "md" => Ok(Output::Markdown),
-        other => Err(with_hint(
-            format!("invalid --output {other:?}: use text, json or markdown"),
-            suggest::did_you_mean(other, ["text", "json", "markdown"]),
+/// `--output`'s value, one of `choices` (those of the command's entry).
+fn parse_output(s: &str, choices: &[&str]) -> Result<Output, String> {
+    let (output, name) = match s {
+        "text" => (Some(Output::Text), "text"),
+        "json" => (Some(Output::Json), "json"),
+        "markdown" | "md" => (Some(Output::Markdown), "markdown"),
+        other => (None, other),
+    };
+    let allowed = match choices {
+        [one, two] => format!("{one} or {two}"),
+        [first, second, third] => format!("{first}, {second} or {third}"),
+        many => many.join(", "),
+    };
+    match output {
+        Some(o) if choices.contains(&name) => Ok(o),
+        // Only `diff` and `show` take markdown: a pull-request comment is
+        // of a plan.
+        Some(_) => Err(format!(
+            "--output {name} is for diff and show only (a pull-request comment): use {allowed}"
+        )),
+        None => Err(with_hint(
+            format!("invalid --output {s:?}: use {allowed}"),
+            suggest::did_you_mean(s, choices.iter().copied()),
         )),
     }
 }
@@ -541,15 +601,34 @@ fn command_words() -> impl Iterator<Item = &'static str> {
         .chain(["help"])
 }
 
+/// Other tools' names for our flags, without their dashes (Terraform's
+/// `-auto-approve` for `--yes`).
+const FLAG_HABITS: &[(&str, &str)] = &[("auto-approve", "--yes")];
+
 /// The nearest flag to an unknown one (`--ouput=json` → `--output`): the
-/// command's own flags and the global flags.
+/// command's own flags and the global flags. Terraform's single-dash long
+/// flags (`-out=plan`, `-auto-approve`) are read as their double-dash form.
 fn flag_hint(given: &str, command: Option<Command>) -> Option<String> {
     let name = given.split_once('=').map_or(given, |(n, _)| n);
-    let own = COMMAND_FLAGS
+    let name = match name.strip_prefix('-') {
+        Some(rest) if rest.len() > 1 && !rest.starts_with('-') => format!("--{rest}"),
+        _ => name.to_owned(),
+    };
+    let known: Vec<&str> = COMMAND_FLAGS
         .iter()
         .filter(|f| command.is_none_or(|c| f.commands.contains(&c)))
-        .map(|f| f.long);
-    suggest::did_you_mean(name, own.chain(GLOBAL_FLAGS.iter().map(|f| f.long)))
+        .map(|f| f.long)
+        .chain(GLOBAL_FLAGS.iter().map(|f| f.long))
+        .collect();
+    let habit = FLAG_HABITS
+        .iter()
+        .find(|(theirs, ours)| {
+            name.trim_start_matches('-').eq_ignore_ascii_case(theirs) && known.contains(ours)
+        })
+        .map(|(_, ours)| *ours);
+    habit
+        .or_else(|| suggest::nearest(&name, known.iter().copied()))
+        .map(|c| format!("did you mean {c:?}?"))
 }
 
 fn usage(e: impl std::fmt::Display) -> Failure {
@@ -606,7 +685,11 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     // Every command's flags are taken out wherever they stand; whether the
     // command takes them is decided once the command is known.
     let mut given: Vec<(&'static CommandFlag, Option<OsString>)> = Vec::new();
-    for flag in COMMAND_FLAGS {
+    for (i, flag) in COMMAND_FLAGS.iter().enumerate() {
+        // A flag with an entry per group of commands is taken out once.
+        if COMMAND_FLAGS[..i].iter().any(|f| f.long == flag.long) {
+            continue;
+        }
         let keys: pico_args::Keys = match flag.short {
             Some(short) => [short, flag.long].into(),
             None => flag.long.into(),
@@ -673,8 +756,12 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
     }
     let mut a = CommandArgs::default();
     for (flag, value) in given {
-        if !flag.commands.contains(&command) {
-            let owners: Vec<&str> = flag.commands.iter().map(|c| c.name()).collect();
+        let entries = || COMMAND_FLAGS.iter().filter(|f| f.long == flag.long);
+        let Some(flag) = entries().find(|f| f.commands.contains(&command)) else {
+            let owners: Vec<&str> = entries()
+                .flat_map(|f| f.commands)
+                .map(|c| c.name())
+                .collect();
             return Err(usage(format!(
                 "{} does not take {} (a flag of {}); {}",
                 command.name(),
@@ -682,7 +769,7 @@ pub fn parse(raw: Vec<OsString>) -> Result<Parsed, Failure> {
                 owners.join(", "),
                 takes(command)
             )));
-        }
+        };
         set(&mut a, flag, value)?;
     }
     let mut positional = Vec::new();
@@ -759,7 +846,11 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
             let text = text
                 .to_str()
                 .ok_or_else(|| usage("--output must be UTF-8"))?;
-            once(&mut a.output, flag, parse_output(text).map_err(usage)?)?
+            once(
+                &mut a.output,
+                flag,
+                parse_output(text, flag.choices).map_err(usage)?,
+            )?
         }
         "--target" => a.targets.push(
             value
@@ -784,6 +875,10 @@ fn set(a: &mut CommandArgs, flag: &CommandFlag, value: Option<OsString>) -> Resu
         "--exit-code" => a.exit_code = true,
         "--diff" => a.diff = true,
         "--dry-run" => a.dry_run = true,
+        "--once" => a.once = true,
+        "--watch" => a.watch = true,
+        "--recursive" => a.recursive = true,
+        "--verbose" => a.verbose = true,
         "--yes" => a.yes = true,
         "--adopt-secrets" => a.adopt_secrets = true,
         // COMMAND_FLAGS and this match are kept in step by a test.

@@ -49,7 +49,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         );
     }
     let text = match output {
-        Output::Text => render::text_styled(&plans, palette(g, std::io::stdout().is_terminal())),
+        Output::Text => render::text_with(
+            &plans,
+            palette(g, std::io::stdout().is_terminal()),
+            a.verbose,
+        ),
         Output::Json => render::json_with_warnings(&plans, &ws.loaded.warnings),
         Output::Markdown => render::markdown(&plans),
     };

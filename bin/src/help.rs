@@ -53,6 +53,21 @@ impl Flag {
     }
 }
 
+/// The manifest kinds as `schema` and `explain` take them (any case);
+/// completed after those commands. A test keeps it `Kind::ALL`.
+pub const KIND_WORDS: &[&str] = &[
+    "vm",
+    "templatevm",
+    "lxc",
+    "templatect",
+    "iso",
+    "cttemplate",
+    "diskimage",
+    "pool",
+    "backupjob",
+    "haresource",
+];
+
 /// The global flags, in help order.
 pub fn global_flags() -> Vec<Flag> {
     GLOBAL_FLAGS.to_vec()
@@ -63,9 +78,15 @@ pub fn command_flags(command: Command) -> Vec<Flag> {
     flags_of(command).into_iter().map(Flag::from).collect()
 }
 
-/// Every command flag once, in table order.
+/// Every command flag once, in table order (a flag with an entry per
+/// group of commands, `--output`, as its first entry).
 pub fn all_command_flags() -> Vec<Flag> {
-    COMMAND_FLAGS.iter().map(Flag::from).collect()
+    COMMAND_FLAGS
+        .iter()
+        .enumerate()
+        .filter(|(i, f)| !COMMAND_FLAGS[..*i].iter().any(|g| g.long == f.long))
+        .map(|(_, f)| Flag::from(f))
+        .collect()
 }
 
 /// The help entry of `command`.
@@ -306,7 +327,7 @@ Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class."
         command: Command::Schema,
         summary: "Print the JSON Schema of one manifest kind, or of every kind",
         operands: "[KIND]",
-        operand_choices: &[],
+        operand_choices: KIND_WORDS,
         about: "\
 Print the JSON Schema (draft 2020-12) of one manifest kind (VM, TemplateVM,
 LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob, HAResource,
@@ -322,7 +343,7 @@ Reads no repository and no PVE. Exit 2 for an unknown kind.",
         command: Command::Explain,
         summary: "Explain a manifest field, e.g. `proxops explain vm.spec.memory`",
         operands: "<kind>[.<field path>]",
-        operand_choices: &[],
+        operand_choices: KIND_WORDS,
         about: "\
 Print what a manifest field means: its description, type, allowed values,
 default, the PVE key it writes and the impact of a change on a running guest
@@ -430,6 +451,15 @@ pub fn wrap(text: &str, width: usize) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn kind_words_are_the_manifest_kinds() {
+        let kinds: Vec<String> = proxops_core::names::Kind::ALL
+            .iter()
+            .map(|k| k.as_str().to_ascii_lowercase())
+            .collect();
+        assert_eq!(KIND_WORDS, kinds);
+    }
 
     #[test]
     fn every_command_has_help() {

@@ -162,7 +162,12 @@ fn json_line(now: SystemTime, level: Level, message: &str, fields: &[(&str, Valu
     map.insert("level".into(), level.as_str().into());
     map.insert("msg".into(), message.into());
     for (k, v) in fields {
-        map.insert((*k).into(), v.to_json());
+        // A duration's key says its unit: `duration_ms`, `elapsed_ms`.
+        let key = match v {
+            Value::Millis(_) => format!("{k}_ms"),
+            _ => (*k).to_owned(),
+        };
+        map.insert(key, v.to_json());
     }
     serde_json::Value::Object(map).to_string()
 }
@@ -241,7 +246,8 @@ mod tests {
         assert_eq!(v["name"], "web");
         assert_eq!(v["ok"], serde_json::Value::Bool(true));
         assert_eq!(v["actions_ok"], serde_json::json!(3));
-        assert_eq!(v["duration"], serde_json::json!(1500));
+        assert_eq!(v["duration_ms"], serde_json::json!(1500));
+        assert!(v.get("duration").is_none(), "{v}");
     }
 
     #[test]

@@ -97,7 +97,9 @@ fn dispatch(
         Command::Show => show::run(global, args),
         Command::Init => init::run(global, args),
         Command::Schema => schema::print(args.topic.as_deref()),
-        Command::Explain => schema::explain(args.topic.as_deref().unwrap_or_default()),
+        Command::Explain => {
+            schema::explain(args.topic.as_deref().unwrap_or_default(), args.recursive)
+        }
         Command::Completions => completions::run(args.shell),
         Command::Man => manpage::run(),
     }

@@ -38,7 +38,9 @@ use proxops_core::notify::{Event, Tracker};
 use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::report::Delivery;
-use proxops_core::report::{ClusterReport, CycleReport, HeldObject, RunMode, StatusStore};
+use proxops_core::report::{
+    ClusterReport, CycleReport, CycleResult, HeldObject, RunMode, StatusStore,
+};
 use proxops_http::{
     Access, Dashboard, DeliveryObserver, GitHooks, Notifier, Observer, ServerEvent, ServerLimits,
     ServerOptions, StatusServer, Target, store_source,
@@ -294,6 +296,9 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             known_clusters.clone()
         };
         lanes.retain(|name, lane| lane.cycle.is_some() || scheduled.contains(name));
+        if a.once && turn_taken(&scheduled, &lanes) {
+            break;
+        }
         pause(&stop, STOP_CHECK);
     }
     // Stopping: no cluster starts a cycle any more; the ones in flight
@@ -316,7 +321,29 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         &[("listen", (&addr).into())],
     );
     server.shutdown();
+    if a.once {
+        return Ok(once_exit(&store));
+    }
     Ok(Exit::Ok)
+}
+
+/// `run --once`: every cluster has had its turn and none is in a cycle.
+fn turn_taken(clusters: &[String], lanes: &BTreeMap<String, Lane>) -> bool {
+    clusters
+        .iter()
+        .all(|n| lanes.get(n).is_some_and(|l| l.cycle.is_none()))
+}
+
+/// `run --once`'s exit: 1 when a cluster's turn aborted or an action
+/// failed, as `apply` says it.
+fn once_exit(store: &Mutex<StatusStore>) -> Exit {
+    let Ok(store) = store.lock() else {
+        return Exit::Runtime;
+    };
+    let failed = store
+        .cluster_cycles()
+        .any(|c| c.actions_error > 0 || !matches!(c.result, CycleResult::Ok | CycleResult::DryRun));
+    if failed { Exit::Runtime } else { Exit::Ok }
 }
 
 /// Logs what the status server reports and, when its serving thread ends,
@@ -539,6 +566,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         holds,
     } = *ctx;
     let started_at = unix_now();
+    let clock = Instant::now();
     let mut session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
         Err(f) => {
@@ -558,6 +586,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
                 commit: ws.commit.clone().unwrap_or_default(),
                 started_at,
                 finished_at,
+                duration_ms: elapsed_ms(clock),
                 complete: !stop.load(Ordering::SeqCst),
                 git_fetched_at: (!ws.desired_stale).then_some(started_at),
                 clusters,
@@ -672,10 +701,16 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         commit: ws.commit.clone().unwrap_or_default(),
         started_at,
         finished_at: unix_now(),
+        duration_ms: elapsed_ms(clock),
         complete: !stop.load(Ordering::SeqCst),
         git_fetched_at: (!ws.desired_stale).then_some(started_at),
         clusters,
     }
+}
+
+/// Milliseconds since `clock`, saturating.
+pub(crate) fn elapsed_ms(clock: Instant) -> u64 {
+    u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX)
 }
 
 /// Teaches the cluster's holds what its executed cycle did, and returns
@@ -744,6 +779,7 @@ fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
         commit: String::new(),
         started_at: now,
         finished_at: now,
+        duration_ms: 0,
         complete: !stop.load(Ordering::SeqCst),
         git_fetched_at: None,
         clusters,

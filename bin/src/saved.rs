@@ -225,7 +225,7 @@ pub fn apply(
     if a.dry_run {
         let plans: Vec<Plan> = runs.into_iter().map(|(_, p)| p).collect();
         let palette = crate::diff::palette(g, std::io::stdout().is_terminal());
-        out::print_rendered(&proxops_core::render::text_styled(&plans, palette))?;
+        out::print_rendered(&proxops_core::render::text_with(&plans, palette, a.verbose))?;
         out::print(&format!(
             "the plan still matches commit {commit} and PVE; nothing written (dry run)\n"
         ))?;
@@ -233,7 +233,7 @@ pub fn apply(
     }
 
     let plans: Vec<Plan> = runs.iter().map(|(_, p)| p.clone()).collect();
-    apply::show_and_confirm(g, &plans, output, ask)?;
+    apply::show_and_confirm(g, &plans, output, ask, a.verbose)?;
     // The locks were taken above, before the check read.
     let cycles = apply::execute_shown(&plans, &ws.loaded.config, |opts| {
         runs.into_iter()

@@ -26,8 +26,8 @@ pub fn print(kind: Option<&str>) -> Result<Exit, Failure> {
 }
 
 /// One field's description, type, default, PVE key and impact.
-pub fn explain(path: &str) -> Result<Exit, Failure> {
-    let text = schema::explain(path).map_err(|e| Failure::input(e.0))?;
+pub fn explain(path: &str, recursive: bool) -> Result<Exit, Failure> {
+    let text = schema::explain(path, recursive).map_err(|e| Failure::input(e.0))?;
     out::print(&text)?;
     Ok(Exit::Ok)
 }

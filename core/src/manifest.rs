@@ -1019,6 +1019,7 @@ pub struct BindMount {
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
+#[schemars(transform = crate::schema::gw_alias)]
 pub struct LxcNic {
     /// The Linux bridge the NIC is plugged into, e.g. `vmbr0`.
     #[schemars(extend("x-pve-key" = ",bridge=", "x-default" = "— (required)", "x-impact" = "live"))]
@@ -1056,9 +1057,11 @@ pub struct LxcNic {
     #[schemars(extend("x-pve-key" = ",ip=", "x-default" = "not owned", "x-impact" = "live"))]
     #[schemars(pattern(r"^(dhcp|manual|[0-9A-Fa-f:.]+/[0-9]{1,3})$"))]
     pub ip: Option<String>,
-    /// The gateway, an IP address.
+    /// The gateway, an IP address. Spelled `gateway` as a VM's
+    /// `ipconfigs[].gateway`; PVE's own `gw` is read too (not both at once).
     #[schemars(extend("x-pve-key" = ",gw=", "x-default" = "not owned", "x-impact" = "live"))]
     #[schemars(pattern(r"^[0-9A-Fa-f:.]+$"))]
+    #[serde(rename = "gateway", alias = "gw")]
     pub gw: Option<String>,
     /// The NIC's slot, `net0`-`net31`.
     #[schemars(extend("x-pve-key" = "netN", "x-default" = "net<index>", "x-impact" = "live"))]
@@ -2282,7 +2285,7 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             && gw.parse::<IpAddr>().is_err()
         {
             errs.push(FieldError::new(
-                format!("{base}.gw"),
+                format!("{base}.gateway"),
                 format!("invalid gateway {gw:?}: an IP address"),
             ));
         }
@@ -2492,6 +2495,18 @@ fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_lxc_gateway_reads_as_gateway_or_pves_gw() {
+        let nic = |yaml: &str| serde_yaml::from_str::<LxcNic>(yaml).map(|n| n.gw);
+        let want = Some("10.0.0.1".to_owned());
+        assert_eq!(
+            nic("bridge: vmbr0\ngateway: 10.0.0.1\n").ok(),
+            Some(want.clone())
+        );
+        assert_eq!(nic("bridge: vmbr0\ngw: 10.0.0.1\n").ok(), Some(want));
+        assert!(nic("bridge: vmbr0\ngw: 10.0.0.1\ngateway: 10.0.0.1\n").is_err());
+    }
 
     #[test]
     fn bdf_accepts_pves_forms() {

@@ -628,6 +628,10 @@ pub struct CycleReport {
     pub commit: String,
     pub started_at: Timestamp,
     pub finished_at: Timestamp,
+    /// How long the cycle took, in milliseconds, as the shell's monotonic
+    /// clock measured it: the timestamps are whole seconds, and a
+    /// sub-second cycle would count as no time at all.
+    pub duration_ms: u64,
     /// Every configured cluster had its turn (a cluster that aborted still
     /// had its turn; a cycle cut short by shutdown did not). Only complete
     /// cycles count for `/healthz`.
@@ -784,7 +788,8 @@ pub struct StatusStore {
     /// Cumulative counts per bucket of [`CYCLE_DURATION_BUCKETS`].
     duration_buckets: [u64; CYCLE_DURATION_BUCKETS.len()],
     duration_count: u64,
-    duration_sum: u64,
+    /// Milliseconds, so sub-second cycles add up.
+    duration_sum_ms: u64,
     /// The last [`RECENT_CYCLES`] cluster cycles, oldest first.
     recent: VecDeque<CycleEntry>,
     /// Each cluster's last cycle.
@@ -814,7 +819,7 @@ impl StatusStore {
             pve_last_read_at: None,
             duration_buckets: [0; CYCLE_DURATION_BUCKETS.len()],
             duration_count: 0,
-            duration_sum: 0,
+            duration_sum_ms: 0,
             recent: VecDeque::new(),
             cluster_cycles: BTreeMap::new(),
             applying: BTreeMap::new(),
@@ -938,14 +943,14 @@ impl StatusStore {
         if let Some(at) = cycle.git_fetched_at {
             self.git_last_fetch_at = Some(self.git_last_fetch_at.map_or(at, |p| p.max(at)));
         }
-        let duration = cycle.finished_at.saturating_sub(cycle.started_at);
+        let duration_ms = cycle.duration_ms;
         for (i, le) in CYCLE_DURATION_BUCKETS.iter().enumerate() {
-            if duration <= *le {
+            if duration_ms <= le.saturating_mul(1000) {
                 self.duration_buckets[i] += 1;
             }
         }
         self.duration_count += 1;
-        self.duration_sum += duration;
+        self.duration_sum_ms = self.duration_sum_ms.saturating_add(duration_ms);
         if cycle.complete {
             for c in &cycle.clusters {
                 self.cluster_finished_at
@@ -1615,11 +1620,7 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
         &[("le", "+Inf")],
         store.duration_count,
     );
-    m.sample(
-        "proxops_cycle_duration_seconds_sum",
-        &[],
-        store.duration_sum,
-    );
+    m.sample_millis_as_seconds("proxops_cycle_duration_seconds_sum", store.duration_sum_ms);
     m.sample(
         "proxops_cycle_duration_seconds_count",
         &[],
@@ -1879,6 +1880,12 @@ impl Metrics {
     fn family(&mut self, name: &str, kind: &str, help: &str) {
         let _ = writeln!(self.out, "# HELP {name} {}", escape_help(help));
         let _ = writeln!(self.out, "# TYPE {name} {kind}");
+    }
+
+    /// An unlabelled sample of `ms` milliseconds, written in seconds with
+    /// three decimals (`0.250`): exact, and the same bytes every time.
+    fn sample_millis_as_seconds(&mut self, name: &str, ms: u64) {
+        let _ = writeln!(self.out, "{name} {}.{:03}", ms / 1000, ms % 1000);
     }
 
     fn sample(&mut self, name: &str, labels: &[(&str, &str)], value: u64) {

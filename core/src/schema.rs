@@ -337,6 +337,23 @@ pub(crate) fn not_ownership_tag(schema: &mut Schema) {
     }
 }
 
+/// An LXC NIC: PVE's `gw` is read as `gateway` (`#[serde(alias)]`, which
+/// the generator does not see), so an editor accepts either, not both.
+pub(crate) fn gw_alias(schema: &mut Schema) {
+    let Some(Value::Object(props)) = schema.get_mut("properties") else {
+        return;
+    };
+    let Some(Value::Object(mut gw)) = props.get("gateway").cloned() else {
+        return;
+    };
+    gw.insert(
+        "description".into(),
+        "PVE's spelling of `gateway`, read as it; not both.".into(),
+    );
+    props.insert("gw".into(), Value::Object(gw));
+    schema.insert("not".into(), json!({"required": ["gateway", "gw"]}));
+}
+
 /// `spec.extra` of a VM: the keys no cluster may let through.
 pub(crate) fn qemu_extra_keys(schema: &mut Schema) {
     extra_keys(schema, GuestType::Qemu);
@@ -381,22 +398,20 @@ pub struct ExplainError(pub String);
 
 /// What `proxops explain <kind>.<path>` prints: the field's description,
 /// type, default, PVE key and impact on a running guest, all read from the
-/// kind's schema.
-pub fn explain(query: &str) -> Result<String, ExplainError> {
+/// kind's schema; then its fields (their children too, `recursive`), each
+/// with its type. A wrong kind or field gets the did-you-mean `validate`
+/// gives ([`crate::suggest`]).
+pub fn explain(query: &str, recursive: bool) -> Result<String, ExplainError> {
     let (kind_text, path) = query.split_once('.').unwrap_or((query, ""));
     let kind = kind_by_name(kind_text).ok_or_else(|| {
         let names: Vec<String> = Kind::ALL
             .iter()
             .map(|k| k.as_str().to_ascii_lowercase())
             .collect();
-        let near = nearest(
-            &kind_text.to_ascii_lowercase(),
-            names.iter().map(String::as_str),
-        );
+        let near = crate::suggest::did_you_mean(kind_text, names.iter().map(String::as_str));
         ExplainError(format!(
             "unknown kind {kind_text:?}{}: use one of {}",
-            near.map(|n| format!(" (did you mean {n:?}?)"))
-                .unwrap_or_default(),
+            near.map(|n| format!(" ({n})")).unwrap_or_default(),
             names.join(", ")
         ))
     })?;
@@ -411,11 +426,7 @@ pub fn explain(query: &str) -> Result<String, ExplainError> {
     let mut walked: Vec<String> = Vec::new();
     let mut rest = segments.as_slice();
     while let Some((seg, tail)) = rest.split_first() {
-        let here = resolve(&node, &defs);
-        let container = match here.get("type").and_then(Value::as_str) {
-            Some("array") => resolve(here.get("items").unwrap_or(&Value::Null), &defs),
-            _ => here,
-        };
+        let container = container_of(&node, &defs);
         if let Some(child) = container.get("properties").and_then(|p| p.get(seg)) {
             node = child.clone();
             walked.push(seg.clone());
@@ -429,19 +440,64 @@ pub fn explain(query: &str) -> Result<String, ExplainError> {
             walked.push(rest.join("."));
             rest = &[];
         } else {
-            let query_path = format!("{}.{}", kind.as_str().to_ascii_lowercase(), path);
-            let paths = field_paths(kind);
-            let near = nearest(&query_path, paths.iter().map(String::as_str));
-            return Err(ExplainError(format!(
-                "{} has no field {:?}{}",
-                kind,
-                [walked.clone(), vec![seg.clone()]].concat().join("."),
-                near.map(|n| format!(": the nearest is {n}"))
-                    .unwrap_or_default()
-            )));
+            return Err(no_field(kind, &walked, seg));
         }
     }
-    Ok(describe(kind, &walked.join("."), &node, &defs))
+    let mut out = describe(kind, &walked.join("."), &node, &defs);
+    let mut fields = String::new();
+    field_list(&mut fields, &node, &defs, 1, recursive);
+    if !fields.is_empty() {
+        out.push_str("fields:\n");
+        out.push_str(&fields);
+    }
+    Ok(out)
+}
+
+/// No field `seg` below `walked`: with `validate`'s hint for the same
+/// mistake in a manifest (`spec.cores` → `did you mean spec.cpu.cores?`).
+fn no_field(kind: Kind, walked: &[String], seg: &str) -> ExplainError {
+    let written = [walked, &[seg.to_owned()]].concat().join(".");
+    let prefix = format!("{}.", kind.as_str().to_ascii_lowercase());
+    let known: Vec<String> = field_paths(kind)
+        .iter()
+        .filter_map(|p| p.strip_prefix(&prefix).map(str::to_owned))
+        .collect();
+    let hint = crate::suggest::field_hint(&written, seg, &known);
+    ExplainError(format!(
+        "{kind} has no field {written:?}{}",
+        hint.map(|h| format!("; {h}")).unwrap_or_default()
+    ))
+}
+
+/// Where a field's own fields are: the field, or a list's items.
+fn container_of(node: &Value, defs: &Value) -> Value {
+    let here = resolve(node, defs);
+    match here.get("type").and_then(Value::as_str) {
+        Some("array") => resolve(here.get("items").unwrap_or(&Value::Null), defs),
+        _ => here,
+    }
+}
+
+/// The fields of `node`, one a line with its type, `depth` levels in;
+/// their own fields below each when `recursive`.
+fn field_list(out: &mut String, node: &Value, defs: &Value, depth: usize, recursive: bool) {
+    let container = container_of(node, defs);
+    let Some(Value::Object(props)) = container.get("properties") else {
+        return;
+    };
+    let width = props.keys().map(String::len).max().unwrap_or(0);
+    for (name, child) in props {
+        let field = resolve(child, defs);
+        let ty = match field.get("const") {
+            _ if child == &Value::Bool(false) => "not allowed".to_owned(),
+            Some(Value::String(c)) => format!("always {c}"),
+            _ => type_text(&field, defs),
+        };
+        out.push_str(&format!("{}{name:<width$}  {ty}\n", "  ".repeat(depth)));
+        if recursive && depth < 16 {
+            field_list(out, child, defs, depth + 1, true);
+        }
+    }
 }
 
 /// Every field path of `kind`, as `explain` takes them (`vm.spec.memory`).
@@ -669,16 +725,6 @@ fn wrap(text: &str, first: &str, next: &str) -> String {
     out
 }
 
-/// The candidate closest to `text` by (Levenshtein) edit distance, when it
-/// is close enough to be a likely typo.
-fn nearest<'a>(text: &str, candidates: impl Iterator<Item = &'a str>) -> Option<&'a str> {
-    candidates
-        .map(|c| (strsim::levenshtein(text, c), c))
-        .min_by_key(|(d, c)| (*d, *c))
-        .filter(|(d, c)| *d <= c.len().max(text.len()) / 2)
-        .map(|(_, c)| c)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
@@ -768,19 +814,47 @@ mod tests {
 
     #[test]
     fn an_unknown_field_names_the_nearest_path() {
-        let e = explain("vm.spec.memroy").unwrap_err();
-        assert!(e.0.contains("nearest is vm.spec.memory"), "{e}");
-        let e = explain("vn.spec.memory").unwrap_err();
+        let e = explain("vm.spec.memroy", false).unwrap_err();
+        assert!(e.0.contains("did you mean spec.memory?"), "{e}");
+        let e = explain("vn.spec.memory", false).unwrap_err();
         assert!(e.0.contains("did you mean \"vm\""), "{e}");
     }
 
     #[test]
+    fn explain_gives_the_hint_validate_gives_for_the_same_mistake() {
+        // validate: `spec.cores` in a VM manifest is `spec.cpu.cores`.
+        let yaml = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata: {name: a}\nspec: {node: pve1, vmid: 100, memory: 1GiB, cores: 2}\n";
+        let validate = crate::yaml::deserialize_document::<
+            crate::manifest::Document<crate::manifest::VmSpec>,
+        >(yaml, 0)
+        .err()
+        .and_then(|e| e.hint)
+        .unwrap_or_default();
+        assert_eq!(validate, "did you mean spec.cpu.cores?");
+        let e = explain("vm.spec.cores", false).unwrap_err();
+        assert!(e.0.ends_with(&format!("; {validate}")), "{e}");
+    }
+
+    #[test]
+    fn explain_lists_a_fields_children_and_with_recursive_theirs() {
+        let flat = explain("vm.spec", false).unwrap();
+        assert!(flat.contains("fields:\n"), "{flat}");
+        assert!(flat.contains("\n  cpu "), "{flat}");
+        assert!(!flat.contains("\n    cores "), "{flat}");
+        let deep = explain("vm.spec", true).unwrap();
+        assert!(deep.contains("\n  cpu "), "{deep}");
+        assert!(deep.contains("\n    cores "), "{deep}");
+        // A leaf has no fields.
+        assert!(!explain("vm.spec.memory", true).unwrap().contains("fields:"));
+    }
+
+    #[test]
     fn explain_reads_through_lists_and_maps() {
-        let t = explain("vm.spec.disks.size").unwrap();
+        let t = explain("vm.spec.disks.size", false).unwrap();
         assert!(t.contains("PVE key:  the volume's size"), "{t}");
-        let t = explain("vm.spec.disks[].interface").unwrap();
+        let t = explain("vm.spec.disks[].interface", false).unwrap();
         assert!(t.contains("scsi<index>"), "{t}");
-        let t = explain("lxc.spec.extra.timezone").unwrap();
+        let t = explain("lxc.spec.extra.timezone", false).unwrap();
         assert!(t.contains("impact:   reboot"), "{t}");
     }
 }

@@ -573,6 +573,21 @@ impl Stage {
         )
     }
 
+    /// What this stage does, in an operator's words, for progress lines:
+    /// `shutting down`, `cloning from VM 9000`.
+    fn doing(&self) -> String {
+        match self {
+            Stage::Write { call, .. } => writing(call),
+            Stage::Shutdown { .. } => "shutting down".into(),
+            Stage::ForceStop { .. } => "stopping (the shutdown timed out)".into(),
+            Stage::Reboot { .. } => "rebooting".into(),
+            Stage::Start { .. } => "starting".into(),
+            Stage::HaRequest { .. } | Stage::HaWait { .. } => "waiting for the HA manager".into(),
+            Stage::ReadBack { .. } | Stage::Confirm { .. } => "reading the power state".into(),
+            Stage::Verify { .. } => "checking the guest is as planned".into(),
+        }
+    }
+
     fn call(&self, power: &PowerPolicy) -> Call {
         match self {
             Stage::Write { call, .. } => call.clone(),
@@ -600,6 +615,29 @@ impl Stage {
             Stage::HaWait { .. } => Call::new(Method::Get, "/cluster/ha/status/current".into()),
             Stage::Verify { guest, .. } => Call::new(Method::Get, format!("{guest}/config")),
         }
+    }
+}
+
+/// A write's phase word, from the PVE call it makes.
+fn writing(call: &Call) -> String {
+    let segments: Vec<&str> = call.path.split('/').filter(|s| !s.is_empty()).collect();
+    let last = segments.last().copied().unwrap_or_default();
+    if call.method == Method::Delete {
+        return "destroying".into();
+    }
+    match (last, segments.as_slice()) {
+        ("clone", [.., guest, id, _]) => {
+            let kind = if *guest == "lxc" { "CT" } else { "VM" };
+            format!("cloning from {kind} {id}")
+        }
+        ("download-url", _) => "downloading".into(),
+        ("resize", _) => "resizing a disk".into(),
+        ("move_disk" | "move_volume", _) => "moving a disk".into(),
+        ("migrate", _) => "migrating".into(),
+        ("template", _) => "converting to a template".into(),
+        ("config", _) => "writing the config".into(),
+        ("qemu" | "lxc", ["nodes", _, _]) => "creating".into(),
+        _ => "waiting for PVE".into(),
     }
 }
 
@@ -697,6 +735,18 @@ impl Step {
     /// The tasks PVE started for this action, in order.
     pub fn upids(&self) -> &[String] {
         &self.upids
+    }
+
+    /// What the action is doing now, in an operator's words (`shutting
+    /// down`, `cloning from VM 9000`): the stage whose call was sent or
+    /// whose task is followed.
+    pub fn doing(&self) -> Option<String> {
+        match self.phase {
+            Phase::Sent(_) | Phase::Task { .. } | Phase::Waiting { .. } => {
+                self.stages.front().map(Stage::doing)
+            }
+            Phase::Ready => None,
+        }
     }
 
     /// The task whose last status read found it running, and how long it
@@ -1569,6 +1619,43 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_writes_phase_is_named_from_its_call() {
+        let word = |method, path: &str| writing(&Call::new(method, path.into()));
+        for (method, path, want) in [
+            (
+                Method::Post,
+                "/nodes/pve1/qemu/9000/clone",
+                "cloning from VM 9000",
+            ),
+            (
+                Method::Post,
+                "/nodes/pve1/lxc/9001/clone",
+                "cloning from CT 9001",
+            ),
+            (Method::Post, "/nodes/pve1/qemu", "creating"),
+            (
+                Method::Post,
+                "/nodes/pve1/qemu/150/config",
+                "writing the config",
+            ),
+            (
+                Method::Put,
+                "/nodes/pve1/qemu/150/resize",
+                "resizing a disk",
+            ),
+            (
+                Method::Post,
+                "/nodes/pve1/storage/local/download-url",
+                "downloading",
+            ),
+            (Method::Delete, "/nodes/pve1/qemu/150", "destroying"),
+            (Method::Post, "/nodes/pve1/qemu/150/migrate", "migrating"),
+        ] {
+            assert_eq!(word(method, path), want, "{path}");
+        }
+    }
 
     #[test]
     fn upids_name_their_node() {

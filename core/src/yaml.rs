@@ -366,6 +366,10 @@ fn split_path_prefix(m: &str) -> (String, String) {
     }
 }
 
+/// Fields read under a second spelling (`#[serde(alias)]`): the name,
+/// then the alias.
+const FIELD_ALIASES: &[(&str, &str)] = &[("gateway", "gw")];
+
 /// Rewrites the messages an operator meets most often into what to do:
 /// a repeated key names the key as the field; a number too large for any
 /// field says so instead of naming a Rust type.
@@ -383,6 +387,16 @@ fn explain(path: String, message: String) -> (String, String) {
         } else {
             format!("{path}.{key}")
         };
+        // serde calls a field given under its name and under an alias a
+        // duplicate: say that the two spellings are one field.
+        if let Some((_, alias)) = FIELD_ALIASES.iter().find(|(name, _)| *name == key) {
+            return (
+                field,
+                format!(
+                    "both {key:?} and {alias:?} are given: they are one field (PVE's {alias:?} is read as {key:?}); keep only {key:?}"
+                ),
+            );
+        }
         return (
             field,
             format!("duplicate key {key:?}: a key may appear only once in a mapping"),

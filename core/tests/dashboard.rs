@@ -156,6 +156,7 @@ fn store() -> StatusStore {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         started_at: START + 10,
         finished_at: START + 42,
+        duration_ms: 32_000,
         complete: true,
         git_fetched_at: Some(START + 11),
         clusters: vec![
@@ -308,4 +309,25 @@ fn states_are_told_in_words_not_colour_alone() {
     ] {
         assert!(body.contains(words), "{words}");
     }
+}
+
+#[test]
+fn one_cluster_is_the_cluster_not_1_clusters() {
+    let mut s = StatusStore::new(START - 60);
+    s.record_cycle(CycleReport {
+        commit: "c0ffee".into(),
+        started_at: START,
+        finished_at: START + 1,
+        duration_ms: 1_000,
+        complete: true,
+        git_fetched_at: Some(START),
+        clusters: vec![ClusterReport::aborted(
+            "edge",
+            AbortCause::PveRead,
+            "pve inventory read failed: connection refused",
+        )],
+    });
+    let body = dashboard::render(&s, NOW, "/", "").body;
+    assert!(body.contains("The cluster needs a look"), "{body}");
+    assert!(!body.contains("1 clusters"), "{body}");
 }

@@ -102,6 +102,7 @@ fn first_cycle() -> CycleReport {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         started_at: START,
         finished_at: START + 45,
+        duration_ms: 45_000,
         complete: true,
         git_fetched_at: Some(START + 2),
         clusters: vec![lab, prod],
@@ -173,6 +174,7 @@ fn second_cycle() -> CycleReport {
         commit: "89abcdef0123456789abcdef0123456789abcdef".into(),
         started_at: START + 90,
         finished_at: START + 102,
+        duration_ms: 12_000,
         complete: true,
         git_fetched_at: None,
         clusters: vec![lab, prod],
@@ -376,6 +378,17 @@ fn an_aborted_cluster_keeps_its_last_known_records() {
     assert_eq!(s.cycles_total(CycleResult::NotReady), 1);
 }
 
+/// The value of `series` in a metrics text, as written.
+fn sample(text: &str, series: &str) -> String {
+    text.lines()
+        .find_map(|l| {
+            l.strip_prefix(series)
+                .and_then(|r| r.strip_prefix(' '))
+                .map(str::to_owned)
+        })
+        .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
+}
+
 #[test]
 fn counters_move_with_a_second_cycle_and_gauges_follow_the_last() {
     let mut s = store_after_first();
@@ -383,15 +396,6 @@ fn counters_move_with_a_second_cycle_and_gauges_follow_the_last() {
     s.record_cycle(second_cycle());
     s.add_pve_requests(&[("GET".into(), "ok".into(), 9)]);
     let after = render_metrics(&s, START + 110);
-    let sample = |text: &str, series: &str| -> String {
-        text.lines()
-            .find_map(|l| {
-                l.strip_prefix(series)
-                    .and_then(|r| r.strip_prefix(' '))
-                    .map(str::to_owned)
-            })
-            .unwrap_or_else(|| panic!("no series {series} in\n{text}"))
-    };
     assert_eq!(sample(&before, r#"proxops_cycles_total{result="ok"}"#), "1");
     assert_eq!(sample(&after, r#"proxops_cycles_total{result="ok"}"#), "2");
     assert_eq!(
@@ -434,7 +438,7 @@ fn counters_move_with_a_second_cycle_and_gauges_follow_the_last() {
     );
     assert_eq!(
         sample(&after, r#"proxops_cycle_duration_seconds_sum"#),
-        "57"
+        "57.000"
     );
     assert_eq!(sample(&before, "proxops_desired_stale"), "0");
     assert_eq!(sample(&after, "proxops_desired_stale"), "1");
@@ -535,6 +539,7 @@ fn one_cluster_cycle(name: &str, at: u64) -> CycleReport {
         commit: "c0ffee".into(),
         started_at: START + at - 1,
         finished_at: START + at,
+        duration_ms: 1_000,
         complete: true,
         git_fetched_at: Some(START + at - 1),
         clusters: vec![ClusterReport::aborted(name, AbortCause::PveRead, "down")],
@@ -563,4 +568,23 @@ fn clusters_cycled_on_their_own_keep_each_last_report_and_the_stalest_ages_healt
     assert_eq!(store.last_cycle().unwrap().clusters.len(), 1);
     store.record_cycle(one_cluster_cycle("home", 50));
     assert_eq!(store.last_full_cycle_finished_at(), Some(START + 50));
+}
+
+#[test]
+fn sub_second_cycles_add_their_milliseconds_to_the_duration_sum() {
+    let mut s = StatusStore::new(START);
+    for ms in [250, 400] {
+        let mut c = one_cluster_cycle("home", 10);
+        // Both within one wall-clock second: the timestamps alone say 0 s.
+        c.finished_at = c.started_at;
+        c.duration_ms = ms;
+        s.record_cycle(c);
+    }
+    let text = render_metrics(&s, START + 20);
+    assert_eq!(sample(&text, "proxops_cycle_duration_seconds_sum"), "0.650");
+    assert_eq!(sample(&text, "proxops_cycle_duration_seconds_count"), "2");
+    assert_eq!(
+        sample(&text, r#"proxops_cycle_duration_seconds_bucket{le="1"}"#),
+        "2"
+    );
 }

@@ -60,6 +60,7 @@ fn store_with_cycle(finished_at: u64, complete: bool) -> StatusStore {
         commit: "abc".into(),
         started_at: finished_at - 5,
         finished_at,
+        duration_ms: 5_000,
         complete,
         git_fetched_at: Some(finished_at - 5),
         clusters: Vec::new(),

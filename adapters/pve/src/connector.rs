@@ -113,6 +113,13 @@ fn handshake_error(e: io::Error, host: &str) -> ureq::Error {
         Some(rustls::Error::InvalidCertificate(rustls::CertificateError::Other(why))) => {
             refused(format!("handshake with {host} refused: {why}"))
         }
+        // The first bytes back were not a TLS record: most likely a plain
+        // HTTP server ("HTTP/1.1 400 …") on this port.
+        Some(rustls::Error::InvalidMessage(rustls::InvalidMessage::InvalidContentType)) => {
+            refused(format!(
+                "handshake with {host} failed: the server answered in plain text, not TLS (is this port serving plain HTTP?); PVE's API speaks only https, on port 8006"
+            ))
+        }
         Some(tls) => refused(format!("handshake with {host} refused: {tls}")),
         None => ureq::Error::from(e),
     }

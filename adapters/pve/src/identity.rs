@@ -96,7 +96,7 @@ pub fn read_identity(transport: &dyn Transport) -> Result<PveIdentity, ReadFailu
         what: format!("GET {STATUS_PATH}"),
         message,
     };
-    let response = transport.call(&request).map_err(|e| fail(e.to_string()))?;
+    let response = transport.call(&request).map_err(|e| fail(e.cause()))?;
     if !response.is_success() {
         let reason = response.reason.trim();
         let mut message = format!("HTTP {} {reason}", response.status);
@@ -127,7 +127,7 @@ pub fn read_privileges(
         what: format!("GET {PERMISSIONS_PATH}?path={path}"),
         message,
     };
-    let response = transport.call(&request).map_err(|e| fail(e.to_string()))?;
+    let response = transport.call(&request).map_err(|e| fail(e.cause()))?;
     if !response.is_success() {
         return Err(fail(format!(
             "HTTP {} {}",

@@ -370,7 +370,7 @@ impl LiveTransport {
                 retries += 1;
                 continue;
             }
-            return outcome;
+            return outcome.map_err(|e| e.after_attempts(retries + 1));
         }
     }
 
@@ -488,7 +488,7 @@ impl LiveTransport {
                 }
             }
         };
-        let no_answer = |e: ureq::Error| no_answer(request, e);
+        let no_answer = |e: ureq::Error| no_answer(request, &self.base_url, e);
         let mut answer = answer.map_err(no_answer)?;
         let status = answer.status();
         let reason = answer
@@ -567,7 +567,7 @@ fn with_auth<B>(builder: ureq::RequestBuilder<B>, auth: &AuthHeaders) -> ureq::R
     }
 }
 
-fn no_answer(request: &Request, e: ureq::Error) -> TransportError {
+fn no_answer(request: &Request, base_url: &str, e: ureq::Error) -> TransportError {
     let (method, path) = (request.method, request.path.clone());
     if let ureq::Error::Io(io) = &e
         && let Some(refused) = io
@@ -583,8 +583,27 @@ fn no_answer(request: &Request, e: ureq::Error) -> TransportError {
     TransportError::Io {
         method,
         path,
-        message: e.to_string(),
+        message: unreachable_hint(base_url, &e).unwrap_or_else(|| e.to_string()),
     }
+}
+
+/// What a newcomer needs when nothing answered at `base_url`: the address
+/// dialled, and where PVE's API listens (pveproxy serves it on port 8006
+/// only, over https).
+fn unreachable_hint(base_url: &str, e: &ureq::Error) -> Option<String> {
+    let dialled = base_url
+        .split_once("://")
+        .map_or(base_url, |(_, rest)| rest);
+    let why = match e {
+        ureq::Error::Io(io) if io.kind() == std::io::ErrorKind::ConnectionRefused => {
+            "connection refused: nothing listens there"
+        }
+        ureq::Error::HostNotFound => "host not found: the name does not resolve",
+        _ => return None,
+    };
+    Some(format!(
+        "{why} (dialled {dialled}, from base-url {base_url}); PVE's API listens on https port 8006, e.g. base-url: https://pve1.example.com:8006"
+    ))
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

@@ -101,7 +101,7 @@ pub fn read_snapshot(
     let response = transport.call(&resources).map_err(|e| {
         ReadError::ClusterResources(ReadFailure {
             what: what.clone(),
-            message: e.to_string(),
+            message: e.cause(),
         })
     })?;
     let round_trip = asked.elapsed();
@@ -376,7 +376,7 @@ pub fn read_snapshot(
             }),
             Some(Err(e)) => Err(ReadFailure {
                 what,
-                message: e.to_string(),
+                message: e.cause(),
             }),
             Some(Ok(r)) if !r.is_success() => Err(ReadFailure {
                 what,
@@ -438,7 +438,7 @@ fn read_cloudinit_pending(
             other => {
                 let message = match other {
                     Some(Ok(r)) => status_message(&r, None),
-                    Some(Err(e)) => e.to_string(),
+                    Some(Err(e)) => e.cause(),
                     None => "read did not complete".into(),
                 };
                 failures.push(ReadFailure {
@@ -499,7 +499,7 @@ fn read_listing(
     }
     Some(match outcome {
         Err(TransportError::NotRecorded { .. }) => Ok(Default::default()),
-        Err(e) => Err(fail(e.to_string())),
+        Err(e) => Err(fail(e.cause())),
         Ok(r) if !r.is_success() => Err(fail(status_message(&r, acting_as))),
         Ok(r) => ep.parse(r.data()).map_err(|e| fail(e.to_string())),
     })
@@ -557,7 +557,7 @@ fn read_config(
     };
     match outcome {
         None => fail("read did not complete".into()),
-        Some(Err(e)) => fail(e.to_string()),
+        Some(Err(e)) => fail(e.cause()),
         Some(Ok(r)) if is_not_found(&r) => ConfigRead::Vanished,
         Some(Ok(r)) if !r.is_success() => fail(status_message(&r, acting_as)),
         Some(Ok(r)) if from_pending => match LiveConfig::from_pending_json(r.data()) {

@@ -49,13 +49,23 @@ pub enum Progress<'a> {
         worker: usize,
         running: usize,
     },
+    /// It moved on to a write that does something else (`shutting down`,
+    /// `cloning from VM 9000`, `starting`), `elapsed` after it started.
+    Phase {
+        index: usize,
+        action: &'a Action,
+        worker: usize,
+        doing: &'a str,
+        elapsed: Duration,
+    },
     /// One of its PVE tasks is not finished after `elapsed` (told after
-    /// every status read that found it running).
+    /// every status read that found it running); `doing` is its phase.
     TaskRunning {
         index: usize,
         action: &'a Action,
         worker: usize,
         upid: &'a str,
+        doing: &'a str,
         elapsed: Duration,
     },
     /// The action ended after `elapsed`; `upids` are the tasks PVE ran for
@@ -227,8 +237,23 @@ fn perform_observed(
     let origin = std::time::Instant::now();
     let now = || Instant::from_origin(origin.elapsed());
     let mut step = Step::new(action, settings);
+    let mut told = String::new();
     while step.outcome().is_none() {
         if let Some(call) = step.poll_request(now()) {
+            let doing = step.doing().unwrap_or_default();
+            if let Some(progress) = opts.on_progress
+                && call.method.is_write()
+                && doing != told
+            {
+                progress(&Progress::Phase {
+                    index,
+                    action,
+                    worker,
+                    doing: &doing,
+                    elapsed: origin.elapsed(),
+                });
+                told.clone_from(&doing);
+            }
             let answer = send(transport, &call);
             step.handle_answer(now(), answer);
             if let (Some(progress), Some((upid, elapsed))) = (opts.on_progress, step.task_running())
@@ -238,6 +263,7 @@ fn perform_observed(
                     action,
                     worker,
                     upid,
+                    doing: &doing,
                     elapsed,
                 });
             }

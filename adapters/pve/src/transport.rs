@@ -91,6 +91,39 @@ pub enum TransportError {
     Auth(String),
 }
 
+impl TransportError {
+    /// Why, without the request in front: for a message that already names
+    /// the request (a read failure says `GET /cluster/status: …` once).
+    pub fn cause(&self) -> String {
+        match self {
+            TransportError::Io { message, .. } => format!("transport error: {message}"),
+            TransportError::NotRecorded { .. } => "not in the recording".into(),
+            TransportError::ReadOnly { .. } => {
+                "refused, the write circuit breaker is open (running read-only)".into()
+            }
+            TransportError::Tls { message, .. } => format!("TLS: {message}"),
+            TransportError::Auth(message) => format!("authentication: {message}"),
+        }
+    }
+
+    /// The same error, saying it held over `attempts` tries when there was
+    /// more than one (retries are otherwise silent).
+    pub fn after_attempts(self, attempts: u32) -> TransportError {
+        match self {
+            TransportError::Io {
+                method,
+                path,
+                message,
+            } if attempts > 1 => TransportError::Io {
+                method,
+                path,
+                message: format!("after {attempts} attempts: {message}"),
+            },
+            other => other,
+        }
+    }
+}
+
 /// Sends PVE API calls. Implementations are shared between reader threads,
 /// hence `Send + Sync` and `&self`.
 pub trait Transport: Send + Sync {

@@ -63,7 +63,11 @@ pub fn decrypt_file(path: &Path, sources: &IdentitySources) -> Result<SecretDocu
     let label = path.display().to_string();
     let io = |e: std::io::Error| SopsError::Io {
         file: label.clone(),
-        reason: e.kind().to_string(),
+        reason: match e.kind() {
+            // The kind's own wording is "entity not found".
+            std::io::ErrorKind::NotFound => "no such file".into(),
+            kind => kind.to_string(),
+        },
     };
     // Bounded read of a regular file: a file over the cap is refused
     // without holding it whole, and a FIFO or a device a repository put in

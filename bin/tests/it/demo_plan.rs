@@ -71,7 +71,32 @@ fn demo_plan_text() {
         ),
         "{stdout}"
     );
+    // Volumes read as the manifest asks for them, not as PVE's API takes them.
+    assert!(
+        stdout.contains("100GiB on local-lvm, iothread=1, discard=on"),
+        "{stdout}"
+    );
+    assert!(!stdout.contains("local-lvm:0,import-from"), "{stdout}");
     insta::assert_snapshot!("demo_plan_text", stdout);
+}
+
+#[test]
+fn verbose_shows_pves_form_beside_the_manifests() {
+    let (code, stdout, stderr) = diff("text", &["--verbose"]);
+    assert_eq!(code, 0, "{stderr}");
+    assert!(
+        stdout.contains("~ memory (spec.memory)                2GiB (PVE: 2048) → 4GiB (PVE: 4096)  ← stop-start"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(
+            "imported from local:import/debian-13-genericcloud-amd64.qcow2 onto local-lvm, discard=on (PVE: local-lvm:0,import-from=local:import/debian-13-genericcloud-amd64.qcow2,discard=on)"
+        ),
+        "{stdout}"
+    );
+    // The JSON plan is PVE's form whatever the flag.
+    let (_, json, _) = diff("json", &[]);
+    assert!(json.contains("\"local-lvm:0,import-from="), "{json}");
 }
 
 #[test]

@@ -340,6 +340,101 @@ fn a_missing_git_path_directory_is_said_once() {
     insta::assert_snapshot!("missing_git_path", shown);
 }
 
+/// Points `home` at `url` (a loopback port that is not PVE), trusting
+/// `pve`'s certificate as before.
+fn point_home_at_url(repo: &Repo, url: &str) {
+    let path = repo.path().join("clusters/home/config.yaml");
+    let cfg = std::fs::read_to_string(&path).unwrap();
+    let base = cfg
+        .lines()
+        .find_map(|l| l.trim().strip_prefix("base-url: "))
+        .unwrap()
+        .to_owned();
+    repo.write("clusters/home/config.yaml", &cfg.replace(&base, url));
+}
+
+/// `proxops diff` against `url`, redacted: the port varies.
+fn diff_against(pve: &FakePve, repo: &Repo, url: &str, port: u16) -> (Run, String) {
+    point_home_at_url(repo, url);
+    let run = proxops(pve, repo, &["diff"]);
+    let shown = redact(
+        &run.all(),
+        &[
+            (&format!("127.0.0.1:{port}"), "127.0.0.1:<PORT>"),
+            (&repo.path().display().to_string(), "<REPO>"),
+        ],
+    );
+    (run, shown)
+}
+
+#[test]
+fn a_closed_port_says_what_was_dialled_and_that_pve_listens_on_8006() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    // A port just freed: nothing listens there.
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
+    let (run, shown) = diff_against(&pve, &repo, &format!("https://127.0.0.1:{port}"), port);
+    assert_eq!(run.code, 1, "{shown}");
+    for needle in [
+        "connection refused",
+        "dialled 127.0.0.1:<PORT>",
+        "port 8006",
+        "after 4 attempts: connection refused",
+    ] {
+        assert!(shown.contains(needle), "{needle}\n{shown}");
+    }
+    assert!(!shown.contains("GET /cluster/status: GET"), "{shown}");
+    insta::assert_snapshot!("connection_refused", shown);
+}
+
+#[test]
+fn https_to_a_plain_http_port_says_the_server_answered_in_plain_text() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = listener.local_addr().unwrap().port();
+    // What a plain HTTP server answers to a TLS ClientHello.
+    std::thread::spawn(move || {
+        for stream in listener.incoming() {
+            let Ok(mut stream) = stream else { return };
+            let mut first = [0u8; 512];
+            let _ = std::io::Read::read(&mut stream, &mut first);
+            let _ = std::io::Write::write_all(
+                &mut stream,
+                b"HTTP/1.1 400 Bad Request\r\nContent-Length: 0\r\nConnection: close\r\n\r\n",
+            );
+        }
+    });
+    let (run, shown) = diff_against(&pve, &repo, &format!("https://127.0.0.1:{port}"), port);
+    assert_eq!(run.code, 1, "{shown}");
+    assert!(shown.contains("answered in plain text, not TLS"), "{shown}");
+    assert!(!shown.contains("InvalidContentType"), "{shown}");
+    assert!(!shown.contains("GET /cluster/status: GET"), "{shown}");
+    insta::assert_snapshot!("plain_http_port", shown);
+}
+
+#[test]
+fn terraform_spellings_of_flags_get_ours() {
+    let dir = tempfile::tempdir().unwrap();
+    for (args, ours) in [
+        (&["apply", "-auto-approve"][..], "did you mean \"--yes\"?"),
+        (&["apply", "--auto-approve"][..], "did you mean \"--yes\"?"),
+        (&["diff", "-out=plan.json"][..], "did you mean \"--out\"?"),
+        (&["diff", "-exit-code"][..], "did you mean \"--exit-code\"?"),
+    ] {
+        let run = bare(dir.path(), &[], args);
+        assert_eq!(run.code, 2, "{args:?}: {}", run.all());
+        assert!(run.stderr.contains(ours), "{args:?}: {}", run.stderr);
+    }
+    // `diff` never writes: no `--yes` to offer it.
+    let run = bare(dir.path(), &[], &["diff", "-auto-approve"]);
+    assert!(!run.stderr.contains("--yes\"?"), "{}", run.stderr);
+}
+
 /// Where `text` shows Rust's Debug formatting: `Name("…")`, `Name { `,
 /// `Some(`, `None`, `Ok(`, `Err(`. Each finding is the line it is on.
 fn debug_formatting(text: &str) -> Vec<String> {

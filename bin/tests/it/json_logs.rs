@@ -95,14 +95,15 @@ fn json_log_lines_carry_a_timestamp_and_typed_fields() {
     for r in &requests {
         assert!(r["status"].is_u64(), "{r}");
         assert!(r["attempt"].is_u64(), "{r}");
-        assert!(r["duration"].is_u64(), "{r}");
+        assert!(r["duration_ms"].is_u64(), "{r}");
+        assert!(r.get("duration").is_none(), "the unit is in the key: {r}");
         assert!(r["path"].is_string(), "{r}");
     }
     let actions = with_msg("proxops.action");
     assert!(!actions.is_empty(), "{}", run.all());
     for a in &actions {
         assert_eq!(a["ok"], Value::Bool(true), "{a}");
-        assert!(a["duration"].is_u64(), "{a}");
+        assert!(a["duration_ms"].is_u64(), "{a}");
     }
 }
 

@@ -78,8 +78,8 @@ fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_ever
     assert_eq!(code, 0, "{text}");
 
     let plan = line_of(&text, "=== will create (1) ===");
-    let started = line_of(&text, "download ISO/debian-13-netinst on pve1");
-    let running = line_of(&text, "still running (10s), task UPID:pve1:");
+    let started = line_of(&text, "ISO/debian-13-netinst: download on pve1");
+    let running = line_of(&text, "downloading\u{2026} 10s");
     let done = line_of(&text, "ok in ");
     let results = line_of(&text, "=== home results ===");
     let summary = line_of(&text, "applied: 1 action(s) ok, 0 failed, 0 deferred");
@@ -89,11 +89,13 @@ fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_ever
     );
     assert!(results < summary, "{text}");
     let lines: Vec<&str> = text.lines().collect();
-    assert!(lines[started].ends_with(" started (1 running)"), "{text}");
+    assert!(lines[started].ends_with(", 1 running)"), "{text}");
     assert!(lines[started].starts_with("home [1/1] "), "{text}");
-    // Only one "still running" for a 14 s task.
-    assert_eq!(text.matches("still running").count(), 1, "{text}");
-    // The end line: elapsed time and the task's UPID.
+    // The phase when the download starts, then only one reminder for a
+    // 14 s task.
+    assert_eq!(text.matches("downloading\u{2026}").count(), 2, "{text}");
+    assert_eq!(text.matches("downloading\u{2026} 10s").count(), 1, "{text}");
+    // The end line: the elapsed time; task ids are the JSON log's.
     let end = lines[done];
     let secs: f64 = end
         .split("ok in ")
@@ -102,7 +104,7 @@ fn apply_yes_prints_the_plan_first_then_a_line_per_action_and_still_running_ever
         .and_then(|n| n.parse().ok())
         .unwrap_or_else(|| panic!("no elapsed time in {end:?}"));
     assert!(secs >= 10.0, "{end}");
-    assert!(end.contains(", task UPID:pve1:"), "{end}");
+    assert!(!end.contains("UPID"), "{end}");
     assert!(
         writes(&pve)
             .iter()
@@ -151,4 +153,78 @@ fn apply_on_a_terminal_asks_and_goes_on_only_with_yes() {
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("applied: 1 action(s) ok, 0 failed"), "{text}");
     assert!(!writes(&pve).is_empty(), "{text}");
+}
+
+/// The progress lines of `stderr` (those of `[i/n]` actions), each elapsed
+/// time (`in 0.4s`, `… 20s`) as `<ELAPSED>`: how long fakepve took is not
+/// what is checked.
+fn progress_lines(stderr: &str) -> String {
+    stderr
+        .lines()
+        .filter(|l| l.starts_with("home ["))
+        .map(|l| {
+            let words: Vec<String> = l
+                .split(' ')
+                .map(|w| {
+                    let bare = w.trim_end_matches(':');
+                    let timed = bare.strip_suffix('s').is_some_and(|n| {
+                        !n.is_empty() && n.chars().all(|c| c.is_ascii_digit() || c == '.')
+                    });
+                    if timed {
+                        format!("<ELAPSED>{}", &w[bare.len()..])
+                    } else {
+                        w.to_owned()
+                    }
+                })
+                .collect();
+            format!("{}\n", words.join(" "))
+        })
+        .collect()
+}
+
+#[test]
+fn progress_names_each_guests_phases_in_order_and_ends_with_a_line_per_guest() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    let created = apply(&pve, &repo, &[]);
+    assert_eq!(created.code, 0, "{}", created.all());
+    // More memory than a VM without memory hotplug takes live: stop-start.
+    let p = repo.path().join("vm/base/monitoring.yaml");
+    let text = std::fs::read_to_string(&p).unwrap();
+    std::fs::write(&p, text.replace("memory: 1GiB", "memory: 2GiB")).unwrap();
+    let updated = apply(&pve, &repo, &[]);
+    assert_eq!(updated.code, 0, "{}", updated.all());
+
+    let (create, update) = (
+        progress_lines(&created.stderr),
+        progress_lines(&updated.stderr),
+    );
+    let phases = |text: &str| -> Vec<String> {
+        text.lines()
+            .filter_map(|l| l.split_once(": ").map(|(_, what)| what.to_owned()))
+            .collect()
+    };
+    assert_eq!(
+        phases(&update),
+        [
+            "update on pve1 (id 150, worker 1, 1 running)",
+            // Written first: PVE holds it pending until the restart.
+            "writing the config\u{2026}",
+            "shutting down\u{2026}",
+            "starting\u{2026}",
+            "update ok in <ELAPSED>",
+        ],
+        "{}",
+        updated.stderr
+    );
+    for text in [&created.stderr, &updated.stderr] {
+        assert!(!text.contains("UPID"), "no task ids in the text: {text}");
+    }
+    insta::assert_snapshot!(
+        "progress_create_then_stop_start_update",
+        format!(
+            "$ proxops apply --yes\n{create}$ proxops apply --yes (memory 1GiB -> 2GiB)\n{update}"
+        )
+    );
 }

@@ -118,7 +118,7 @@ fn a_stop_start_change_rolls_through_a_disruption_group_within_its_budget_and_co
     }
     // Progress lines name the worker and how many run at once.
     assert!(
-        run.stderr.contains(" worker=") && run.stderr.contains(" running)"),
+        run.stderr.contains(", worker ") && run.stderr.contains(" running)"),
         "{}",
         run.stderr
     );

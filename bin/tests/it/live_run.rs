@@ -100,13 +100,18 @@ impl Daemon {
             .status()
             .unwrap();
         assert!(sent.success());
+        self.exited(deadline)
+    }
+
+    /// Waits for the process to end by itself.
+    fn exited(&mut self, deadline: Instant) -> std::process::ExitStatus {
         loop {
             if let Some(s) = self.child.try_wait().unwrap() {
                 return s;
             }
             assert!(
                 Instant::now() < deadline,
-                "no exit after SIGTERM:\n{}",
+                "still running:\n{}",
                 self.stderr()
             );
             std::thread::sleep(Duration::from_millis(20));
@@ -899,4 +904,102 @@ fn a_guest_that_does_not_shut_down_is_shut_down_once_not_every_poll() {
     );
     assert_eq!(count("/config"), 1, "{sent:?}");
     assert!(daemon.terminate(deadline).success());
+}
+
+#[test]
+fn run_once_gives_the_cluster_one_turn_and_exits_with_its_outcome() {
+    let deadline = Instant::now() + DEADLINE;
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    repo.set_resources(&["../../vm/base/monitoring.yaml"]);
+    repo.set_monitoring_description("metrics");
+
+    let mut daemon = Daemon::start_with(&pve, &repo, &["--once"]);
+    let status = daemon.exited(deadline);
+    assert_eq!(status.code(), Some(0), "{}", daemon.stderr());
+    assert_eq!(
+        daemon.stderr().matches("proxops.cycle ").count(),
+        1,
+        "{}",
+        daemon.stderr()
+    );
+    assert!(
+        writes(&pve)
+            .iter()
+            .any(|(m, p)| m == "POST" && p == "/api2/json/nodes/pve1/qemu"),
+        "{:?}",
+        writes(&pve)
+    );
+
+    // A turn whose action PVE refuses ends in exit 1, as apply's would.
+    pve.call(
+        "fail",
+        json!(["POST", "/nodes/pve1/qemu/150/config"]),
+        json!({"status": 500, "message": "refused: storage busy"}),
+    )
+    .unwrap();
+    repo.set_monitoring_description("metrics-v2");
+    let mut daemon = Daemon::start_with(&pve, &repo, &["--once"]);
+    let status = daemon.exited(deadline);
+    assert_eq!(status.code(), Some(1), "{}", daemon.stderr());
+    assert!(
+        daemon.stderr().contains("storage busy"),
+        "{}",
+        daemon.stderr()
+    );
+}
+
+#[test]
+fn status_watch_prints_the_table_again_every_poll_interval_until_interrupted() {
+    let deadline = Instant::now() + DEADLINE;
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    let config = repo.path().join("proxops.yaml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains("poll-interval: 60s"), "{text}");
+    std::fs::write(
+        &config,
+        text.replace("poll-interval: 60s", "poll-interval: 1s"),
+    )
+    .unwrap();
+
+    let mut child = command(&pve, &repo, &["status", "--watch"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+            let Ok(line) = line else { return };
+            if tx.send(line).is_err() {
+                return;
+            }
+        }
+    });
+    let mut tables = 0;
+    while tables < 2 {
+        let left = deadline.saturating_duration_since(Instant::now());
+        let line = rx
+            .recv_timeout(left)
+            .expect("a second table within the deadline");
+        if line == "=== home ===" {
+            tables += 1;
+        }
+    }
+    let sent = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(sent.success());
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
 }

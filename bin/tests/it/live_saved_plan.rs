@@ -52,18 +52,19 @@ fn performed(stderr: &str) -> Vec<(String, String, String)> {
 }
 
 fn performed_in_order(stderr: &str) -> Vec<(String, String, String)> {
-    // Progress lines: `<cluster> [i/n] <op> <Kind>/<name> on <node> id=…: ok in …`.
+    // Progress lines: `<cluster> [i/n] <Kind>/<name>: <op> ok in …`.
     stderr
         .lines()
-        .filter(|l| l.contains(": ok in "))
+        .filter(|l| l.contains(" ok in "))
         .map(|l| {
             let mut words = l.split_whitespace().skip(2);
-            let op = words.next().unwrap_or("").to_owned();
             let (kind, name) = words
                 .next()
                 .unwrap_or("")
+                .trim_end_matches(':')
                 .split_once('/')
                 .unwrap_or(("", ""));
+            let op = words.next().unwrap_or("").to_owned();
             (op, kind.to_owned(), name.to_owned())
         })
         .collect()

@@ -344,3 +344,73 @@ fn every_flag_of_help_is_in_every_completion_script() {
         }
     }
 }
+
+/// The man page's section of `command`: from its heading to the next.
+fn man_section(page: &str, command: &str) -> String {
+    let heading = format!(".SS \"proxops [GLOBAL FLAGS] {command} ");
+    let start = page.find(&heading).unwrap();
+    let rest = &page[start + heading.len()..];
+    rest[..rest.find(".SS ").unwrap_or(rest.len())].to_owned()
+}
+
+#[test]
+fn help_and_man_page_offer_markdown_only_where_it_is_taken() {
+    let man = proxops(&["man"]);
+    for (command, takes_markdown) in [
+        ("diff", true),
+        ("show", true),
+        ("status", false),
+        ("apply", false),
+        ("validate", false),
+    ] {
+        let help = proxops(&[command, "--help"]);
+        assert_eq!(help.contains("markdown"), takes_markdown, "{help}");
+        let section = man_section(&man, command);
+        assert_eq!(section.contains("markdown"), takes_markdown, "{section}");
+        let out = Command::new(env!("CARGO_BIN_EXE_proxops"))
+            .args([command, "-o", "markdown", "--help-not-reached"])
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        assert_eq!(
+            stderr.contains("for diff and show only"),
+            !takes_markdown,
+            "{command}: {stderr}"
+        );
+    }
+}
+
+#[test]
+fn bash_completes_output_after_o_cluster_names_and_kinds() {
+    let script = proxops(&["completions", "bash"]);
+    assert_eq!(
+        bash_completes(&script, &["proxops", "diff", "-o", ""]),
+        ["json", "markdown", "text"]
+    );
+    let repo = tempfile::tempdir().unwrap();
+    for name in ["home", "edge"] {
+        std::fs::create_dir_all(repo.path().join("clusters").join(name)).unwrap();
+    }
+    let root = repo.path().to_str().unwrap();
+    assert_eq!(
+        bash_completes(
+            &script,
+            &["proxops", "--git-path", root, "diff", "--cluster", ""]
+        ),
+        ["edge", "home"]
+    );
+    assert_eq!(
+        bash_completes(&script, &["proxops", "--git-path", root, "--cluster", "h"]),
+        ["home"]
+    );
+    let kinds = bash_completes(&script, &["proxops", "explain", ""]);
+    assert!(
+        kinds.contains(&"vm".to_owned()) && kinds.contains(&"haresource".to_owned()),
+        "{kinds:?}"
+    );
+    assert_eq!(
+        bash_completes(&script, &["proxops", "schema", "te"]),
+        ["templatect", "templatevm"]
+    );
+}

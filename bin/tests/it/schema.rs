@@ -114,8 +114,15 @@ fn explain_an_unknown_field_names_the_nearest_path_and_exits_2() {
     let out = proxops(&["explain", "vm.spec.cpu.corse"]);
     assert_eq!(out.status.code(), Some(2));
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(err.contains("nearest is vm.spec.cpu.cores"), "{err}");
+    assert!(err.contains("did you mean spec.cpu.cores?"), "{err}");
     assert!(out.stdout.is_empty());
+}
+
+#[test]
+fn explain_recursive_lists_every_field_below() {
+    let out = proxops(&["explain", "--recursive", "lxc.spec.mount-points"]);
+    assert!(out.status.success(), "{out:?}");
+    insta::assert_snapshot!(String::from_utf8(out.stdout).unwrap());
 }
 
 /// Every field a docs/resources table lists, as `explain` paths. A cell

@@ -56,6 +56,8 @@ fn title(store: &StatusStore, names: &[String]) -> String {
         .count();
     match (names.len(), unsettled) {
         (0, _) => "Waiting for the first cycle".to_owned(),
+        (1, 0) => "The cluster converged".to_owned(),
+        (1, _) => "The cluster needs a look".to_owned(),
         (n, 0) => format!("All {n} clusters converged"),
         (n, u) => format!(
             "{u} of {n} clusters {}",

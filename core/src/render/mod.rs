@@ -23,7 +23,7 @@ pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
 pub use markdown::{MARKDOWN_LIMIT, markdown_within};
 pub use printable::{printable, printable_plans};
-pub use text::{action_text, text, text_styled};
+pub use text::{action_text, text, text_styled, text_with};
 
 use crate::action::{Action, Anomaly, AnomalyType, Op, Skipped};
 use crate::plan::Plan;
@@ -243,15 +243,63 @@ fn field_label(c: &crate::action::Change) -> String {
 
 /// A change's value as the manifest would write it, for the human plans:
 /// `memory` and `swap` are MiB to PVE (`2048`) and a size to the manifest
-/// (`2GiB`). Every other value, and any that does not parse, is shown as
-/// PVE takes it; the JSON plan always keeps PVE's form.
-fn manifest_value(c: &crate::action::Change, value: &str) -> String {
+/// (`2GiB`); a new volume is `local-lvm:100,iothread=1` to PVE and `100GiB
+/// on local-lvm, iothread=1` to a reader (an imported one `imported from
+/// <volume> onto <storage>`); SSH keys are percent-encoded to PVE and
+/// shown decoded, one key after another. Every other value, and any that
+/// does not parse, is shown as PVE takes it; the JSON plan (and `diff
+/// --verbose`, beside this form) always keeps PVE's form.
+pub(crate) fn manifest_value(c: &crate::action::Change, value: &str) -> String {
     let in_mib = matches!(c.path.as_deref(), Some("spec.memory" | "spec.swap"));
+    let volume = matches!(
+        c.path.as_deref(),
+        Some("spec.disks" | "spec.root" | "spec.mount-points")
+    );
     match value.parse::<u64>() {
         Ok(mib) if in_mib && mib > 0 && mib % 1024 == 0 => format!("{}GiB", mib / 1024),
         Ok(mib) if in_mib => format!("{mib}MiB"),
+        _ if volume => new_volume(value).unwrap_or_else(|| value.to_owned()),
+        _ if c.field == "sshkeys" => crate::wire::percent_decode(value)
+            .map(|keys| {
+                keys.lines()
+                    .filter(|l| !l.trim().is_empty())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            })
+            .unwrap_or_else(|_| value.to_owned()),
         _ => value.to_owned(),
     }
+}
+
+/// `storage:GiB[,options]`, a volume PVE is to allocate, in a reader's
+/// words; `None` for any other form (an existing volume, a CD-ROM).
+fn new_volume(value: &str) -> Option<String> {
+    let mut parts = value.split(',');
+    let (storage, size) = parts.next()?.split_once(':')?;
+    let gib: f64 = size.parse().ok()?;
+    let mut from = None;
+    let mut options = Vec::new();
+    for part in parts {
+        match part.split_once('=') {
+            Some(("import-from", volume)) => from = Some(volume),
+            Some(("media", _)) => return None,
+            _ => options.push(part),
+        }
+    }
+    let mut out = match from {
+        Some(volume) => format!("imported from {volume} onto {storage}"),
+        None if gib > 0.0 && gib.fract() == 0.0 => format!("{size}GiB on {storage}"),
+        // PVE allocates fractions of a GiB (`0.5`): said in MiB.
+        None if gib > 0.0 && (gib * 1024.0).fract() == 0.0 => {
+            format!("{}MiB on {storage}", gib * 1024.0)
+        }
+        None => return None,
+    };
+    for option in options {
+        out.push_str(", ");
+        out.push_str(option);
+    }
+    Some(out)
 }
 
 /// The action groups every rendering shows, in the order they are shown.
@@ -330,4 +378,70 @@ fn object_label(kind: &str, name: &str) -> String {
 /// An empty identity part as `-`, so columns never collapse.
 fn or_dash(s: &str) -> &str {
     if s.is_empty() { "-" } else { s }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::manifest_value;
+    use crate::action::Change;
+
+    fn shown(field: &str, path: Option<&str>, value: &str) -> String {
+        let mut c = Change::new(field, None, Some(value.to_owned()));
+        c.path = path.map(str::to_owned);
+        manifest_value(&c, value)
+    }
+
+    #[test]
+    fn values_read_as_the_manifest_writes_them() {
+        for (field, path, pve, reader) in [
+            ("memory", Some("spec.memory"), "3072", "3GiB"),
+            ("swap", Some("spec.swap"), "512", "512MiB"),
+            (
+                "scsi1",
+                Some("spec.disks"),
+                "local-lvm:100,iothread=1",
+                "100GiB on local-lvm, iothread=1",
+            ),
+            (
+                "virtio0",
+                Some("spec.disks"),
+                "local-lvm:0,import-from=local:import/debian.qcow2,discard=on",
+                "imported from local:import/debian.qcow2 onto local-lvm, discard=on",
+            ),
+            (
+                "rootfs",
+                Some("spec.root"),
+                "local-lvm:8",
+                "8GiB on local-lvm",
+            ),
+            // An existing volume and a CD-ROM stay as PVE has them.
+            (
+                "scsi0",
+                Some("spec.disks"),
+                "local-lvm:vm-100-disk-0,size=32G",
+                "local-lvm:vm-100-disk-0,size=32G",
+            ),
+            (
+                "ide2",
+                Some("spec.disks"),
+                "local:iso/a.iso,media=cdrom",
+                "local:iso/a.iso,media=cdrom",
+            ),
+            // Without a manifest path (an EFI disk's size is PVE's), as is.
+            (
+                "efidisk0",
+                None,
+                "local-lvm:1,efitype=4m",
+                "local-lvm:1,efitype=4m",
+            ),
+            (
+                "sshkeys",
+                Some("spec.cloud-init.ssh-keys"),
+                "ssh-ed25519%20AAAAC3Nz%20alice%40laptop%0Assh-ed25519%20AAAAC3Nz%20bob%0A",
+                "ssh-ed25519 AAAAC3Nz alice@laptop, ssh-ed25519 AAAAC3Nz bob",
+            ),
+        ] {
+            assert_eq!(shown(field, path, pve), reader, "{field} {pve}");
+        }
+    }
 }

@@ -28,6 +28,12 @@ pub fn text(plans: &[Plan]) -> String {
 /// `← stop-start` (or `← reboot`) on the changes that give the action that
 /// impact.
 pub fn text_styled(plans: &[Plan], palette: Palette) -> String {
+    text_with(plans, palette, false)
+}
+
+/// [`text_styled`], with PVE's form of each value beside the manifest's
+/// where they differ (`2GiB (PVE: 2048)`) when `pve_form` (`--verbose`).
+pub fn text_with(plans: &[Plan], palette: Palette, pve_form: bool) -> String {
     // What came from PVE or a repository is shown, never obeyed.
     let plans = super::printable_plans(plans);
     let mut sorted: Vec<&Plan> = plans.iter().collect();
@@ -37,7 +43,7 @@ pub fn text_styled(plans: &[Plan], palette: Palette) -> String {
     if sorted.is_empty() {
         return out;
     }
-    let r = Renderer { palette };
+    let r = Renderer { palette, pve_form };
     for (i, plan) in sorted.iter().enumerate() {
         if i > 0 {
             out.push('\n');
@@ -63,6 +69,8 @@ const CHANGE_INDENT: &str = "      ";
 
 struct Renderer {
     palette: Palette,
+    /// PVE's form of a value beside the manifest's (`--verbose`).
+    pve_form: bool,
 }
 
 impl Renderer {
@@ -206,7 +214,14 @@ impl Renderer {
     }
 
     fn change_line(&self, out: &mut String, impact: Impact, c: &Change, label: &str, width: usize) {
-        let shown = |v: &str| one_line(&super::manifest_value(c, v));
+        let shown = |v: &str| {
+            let manifest = super::manifest_value(c, v);
+            if self.pve_form && manifest != v {
+                one_line(&format!("{manifest} (PVE: {v})"))
+            } else {
+                one_line(&manifest)
+            }
+        };
         let (sign, role, values) = match (&c.from, &c.to) {
             (None, Some(to)) => ('+', Role::Create, shown(to)),
             (Some(from), None) => ('-', Role::Prune, shown(from)),
@@ -309,6 +324,7 @@ pub fn action_text(a: &PendingAction) -> String {
     let mut out = String::new();
     Renderer {
         palette: Palette::PLAIN,
+        pve_form: false,
     }
     .line_of(&mut out, &ActionLine::stored(a), Role::Quiet);
     out

@@ -116,6 +116,21 @@ fn counters_move_between_two_scrapes_after_a_second_cycle() {
     assert_eq!(sample(&second, "proxops_pve_last_read_age_seconds"), 17);
 }
 
+#[test]
+fn promtool_accepts_a_fractional_duration_sum() {
+    let mut s = store();
+    let mut quick = support::cycle(START + 30);
+    quick.duration_ms = 250;
+    s.record_cycle(quick);
+    let text = render_metrics(&s, START + 50);
+    assert!(
+        text.contains("proxops_cycle_duration_seconds_sum 12.250\n"),
+        "{text}"
+    );
+    let (ok, said) = promtool_check(&text);
+    assert!(ok, "{said}\n{text}");
+}
+
 /// The alert rules of docs/operations.md: the YAML block that starts with
 /// `groups:`.
 fn documented_rules() -> String {

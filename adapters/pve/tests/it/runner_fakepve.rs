@@ -414,6 +414,7 @@ fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
             runner::Progress::Started { index, action, .. } => {
                 format!("started {index} {}", action.op.as_str())
             }
+            runner::Progress::Phase { index, doing, .. } => format!("phase {index} {doing}"),
             runner::Progress::TaskRunning { index, upid, .. } => {
                 format!("running {index} {upid}")
             }
@@ -436,12 +437,22 @@ fn the_observer_hears_the_start_the_running_task_and_the_end_with_its_upid() {
             ..
         }
     ));
-    let heard = heard.into_inner().unwrap();
+    let mut heard = heard.into_inner().unwrap();
     assert_eq!(
         heard.first().map(String::as_str),
         Some("started 0 stop"),
         "{heard:?}"
     );
+    // The phase is told once, before its task is followed.
+    assert_eq!(
+        heard
+            .iter()
+            .filter(|l| l.starts_with("phase"))
+            .collect::<Vec<_>>(),
+        ["phase 0 shutting down"],
+        "{heard:?}"
+    );
+    heard.retain(|l| !l.starts_with("phase"));
     let last = heard.last().unwrap();
     assert!(
         last.starts_with("finished 0 Succeeded UPID:pve1:"),

@@ -132,6 +132,7 @@ pub fn cycle(started_at: u64) -> CycleReport {
         commit: "0123456789abcdef0123456789abcdef01234567".into(),
         started_at,
         finished_at: started_at + 12,
+        duration_ms: 12_000,
         complete: true,
         git_fetched_at: Some(started_at + 1),
         clusters: vec![
