@@ -66,6 +66,8 @@ pub const KIND_WORDS: &[&str] = &[
     "pool",
     "backupjob",
     "haresource",
+    "harule",
+    "replicationjob",
 ];
 
 /// The global flags, in help order.
@@ -149,8 +151,9 @@ Write a new repository for the cluster --cluster names into DIR (default: the
 working directory), which must be empty or not exist yet: proxops.yaml,
 clusters/NAME/config.yaml (base-url and nodes to fill in),
 clusters/NAME/resources.yaml listing one example manifest of every kind
-(VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool,
-BackupJob, HAResource), a .gitignore and a .sops.yaml. The result passes
+but ReplicationJob, which needs ZFS storage and a second node (VM,
+TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob,
+HAResource, HARule), a .gitignore and a .sops.yaml. The result passes
 `proxops validate`. Reads no PVE; a directory that holds anything exits 2
 with nothing written. docs/getting-started.md tries it on fakepve.",
     },

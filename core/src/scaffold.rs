@@ -280,4 +280,21 @@ spec:
   max-restart: 2
 ",
     ),
+    (
+        "harule",
+        "web-on-pve1",
+        "\
+# Where the HA manager runs web-01: on pve1 (docs/resources/harule.md).
+# A replication job (docs/resources/replicationjob.md) needs a guest on
+# ZFS storage and a second node, so it is not among these examples.
+apiVersion: proxops/v1alpha1
+kind: HARule
+metadata:
+  name: web-on-pve1
+spec:
+  type: node-affinity
+  resources: [web-01-ha]
+  nodes: [pve1]
+",
+    ),
 ];

@@ -30,7 +30,7 @@ fn init_writes_a_repository_that_validates() {
     );
     let valid = offline(dir.path(), &["--git-path", "repo", "validate"]);
     assert_eq!(valid.code, 0, "{}", valid.all());
-    assert_eq!(valid.stdout, "ok: 1 cluster, 10 objects\n");
+    assert_eq!(valid.stdout, "ok: 1 cluster, 11 objects\n");
     assert_eq!(valid.stderr, "", "no warning: every manifest is listed");
 
     // In the working directory by default; an empty directory is fine.
@@ -74,14 +74,14 @@ fn the_scaffold_plans_and_applies_on_fakepve() {
     let plan = live_support::proxops(&pve, &repo, &["diff"]);
     assert_eq!(plan.code, 0, "{}", plan.all());
     assert!(
-        plan.stdout.ends_with("Plan: 10 to create (1 cluster)\n"),
+        plan.stdout.ends_with("Plan: 11 to create (1 cluster)\n"),
         "{}",
         plan.all()
     );
     let applied = live_support::apply(&pve, &repo, &[]);
     assert_eq!(applied.code, 0, "{}", applied.all());
     assert!(
-        applied.stdout.contains("home: 10 ok, 0 failed"),
+        applied.stdout.contains("home: 11 ok, 0 failed"),
         "{}",
         applied.all()
     );
