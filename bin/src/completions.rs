@@ -78,6 +78,26 @@ fn word(c: Command) -> &'static str {
     name.split(' ').next().unwrap_or(name)
 }
 
+/// The entries of the command flag `long`, each with the words of the
+/// commands it belongs to: one entry for most flags, one per group of
+/// commands where they take different values (`--output`: markdown is
+/// `diff`'s and `show`'s only).
+fn entries(long: &str) -> Vec<(Flag, Vec<&'static str>)> {
+    let mut out: Vec<(Flag, Vec<&'static str>)> = Vec::new();
+    for h in COMMANDS {
+        for f in help::command_flags(h.command) {
+            if f.long != long {
+                continue;
+            }
+            match out.iter_mut().find(|(g, _)| g.help == f.help) {
+                Some((_, words)) => words.push(word(h.command)),
+                None => out.push((f, vec![word(h.command)])),
+            }
+        }
+    }
+    out
+}
+
 /// The flag's help up to its first `(` or `;`: a completion menu line.
 fn short(help: &str) -> &str {
     help.split([';', '(']).next().unwrap_or(help).trim_end()
@@ -86,6 +106,66 @@ fn short(help: &str) -> &str {
 /// Every spelling of a flag: `-n --dry-run`.
 fn spellings(f: &Flag) -> Vec<&'static str> {
     f.short.into_iter().chain([f.long]).collect()
+}
+
+/// The bash lines that find the command: the first word that is neither
+/// a flag nor the value of one of the `valued` flags.
+fn bash_command_word(valued: &str) -> String {
+    format!(
+        "    # The command: the first word that is neither a flag nor a flag's value.
+    cmd=\"\"
+    i=1
+    while [ \"$i\" -lt \"$COMP_CWORD\" ]; do
+        w=\"${{COMP_WORDS[i]}}\"
+        case \"$w\" in
+            {valued})
+                i=$((i + 1)) ;;
+            -*) ;;
+            *)
+                if [ -z \"$cmd\" ]; then
+                    cmd=\"$w\"
+                elif [ \"$cmd\" = secrets ] && [ \"$w\" = check ]; then
+                    cmd=\"secrets check\"
+                else
+                    cmd=\"$cmd $w\"
+                fi ;;
+        esac
+        i=$((i + 1))
+    done
+"
+    )
+}
+
+/// The `case "$prev"` arm of a flag with a fixed set of values: the set
+/// of the command typed, where commands take different ones.
+fn bash_choices(f: &Flag) -> String {
+    let reply = |choices: &[&str]| {
+        format!(
+            "mapfile -t COMPREPLY < <(compgen -W \"{}\" -- \"$cur\")",
+            choices.join(" ")
+        )
+    };
+    let label = spellings(f).join("|");
+    let groups = entries(f.long);
+    if groups.len() < 2 {
+        return format!(
+            "        {label})\n            {}\n            return 0 ;;\n",
+            reply(f.choices)
+        );
+    }
+    let mut s = format!("        {label})\n            case \"${{cmd%% *}}\" in\n");
+    for (g, words) in &groups {
+        s.push_str(&format!(
+            "                {}) {} ;;\n",
+            words.join("|"),
+            reply(g.choices)
+        ));
+    }
+    s.push_str(&format!(
+        "                *) {} ;;\n            esac\n            return 0 ;;\n",
+        reply(f.choices)
+    ));
+    s
 }
 
 fn bash() -> String {
@@ -127,23 +207,28 @@ _proxops() {{
     fi
     COMPREPLY=()
 
-    # A flag's value: a fixed set, a path, or nothing to offer.
-    case \"$prev\" in
 ",
     );
-    let mut choice_flags: Vec<(String, &[&str])> = Vec::new();
+    let valued = [
+        names(Value::Dir),
+        names(Value::File),
+        names(Value::Free),
+        names(Value::Cluster),
+    ]
+    .into_iter()
+    .chain(all_flags.iter().filter_map(|f| match Value::of_flag(f) {
+        Value::Choices(_) => Some(spellings(f).join("|")),
+        _ => None,
+    }))
+    .filter(|n| !n.is_empty())
+    .collect::<Vec<_>>()
+    .join("|");
+    s.push_str(&bash_command_word(&valued));
+    s.push_str("\n    # A flag's value: a fixed set, a path, or nothing to offer.\n    case \"$prev\" in\n");
     for f in &all_flags {
-        if let Value::Choices(c) = Value::of_flag(f)
-            && !choice_flags.iter().any(|(l, _)| l.ends_with(f.long))
-        {
-            choice_flags.push((spellings(f).join("|"), c));
+        if let Value::Choices(_) = Value::of_flag(f) {
+            s.push_str(&bash_choices(f));
         }
-    }
-    for (label, choices) in choice_flags {
-        s.push_str(&format!(
-            "        {label})\n            mapfile -t COMPREPLY < <(compgen -W \"{}\" -- \"$cur\")\n            return 0 ;;\n",
-            choices.join(" ")
-        ));
     }
     let clusters = names(Value::Cluster);
     s.push_str(&format!(
@@ -165,43 +250,8 @@ _proxops() {{
     if !free.is_empty() {
         s.push_str(&format!("        {free})\n            return 0 ;;\n"));
     }
-    let valued = [
-        names(Value::Dir),
-        names(Value::File),
-        names(Value::Free),
-        names(Value::Cluster),
-    ]
-    .into_iter()
-    .chain(all_flags.iter().filter_map(|f| match Value::of_flag(f) {
-        Value::Choices(_) => Some(spellings(f).join("|")),
-        _ => None,
-    }))
-    .filter(|n| !n.is_empty())
-    .collect::<Vec<_>>()
-    .join("|");
     s.push_str(&format!(
         "    esac
-
-    # The command: the first word that is neither a flag nor a flag's value.
-    cmd=\"\"
-    i=1
-    while [ \"$i\" -lt \"$COMP_CWORD\" ]; do
-        w=\"${{COMP_WORDS[i]}}\"
-        case \"$w\" in
-            {valued})
-                i=$((i + 1)) ;;
-            -*) ;;
-            *)
-                if [ -z \"$cmd\" ]; then
-                    cmd=\"$w\"
-                elif [ \"$cmd\" = secrets ] && [ \"$w\" = check ]; then
-                    cmd=\"secrets check\"
-                else
-                    cmd=\"$cmd $w\"
-                fi ;;
-        esac
-        i=$((i + 1))
-    done
 
     local global=\"{}\"
     local flags=\"\"
@@ -432,17 +482,10 @@ end
     }
     s.push_str("\n# Command flags\n");
     for f in help::all_command_flags() {
-        let owners: Vec<&str> = COMMANDS
-            .iter()
-            .filter(|h| {
-                help::command_flags(h.command)
-                    .iter()
-                    .any(|g| g.long == f.long)
-            })
-            .map(|h| word(h.command))
-            .collect();
-        let condition = format!("__fish_seen_subcommand_from {}", owners.join(" "));
-        s.push_str(&fish_flag(&f, Some(&condition)));
+        for (g, owners) in entries(f.long) {
+            let condition = format!("__fish_seen_subcommand_from {}", owners.join(" "));
+            s.push_str(&fish_flag(&g, Some(&condition)));
+        }
     }
     s.push_str("\n# Positional arguments\n");
     for h in COMMANDS {
@@ -513,6 +556,17 @@ mod tests {
         let fish = fish();
         assert!(
             fish.contains("-l output -x -a 'text json markdown'"),
+            "{fish}"
+        );
+        // Each command is offered the formats it takes.
+        assert!(
+            fish.contains(
+                "-n '__fish_seen_subcommand_from validate apply status' -s o -l output -x -a 'text json' "
+            ),
+            "{fish}"
+        );
+        assert!(
+            fish.contains("-n '__fish_seen_subcommand_from diff show' -s o -l output -x -a 'text json markdown' "),
             "{fish}"
         );
         assert!(fish.contains("-l plan -r -F"), "{fish}");

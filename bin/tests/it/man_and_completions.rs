@@ -388,6 +388,15 @@ fn bash_completes_output_after_o_cluster_names_and_kinds() {
         bash_completes(&script, &["proxops", "diff", "-o", ""]),
         ["json", "markdown", "text"]
     );
+    // markdown is offered only where it is taken.
+    assert_eq!(
+        bash_completes(&script, &["proxops", "status", "--output", ""]),
+        ["json", "text"]
+    );
+    assert_eq!(
+        bash_completes(&script, &["proxops", "validate", "-o", ""]),
+        ["json", "text"]
+    );
     let repo = tempfile::tempdir().unwrap();
     for name in ["home", "edge"] {
         std::fs::create_dir_all(repo.path().join("clusters").join(name)).unwrap();
@@ -406,7 +415,7 @@ fn bash_completes_output_after_o_cluster_names_and_kinds() {
     );
     let kinds = bash_completes(&script, &["proxops", "explain", ""]);
     assert!(
-        kinds.contains(&"vm".to_owned()) && kinds.contains(&"haresource".to_owned()),
+        kinds.contains(&"vm".to_owned()) && kinds.contains(&"replicationjob".to_owned()),
         "{kinds:?}"
     );
     assert_eq!(
