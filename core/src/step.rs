@@ -508,6 +508,14 @@ enum Stage {
     /// it: the guest must still be as the plan saw it ([`Expect`]), or the
     /// action ends with nothing sent to it.
     Verify { guest: String, expect: Expect },
+    /// The kind's listing read before a cluster-level object is deleted:
+    /// it must still end its `comment` with ProxOps' marker (without
+    /// `noprune`), or the action ends with nothing deleted. Gone already
+    /// (or a replication job PVE is removing) is done.
+    VerifyMark {
+        endpoints: crate::cluster::Endpoints,
+        id: String,
+    },
 }
 
 /// What a guest must still be when an action is about to shut it down,
@@ -585,6 +593,7 @@ impl Stage {
             Stage::HaRequest { .. } | Stage::HaWait { .. } => "waiting for the HA manager".into(),
             Stage::ReadBack { .. } | Stage::Confirm { .. } => "reading the power state".into(),
             Stage::Verify { .. } => "checking the guest is as planned".into(),
+            Stage::VerifyMark { .. } => "checking the object is still ProxOps'".into(),
         }
     }
 
@@ -614,6 +623,9 @@ impl Stage {
             }
             Stage::HaWait { .. } => Call::new(Method::Get, "/cluster/ha/status/current".into()),
             Stage::Verify { guest, .. } => Call::new(Method::Get, format!("{guest}/config")),
+            Stage::VerifyMark { endpoints, .. } => {
+                Call::new(Method::Get, endpoints.collection.to_owned())
+            }
         }
     }
 }
@@ -854,6 +866,10 @@ impl Step {
                     let expect = expect.clone();
                     self.verified(call, &expect, &data)
                 }
+                Stage::VerifyMark { endpoints, id } => {
+                    let (endpoints, id) = (*endpoints, id.clone());
+                    self.mark_verified(call, endpoints, &id, &data)
+                }
                 _ => match data {
                     Value::String(upid) => self.follow(now, call, upid),
                     _ => self.stage_done(),
@@ -1072,6 +1088,57 @@ impl Step {
             "{}: the guest is not as the plan saw it: {}; nothing was sent to it (the next cycle plans from what it is now)",
             call.what(),
             differences.join("; ")
+        );
+        self.stages.clear();
+        self.fail(Outcome::Failed {
+            error,
+            transient: false,
+        });
+    }
+
+    /// The answer of a [`Stage::VerifyMark`]: delete only an object that
+    /// is still ProxOps' to delete.
+    fn mark_verified(
+        &mut self,
+        call: &Call,
+        endpoints: crate::cluster::Endpoints,
+        id: &str,
+        data: &Value,
+    ) {
+        use crate::cluster::Owner;
+        let listing = match endpoints.parse(data) {
+            Ok(listing) => listing,
+            Err(e) => {
+                return self.not_as_planned(call, &format!("the listing cannot be read ({e})"));
+            }
+        };
+        let Some(object) = listing
+            .get(id)
+            .filter(|o| !crate::cluster::being_removed(o))
+        else {
+            // Deleted already, by someone else or an earlier attempt.
+            self.stages.clear();
+            self.outcome = Some(Outcome::Succeeded);
+            return;
+        };
+        match object.owner() {
+            Owner::Marked { noprune: false } => self.stage_done(),
+            Owner::Marked { noprune: true } => {
+                self.not_as_planned(call, &format!("{id} is marked noprune now"));
+            }
+            Owner::Unmarked => self.not_as_planned(
+                call,
+                &format!("{id} no longer ends its comment with the ProxOps marker"),
+            ),
+        }
+    }
+
+    /// The object about to be deleted is not as the plan saw it: the
+    /// action fails with nothing deleted.
+    fn not_as_planned(&mut self, call: &Call, why: &str) {
+        let error = format!(
+            "{}: the object is not as the plan saw it: {why}; nothing was deleted (the next cycle plans from what it is now)",
+            call.what()
         );
         self.stages.clear();
         self.fail(Outcome::Failed {
@@ -1338,7 +1405,8 @@ fn power_on(guest: &str, restores: bool) -> [Stage; 2] {
 /// the plan saw it — its config digest, the ownership tag, and for a prune
 /// no `proxops-noprune` and no protection; never locked. Prunes run last,
 /// after shutdown timeouts, clones and a confirmation prompt: a person may
-/// have claimed the guest back in between.
+/// have claimed the guest back in between. A cluster-level object's prune
+/// reads its kind's listing the same way: still marked, not `noprune`.
 fn verification(action: &Action) -> Option<Stage> {
     let (guest_type, expect) = match &action.work {
         Work::UpdateConfig {
@@ -1371,6 +1439,18 @@ fn verification(action: &Action) -> Option<Stage> {
                 prune: true,
             },
         ),
+        Work::ClusterWrite {
+            method: crate::action::WriteMethod::Delete,
+            ..
+        } => {
+            let Target::Cluster(id) = &action.target else {
+                return None;
+            };
+            return Some(Stage::VerifyMark {
+                endpoints: crate::cluster::endpoints(action.kind)?,
+                id: id.clone(),
+            });
+        }
         _ => return None,
     };
     let Target::Guest(vmid) = &action.target else {

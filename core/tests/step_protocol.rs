@@ -1311,3 +1311,90 @@ fn a_guest_that_cannot_be_read_before_a_prune_is_not_deleted() {
         run.outcome
     );
 }
+
+// ------------------------------------------ a cluster-level object's prune
+
+/// The prune of backup job `nightly`.
+fn backup_job_prune() -> Action {
+    let mut a = action(
+        Op::Prune,
+        proxops_core::cluster::BACKUP_JOB.delete("nightly"),
+    );
+    a.kind = Kind::BackupJob;
+    a.name = "nightly".into();
+    a.target = Target::Cluster("nightly".into());
+    a.object = None;
+    a
+}
+
+/// A PVE listing backup job `nightly` with `comment` (none: not listed),
+/// deleting whatever it is asked to.
+fn listing_nightly(comment: Option<&'static str>) -> impl FnMut(&Call, Duration) -> Answer {
+    move |call: &Call, _| match call.method {
+        Method::Get => Answer::Data(match comment {
+            Some(c) => json!([{"id": "nightly", "schedule": "21:00", "comment": c}]),
+            None => json!([{"id": "weekly", "comment": "[proxops]"}]),
+        }),
+        _ => Answer::Data(serde_json::Value::Null),
+    }
+}
+
+#[test]
+fn a_cluster_object_prune_reads_the_listing_first_and_deletes_only_what_is_still_marked() {
+    let run = drive(
+        &backup_job_prune(),
+        settings(),
+        listing_nightly(Some("Nightly [proxops]")),
+    );
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert_eq!(
+        run.sent(),
+        ["GET /cluster/backup", "DELETE /cluster/backup/nightly"]
+    );
+}
+
+#[test]
+fn a_cluster_object_unmarked_or_noprune_since_the_plan_is_not_deleted() {
+    for (comment, why) in [
+        (
+            "Nightly, claimed by hand",
+            "no longer ends its comment with the ProxOps marker",
+        ),
+        ("Nightly [proxops noprune]", "is marked noprune now"),
+    ] {
+        let run = drive(
+            &backup_job_prune(),
+            settings(),
+            listing_nightly(Some(comment)),
+        );
+        assert_eq!(run.sent(), ["GET /cluster/backup"], "{comment}");
+        assert_fails_with(&run, "the object is not as the plan saw it");
+        assert_fails_with(&run, why);
+        assert_fails_with(&run, "nothing was deleted");
+    }
+}
+
+#[test]
+fn a_cluster_object_already_gone_is_pruned_without_a_write() {
+    let run = drive(&backup_job_prune(), settings(), listing_nightly(None));
+    assert_eq!(run.outcome, Outcome::Succeeded, "{:?}", run.calls);
+    assert_eq!(run.sent(), ["GET /cluster/backup"]);
+}
+
+#[test]
+fn a_cluster_listing_that_cannot_be_read_before_a_prune_deletes_nothing() {
+    let run = drive(
+        &backup_job_prune(),
+        settings(),
+        |call: &Call, _| match call.method {
+            Method::Get => refused(596, "Connection timed out"),
+            _ => Answer::Data(serde_json::Value::Null),
+        },
+    );
+    assert!(run.writes().is_empty(), "{:?}", run.calls);
+    assert!(
+        matches!(run.outcome, Outcome::Failed { .. }),
+        "{:?}",
+        run.outcome
+    );
+}
