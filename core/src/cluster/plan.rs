@@ -95,6 +95,16 @@ impl KindPlanner<'_> {
         });
     }
 
+    /// A manifest's object that needs a person: no action for it.
+    fn needs_person(&mut self, obj: &DesiredObject, id: &str, message: String) {
+        self.anomaly(
+            AnomalyType::NeedsPerson,
+            Some(obj.r#ref.name.as_str()),
+            Some(id),
+            message,
+        );
+    }
+
     fn skip(&mut self, name: &str, id: &str, reason: SkipReason) {
         self.plan.skipped.push(Skipped {
             kind: self.ep.kind,
@@ -141,12 +151,7 @@ impl KindPlanner<'_> {
             .collect();
         for (obj, d) in &mine {
             if let Some(why) = self.unknown_node(obj) {
-                self.anomaly(
-                    AnomalyType::NeedsPerson,
-                    Some(obj.r#ref.name.as_str()),
-                    Some(&d.id),
-                    why,
-                );
+                self.needs_person(obj, &d.id, why);
                 continue;
             }
             match present.get(&d.id) {
@@ -171,12 +176,7 @@ impl KindPlanner<'_> {
                 self.ep.since.unwrap_or("a newer PVE"),
                 self.ep.collection
             );
-            self.anomaly(
-                AnomalyType::NeedsPerson,
-                Some(o.r#ref.name.as_str()),
-                Some(&d.id),
-                message,
-            );
+            self.needs_person(o, &d.id, message);
         }
     }
 
@@ -229,12 +229,7 @@ impl KindPlanner<'_> {
             return;
         }
         if let Some(why) = self.on_target(obj) {
-            self.anomaly(
-                AnomalyType::NeedsPerson,
-                Some(obj.r#ref.name.as_str()),
-                Some(&d.id),
-                why,
-            );
+            self.needs_person(obj, &d.id, why);
             return;
         }
         // Two new jobs of one guest in this plan take two numbers.
@@ -306,13 +301,7 @@ impl KindPlanner<'_> {
                 row.want.as_deref().unwrap_or(""),
                 obj.r#ref
             );
-            let name = obj.r#ref.name.to_string();
-            self.anomaly(
-                AnomalyType::NeedsPerson,
-                Some(&name),
-                Some(&live.id),
-                message,
-            );
+            self.needs_person(obj, &live.id, message);
             return;
         }
         for row in d.rows.iter().filter(|r| r.always_sent) {
@@ -388,12 +377,7 @@ impl KindPlanner<'_> {
             "{} {id} already exists on PVE without the proxops marker in its comment: ProxOps never takes over an object it does not own (no update, no delete); give {} another id, or bring it under ProxOps with `proxops adopt`, the one way to claim it",
             self.ep.id_key, obj.r#ref
         );
-        self.anomaly(
-            AnomalyType::NeedsPerson,
-            Some(obj.r#ref.name.as_str()),
-            Some(id),
-            message,
-        );
+        self.needs_person(obj, id, message);
     }
 
     fn prunes(&mut self, listing: &BTreeMap<String, LiveObject>, wanted: &[&str], policy: &Policy) {
