@@ -1,20 +1,14 @@
 //! `proxops man`: the proxops(1) manual page in roff (man(7) macros), made
 //! from the tables `--help` reads, so the two cannot say different things.
-//! Pure text out; the only I/O is `run` printing it.
+//! Pure text out; the binary prints it.
 
 use crate::args::Flag;
-use crate::exit::{Exit, Failure};
 use crate::help::{self, COMMANDS};
 
 /// The date on the page's title line: the last change of its text. A
 /// constant, not the build date, so the page is the same bytes on every
 /// build.
 const DATE: &str = "2026-12-01";
-
-pub fn run() -> Result<Exit, Failure> {
-    crate::out::print(&page())?;
-    Ok(Exit::Ok)
-}
 
 /// The whole page.
 pub fn page() -> String {
