@@ -5,7 +5,7 @@
 use std::ffi::OsString;
 use std::path::PathBuf;
 
-use proxops_core::suggest;
+use proxops_model::suggest;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Command {

@@ -457,7 +457,7 @@ mod tests {
 
     #[test]
     fn kind_words_are_the_manifest_kinds() {
-        let kinds: Vec<String> = proxops_core::names::Kind::ALL
+        let kinds: Vec<String> = proxops_model::names::Kind::ALL
             .iter()
             .map(|k| k.as_str().to_ascii_lowercase())
             .collect();
