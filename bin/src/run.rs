@@ -828,7 +828,7 @@ fn log_plan(plan: &Plan) {
             "proxops.anomaly",
             &[
                 ("cluster", cluster.into()),
-                ("type", an.anomaly_type.as_str().into()),
+                ("type", an.anomaly_type().as_str().into()),
                 ("kind", an.kind.map_or("", |k| k.as_str()).into()),
                 ("name", an.name.as_deref().unwrap_or("").into()),
                 ("id", (&id).into()),

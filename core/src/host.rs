@@ -17,7 +17,7 @@ use std::collections::BTreeSet;
 
 use serde::Serialize;
 
-use crate::action::{Action, Anomaly, Op, Target, Work};
+use crate::action::{Action, Anomaly, AnomalyKind, Op, Target, Work};
 use crate::live::{GuestType, LiveGuest, LiveSnapshot};
 use crate::names::{NodeName, Vmid};
 use crate::plan::Plan;
@@ -226,13 +226,16 @@ pub(crate) fn refusal(a: &Action, s: &SelfGuest) -> Anomaly {
     } else {
         format!(" (changes: {})", fields.join(", "))
     };
-    Anomaly::instead_of(
-        a,
-        format!(
-            "ProxOps runs in this guest (\"{}\", vmid {} on node {}, matched by {}): {what}{changes}, so it is not planned; apply this change from another host",
-            s.name, s.vmid, s.node, s.matched
-        ),
-    )
+    Anomaly {
+        anomaly: AnomalyKind::SelfGuest,
+        ..Anomaly::instead_of(
+            a,
+            format!(
+                "ProxOps runs in this guest (\"{}\", vmid {} on node {}, matched by {}): {what}{changes}, so it is not planned; apply this change from another host",
+                s.name, s.vmid, s.node, s.matched
+            ),
+        )
+    }
 }
 
 fn format_mac(o: [u8; 6]) -> String {

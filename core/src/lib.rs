@@ -19,6 +19,7 @@ pub mod bounds;
 pub mod calendar;
 pub mod cluster;
 pub mod config;
+pub mod cycle;
 pub mod dashboard;
 pub mod diag;
 pub mod drift;

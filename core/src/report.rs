@@ -518,7 +518,7 @@ impl ClusterReport {
         }
         let mut anomalies: BTreeMap<AnomalyType, u64> = BTreeMap::new();
         for an in &plan.anomalies {
-            *anomalies.entry(an.anomaly_type).or_default() += 1;
+            *anomalies.entry(an.anomaly_type()).or_default() += 1;
         }
         let mut prune_deferred: BTreeMap<String, u64> = BTreeMap::new();
         for d in &plan.deferred {
@@ -599,7 +599,7 @@ fn object_anomalies(plan: &Plan) -> Vec<AnomalyRecord> {
             Some(AnomalyRecord {
                 kind: kind.to_string(),
                 name: name.to_owned(),
-                anomaly_type: a.anomaly_type,
+                anomaly_type: a.anomaly_type(),
                 field: a.field.clone(),
                 message: a.message.clone(),
             })

@@ -365,7 +365,7 @@ pub fn admit(
         return Err(guarded
             .anomalies
             .iter()
-            .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
+            .filter(|an| an.anomaly == crate::action::AnomalyKind::SelfGuest)
             .map(|an| format!("cluster {cluster}: {}", an.message))
             .collect());
     }

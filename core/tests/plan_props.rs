@@ -421,7 +421,7 @@ proptest! {
         let guard = p
             .anomalies
             .iter()
-            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == Some(kind));
+            .any(|a| a.anomaly_type() == AnomalyType::EmptyDesired && a.kind == Some(kind));
         if allow {
             prop_assert!(!guard, "the guard spoke though allow-empty-prune is set");
             prop_assert!(pruned + held >= 1, "the tagged {} guest vanished from the plan", kind);
@@ -467,7 +467,7 @@ proptest! {
                 continue;
             }
             prop_assert!(
-                p.anomalies.iter().any(|a| a.anomaly_type == AnomalyType::NeedsPerson
+                p.anomalies.iter().any(|a| a.anomaly_type() == AnomalyType::NeedsPerson
                     && a.name.as_deref() == Some(o.r#ref.name.as_str())
                     && a.message.contains(&format!("vmid {vmid} is held by"))
                     && a.message.contains(&g.name)),
@@ -497,7 +497,7 @@ proptest! {
         }
         // A pool divergence is reported, not written.
         for a in &p.anomalies {
-            if a.anomaly_type == AnomalyType::DataLoss {
+            if a.anomaly_type() == AnomalyType::DataLoss {
                 prop_assert!(!p.actions.iter().any(|x| x.op == Op::Update && a.name.as_ref() == Some(&x.name)
                     && x.changes.iter().any(|c| Some(&c.field) == a.field.as_ref())));
             }

@@ -85,7 +85,7 @@ fn anomaly(
     message: &str,
 ) -> Anomaly {
     Anomaly {
-        anomaly_type: t,
+        anomaly: t.into(),
         kind,
         name: subject.map(|(name, _, _)| name.into()),
         node: subject.map(|(_, node, _)| NodeName::new(node).unwrap()),

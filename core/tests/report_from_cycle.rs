@@ -7,7 +7,8 @@
 mod support;
 
 use proxops_core::action::{
-    Action, Anomaly, AnomalyType, Impact, Op, Params, SkipReason, Skipped, Target, Work,
+    Action, Anomaly, AnomalyKind, AnomalyType, Impact, Op, Params, SkipReason, Skipped, Target,
+    Work,
 };
 use proxops_core::exec::{Execution, ObjectReport, ObjectState, Outcome};
 use proxops_core::live::GuestType;
@@ -70,7 +71,7 @@ fn plan() -> Plan {
     }];
     p.anomalies = vec![
         Anomaly {
-            anomaly_type: AnomalyType::DataLoss,
+            anomaly: AnomalyKind::DataLoss,
             kind: Some(Kind::VM),
             name: Some("web".into()),
             node: Some(NodeName::new("pve1").unwrap()),
@@ -79,7 +80,7 @@ fn plan() -> Plan {
             message: "scsi0 would be re-created".into(),
         },
         Anomaly {
-            anomaly_type: AnomalyType::EmptyDesired,
+            anomaly: AnomalyKind::EmptyDesired,
             kind: Some(Kind::LXC),
             name: None,
             node: None,

@@ -251,7 +251,7 @@ fn skipped(s: &Skipped) -> SkippedDoc<'_> {
 
 fn anomaly(a: &Anomaly) -> AnomalyDoc<'_> {
     AnomalyDoc {
-        anomaly_type: a.anomaly_type.as_str(),
+        anomaly_type: a.anomaly_type().as_str(),
         kind: a.kind.map(|k| k.as_str()),
         name: a.name.as_deref().and_then(non_empty),
         node: a.node.as_ref().map(|n| n.as_str()),

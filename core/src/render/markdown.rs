@@ -301,7 +301,7 @@ fn anomalies_table(out: &mut String, anomalies: &[Anomaly]) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} |",
-            a.anomaly_type.as_str(),
+            a.anomaly_type().as_str(),
             cell(&object_label(kind, name)),
             cell(or_dash(node)),
             cell(or_dash(&id)),

@@ -184,7 +184,7 @@ fn skip(s: &mut Skipped) {
 
 fn anomaly(a: &mut Anomaly) {
     let Anomaly {
-        anomaly_type: _,
+        anomaly: _,
         kind: _,
         name,
         node: _,
