@@ -11,7 +11,7 @@ use crate::config::RestartPolicy;
 use crate::drift::{self, Context, Drift};
 use crate::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power};
 use crate::manifest::{PowerState, Spec};
-use crate::names::{Kind, NodeName, Ref, Vmid};
+use crate::names::{Kind, NodeName, Ref, ResourceName, Vmid};
 use crate::plan::{AbortCause, Plan, Policy};
 use crate::repo::{ClusterDesired, DesiredObject};
 
@@ -272,6 +272,41 @@ fn guest_names(obj: &DesiredObject, live: &LiveGuest) -> (Kind, String, NodeName
 }
 
 impl<'a> Builder<'a> {
+    /// What desired state claims: every vmid cluster-wide (ids are unique
+    /// across a PVE cluster, so a migrated guest is still ours) and every
+    /// PVE name of its family, with the object that claims it.
+    #[allow(clippy::type_complexity)] // two sets, read once by `prunes`
+    fn claimed(&self) -> (BTreeSet<Vmid>, BTreeMap<(Family, String), (&'a Ref, Vmid)>) {
+        let mut claimed_ids = BTreeSet::new();
+        let mut claimed_names: BTreeMap<(Family, String), (&'a Ref, Vmid)> = BTreeMap::new();
+        for o in self.desired.objects.values() {
+            if let Some((_, vmid)) = o.spec.guest_id() {
+                claimed_ids.insert(vmid);
+                let fam = if o.r#ref.kind.is_lxc() {
+                    Family::Lxc
+                } else {
+                    Family::Qemu
+                };
+                let pve_name = match &o.spec {
+                    Spec::Vm(v) | Spec::TemplateVm(v) => v
+                        .pve_name
+                        .clone()
+                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                    Spec::Lxc(l) | Spec::TemplateCt(l) => l
+                        .dns
+                        .as_ref()
+                        .and_then(|d| d.hostname.clone())
+                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                    _ => continue,
+                };
+                claimed_names
+                    .entry((fam, pve_name))
+                    .or_insert((&o.r#ref, vmid));
+            }
+        }
+        (claimed_ids, claimed_names)
+    }
+
     /// The live guest at `vmid` and its config when the manifest may act
     /// on it; otherwise what stands in the way is recorded (a skip, an
     /// anomaly, or a create when PVE holds no guest there) and `None`.
@@ -785,31 +820,7 @@ impl Builder<'_> {
                 self.ha_anomaly(obj, live, "marking it a template (a stop first)");
                 return;
             }
-            self.plan.actions.push(Action {
-                op: Op::MarkTemplate,
-                kind,
-                name: name.clone(),
-                node: node.clone(),
-                target: Target::Guest(vmid),
-                impact: if running {
-                    Impact::StopStart
-                } else {
-                    Impact::Live
-                },
-                changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
-                reason: format!(
-                    "{}: PVE guest is not a template yet; will mark it",
-                    obj.r#ref
-                ),
-                level: obj.level,
-                deps: deps.clone(),
-                object: Some(obj.r#ref.clone()),
-                work: Work::MarkTemplate {
-                    guest_type: live.guest_type,
-                    stop_first: running,
-                    digest: seen_digest(config, d),
-                },
-            });
+            self.mark_template(obj, live, config, d);
             return;
         }
         if kind.is_template() || power_done {
@@ -847,6 +858,44 @@ impl Builder<'_> {
                 },
             });
         }
+    }
+
+    /// Marks a plain guest a template (stopping it first when it runs).
+    fn mark_template(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &LiveConfig,
+        d: &Drift,
+    ) {
+        let (kind, name, node, vmid, _) = guest_names(obj, live);
+        let running = live.power == Power::Running;
+        let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
+        self.plan.actions.push(Action {
+            op: Op::MarkTemplate,
+            kind,
+            name,
+            node,
+            target: Target::Guest(vmid),
+            impact: if running {
+                Impact::StopStart
+            } else {
+                Impact::Live
+            },
+            changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
+            reason: format!(
+                "{}: PVE guest is not a template yet; will mark it",
+                obj.r#ref
+            ),
+            level: obj.level,
+            deps,
+            object: Some(obj.r#ref.clone()),
+            work: Work::MarkTemplate {
+                guest_type: live.guest_type,
+                stop_first: running,
+                digest: seen_digest(config, d),
+            },
+        });
     }
 
     /// The config update a drift calls for (stopping first when PVE applies
@@ -1134,30 +1183,8 @@ impl Builder<'_> {
             return;
         };
         let id = vmid;
-        // Artifacts the guest needs must be on its node (or about to be).
-        for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
-            match self.artifact_ready(dep, node) {
-                Ok(()) => {}
-                // Not declared on the node: no cycle would ever place it
-                // there, so waiting for it is not an answer.
-                Err(_) if !self.declared_on(dep, node) => {
-                    let message = format!(
-                        "{}: needs {dep} on node {node}, where the repository does not place it: add {node} to {dep}'s spec.nodes, or put the guest on a node it lists; not created until then",
-                        obj.r#ref
-                    );
-                    self.anomaly(
-                        AnomalyType::NeedsPerson,
-                        (kind, &name, node, id),
-                        None,
-                        message,
-                    );
-                    return;
-                }
-                Err(why) => {
-                    self.skip(kind, &name, node, Target::Guest(id), why);
-                    return;
-                }
-            }
+        if !self.artifacts_placed(obj, node) {
+            return;
         }
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
         let clone_of = obj.spec.vm().and_then(|v| v.clone.clone());
@@ -1248,27 +1275,7 @@ impl Builder<'_> {
                     self.skip(kind, &name, node, Target::Guest(id), why);
                     return;
                 }
-                let reason = match (&clone_of, kind.is_template()) {
-                    (Some(src), _) => {
-                        let src_id = self
-                            .desired
-                            .get(&Ref {
-                                kind: Kind::TemplateVM,
-                                name: src.clone(),
-                            })
-                            .and_then(|o| o.spec.guest_id().map(|(_, v)| v.to_string()))
-                            .unwrap_or_default();
-                        format!(
-                            "{}: not on PVE; will full-clone from TemplateVM {src} (vmid {src_id})",
-                            obj.r#ref
-                        )
-                    }
-                    (None, true) => format!(
-                        "{}: not on PVE; will create + mark as PVE template",
-                        obj.r#ref
-                    ),
-                    (None, false) => format!("{}: not on PVE; will create", obj.r#ref),
-                };
+                let reason = self.create_reason(obj, clone_of.as_ref());
                 self.plan.actions.push(Action {
                     op,
                     kind,
@@ -1287,127 +1294,176 @@ impl Builder<'_> {
         }
     }
 
-    fn prunes(&mut self, policy: &Policy) {
-        // What desired state claims: every vmid cluster-wide (ids are
-        // unique across a PVE cluster, so a migrated guest is still ours)
-        // and every PVE name of its family, with the object that claims it.
-        let mut claimed_ids = BTreeSet::new();
-        let mut claimed_names: BTreeMap<(Family, String), (&Ref, Vmid)> = BTreeMap::new();
-        for o in self.desired.objects.values() {
-            if let Some((_, vmid)) = o.spec.guest_id() {
-                claimed_ids.insert(vmid);
-                let fam = if o.r#ref.kind.is_lxc() {
-                    Family::Lxc
-                } else {
-                    Family::Qemu
-                };
-                let pve_name = match &o.spec {
-                    Spec::Vm(v) | Spec::TemplateVm(v) => v
-                        .pve_name
-                        .clone()
-                        .unwrap_or_else(|| o.r#ref.name.to_string()),
-                    Spec::Lxc(l) | Spec::TemplateCt(l) => l
-                        .dns
-                        .as_ref()
-                        .and_then(|d| d.hostname.clone())
-                        .unwrap_or_else(|| o.r#ref.name.to_string()),
-                    _ => continue,
-                };
-                claimed_names
-                    .entry((fam, pve_name))
-                    .or_insert((&o.r#ref, vmid));
+    /// Whether the artifacts `obj` needs are on `node` (or about to be);
+    /// if not, the skip or anomaly that says why it is not created.
+    fn artifacts_placed(&mut self, obj: &DesiredObject, node: &NodeName) -> bool {
+        let kind = obj.r#ref.kind;
+        let name = obj.r#ref.name.to_string();
+        let Some((_, id)) = obj.spec.guest_id() else {
+            return false;
+        };
+        for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
+            match self.artifact_ready(dep, node) {
+                Ok(()) => {}
+                // Not declared on the node: no cycle would ever place it
+                // there, so waiting for it is not an answer.
+                Err(_) if !self.declared_on(dep, node) => {
+                    let message = format!(
+                        "{}: needs {dep} on node {node}, where the repository does not place it: add {node} to {dep}'s spec.nodes, or put the guest on a node it lists; not created until then",
+                        obj.r#ref
+                    );
+                    self.anomaly(
+                        AnomalyType::NeedsPerson,
+                        (kind, &name, node, id),
+                        None,
+                        message,
+                    );
+                    return false;
+                }
+                Err(why) => {
+                    self.skip(kind, &name, node, Target::Guest(id), why);
+                    return false;
+                }
             }
         }
+        true
+    }
+
+    /// Why a guest is created, naming the template a clone is made from.
+    fn create_reason(&self, obj: &DesiredObject, clone_of: Option<&ResourceName>) -> String {
+        match (clone_of, obj.r#ref.kind.is_template()) {
+            (Some(src), _) => {
+                let src_id = self
+                    .desired
+                    .get(&Ref {
+                        kind: Kind::TemplateVM,
+                        name: src.clone(),
+                    })
+                    .and_then(|o| o.spec.guest_id().map(|(_, v)| v.to_string()))
+                    .unwrap_or_default();
+                format!(
+                    "{}: not on PVE; will full-clone from TemplateVM {src} (vmid {src_id})",
+                    obj.r#ref
+                )
+            }
+            (None, true) => format!(
+                "{}: not on PVE; will create + mark as PVE template",
+                obj.r#ref
+            ),
+            (None, false) => format!("{}: not on PVE; will create", obj.r#ref),
+        }
+    }
+
+    fn prunes(&mut self, policy: &Policy) {
+        let (claimed_ids, claimed_names) = self.claimed();
         let mut candidates: BTreeMap<Kind, Vec<&LiveGuest>> = BTreeMap::new();
         for g in self.live.guests.values() {
-            if !policy.allows(&g.node)
-                || self.live.node_state(&g.node) != NodeState::Online
-                || g.config.is_err()
-            {
-                // Never prune what we could not read.
-                continue;
-            }
             if claimed_ids.contains(&g.vmid) {
                 continue;
             }
-            let kind = live_kind(g);
-            let display = g.display_name();
-            if !g.is_owned_in(self.desired.tag_case_sensitive) {
-                let reason = SkipReason::Untagged {
-                    legacy: g.has_legacy_tag(),
-                };
-                self.skip(kind, &display, &g.node, Target::Guest(g.vmid), reason);
-                continue;
+            if let Some(kind) = self.prune_candidate(g, policy, &claimed_names) {
+                candidates.entry(kind).or_default().push(g);
             }
-            let fam = Family::of_type(g.guest_type);
-            if let Some((r, vmid)) = (!g.name.is_empty())
-                .then(|| claimed_names.get(&(fam, g.name.clone())))
-                .flatten()
-            {
-                // Kept, as a guest whose manifest only changed its vmid may
-                // still be the one that serves; but never silently.
-                self.anomaly(
-                    AnomalyType::NeedsPerson,
-                    (kind, &display, &g.node, g.vmid),
-                    None,
-                    format!(
-                        "proxops-tagged guest \"{display}\" (vmid {} on node {}) has the PVE name of {r}, whose manifest now says vmid {vmid}: a renumbered manifest leaves the old guest behind; ProxOps neither updates nor prunes it: delete it by hand once vmid {vmid} serves, or set {r}'s spec.vmid back to {}",
-                        g.vmid, g.node, g.vmid
-                    ),
-                );
-                continue;
-            }
-            if g.is_prune_protected() {
-                self.skip(
-                    kind,
-                    &display,
-                    &g.node,
-                    Target::Guest(g.vmid),
-                    SkipReason::PruneProtected,
-                );
-                continue;
-            }
-            if let Some(why) = self.refused_prune(g, policy) {
-                if let Some(a) = self.after_its_replication_jobs(g, policy) {
-                    self.plan.deferred.push(a);
-                    continue;
-                }
-                self.anomaly(
-                    AnomalyType::NeedsPerson,
-                    (kind, &display, &g.node, g.vmid),
-                    None,
-                    why,
-                );
-                continue;
-            }
-            if let Some(matched) = policy.host.matches(g) {
-                // Refused before the budget: a prune that can never happen
-                // must not hold back the others.
-                let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
-                let me = crate::host::SelfGuest {
-                    node: g.node.clone(),
-                    vmid: g.vmid,
-                    name: display.clone(),
-                    matched,
-                };
-                self.plan.anomalies.push(crate::host::refusal(&a, &me));
-                continue;
-            }
-            if let Some(lock) = g.lock() {
-                self.skip(
-                    kind,
-                    &display,
-                    &g.node,
-                    Target::Guest(g.vmid),
-                    SkipReason::Locked {
-                        lock: lock.to_owned(),
-                    },
-                );
-                continue;
-            }
-            candidates.entry(kind).or_default().push(g);
         }
+        self.guarded_prunes(candidates, policy);
+    }
 
+    /// A live guest no manifest claims: its kind when it may be pruned,
+    /// or `None` with the skip or anomaly that says why not.
+    fn prune_candidate(
+        &mut self,
+        g: &LiveGuest,
+        policy: &Policy,
+        claimed_names: &BTreeMap<(Family, String), (&Ref, Vmid)>,
+    ) -> Option<Kind> {
+        if !policy.allows(&g.node)
+            || self.live.node_state(&g.node) != NodeState::Online
+            || g.config.is_err()
+        {
+            // Never prune what we could not read.
+            return None;
+        }
+        let kind = live_kind(g);
+        let display = g.display_name();
+        if !g.is_owned_in(self.desired.tag_case_sensitive) {
+            let reason = SkipReason::Untagged {
+                legacy: g.has_legacy_tag(),
+            };
+            self.skip(kind, &display, &g.node, Target::Guest(g.vmid), reason);
+            return None;
+        }
+        let fam = Family::of_type(g.guest_type);
+        if let Some((r, vmid)) = (!g.name.is_empty())
+            .then(|| claimed_names.get(&(fam, g.name.clone())))
+            .flatten()
+        {
+            // Kept, as a guest whose manifest only changed its vmid may
+            // still be the one that serves; but never silently.
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (kind, &display, &g.node, g.vmid),
+                None,
+                format!(
+                    "proxops-tagged guest \"{display}\" (vmid {} on node {}) has the PVE name of {r}, whose manifest now says vmid {vmid}: a renumbered manifest leaves the old guest behind; ProxOps neither updates nor prunes it: delete it by hand once vmid {vmid} serves, or set {r}'s spec.vmid back to {}",
+                    g.vmid, g.node, g.vmid
+                ),
+            );
+            return None;
+        }
+        if g.is_prune_protected() {
+            self.skip(
+                kind,
+                &display,
+                &g.node,
+                Target::Guest(g.vmid),
+                SkipReason::PruneProtected,
+            );
+            return None;
+        }
+        if let Some(why) = self.refused_prune(g, policy) {
+            if let Some(a) = self.after_its_replication_jobs(g, policy) {
+                self.plan.deferred.push(a);
+                return None;
+            }
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (kind, &display, &g.node, g.vmid),
+                None,
+                why,
+            );
+            return None;
+        }
+        if let Some(matched) = policy.host.matches(g) {
+            // Refused before the budget: a prune that can never happen
+            // must not hold back the others.
+            let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
+            let me = crate::host::SelfGuest {
+                node: g.node.clone(),
+                vmid: g.vmid,
+                name: display.clone(),
+                matched,
+            };
+            self.plan.anomalies.push(crate::host::refusal(&a, &me));
+            return None;
+        }
+        if let Some(lock) = g.lock() {
+            self.skip(
+                kind,
+                &display,
+                &g.node,
+                Target::Guest(g.vmid),
+                SkipReason::Locked {
+                    lock: lock.to_owned(),
+                },
+            );
+            return None;
+        }
+        Some(kind)
+    }
+
+    /// The empty-desired guard, then the budget: which candidates are
+    /// pruned this cycle and which are deferred.
+    fn guarded_prunes(&mut self, candidates: BTreeMap<Kind, Vec<&LiveGuest>>, policy: &Policy) {
         // The empty-desired guard, per kind: a kind with no manifest left
         // while PVE holds tagged guests of it looks like a bad push (an
         // emptied composition or file), so none of them is pruned, whatever

@@ -38,6 +38,7 @@ use crate::live::GuestType;
 use crate::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
 use crate::names::{NodeName, Vmid};
 use crate::repo::ClusterDesired;
+use crate::wire::Bytes;
 
 /// A point in time the driver measures from an origin of its own (a
 /// monotonic clock's start). Core reads no clock: only differences count.
@@ -1479,19 +1480,13 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             guest_type,
             params,
             mark_template,
-        } => {
-            let path = guest(*guest_type)?;
-            let base = format!(
-                "/nodes/{}/{}",
-                encode_segment(node.as_str()),
-                guest_type.path_segment()
-            );
-            out.push_back(write(Call::with_form(Method::Post, base, params.clone())));
-            if *mark_template {
-                // qemu answers a UPID, lxc `null` (synchronous) [PROBE].
-                out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
-            }
-        }
+        } => out.extend(create_guest(
+            node,
+            *guest_type,
+            guest(*guest_type)?,
+            params,
+            *mark_template,
+        )),
         Work::CloneGuest {
             source,
             source_node,
@@ -1556,20 +1551,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             guest_type,
             disk,
             size,
-        } => {
-            // qemu-server and pve-container `resize_vm` answer a task UPID
-            // on PVE 9; an absolute size (no `+`) makes a retried write
-            // harmless.
-            let path = guest(*guest_type)?;
-            let mut form = Params::new();
-            form.push("disk", disk.clone());
-            form.push("size", size.to_wire());
-            out.push_back(write(Call::with_form(
-                Method::Put,
-                format!("{path}/resize"),
-                form,
-            )));
-        }
+        } => out.push_back(resize(guest(*guest_type)?, disk, size)),
         Work::ClusterWrite {
             method,
             path,
@@ -1593,6 +1575,39 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
         } => out.extend(delete_guest(guest(*guest_type)?, *stop_first, *purge)),
     }
     Ok(out)
+}
+
+/// A disk grown to its absolute size: qemu-server and pve-container
+/// `resize_vm` answer a task UPID on PVE 9; an absolute size (no `+`)
+/// makes a retried write harmless.
+fn resize(path: String, disk: &str, size: &Bytes) -> Stage {
+    let mut form = Params::new();
+    form.push("disk", disk.to_owned());
+    form.push("size", size.to_wire());
+    write(Call::with_form(Method::Put, format!("{path}/resize"), form))
+}
+
+/// A create on the guest's node, then the template marking a template
+/// kind asks for.
+fn create_guest(
+    node: &NodeName,
+    guest_type: GuestType,
+    path: String,
+    params: &Params,
+    mark_template: bool,
+) -> VecDeque<Stage> {
+    let mut out = VecDeque::new();
+    let base = format!(
+        "/nodes/{}/{}",
+        encode_segment(node.as_str()),
+        guest_type.path_segment()
+    );
+    out.push_back(write(Call::with_form(Method::Post, base, params.clone())));
+    if mark_template {
+        // qemu answers a UPID, lxc `null` (synchronous) [PROBE].
+        out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
+    }
+    out
 }
 
 /// A clone: the clone call on the template's node, the config the clone
