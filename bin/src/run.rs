@@ -701,7 +701,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
                     .get(&p.name)
                     .and_then(|r| r.as_ref().ok());
                 notices.planned(&planned.plan, desired);
-                if !planned.plan.aborted
+                if !planned.plan.is_aborted()
                     && !planned.plan.actions.is_empty()
                     && let Ok(mut s) = store.lock()
                 {

@@ -53,28 +53,7 @@ pub enum Mode {
     Apply,
 }
 
-/// Why a cluster does nothing this cycle: its cause, and the words a person
-/// reads.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Abort {
-    pub cause: AbortCause,
-    pub reason: String,
-}
-
-impl Abort {
-    pub fn new(cause: AbortCause, reason: impl Into<String>) -> Abort {
-        Abort {
-            cause,
-            reason: reason.into(),
-        }
-    }
-}
-
-impl fmt::Display for Abort {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.reason)
-    }
-}
+pub use crate::plan::Abort;
 
 /// Which PVE a cluster's base URL leads to: the cluster name PVE reports
 /// (none for a standalone node) and its members (name, address), as
@@ -481,7 +460,7 @@ impl<'d> Cycle<'d> {
                 match read {
                     Ok(snapshot) => {
                         let again = self.make_plan(&snapshot);
-                        self.readback = (!again.aborted).then_some(again);
+                        self.readback = (!again.is_aborted()).then_some(again);
                         self.readback_failed = self.readback.is_none();
                     }
                     Err(_) => self.readback_failed = true,
@@ -508,7 +487,7 @@ impl<'d> Cycle<'d> {
         let plan = self.make_plan(&snapshot);
         self.snapshot = Some(snapshot);
         let executes =
-            self.settings.mode == Mode::Apply && !plan.aborted && !plan.actions.is_empty();
+            self.settings.mode == Mode::Apply && !plan.is_aborted() && !plan.actions.is_empty();
         self.plan = Some(plan);
         self.events.push_back(Event::Planned);
         if !executes {

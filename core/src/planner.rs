@@ -140,9 +140,7 @@ pub fn plan(
         ctx,
         plan: Plan {
             cluster: desired.name.clone(),
-            aborted: false,
-            abort_reason: None,
-            abort_cause: None,
+            abort: None,
             // Sized once: growing a vector of thousands of actions copies
             // it over and over, which dominated large plans.
             actions: Vec::with_capacity(desired.objects.len() + live.guests.len()),

@@ -473,14 +473,8 @@ impl ClusterReport {
         finished_at: Timestamp,
     ) -> ClusterReport {
         let name = plan.cluster.to_string();
-        if plan.aborted {
-            // A plan marked aborted without a cause (built by hand) is of
-            // no class we know: the catch-all `aborted`.
-            let result = plan
-                .abort_cause
-                .map_or(CycleResult::Aborted, AbortCause::result);
-            let reason = plan.abort_reason.clone().unwrap_or_default();
-            let mut r = ClusterReport::aborted_as(name, result, reason);
+        if let Some(abort) = &plan.abort {
+            let mut r = ClusterReport::aborted_as(name, abort.cause.result(), abort.reason.clone());
             r.objects = objects;
             r.counts.objects = r.objects.len() as u64;
             return r;

@@ -92,7 +92,7 @@ fn a_healthy_cycle_creates_everything_and_reads_it_back_converged() {
     let d = desired();
     let mut pve = SimPve::empty_for(&d, "lab");
     let (r, events) = apply(&d, &mut pve, Ok(()), |_, _| {});
-    assert!(!r.plan.aborted, "{:?}", r.plan.abort_reason);
+    assert!(!r.plan.is_aborted(), "{:?}", r.plan.abort_reason());
     assert_eq!(pve.reads, 2, "the inventory, then the read-back");
     assert!(
         r.objects.iter().all(|o| o.state == ObjectState::Converged),
@@ -130,7 +130,7 @@ fn unusable_credentials_refuse_the_cluster_before_any_request() {
     drive(&mut cycle, &mut pve, &[], Ok(()), |_, _| panic!("no event"));
     let r = cycle.finish();
     assert_eq!(pve.requests, 0, "nothing sent to PVE");
-    assert_eq!(r.plan.abort_cause, Some(AbortCause::Credentials));
+    assert_eq!(r.plan.abort_cause(), Some(AbortCause::Credentials));
     assert!(r.execution.is_none() && r.snapshot.is_none());
 }
 
@@ -174,21 +174,21 @@ fn two_clusters_on_one_pve_are_both_refused_before_any_inventory_read() {
     }
     for (r, pve) in records.iter().zip(&pves).take(2) {
         assert_eq!(
-            r.plan.abort_cause,
+            r.plan.abort_cause(),
             Some(AbortCause::SharedPve),
             "{:?}",
-            r.plan.abort_reason
+            r.plan.abort_reason()
         );
         assert_eq!((pve.reads, pve.writes.len()), (0, 0));
     }
     assert_eq!(
-        records[0].plan.abort_reason.as_deref(),
+        records[0].plan.abort_reason(),
         Some(
             "cluster \"a\" leads to PVE cluster \"lab\" (nodes pve1 192.0.2.1), the same PVE as cluster \"b\": two cluster configs must never manage one PVE (each would prune the other's guests); no inventory read, no write"
         )
     );
     // The third cluster's PVE is another: it is read, planned and applied.
-    assert!(!records[2].plan.aborted);
+    assert!(!records[2].plan.is_aborted());
     assert!(pves[2].reads == 2 && !pves[2].writes.is_empty());
 }
 
@@ -198,7 +198,7 @@ fn a_pve_that_cannot_say_which_it_is_is_never_read() {
     let mut pve = SimPve::empty_for(&d, "lab");
     pve.identity = Err("GET /cluster/status: HTTP 403 Permission check failed".into());
     let (r, _) = apply(&d, &mut pve, Ok(()), |_, _| {});
-    assert_eq!(r.plan.abort_cause, Some(AbortCause::PveUnidentified));
+    assert_eq!(r.plan.abort_cause(), Some(AbortCause::PveUnidentified));
     assert_eq!((pve.reads, pve.writes.len()), (0, 0));
 }
 
@@ -211,9 +211,9 @@ fn a_held_lock_refuses_the_cluster_before_its_inventory_is_read() {
         "another proxops process holds the lock of cluster \"t\"",
     );
     let (r, events) = apply(&d, &mut pve, Err(held), |_, _| {});
-    assert_eq!(r.plan.abort_cause, Some(AbortCause::Locked));
+    assert_eq!(r.plan.abort_cause(), Some(AbortCause::Locked));
     assert_eq!(
-        r.plan.abort_reason.as_deref(),
+        r.plan.abort_reason(),
         Some("another proxops process holds the lock of cluster \"t\"")
     );
     assert_eq!((pve.reads, pve.writes.len()), (0, 0));
@@ -226,9 +226,9 @@ fn a_failed_inventory_read_writes_nothing() {
     let mut pve = SimPve::empty_for(&d, "lab");
     pve.failing_reads.insert(1);
     let (r, _) = apply(&d, &mut pve, Ok(()), |_, _| {});
-    assert_eq!(r.plan.abort_cause, Some(AbortCause::PveRead));
+    assert_eq!(r.plan.abort_cause(), Some(AbortCause::PveRead));
     assert_eq!(
-        r.plan.abort_reason.as_deref(),
+        r.plan.abort_reason(),
         Some("pve inventory read failed: GET /cluster/resources: HTTP 596 Connection timed out")
     );
     assert!(pve.writes.is_empty(), "{:?}", pve.writes);
@@ -285,7 +285,7 @@ fn a_failed_read_back_leaves_what_was_done_unconfirmed() {
     let mut pve = SimPve::empty_for(&d, "lab");
     pve.failing_reads.insert(2);
     let (r, _) = apply(&d, &mut pve, Ok(()), |_, _| {});
-    assert!(!r.plan.aborted);
+    assert!(!r.plan.is_aborted());
     assert!(r.readback.is_none());
     assert_eq!(pve.live.guests.len(), 2, "the writes happened");
     for o in &r.objects {

@@ -460,7 +460,7 @@ proptest! {
         }
         // And each such manifest is reported, naming the live guest (an
         // aborted plan reports only why it aborted).
-        for o in desired.objects.values().filter(|_| !p.aborted) {
+        for o in desired.objects.values().filter(|_| !p.is_aborted()) {
             let Some((node, vmid)) = o.spec.guest_id() else { continue };
             let Some(g) = live.guest_by_vmid(vmid) else { continue };
             if g.tags.has("proxops") || live.node_state(node) != NodeState::Online {
@@ -546,7 +546,7 @@ proptest! {
         let keep = proxops_core::target::closure(&desired, &targets);
         let mut narrowed = full.clone();
         proxops_core::target::restrict(&mut narrowed, &desired, &targets, &Default::default());
-        if full.aborted {
+        if full.is_aborted() {
             // An aborted plan does nothing, targeted or not.
             prop_assert_eq!(&narrowed, &full);
             return Ok(());

@@ -216,14 +216,14 @@ fn an_unreadable_config_aborts_the_cluster_for_this_cycle() {
         "orphan",
     );
     let p = run(&c, &s, 0);
-    assert!(p.aborted);
+    assert!(p.is_aborted());
     assert!(
         p.actions.is_empty() && p.deferred.is_empty(),
         "{:?}",
         p.actions
     );
     assert!(
-        p.abort_reason
+        p.abort_reason()
             .unwrap()
             .starts_with("pve inventory read failed: GET /nodes/pve1/qemu/101/config")
     );
@@ -251,7 +251,7 @@ fn guests_on_an_offline_node_do_not_stop_the_other_nodes() {
         "far",
     );
     let p = run(&c, &s, 3);
-    assert!(!p.aborted);
+    assert!(!p.is_aborted());
     assert_eq!(
         p.actions.iter().map(|a| a.op).collect::<Vec<_>>(),
         vec![Op::Create]
@@ -1035,7 +1035,7 @@ fn a_clone_across_nodes_from_shared_storage_is_planned() {
 fn a_clone_across_nodes_from_local_storage_refuses_that_vm_alone() {
     let c = cluster(&[TEMPLATE, CLONE, OTHER]);
     let p = run(&c, &template_on_pve2("local-lvm", false), 3);
-    assert!(!p.aborted, "{p:#?}");
+    assert!(!p.is_aborted(), "{p:#?}");
     assert_eq!(clone_source(&p), None, "{:#?}", p.actions);
     let refused: Vec<_> = p.skipped.iter().filter(|s| s.name == "web").collect();
     assert_eq!(refused.len(), 1, "{:#?}", p.skipped);

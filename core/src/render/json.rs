@@ -178,8 +178,8 @@ fn non_empty(s: &str) -> Option<&str> {
 fn cluster(plan: &Plan) -> ClusterDoc<'_> {
     ClusterDoc {
         name: plan.cluster.as_str(),
-        aborted: plan.aborted,
-        abort_reason: plan.abort_reason.as_deref(),
+        aborted: plan.is_aborted(),
+        abort_reason: plan.abort_reason(),
         actions: plan
             .actions
             .iter()

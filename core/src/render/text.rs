@@ -81,8 +81,8 @@ impl Renderer {
             self.palette
                 .paint(Role::Heading, &format!("=== {} ===", plan.cluster))
         );
-        if plan.aborted {
-            let reason = plan.abort_reason.as_deref().unwrap_or("no reason recorded");
+        if plan.is_aborted() {
+            let reason = plan.abort_reason().unwrap_or("no reason recorded");
             let _ = writeln!(
                 out,
                 "{}",
