@@ -22,16 +22,16 @@ use std::collections::{BTreeSet, VecDeque};
 use std::fmt;
 use std::time::Duration;
 
-use crate::diag::Diagnostic;
-use crate::drift::Context;
 use crate::exec::{Execution, ObjectReport, Outcome, Timestamp};
-use crate::live::LiveSnapshot;
-use crate::names::{ClusterName, Ref};
 use crate::plan::{AbortCause, Plan, Policy};
-use crate::repo::ClusterDesired;
 use crate::rollout::Limits;
 use crate::step::{Answer, Call, Instant, PowerPolicy, Step, StepSettings};
-use crate::wire::json_to_text;
+use proxops_model::diag::Diagnostic;
+use proxops_model::live::LiveSnapshot;
+use proxops_model::names::{ClusterName, Ref};
+use proxops_model::repo::ClusterDesired;
+use proxops_model::wire::json_to_text;
+use proxops_translate::drift::Context;
 
 /// The time, as the driver's clocks tell it: a monotonic instant for
 /// deadlines, and wall-clock seconds for records.
