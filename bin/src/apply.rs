@@ -179,7 +179,7 @@ pub(crate) fn stop_on_signals() -> std::sync::Arc<AtomicBool> {
 pub(crate) fn cycles_exit(cycles: &[ClusterCycle]) -> Exit {
     if cycles
         .iter()
-        .any(|c| c.plan.aborted || c.failed_actions() > 0)
+        .any(|c| c.plan.is_aborted() || c.failed_actions() > 0)
     {
         Exit::Runtime
     } else {
@@ -457,15 +457,12 @@ fn results_text(cycles: &[ClusterCycle]) -> String {
     let (mut all_ok, mut all_failed, mut all_deferred, mut aborted) = (0, 0, 0, 0);
     for c in cycles {
         let _ = writeln!(out, "\n=== {} results ===", c.name);
-        if c.plan.aborted {
+        if c.plan.is_aborted() {
             aborted += 1;
             let _ = writeln!(
                 out,
                 "aborted: {}",
-                c.plan
-                    .abort_reason
-                    .as_deref()
-                    .unwrap_or("no reason recorded")
+                c.plan.abort_reason().unwrap_or("no reason recorded")
             );
             continue;
         }
@@ -575,8 +572,8 @@ fn cluster_json(c: &ClusterCycle) -> Value {
     let (ok, failed) = c.execution.as_ref().map(|e| e.counts()).unwrap_or((0, 0));
     json!({
         "cluster": c.name.as_str(),
-        "aborted": c.plan.aborted,
-        "abort_reason": c.plan.abort_reason.clone().unwrap_or_default(),
+        "aborted": c.plan.is_aborted(),
+        "abort_reason": c.plan.abort_reason().map(str::to_owned).unwrap_or_default(),
         "actions_ok": ok,
         "actions_error": failed,
         "started_at": proxops_core::time::rfc3339(c.started_at),

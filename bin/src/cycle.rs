@@ -81,7 +81,7 @@ impl PlanAll {
             out::errors(&context::render_diagnostics(&refs));
             exit = exit.worst(Exit::Input);
         }
-        if self.plans.iter().any(|p| p.plan.aborted) {
+        if self.plans.iter().any(|p| p.plan.is_aborted()) {
             exit = exit.worst(Exit::Runtime);
         }
         exit
@@ -356,7 +356,7 @@ pub fn prepare_reusing<'w>(
     let sources = IdentitySources::from_process_env();
     let mut clusters = Vec::new();
     let mut invalid = Vec::new();
-    'clusters: for (name, result) in &ws.loaded.clusters {
+    for (name, result) in &ws.loaded.clusters {
         if !context::selected(g, name.as_str()) {
             continue;
         }
@@ -386,162 +386,30 @@ pub fn prepare_reusing<'w>(
         let Some(cc) = cfg.clusters.get(name) else {
             continue;
         };
-        let mut policy = Policy {
-            prune_budget: cfg.prune_budget,
-            nodes: cc.nodes.clone(),
-            allow_empty_prune: cc.allow_empty_prune,
-            restart_policy: cc.restart_policy,
-            purge_ha_and_replicated: cc.purge_ha_and_replicated,
-            host: crate::host::identity(cfg),
-            disruption: cc.limits.disruption.clone(),
-            // A replayed plan is made as the configuration would call PVE.
-            root_pam: cfg.auth == AuthMethod::Ticket && cfg.user.as_deref() == Some(ROOT_PAM),
-            // Holds are the daemon's (it sets them per cycle).
-            holds: Default::default(),
-            now: 0,
-        };
-        if cc.force_stop_after_timeout {
-            crate::log::event(
-                crate::log::Level::Warn,
-                "force-stop-after-timeout is ON: a guest that does not shut down within its shutdown-timeout is stopped hard (status/stop, PVE's \"pulling the plug\")",
-                &[("cluster", name.as_str().into())],
-            );
-        }
-        if cc.allow_empty_prune {
-            crate::log::event(
-                crate::log::Level::Warn,
-                "the empty-desired guard is OFF (allow-empty-prune: true): a guest kind with no manifest left is pruned within the budget; remove the key once the intended removal is done",
-                &[("cluster", name.as_str().into())],
-            );
-        }
+        let mut policy = cluster_policy(cfg, cc);
+        warn_risky(name, cc);
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
             storages: desired.storage_pairs(),
             concurrency: cc.read_concurrency,
         };
-        let (transport, secrets, live) = match source {
-            Source::Replay(dir) => {
-                let secrets = if cc.secrets_file.is_some() {
-                    match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
-                        Ok(c) => c.cloud_init,
-                        Err(f) => {
-                            clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
-                            continue;
-                        }
-                    }
-                } else {
-                    CloudInitSecrets::default()
-                };
-                let path = dir.join(format!("{name}.json"));
-                match ReplayTransport::load(&path) {
-                    Ok(t) => (Box::new(t) as Box<dyn Transport>, secrets, None),
-                    Err(e) => {
-                        clusters.push(Prepared {
-                            name: name.clone(),
-                            ready: Err(Unready::new(
-                                AbortCause::Recording,
-                                format!("cannot load recording {}: {e}", path.display()),
-                            )),
-                        });
-                        continue;
-                    }
-                }
+        let built = match source {
+            Source::Replay(dir) => replay_transport(name, cc, ws, dir, &sources, &mut invalid)?,
+            Source::Live => live_transport(name, cc, ws, &sources, reuse, &mut invalid)?,
+        };
+        let (transport, secrets, live) = match built {
+            Built::Ready {
+                transport,
+                secrets,
+                live,
+                root_pam,
+            } => {
+                policy.root_pam = root_pam.unwrap_or(policy.root_pam);
+                (transport, secrets, live)
             }
-            Source::Live => 'live: {
-                let c = match creds::resolve(cfg, cc, ws.root.as_deref(), &sources) {
-                    Ok(c) => c,
-                    Err(f) => {
-                        clusters.push(cloud_init_unreadable(name, cc, ws, f, &mut invalid)?);
-                        continue 'clusters;
-                    }
-                };
-                c.check(name.as_str())?;
-                // An API token is never root@pam to PVE, whatever its user.
-                policy.root_pam =
-                    c.auth == AuthMethod::Ticket && c.user.as_deref() == Some(ROOT_PAM);
-                let credentials = Credentials::from_settings(
-                    c.auth,
-                    c.user.as_deref(),
-                    c.token_id.as_deref(),
-                    c.token.as_ref(),
-                    c.token_value.as_ref(),
-                    c.password.as_ref(),
-                )
-                .map_err(|e| credential_failure(name.as_str(), &c, &e))?;
-                let credentials = match &c.user_origin {
-                    Some(origin) => credentials.with_user_shown_as(origin.clone()),
-                    None => credentials,
-                };
-                let ca_file = cc
-                    .ca_file
-                    .as_deref()
-                    .map(|f| relative_to_declaring_file(f, &cc.declared_in, ws.root.as_deref()))
-                    .or_else(|| cfg.ca_file.clone());
-                let tls = TlsTrust::from_settings(
-                    ca_file.as_deref(),
-                    cc.fingerprint.as_deref(),
-                    cc.insecure,
-                )
-                .map_err(|e| {
-                    Failure::input(format!(
-                        "invalid configuration: cluster {:?}: TLS: {e}",
-                        name.as_str()
-                    ))
-                })?;
-                if cc.base_url.starts_with("http://") {
-                    crate::log::event(
-                        crate::log::Level::Warn,
-                        "plain http to PVE (allow-insecure-http: true): the API token or password crosses the network in clear text; use https",
-                        &[("cluster", name.as_str().into())],
-                    );
-                }
-                let key = transport_key(
-                    name.as_str(),
-                    &cc.base_url,
-                    ca_file.as_deref(),
-                    cc.fingerprint.as_deref(),
-                    cc.insecure,
-                    &c,
-                );
-                let kept = reuse.live.lock().ok().and_then(|m| m.get(&key).cloned());
-                if let Some(shared) = kept {
-                    // A new cycle looks the endpoint up again, once.
-                    shared.new_cycle();
-                    break 'live (
-                        Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
-                        c.cloud_init,
-                        Some(shared),
-                    );
-                }
-                if tls.is_insecure() {
-                    crate::log::event(
-                        crate::log::Level::Warn,
-                        "TLS certificate checking is OFF (insecure: true): anyone on the path can read the credentials; pin a fingerprint or set a ca-file",
-                        &[("cluster", name.as_str().into())],
-                    );
-                }
-                let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
-                live.retry.base = cfg.retry_base.as_std();
-                live.retry.max_retries = cfg.retries;
-                live.connections = cc.read_concurrency.max(cc.limits.per_cluster);
-                let transport = LiveTransport::new(live)
-                    .map_err(|e| {
-                        Failure::input(format!(
-                            "invalid configuration: cluster {:?}: {e}",
-                            name.as_str()
-                        ))
-                    })?
-                    .with_request_log(log_request);
-                let shared = Arc::new(transport);
-                if let Ok(mut live) = reuse.live.lock() {
-                    live.retain(|k, _| !k.starts_with(&format!("{name}|")));
-                    live.insert(key, Arc::clone(&shared));
-                }
-                (
-                    Box::new(SharedLive(Arc::clone(&shared))) as Box<dyn Transport>,
-                    c.cloud_init,
-                    Some(shared),
-                )
+            Built::Refused(p) => {
+                clusters.push(*p);
+                continue;
             }
         };
         if let Some(unready) = unresolved_secrets(desired, cc, &secrets, &mut invalid) {
@@ -580,6 +448,201 @@ pub fn prepare_reusing<'w>(
 /// the other clusters go on. A SOPS file with the cluster's credentials
 /// that does not decrypt ends the command (`Err`, exit 2), as every
 /// credential problem does.
+/// A cluster's transport and cloud-init secrets, or the refusal that
+/// ends its cycle before any request.
+enum Built {
+    Ready {
+        transport: Box<dyn Transport>,
+        secrets: CloudInitSecrets,
+        live: Option<Arc<LiveTransport>>,
+        /// Whether the credentials are `root@pam`'s (`None`: as the
+        /// configuration says).
+        root_pam: Option<bool>,
+    },
+    Refused(Box<Prepared<'static>>),
+}
+
+/// The policy a cluster's plans are made under, from its configuration.
+fn cluster_policy(cfg: &Config, cc: &proxops_core::config::ClusterConfig) -> Policy {
+    Policy {
+        prune_budget: cfg.prune_budget,
+        nodes: cc.nodes.clone(),
+        allow_empty_prune: cc.allow_empty_prune,
+        restart_policy: cc.restart_policy,
+        purge_ha_and_replicated: cc.purge_ha_and_replicated,
+        host: crate::host::identity(cfg),
+        disruption: cc.limits.disruption.clone(),
+        // A replayed plan is made as the configuration would call PVE.
+        root_pam: cfg.auth == AuthMethod::Ticket && cfg.user.as_deref() == Some(ROOT_PAM),
+        // Holds are the daemon's (it sets them per cycle).
+        holds: Default::default(),
+        now: 0,
+    }
+}
+
+/// Warns of the settings that give up a safety rail.
+fn warn_risky(name: &ClusterName, cc: &proxops_core::config::ClusterConfig) {
+    if cc.force_stop_after_timeout {
+        crate::log::event(
+            crate::log::Level::Warn,
+            "force-stop-after-timeout is ON: a guest that does not shut down within its shutdown-timeout is stopped hard (status/stop, PVE's \"pulling the plug\")",
+            &[("cluster", name.as_str().into())],
+        );
+    }
+    if cc.allow_empty_prune {
+        crate::log::event(
+            crate::log::Level::Warn,
+            "the empty-desired guard is OFF (allow-empty-prune: true): a guest kind with no manifest left is pruned within the budget; remove the key once the intended removal is done",
+            &[("cluster", name.as_str().into())],
+        );
+    }
+}
+
+/// A replayed recording as the cluster's transport.
+fn replay_transport(
+    name: &ClusterName,
+    cc: &proxops_core::config::ClusterConfig,
+    ws: &Workspace,
+    dir: &Path,
+    sources: &IdentitySources,
+    invalid: &mut Vec<Diagnostic>,
+) -> Result<Built, Failure> {
+    let secrets = if cc.secrets_file.is_some() {
+        match creds::resolve(&ws.loaded.config, cc, ws.root.as_deref(), sources) {
+            Ok(c) => c.cloud_init,
+            Err(f) => {
+                return Ok(Built::Refused(Box::new(cloud_init_unreadable(
+                    name, cc, ws, f, invalid,
+                )?)));
+            }
+        }
+    } else {
+        CloudInitSecrets::default()
+    };
+    let path = dir.join(format!("{name}.json"));
+    match ReplayTransport::load(&path) {
+        Ok(t) => Ok(Built::Ready {
+            transport: Box::new(t),
+            secrets,
+            live: None,
+            root_pam: None,
+        }),
+        Err(e) => Ok(Built::Refused(Box::new(Prepared {
+            name: name.clone(),
+            ready: Err(Unready::new(
+                AbortCause::Recording,
+                format!("cannot load recording {}: {e}", path.display()),
+            )),
+        }))),
+    }
+}
+
+/// The cluster's live transport: its credentials resolved and checked, its
+/// TLS trust, and the transport kept from an earlier cycle when nothing of
+/// them changed.
+fn live_transport(
+    name: &ClusterName,
+    cc: &proxops_core::config::ClusterConfig,
+    ws: &Workspace,
+    sources: &IdentitySources,
+    reuse: &Transports,
+    invalid: &mut Vec<Diagnostic>,
+) -> Result<Built, Failure> {
+    let cfg = &ws.loaded.config;
+    let c = match creds::resolve(cfg, cc, ws.root.as_deref(), sources) {
+        Ok(c) => c,
+        Err(f) => {
+            return Ok(Built::Refused(Box::new(cloud_init_unreadable(
+                name, cc, ws, f, invalid,
+            )?)));
+        }
+    };
+    c.check(name.as_str())?;
+    // An API token is never root@pam to PVE, whatever its user.
+    let root_pam = c.auth == AuthMethod::Ticket && c.user.as_deref() == Some(ROOT_PAM);
+    let credentials = Credentials::from_settings(
+        c.auth,
+        c.user.as_deref(),
+        c.token_id.as_deref(),
+        c.token.as_ref(),
+        c.token_value.as_ref(),
+        c.password.as_ref(),
+    )
+    .map_err(|e| credential_failure(name.as_str(), &c, &e))?;
+    let credentials = match &c.user_origin {
+        Some(origin) => credentials.with_user_shown_as(origin.clone()),
+        None => credentials,
+    };
+    let ca_file = cc
+        .ca_file
+        .as_deref()
+        .map(|f| relative_to_declaring_file(f, &cc.declared_in, ws.root.as_deref()))
+        .or_else(|| cfg.ca_file.clone());
+    let tls = TlsTrust::from_settings(ca_file.as_deref(), cc.fingerprint.as_deref(), cc.insecure)
+        .map_err(|e| {
+        Failure::input(format!(
+            "invalid configuration: cluster {:?}: TLS: {e}",
+            name.as_str()
+        ))
+    })?;
+    if cc.base_url.starts_with("http://") {
+        crate::log::event(
+            crate::log::Level::Warn,
+            "plain http to PVE (allow-insecure-http: true): the API token or password crosses the network in clear text; use https",
+            &[("cluster", name.as_str().into())],
+        );
+    }
+    let key = transport_key(
+        name.as_str(),
+        &cc.base_url,
+        ca_file.as_deref(),
+        cc.fingerprint.as_deref(),
+        cc.insecure,
+        &c,
+    );
+    let kept = reuse.live.lock().ok().and_then(|m| m.get(&key).cloned());
+    if let Some(shared) = kept {
+        // A new cycle looks the endpoint up again, once.
+        shared.new_cycle();
+        return Ok(Built::Ready {
+            transport: Box::new(SharedLive(Arc::clone(&shared))),
+            secrets: c.cloud_init,
+            live: Some(shared),
+            root_pam: Some(root_pam),
+        });
+    }
+    if tls.is_insecure() {
+        crate::log::event(
+            crate::log::Level::Warn,
+            "TLS certificate checking is OFF (insecure: true): anyone on the path can read the credentials; pin a fingerprint or set a ca-file",
+            &[("cluster", name.as_str().into())],
+        );
+    }
+    let mut live = LiveConfig::new(cc.base_url.clone(), credentials, tls);
+    live.retry.base = cfg.retry_base.as_std();
+    live.retry.max_retries = cfg.retries;
+    live.connections = cc.read_concurrency.max(cc.limits.per_cluster);
+    let transport = LiveTransport::new(live)
+        .map_err(|e| {
+            Failure::input(format!(
+                "invalid configuration: cluster {:?}: {e}",
+                name.as_str()
+            ))
+        })?
+        .with_request_log(log_request);
+    let shared = Arc::new(transport);
+    if let Ok(mut live) = reuse.live.lock() {
+        live.retain(|k, _| !k.starts_with(&format!("{name}|")));
+        live.insert(key, Arc::clone(&shared));
+    }
+    Ok(Built::Ready {
+        transport: Box::new(SharedLive(Arc::clone(&shared))),
+        secrets: c.cloud_init,
+        live: Some(shared),
+        root_pam: Some(root_pam),
+    })
+}
+
 fn cloud_init_unreadable(
     name: &ClusterName,
     cc: &proxops_core::config::ClusterConfig,
@@ -946,7 +1009,7 @@ pub fn execute_cluster(
         _lock,
     } = planned;
     match &p.ready {
-        Ok(ready) if !plan.aborted && !plan.actions.is_empty() => {
+        Ok(ready) if !plan.is_aborted() && !plan.actions.is_empty() => {
             execute_plan(ready, plan, opts, started_at, clock)
         }
         _ => ClusterCycle::planned_only(plan, started_at, clock),
@@ -984,7 +1047,7 @@ pub fn execute_plan(
     };
     let execution = runner::execute(ready.transport.as_ref(), &plan, &run);
     let again = ready.read_and_plan(&plan.cluster, ready.transport.as_ref());
-    let readback = (!again.plan.aborted).then_some(again.plan);
+    let readback = (!again.plan.is_aborted()).then_some(again.plan);
     let objects = state::object_states(&plan, Some(&execution), readback.as_ref(), None, now());
     ClusterCycle {
         name: plan.cluster.clone(),

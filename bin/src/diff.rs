@@ -37,7 +37,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let outcome = cycle::plan_all(g, env, &ws, &source, targets.as_ref())?;
     let plans: Vec<Plan> = outcome.plans.iter().map(|p| p.plan.clone()).collect();
     for p in &plans {
-        let result = if p.aborted { "aborted" } else { "planned" };
+        let result = if p.is_aborted() { "aborted" } else { "planned" };
         log::event(
             Level::Debug,
             "cluster planned",

@@ -33,6 +33,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
+use proxops_core::exec::Timestamp;
 use proxops_core::hold::{Backoff, Holds};
 use proxops_core::notify::{Event, Tracker};
 use proxops_core::plan::{AbortCause, Plan};
@@ -69,16 +70,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     } else {
         RunMode::Apply
     };
-    log::event(
-        Level::Info,
-        match mode {
-            RunMode::Observe => {
-                "proxops.run observe mode: plans are logged and served, nothing is written to PVE"
-            }
-            RunMode::Apply => "proxops.run apply mode: plans are executed",
-        },
-        &[("mode", mode.as_str().into())],
-    );
+    announce(mode);
     // Start-up: the configuration must load (it names `listen` and the
     // poll interval); later load failures are aborted cycles. In URL mode a
     // first fetch that fails is not a start-up failure: the daemon serves
@@ -88,32 +80,8 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         RunMode::Apply => Transports::writing(),
         RunMode::Observe => Transports::default(),
     });
-    let (config, root, mut known_clusters, first) = match desired.next_cycle(g, env) {
-        Ok(ws) => (
-            ws.loaded.config.clone(),
-            ws.root.clone(),
-            cluster_names(g, &ws),
-            Ok(ws),
-        ),
-        Err(f) if desired.is_url() && f.cause == Some(AbortCause::NotReady) => {
-            let Some(cfg) = process_config(g, env) else {
-                return Err(f);
-            };
-            let names = cfg
-                .clusters
-                .keys()
-                .map(|k| k.as_str().to_owned())
-                .filter(|n| context::selected(g, n))
-                .collect();
-            (cfg, None, names, Err(f))
-        }
-        Err(f) => return Err(f),
-    };
-    let (listen, poll, parallel) = (
-        config.listen.clone(),
-        config.poll_interval.as_std(),
-        config.parallel_clusters,
-    );
+    let (config, root, mut known_clusters, first) = first_load(g, env, &mut desired)?;
+    let (poll, parallel) = (config.poll_interval.as_std(), config.parallel_clusters);
     // The daemon's own secrets (access credential, webhook secret,
     // notification targets) are read once, at start-up: exit 2 if one is
     // missing.
@@ -124,67 +92,16 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     )?;
     let wake = Arc::new(Wake::default());
 
-    let mut new_store = StatusStore::new(process_start);
-    new_store.set_mode(mode);
-    // /healthz is 503 and /status says `starting` until each of these
-    // clusters has completed a turn.
-    new_store.retain_clusters(&known_clusters);
-    for t in &secrets.notify {
-        new_store.add_target(&t.target.name, t.target.kind.as_str());
-    }
-    let store = Arc::new(Mutex::new(new_store));
+    let store = Arc::new(Mutex::new(new_store(
+        process_start,
+        mode,
+        &known_clusters,
+        &secrets,
+    )));
     let notices = Arc::new(Notices::start(&secrets.notify, &store)?);
     let stop = Arc::new(AtomicBool::new(false));
-    let dashboard = if config.daemon.dashboard {
-        Dashboard::On
-    } else {
-        Dashboard::Off
-    };
-    let server = StatusServer::start_with(
-        &listen,
-        store_source(Arc::clone(&store), poll.as_secs(), dashboard),
-        ServerOptions {
-            limits: ServerLimits::default(),
-            observer: Some(server_observer(Arc::clone(&stop))),
-            access: secrets.access.clone().map(|a| match a {
-                AccessCredential::Bearer(token) => Access::Bearer(token),
-                AccessCredential::Basic { user, password } => Access::Basic { user, password },
-            }),
-            hooks: secrets.webhook.clone().map(|secret| GitHooks {
-                secret,
-                on_push: {
-                    let wake = Arc::clone(&wake);
-                    Arc::new(move |_| wake.push())
-                },
-            }),
-        },
-    )
-    .map_err(|e| Failure::runtime(e.to_string()))?;
-    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
-        // A second signal while the first is being honoured ends the
-        // process at once (exit 1); the first only sets the flag.
-        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(&stop))
-            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(&stop)))
-            .map_err(|e| Failure::runtime(format!("cannot handle signals: {e}")))?;
-    }
+    let server = serve(&config, &secrets, (&store, &stop, &wake), mode)?;
     let addr = server.local_addr().to_string();
-    let poll_text = format!("{}s", poll.as_secs_f64());
-    log::event(
-        Level::Info,
-        "proxops.run started",
-        &[
-            ("listen", (&addr).into()),
-            ("poll_interval", (&poll_text).into()),
-            ("mode", mode.as_str().into()),
-        ],
-    );
-    if !server.local_addr().ip().is_loopback() {
-        log::event(
-            Level::Warn,
-            "the status server listens beyond loopback: /status and /metrics describe the clusters to anyone who can reach the port; firewall it to the scraper",
-            &[("listen", (&addr).into())],
-        );
-    }
     // The server answers (`starting`) while credentials and TLS trust are
     // checked (exit 2 if unusable) and each PVE says which it is, before
     // the clusters go their own ways: a slow PVE no longer keeps the
@@ -235,59 +152,20 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         } else {
             known_clusters.clone()
         };
-        let is_due = |name: &String, lanes: &BTreeMap<String, Lane>| {
-            lanes.get(name).is_none_or(|l| l.is_due(now))
-        };
+        let is_due = |name: &String, lanes: &BTreeMap<String, Lane>| is_due(name, lanes, now);
         if busy < parallel && wanted.iter().any(|n| is_due(n, &lanes)) {
             let loaded = match first.take() {
                 Some(loaded) => loaded,
                 None => desired.next_cycle(g, env),
             };
-            match loaded {
-                Ok(ws) => {
-                    known_clusters = cluster_names(g, &ws);
-                    if let Ok(mut s) = store.lock() {
-                        s.retain_clusters(&known_clusters);
-                    }
-                    let ws = Arc::new(ws);
-                    let names = if known_clusters.is_empty() {
-                        vec!["default".to_owned()]
-                    } else {
-                        known_clusters.clone()
-                    };
-                    let due: Vec<String> = names
-                        .into_iter()
-                        .filter(|n| is_due(n, &lanes))
-                        .take(parallel - busy)
-                        .collect();
-                    for name in due {
-                        let cycle = shared.spawn(&name, Arc::clone(&ws));
-                        lanes.insert(
-                            name,
-                            Lane {
-                                cycle: Some(cycle),
-                                next: now + poll,
-                            },
-                        );
-                    }
-                }
-                Err(f) => {
-                    let due: Vec<String> =
-                        wanted.into_iter().filter(|n| is_due(n, &lanes)).collect();
-                    let report = unloadable(&due, &f, &stop);
-                    notices.after(&report);
-                    record(&store, report);
-                    for name in due {
-                        lanes
-                            .entry(name)
-                            .or_insert(Lane {
-                                cycle: None,
-                                next: now,
-                            })
-                            .next = now + poll;
-                    }
-                }
-            }
+            let free = parallel - busy;
+            start_due(
+                loaded,
+                &shared,
+                (&mut lanes, &mut known_clusters),
+                wanted,
+                (now, poll, free),
+            );
         }
         // A cluster gone from the configuration keeps no schedule.
         let scheduled = if known_clusters.is_empty() {
@@ -301,6 +179,219 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         }
         pause(&stop, STOP_CHECK);
     }
+    wind_down(server, &mut lanes, &addr, a.once.then_some(&*store))
+}
+
+/// The first load: the configuration must load (it names `listen` and
+/// the poll interval); in URL mode a first fetch that fails is not a
+/// start-up failure: the daemon serves and counts `not_ready` cycles until
+/// the remote answers (§22.6).
+#[allow(clippy::type_complexity)] // read once, by `run`
+fn first_load(
+    g: &GlobalArgs,
+    env: &Env,
+    desired: &mut DesiredSource,
+) -> Result<
+    (
+        Config,
+        Option<std::path::PathBuf>,
+        Vec<String>,
+        Result<Workspace, Failure>,
+    ),
+    Failure,
+> {
+    Ok(match desired.next_cycle(g, env) {
+        Ok(ws) => (
+            ws.loaded.config.clone(),
+            ws.root.clone(),
+            cluster_names(g, &ws),
+            Ok(ws),
+        ),
+        Err(f) if desired.is_url() && f.cause == Some(AbortCause::NotReady) => {
+            let Some(cfg) = process_config(g, env) else {
+                return Err(f);
+            };
+            let names = cfg
+                .clusters
+                .keys()
+                .map(|k| k.as_str().to_owned())
+                .filter(|n| context::selected(g, n))
+                .collect();
+            (cfg, None, names, Err(f))
+        }
+        Err(f) => return Err(f),
+    })
+}
+
+/// Starts a cycle of every due cluster (at most `free`) over a freshly
+/// loaded workspace; a load that failed is every due cluster's aborted
+/// cycle, and they are due again a poll interval later.
+fn start_due(
+    loaded: Result<Workspace, Failure>,
+    shared: &Shared,
+    (lanes, known_clusters): (&mut BTreeMap<String, Lane>, &mut Vec<String>),
+    wanted: Vec<String>,
+    (now, poll, free): (Instant, Duration, usize),
+) {
+    match loaded {
+        Ok(ws) => {
+            *known_clusters = cluster_names(&shared.g, &ws);
+            if let Ok(mut s) = shared.store.lock() {
+                s.retain_clusters(known_clusters);
+            }
+            let ws = Arc::new(ws);
+            let names = if known_clusters.is_empty() {
+                vec!["default".to_owned()]
+            } else {
+                known_clusters.clone()
+            };
+            let due: Vec<String> = names
+                .into_iter()
+                .filter(|n| is_due(n, lanes, now))
+                .take(free)
+                .collect();
+            for name in due {
+                let cycle = shared.spawn(&name, Arc::clone(&ws));
+                lanes.insert(
+                    name,
+                    Lane {
+                        cycle: Some(cycle),
+                        next: now + poll,
+                    },
+                );
+            }
+        }
+        Err(f) => {
+            let due: Vec<String> = wanted
+                .into_iter()
+                .filter(|n| is_due(n, lanes, now))
+                .collect();
+            let report = unloadable(&due, &f, &shared.stop);
+            shared.notices.after(&report);
+            record(&shared.store, report);
+            for name in due {
+                lanes
+                    .entry(name)
+                    .or_insert(Lane {
+                        cycle: None,
+                        next: now,
+                    })
+                    .next = now + poll;
+            }
+        }
+    }
+}
+
+/// A cluster with no lane yet, or whose lane is due.
+fn is_due(name: &String, lanes: &BTreeMap<String, Lane>, now: Instant) -> bool {
+    lanes.get(name).is_none_or(|l| l.is_due(now))
+}
+
+/// Starts the status server (and the signal handlers that stop the
+/// daemon), and says where it listens.
+fn serve(
+    config: &Config,
+    secrets: &creds::DaemonSecrets,
+    (store, stop, wake): (&Arc<Mutex<StatusStore>>, &Arc<AtomicBool>, &Arc<Wake>),
+    mode: RunMode,
+) -> Result<StatusServer, Failure> {
+    let dashboard = if config.daemon.dashboard {
+        Dashboard::On
+    } else {
+        Dashboard::Off
+    };
+    let server = StatusServer::start_with(
+        &config.listen,
+        store_source(
+            Arc::clone(store),
+            config.poll_interval.as_std().as_secs(),
+            dashboard,
+        ),
+        ServerOptions {
+            limits: ServerLimits::default(),
+            observer: Some(server_observer(Arc::clone(stop))),
+            access: secrets.access.clone().map(|a| match a {
+                AccessCredential::Bearer(token) => Access::Bearer(token),
+                AccessCredential::Basic { user, password } => Access::Basic { user, password },
+            }),
+            hooks: secrets.webhook.clone().map(|secret| GitHooks {
+                secret,
+                on_push: {
+                    let wake = Arc::clone(wake);
+                    Arc::new(move |_| wake.push())
+                },
+            }),
+        },
+    )
+    .map_err(|e| Failure::runtime(e.to_string()))?;
+    for signal in [signal_hook::consts::SIGINT, signal_hook::consts::SIGTERM] {
+        // A second signal while the first is being honoured ends the
+        // process at once (exit 1); the first only sets the flag.
+        signal_hook::flag::register_conditional_shutdown(signal, 1, Arc::clone(stop))
+            .and_then(|_| signal_hook::flag::register(signal, Arc::clone(stop)))
+            .map_err(|e| Failure::runtime(format!("cannot handle signals: {e}")))?;
+    }
+    let addr = server.local_addr().to_string();
+    let poll_text = format!("{}s", config.poll_interval.as_std().as_secs_f64());
+    log::event(
+        Level::Info,
+        "proxops.run started",
+        &[
+            ("listen", (&addr).into()),
+            ("poll_interval", (&poll_text).into()),
+            ("mode", mode.as_str().into()),
+        ],
+    );
+    if !server.local_addr().ip().is_loopback() {
+        log::event(
+            Level::Warn,
+            "the status server listens beyond loopback: /status and /metrics describe the clusters to anyone who can reach the port; firewall it to the scraper",
+            &[("listen", (&addr).into())],
+        );
+    }
+    Ok(server)
+}
+
+/// The daemon's status store before its first cycle.
+fn new_store(
+    process_start: Timestamp,
+    mode: RunMode,
+    known_clusters: &[String],
+    secrets: &creds::DaemonSecrets,
+) -> StatusStore {
+    let mut new_store = StatusStore::new(process_start);
+    new_store.set_mode(mode);
+    // /healthz is 503 and /status says `starting` until each of these
+    // clusters has completed a turn.
+    new_store.retain_clusters(known_clusters);
+    for t in &secrets.notify {
+        new_store.add_target(&t.target.name, t.target.kind.as_str());
+    }
+    new_store
+}
+
+/// Says which mode the daemon runs in.
+fn announce(mode: RunMode) {
+    log::event(
+        Level::Info,
+        match mode {
+            RunMode::Observe => {
+                "proxops.run observe mode: plans are logged and served, nothing is written to PVE"
+            }
+            RunMode::Apply => "proxops.run apply mode: plans are executed",
+        },
+        &[("mode", mode.as_str().into())],
+    );
+}
+
+/// Stopping: waits for the cycles in flight, then ends the server; the
+/// exit `run --once` earns from the last cycles (`once`, its store).
+fn wind_down(
+    server: StatusServer,
+    lanes: &mut BTreeMap<String, Lane>,
+    addr: &str,
+    once: Option<&Mutex<StatusStore>>,
+) -> Result<Exit, Failure> {
     // Stopping: no cluster starts a cycle any more; the ones in flight
     // finish the action they are in (the runner sees the stop flag) and
     // are recorded.
@@ -318,13 +409,10 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     log::event(
         Level::Info,
         "proxops.run stopping",
-        &[("listen", (&addr).into())],
+        &[("listen", addr.into())],
     );
     server.shutdown();
-    if a.once {
-        return Ok(once_exit(&store));
-    }
-    Ok(Exit::Ok)
+    Ok(once.map_or(Exit::Ok, once_exit))
 }
 
 /// `run --once`: every cluster has had its turn and none is in a cycle.
@@ -561,37 +649,15 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         stop,
         store,
         transports,
-        counted,
         notices,
         holds,
+        ..
     } = *ctx;
     let started_at = unix_now();
     let clock = Instant::now();
     let mut session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
-        Err(f) => {
-            let reason = format!(
-                "credentials or TLS settings unusable: {}",
-                one_line(&f.message)
-            );
-            let finished_at = unix_now();
-            let clusters: Vec<ClusterReport> = cluster_names(g, ws)
-                .into_iter()
-                .map(|n| ClusterReport::aborted(n, AbortCause::Credentials, reason.clone()))
-                .collect();
-            for c in &clusters {
-                log_cluster(c, Duration::ZERO, None);
-            }
-            return CycleReport {
-                commit: ws.commit.clone().unwrap_or_default(),
-                started_at,
-                finished_at,
-                duration_ms: elapsed_ms(clock),
-                complete: !stop.load(Ordering::SeqCst),
-                git_fetched_at: (!ws.desired_stale).then_some(started_at),
-                clusters,
-            };
-        }
+        Err(f) => return credentials_refused(g, ws, &f, (started_at, clock), stop),
     };
     // Per cycle, not for the process: a cron `apply` can take a cluster
     // between two cycles, and a cycle that finds one held skips it
@@ -635,7 +701,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
                     .get(&p.name)
                     .and_then(|r| r.as_ref().ok());
                 notices.planned(&planned.plan, desired);
-                if !planned.plan.aborted
+                if !planned.plan.is_aborted()
                     && !planned.plan.actions.is_empty()
                     && let Ok(mut s) = store.lock()
                 {
@@ -659,6 +725,65 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
             cycles
         }
     };
+    let clusters = reports(cycles, ws, &session, ctx);
+    CycleReport {
+        commit: ws.commit.clone().unwrap_or_default(),
+        started_at,
+        finished_at: unix_now(),
+        duration_ms: elapsed_ms(clock),
+        complete: !stop.load(Ordering::SeqCst),
+        git_fetched_at: (!ws.desired_stale).then_some(started_at),
+        clusters,
+    }
+}
+
+/// A cycle whose credentials or TLS settings are unusable: every cluster
+/// aborts, nothing read.
+fn credentials_refused(
+    g: &GlobalArgs,
+    ws: &Workspace,
+    f: &Failure,
+    (started_at, clock): (Timestamp, Instant),
+    stop: &AtomicBool,
+) -> CycleReport {
+    let reason = format!(
+        "credentials or TLS settings unusable: {}",
+        one_line(&f.message)
+    );
+    let finished_at = unix_now();
+    let clusters: Vec<ClusterReport> = cluster_names(g, ws)
+        .into_iter()
+        .map(|n| ClusterReport::aborted(n, AbortCause::Credentials, reason.clone()))
+        .collect();
+    for c in &clusters {
+        log_cluster(c, Duration::ZERO, None);
+    }
+    CycleReport {
+        commit: ws.commit.clone().unwrap_or_default(),
+        started_at,
+        finished_at,
+        duration_ms: elapsed_ms(clock),
+        complete: !stop.load(Ordering::SeqCst),
+        git_fetched_at: (!ws.desired_stale).then_some(started_at),
+        clusters,
+    }
+}
+
+/// Each cluster's cycle as the store records it (holds remembered, PVE
+/// requests counted), logged.
+fn reports(
+    cycles: Vec<cycle::ClusterCycle>,
+    ws: &Workspace,
+    session: &cycle::Session<'_>,
+    ctx: &CycleContext<'_>,
+) -> Vec<ClusterReport> {
+    let CycleContext {
+        mode,
+        store,
+        counted,
+        holds,
+        ..
+    } = *ctx;
     let mut clusters = Vec::new();
     let mut requests = Vec::new();
     for c in cycles {
@@ -697,15 +822,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
     if let Ok(mut s) = store.lock() {
         s.add_pve_requests(&requests);
     }
-    CycleReport {
-        commit: ws.commit.clone().unwrap_or_default(),
-        started_at,
-        finished_at: unix_now(),
-        duration_ms: elapsed_ms(clock),
-        complete: !stop.load(Ordering::SeqCst),
-        git_fetched_at: (!ws.desired_stale).then_some(started_at),
-        clusters,
-    }
+    clusters
 }
 
 /// Milliseconds since `clock`, saturating.
@@ -828,7 +945,7 @@ fn log_plan(plan: &Plan) {
             "proxops.anomaly",
             &[
                 ("cluster", cluster.into()),
-                ("type", an.anomaly_type.as_str().into()),
+                ("type", an.anomaly_type().as_str().into()),
                 ("kind", an.kind.map_or("", |k| k.as_str()).into()),
                 ("name", an.name.as_deref().unwrap_or("").into()),
                 ("id", (&id).into()),

@@ -52,13 +52,10 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
     let mut clusters = Vec::new();
     for p in &outcome.plans {
         let name = &p.plan.cluster;
-        let (Some(snapshot), false) = (&p.snapshot, p.plan.aborted) else {
+        let (Some(snapshot), false) = (&p.snapshot, p.plan.is_aborted()) else {
             return Err(Failure::runtime(format!(
                 "diff --out: plan not saved: cluster {name} aborted: {}",
-                p.plan
-                    .abort_reason
-                    .as_deref()
-                    .unwrap_or("no reason recorded")
+                p.plan.abort_reason().unwrap_or("no reason recorded")
             )));
         };
         let Some(Ok(desired)) = ws.loaded.clusters.get(name) else {
@@ -109,8 +106,7 @@ fn admitted(
             "cluster {}: {}",
             c.cluster,
             now.plan
-                .abort_reason
-                .as_deref()
+                .abort_reason()
                 .unwrap_or("pve inventory read failed")
         )));
     };

@@ -111,15 +111,19 @@ fn offline_checks(g: &GlobalArgs, ws: &Workspace) -> Vec<Diagnostic> {
         let config = secrets_file(cc, root).into_iter().chain(tls(cfg, cc, root));
         out.extend(config.map(|d| with_line(d, root, 0)));
         if cc.secrets_file.is_none() {
-            let refs = proxops_core::drift::secrets_without_file(desired, name.as_str());
-            out.extend(refs.into_iter().map(|d| {
-                let doc = desired
-                    .objects
-                    .values()
-                    .find(|o| o.file == d.file && d.message.starts_with(&o.r#ref.to_string()))
-                    .map_or(0, |o| o.doc);
-                with_line(d, root, doc)
-            }));
+            // Each reference with the document of the object it is in,
+            // in the order the cluster's own check sorts them.
+            let mut refs: Vec<(Diagnostic, usize)> = desired
+                .objects
+                .values()
+                .flat_map(|o| {
+                    proxops_core::drift::object_secrets_without_file(o, name.as_str())
+                        .into_iter()
+                        .map(|d| (d, o.doc))
+                })
+                .collect();
+            refs.sort();
+            out.extend(refs.into_iter().map(|(d, doc)| with_line(d, root, doc)));
         }
     }
     out

@@ -21,8 +21,8 @@ use proxops_model::names::{Kind, NodeName, Ref, StorageId, Vmid};
 use proxops_model::wire::Bytes;
 
 pub use proxops_translate::change::{
-    Anomaly, AnomalyType, Change, Impact, ParamValue, Params, SECRET_PLACEHOLDER, Target,
-    impact_word,
+    Anomaly, AnomalyKind, AnomalyType, Change, Impact, ParamValue, Params, SECRET_PLACEHOLDER,
+    Target, impact_word,
 };
 
 /// The PVE work an action stands for; the runner maps it to endpoints
@@ -243,7 +243,7 @@ impl Action {
     /// done, `message` saying why.
     pub fn instead(&self, message: String) -> Anomaly {
         Anomaly {
-            anomaly_type: AnomalyType::NeedsPerson,
+            anomaly: AnomalyKind::NeedsPerson,
             kind: Some(self.kind),
             name: Some(self.name.clone()),
             node: Some(self.node.clone()),

@@ -131,7 +131,7 @@ impl Execution {
         limits: &Limits,
         group: impl Fn(&Action) -> Option<String>,
     ) -> Execution {
-        let actions = if plan.aborted {
+        let actions = if plan.is_aborted() {
             Vec::new()
         } else {
             plan.actions.clone()

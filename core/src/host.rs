@@ -13,7 +13,7 @@
 //! reads `/sys`, or takes `self:` from the configuration) and hands it in;
 //! this module only compares it with what PVE reported.
 
-use crate::action::{Action, Anomaly, Op, Target, Work};
+use crate::action::{Action, Anomaly, AnomalyKind, Op, Target, Work};
 use crate::plan::Plan;
 use proxops_model::live::LiveSnapshot;
 
@@ -122,11 +122,13 @@ pub(crate) fn refusal(a: &Action, s: &SelfGuest) -> Anomaly {
     } else {
         format!(" (changes: {})", fields.join(", "))
     };
-    a.instead(format!(
+    Anomaly {
+        anomaly: AnomalyKind::SelfGuest,
+        ..a.instead(format!(
             "ProxOps runs in this guest (\"{}\", vmid {} on node {}, matched by {}): {what}{changes}, so it is not planned; apply this change from another host",
             s.name, s.vmid, s.node, s.matched
-        ),
-    )
+        ))
+    }
 }
 
 #[cfg(test)]

@@ -28,6 +28,7 @@ pub mod action;
 pub mod admit;
 pub mod audit;
 pub mod cluster;
+pub mod cycle;
 pub mod dashboard;
 pub mod exec;
 pub mod hold;

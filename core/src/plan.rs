@@ -116,16 +116,36 @@ impl std::fmt::Display for NotConsidered {
     }
 }
 
+/// Why a cluster does nothing this cycle: its cause (what code and metrics
+/// branch on) and the words a person reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Abort {
+    pub cause: AbortCause,
+    pub reason: String,
+}
+
+impl Abort {
+    pub fn new(cause: AbortCause, reason: impl Into<String>) -> Abort {
+        Abort {
+            cause,
+            reason: reason.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for Abort {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.reason)
+    }
+}
+
 /// One cluster's plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Plan {
     pub cluster: ClusterName,
-    /// The cluster does nothing this cycle (failed read, invalid input).
-    pub aborted: bool,
-    /// Why, in words; `Some` exactly when `aborted`.
-    pub abort_reason: Option<String>,
-    /// Why, as a class; `Some` exactly when `aborted`.
-    pub abort_cause: Option<AbortCause>,
+    /// Why the cluster does nothing this cycle (failed read, invalid
+    /// input); `None` for a plan that goes ahead.
+    pub abort: Option<Abort>,
     /// In execution order.
     pub actions: Vec<Action>,
     pub skipped: Vec<Skipped>,
@@ -152,9 +172,7 @@ impl Plan {
     pub fn aborted(cluster: ClusterName, cause: AbortCause, reason: impl Into<String>) -> Plan {
         Plan {
             cluster,
-            aborted: true,
-            abort_reason: Some(reason.into()),
-            abort_cause: Some(cause),
+            abort: Some(Abort::new(cause, reason)),
             actions: Vec::new(),
             skipped: Vec::new(),
             deferred: Vec::new(),
@@ -164,6 +182,21 @@ impl Plan {
             rollout: Default::default(),
             not_considered: Vec::new(),
         }
+    }
+
+    /// The cluster does nothing this cycle.
+    pub fn is_aborted(&self) -> bool {
+        self.abort.is_some()
+    }
+
+    /// Why, in words, when aborted.
+    pub fn abort_reason(&self) -> Option<&str> {
+        self.abort.as_ref().map(|a| a.reason.as_str())
+    }
+
+    /// Why, as a class, when aborted.
+    pub fn abort_cause(&self) -> Option<AbortCause> {
+        self.abort.as_ref().map(|a| a.cause)
     }
 
     /// The plan with the input problems that aborted it, sorted.
@@ -176,7 +209,7 @@ impl Plan {
 
     /// Nothing to do and nothing to report.
     pub fn is_empty(&self) -> bool {
-        !self.aborted
+        !self.is_aborted()
             && self.actions.is_empty()
             && self.deferred.is_empty()
             && self.anomalies.is_empty()
@@ -209,7 +242,7 @@ impl Plan {
     /// skipped this cycle, or the whole cluster aborted? (Prunes deferred
     /// past the budget are not: later cycles do them.)
     pub fn needs_attention(&self) -> bool {
-        self.aborted || !self.anomalies.is_empty() || self.skipped_work() > 0
+        self.is_aborted() || !self.anomalies.is_empty() || self.skipped_work() > 0
     }
 }
 

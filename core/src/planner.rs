@@ -4,15 +4,16 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::{
-    Action, Anomaly, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target, Work,
+    Action, Anomaly, AnomalyKind, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target,
+    Work,
 };
 use crate::plan::{AbortCause, Plan, Policy};
 use proxops_model::config::RestartPolicy;
-use proxops_model::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
+use proxops_model::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power};
 use proxops_model::manifest::{PowerState, Spec};
-use proxops_model::names::{Kind, NodeName, Ref, Vmid};
+use proxops_model::names::{Kind, NodeName, Ref, ResourceName, Vmid};
 use proxops_model::repo::{ClusterDesired, DesiredObject};
-use proxops_translate::drift::{self, Context};
+use proxops_translate::drift::{self, Context, Drift};
 
 /// Said of a config write PVE's answer gave no digest for: it goes
 /// without optimistic concurrency (real PVE lists the digest in
@@ -139,9 +140,7 @@ pub fn plan(
         ctx,
         plan: Plan {
             cluster: desired.name.clone(),
-            aborted: false,
-            abort_reason: None,
-            abort_cause: None,
+            abort: None,
             // Sized once: growing a vector of thousands of actions copies
             // it over and over, which dominated large plans.
             actions: Vec::with_capacity(desired.objects.len() + live.guests.len()),
@@ -249,6 +248,173 @@ pub fn sort_actions(actions: &mut [crate::action::Action]) {
     });
 }
 
+/// What a config update planned for the rest of a guest's actions.
+struct Updated {
+    /// A stop for `state: stopped` is part of the update.
+    power_done: bool,
+    /// The update's changes take a reboot to apply.
+    reboot_after: bool,
+    /// The update stops the guest (applying what is pending).
+    stops: bool,
+}
+
+/// A guest's kind, name, node and id as actions name them.
+fn guest_names(obj: &DesiredObject, live: &LiveGuest) -> (Kind, String, NodeName, Vmid, Vmid) {
+    (
+        obj.r#ref.kind,
+        obj.r#ref.name.to_string(),
+        live.node.clone(),
+        live.vmid,
+        live.vmid,
+    )
+}
+
+impl<'a> Builder<'a> {
+    /// What desired state claims: every vmid cluster-wide (ids are unique
+    /// across a PVE cluster, so a migrated guest is still ours) and every
+    /// PVE name of its family, with the object that claims it.
+    #[allow(clippy::type_complexity)] // two sets, read once by `prunes`
+    fn claimed(&self) -> (BTreeSet<Vmid>, BTreeMap<(Family, String), (&'a Ref, Vmid)>) {
+        let mut claimed_ids = BTreeSet::new();
+        let mut claimed_names: BTreeMap<(Family, String), (&'a Ref, Vmid)> = BTreeMap::new();
+        for o in self.desired.objects.values() {
+            if let Some((_, vmid)) = o.spec.guest_id() {
+                claimed_ids.insert(vmid);
+                let fam = if o.r#ref.kind.is_lxc() {
+                    Family::Lxc
+                } else {
+                    Family::Qemu
+                };
+                let pve_name = match &o.spec {
+                    Spec::Vm(v) | Spec::TemplateVm(v) => v
+                        .pve_name
+                        .clone()
+                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                    Spec::Lxc(l) | Spec::TemplateCt(l) => l
+                        .dns
+                        .as_ref()
+                        .and_then(|d| d.hostname.clone())
+                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                    _ => continue,
+                };
+                claimed_names
+                    .entry((fam, pve_name))
+                    .or_insert((&o.r#ref, vmid));
+            }
+        }
+        (claimed_ids, claimed_names)
+    }
+
+    /// The live guest at `vmid` and its config when the manifest may act
+    /// on it; otherwise what stands in the way is recorded (a skip, an
+    /// anomaly, or a create when PVE holds no guest there) and `None`.
+    fn admitted(
+        &mut self,
+        obj: &DesiredObject,
+        node: &NodeName,
+        vmid: Vmid,
+    ) -> Option<(&'a LiveGuest, &'a LiveConfig)> {
+        let node = node.clone();
+        let kind = obj.r#ref.kind;
+        let name = obj.r#ref.name.to_string();
+        let id = vmid;
+        if self.live.node_state(&node) != NodeState::Online {
+            self.skip(
+                kind,
+                &name,
+                &node,
+                Target::Guest(id),
+                SkipReason::NodeOffline { node: node.clone() },
+            );
+            return None;
+        }
+        let Some(live) = self.live.guest(&node, vmid) else {
+            if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
+                if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
+                    self.not_owned(obj, &node, elsewhere);
+                    return None;
+                }
+                self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+                    None,
+                    format!(
+                        "vmid {vmid} exists on node {} (\"{}\"), not on {node}: migrate it back or change spec.node; ProxOps will not create a second guest",
+                        elsewhere.node, elsewhere.name
+                    ),
+                );
+                return None;
+            }
+            self.create(obj, &node);
+            return None;
+        };
+        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
+            self.not_owned(obj, &node, live);
+            return None;
+        }
+        let config = match &live.config {
+            Ok(c) => c,
+            Err(f) => {
+                self.skip(
+                    kind,
+                    &name,
+                    &node,
+                    Target::Guest(id),
+                    SkipReason::ConfigUnreadable {
+                        message: f.message.clone(),
+                    },
+                );
+                return None;
+            }
+        };
+        if live.guest_type != guest_type_of(kind) {
+            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+                None,
+                format!("vmid {vmid} on PVE is a {} but the manifest is a {kind}: change the manifest's kind or remove the guest by hand", live_kind(live)),
+            );
+            return None;
+        }
+        if live.template && !kind.is_template() {
+            let (demote, want) = if kind.is_lxc() {
+                ("TemplateCT", "LXC")
+            } else {
+                ("TemplateVM", "VM")
+            };
+            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+                Some("template".into()),
+                format!("PVE holds a template at vmid {vmid} but the manifest is a {want}: PVE cannot turn a template back into a guest; change the kind to {demote} or recreate it by hand"),
+            );
+            return None;
+        }
+        if live.is_owned_in(self.desired.tag_case_sensitive)
+            && let Some(lock) = live.lock()
+        {
+            // PVE refuses config changes and power actions on a locked
+            // guest ("VM is locked (backup)": qemu-server `QemuConfig.pm`
+            // `check_lock`); trying every cycle only fails.
+            self.skip(
+                kind,
+                &name,
+                &node,
+                Target::Guest(id),
+                SkipReason::Locked {
+                    lock: lock.to_owned(),
+                },
+            );
+            return None;
+        }
+        if live.power == Power::Unknown && !live.template {
+            self.skip(
+                kind,
+                &name,
+                &node,
+                Target::Guest(id),
+                SkipReason::PowerUnknown,
+            );
+            return None;
+        }
+        Some((live, config))
+    }
+}
+
 impl Builder<'_> {
     fn skip(&mut self, kind: Kind, name: &str, node: &NodeName, id: Target, reason: SkipReason) {
         self.plan.skipped.push(Skipped {
@@ -268,7 +434,7 @@ impl Builder<'_> {
         message: String,
     ) {
         self.plan.anomalies.push(Anomaly {
-            anomaly_type: t,
+            anomaly: t.into(),
             kind: Some(kind),
             name: Some(name.to_owned()),
             node: Some(node.clone()),
@@ -507,7 +673,7 @@ impl Builder<'_> {
         self.refused_downloads
             .insert((obj.r#ref.clone(), node.clone()));
         self.plan.anomalies.push(Anomaly {
-            anomaly_type: AnomalyType::NeedsPerson,
+            anomaly: AnomalyKind::NeedsPerson,
             kind: Some(obj.r#ref.kind),
             name: Some(obj.r#ref.name.to_string()),
             node: Some(node.clone()),
@@ -560,111 +726,15 @@ impl Builder<'_> {
             return;
         };
         let node = node.clone();
-        let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
-        let id = vmid;
-        if self.live.node_state(&node) != NodeState::Online {
-            self.skip(
-                kind,
-                &name,
-                &node,
-                Target::Guest(id),
-                SkipReason::NodeOffline { node: node.clone() },
-            );
-            return;
-        }
-        let Some(live) = self.live.guest(&node, vmid) else {
-            if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
-                if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
-                    self.not_owned(obj, &node, elsewhere);
-                    return;
-                }
-                self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
-                    None,
-                    format!(
-                        "vmid {vmid} exists on node {} (\"{}\"), not on {node}: migrate it back or change spec.node; ProxOps will not create a second guest",
-                        elsewhere.node, elsewhere.name
-                    ),
-                );
-                return;
-            }
-            self.create(obj, &node);
+        let Some((live, config)) = self.admitted(obj, &node, vmid) else {
             return;
         };
-        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
-            self.not_owned(obj, &node, live);
-            return;
-        }
-        let config = match &live.config {
-            Ok(c) => c,
-            Err(f) => {
-                self.skip(
-                    kind,
-                    &name,
-                    &node,
-                    Target::Guest(id),
-                    SkipReason::ConfigUnreadable {
-                        message: f.message.clone(),
-                    },
-                );
-                return;
-            }
-        };
-        if live.guest_type != guest_type_of(kind) {
-            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
-                None,
-                format!("vmid {vmid} on PVE is a {} but the manifest is a {kind}: change the manifest's kind or remove the guest by hand", live_kind(live)),
-            );
-            return;
-        }
-        if live.template && !kind.is_template() {
-            let (demote, want) = if kind.is_lxc() {
-                ("TemplateCT", "LXC")
-            } else {
-                ("TemplateVM", "VM")
-            };
-            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
-                Some("template".into()),
-                format!("PVE holds a template at vmid {vmid} but the manifest is a {want}: PVE cannot turn a template back into a guest; change the kind to {demote} or recreate it by hand"),
-            );
-            return;
-        }
-        if live.is_owned_in(self.desired.tag_case_sensitive)
-            && let Some(lock) = live.lock()
-        {
-            // PVE refuses config changes and power actions on a locked
-            // guest ("VM is locked (backup)": qemu-server `QemuConfig.pm`
-            // `check_lock`); trying every cycle only fails.
-            self.skip(
-                kind,
-                &name,
-                &node,
-                Target::Guest(id),
-                SkipReason::Locked {
-                    lock: lock.to_owned(),
-                },
-            );
-            return;
-        }
-        if live.power == Power::Unknown && !live.template {
-            self.skip(
-                kind,
-                &name,
-                &node,
-                Target::Guest(id),
-                SkipReason::PowerUnknown,
-            );
-            return;
-        }
-        let running = live.power == Power::Running;
-        let want_power = desired_power(&obj.spec);
-        let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
-
+        let (kind, name) = (obj.r#ref.kind, obj.r#ref.name.to_string());
         match drift::guest_drift(obj, self.ctx, live, config) {
             Err(e) => {
                 self.anomaly(
                     AnomalyType::NeedsPerson,
-                    (kind, &name, &node, id),
+                    (kind, &name, &node, vmid),
                     None,
                     e.to_string(),
                 );
@@ -675,174 +745,229 @@ impl Builder<'_> {
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
-                let mut refusals =
-                    proxops_translate::refuse::update(live, config, &d, self.policy.root_pam);
-                if kind.is_template() && !live.template {
-                    refusals.extend(proxops_translate::refuse::mark_template(live, config));
-                }
-                if self.refused(obj, live, refusals) {
-                    return;
-                }
-                let mut power_done = false;
-                // The HA manager owns the power of a guest it manages
-                // (not `ignored`): power goes through it.
-                let ha = live.ha_sid();
-                let restart = obj
-                    .metadata
-                    .restart_policy()
-                    .unwrap_or(self.policy.restart_policy);
-                let mut reboot_after = false;
-                let mut stops = false;
-                if !d.changes.is_empty() {
-                    let stop_for_state = running && want_power == Some(PowerState::Stopped);
-                    let stop_first = running
-                        && (d.impact == Impact::StopStart
-                            || stop_for_state
-                            || (kind.is_template() && !live.template));
-                    if stop_first && ha.is_some() && kind.is_template() && !live.template {
-                        self.ha_anomaly(obj, live, "marking it a template (a stop first)");
-                        return;
-                    }
-                    reboot_after = running && d.impact == Impact::Reboot && !stop_first;
-                    stops = stop_first;
-                    let restart_after = stop_first && want_power == Some(PowerState::Started);
-                    let impact = if stop_first {
-                        Impact::StopStart
-                    } else {
-                        d.impact
-                    };
-                    power_done = stop_for_state;
-                    let mut reason = format!("{}: config drift", obj.r#ref);
-                    if impact == Impact::StopStart {
-                        reason.push_str(" (stop-required)");
-                    }
-                    if config.digest.as_deref().is_none_or(str::is_empty) {
-                        reason.push_str(NO_DIGEST);
-                    }
-                    self.plan.actions.push(Action {
-                        op: Op::Update,
-                        kind,
-                        name: name.clone(),
-                        node: node.clone(),
-                        target: Target::Guest(vmid),
-                        impact,
-                        changes: d.changes.clone(),
-                        reason,
-                        level: obj.level,
-                        deps: deps.clone(),
-                        object: Some(obj.r#ref.clone()),
-                        work: Work::UpdateConfig {
-                            guest_type: live.guest_type,
-                            params: d.params.clone(),
-                            delete: d.delete.clone(),
-                            digest: config.digest.clone(),
-                            stop_first,
-                            restart_after,
-                            ha: ha.clone().filter(|_| stop_first),
-                        },
-                    });
-                }
-                // A stop (planned, or for `state: stopped`) applies what PVE
-                // holds pending; a template never runs.
-                let pending = config.pending_keys();
-                if running
-                    && !stops
-                    && !kind.is_template()
-                    && want_power != Some(PowerState::Stopped)
-                    && (reboot_after || !pending.is_empty())
-                {
-                    match restart {
-                        RestartPolicy::Reboot => {
-                            self.reboot(obj, live, config, (&d, ha.clone()), deps.clone());
-                        }
-                        RestartPolicy::Never if d.changes.is_empty() => {
-                            self.skip(
-                                kind,
-                                &name,
-                                &node,
-                                Target::Guest(id),
-                                SkipReason::PendingRestart {
-                                    keys: pending.iter().map(|k| (*k).to_owned()).collect(),
-                                },
-                            );
-                        }
-                        RestartPolicy::Never => {}
-                    }
-                }
-                self.grow(obj, live, config, &d.grows);
-                if kind.is_template() && !live.template {
-                    if running && ha.is_some() {
-                        self.ha_anomaly(obj, live, "marking it a template (a stop first)");
-                        return;
-                    }
-                    self.plan.actions.push(Action {
-                        op: Op::MarkTemplate,
-                        kind,
-                        name: name.clone(),
-                        node: node.clone(),
-                        target: Target::Guest(vmid),
-                        impact: if running {
-                            Impact::StopStart
-                        } else {
-                            Impact::Live
-                        },
-                        changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
-                        reason: format!(
-                            "{}: PVE guest is not a template yet; will mark it",
-                            obj.r#ref
-                        ),
-                        level: obj.level,
-                        deps: deps.clone(),
-                        object: Some(obj.r#ref.clone()),
-                        work: Work::MarkTemplate {
-                            guest_type: live.guest_type,
-                            stop_first: running,
-                            digest: seen_digest(config, &d),
-                        },
-                    });
-                    return;
-                }
-                if kind.is_template() || power_done {
-                    return;
-                }
-                let power = match (want_power, live.power) {
-                    (Some(PowerState::Started), Power::Stopped) => {
-                        Some((Op::Start, "stopped", "running"))
-                    }
-                    (Some(PowerState::Stopped), Power::Running) => {
-                        Some((Op::Stop, "running", "stopped"))
-                    }
-                    _ => None,
-                };
-                if let Some((op, from, to)) = power {
-                    self.plan.actions.push(Action {
-                        op,
-                        kind,
-                        name,
-                        node,
-                        target: Target::Guest(vmid),
-                        impact: Impact::Live,
-                        changes: vec![Change::new("status", Some(from.into()), Some(to.into()))],
-                        reason: format!("{}: power \"{from}\" -> \"{to}\"", obj.r#ref),
-                        level: obj.level,
-                        deps,
-                        object: Some(obj.r#ref.clone()),
-                        work: if op == Op::Start {
-                            Work::Start {
-                                guest_type: live.guest_type,
-                                ha,
-                            }
-                        } else {
-                            Work::Stop {
-                                guest_type: live.guest_type,
-                                ha,
-                                digest: seen_digest(config, &d),
-                            }
-                        },
-                    });
-                }
+                self.owned_guest(obj, live, config, &d);
             }
         }
+    }
+
+    /// An owned guest with its drift: the config update, a restart for
+    /// what PVE holds pending, grown disks, template marking and power.
+    fn owned_guest(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &LiveConfig,
+        d: &Drift,
+    ) {
+        let (kind, name, node, vmid, id) = guest_names(obj, live);
+        let running = live.power == Power::Running;
+        let want_power = desired_power(&obj.spec);
+        let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
+        let mut refusals = proxops_translate::refuse::update(live, config, d, self.policy.root_pam);
+        if kind.is_template() && !live.template {
+            refusals.extend(proxops_translate::refuse::mark_template(live, config));
+        }
+        if self.refused(obj, live, refusals) {
+            return;
+        }
+        // The HA manager owns the power of a guest it manages
+        // (not `ignored`): power goes through it.
+        let ha = live.ha_sid();
+        let Some(Updated {
+            power_done,
+            reboot_after,
+            stops,
+        }) = self.config_update(obj, live, config, d, ha.clone())
+        else {
+            return;
+        };
+        let restart = obj
+            .metadata
+            .restart_policy()
+            .unwrap_or(self.policy.restart_policy);
+        // A stop (planned, or for `state: stopped`) applies what PVE
+        // holds pending; a template never runs.
+        let pending = config.pending_keys();
+        if running
+            && !stops
+            && !kind.is_template()
+            && want_power != Some(PowerState::Stopped)
+            && (reboot_after || !pending.is_empty())
+        {
+            match restart {
+                RestartPolicy::Reboot => {
+                    self.reboot(obj, live, config, (d, ha.clone()), deps.clone());
+                }
+                RestartPolicy::Never if d.changes.is_empty() => {
+                    self.skip(
+                        kind,
+                        &name,
+                        &node,
+                        Target::Guest(id),
+                        SkipReason::PendingRestart {
+                            keys: pending.iter().map(|k| (*k).to_owned()).collect(),
+                        },
+                    );
+                }
+                RestartPolicy::Never => {}
+            }
+        }
+        self.grow(obj, live, config, &d.grows);
+        if kind.is_template() && !live.template {
+            if running && ha.is_some() {
+                self.ha_anomaly(obj, live, "marking it a template (a stop first)");
+                return;
+            }
+            self.mark_template(obj, live, config, d);
+            return;
+        }
+        if kind.is_template() || power_done {
+            return;
+        }
+        let power = match (want_power, live.power) {
+            (Some(PowerState::Started), Power::Stopped) => Some((Op::Start, "stopped", "running")),
+            (Some(PowerState::Stopped), Power::Running) => Some((Op::Stop, "running", "stopped")),
+            _ => None,
+        };
+        if let Some((op, from, to)) = power {
+            self.plan.actions.push(Action {
+                op,
+                kind,
+                name,
+                node,
+                target: Target::Guest(vmid),
+                impact: Impact::Live,
+                changes: vec![Change::new("status", Some(from.into()), Some(to.into()))],
+                reason: format!("{}: power \"{from}\" -> \"{to}\"", obj.r#ref),
+                level: obj.level,
+                deps,
+                object: Some(obj.r#ref.clone()),
+                work: if op == Op::Start {
+                    Work::Start {
+                        guest_type: live.guest_type,
+                        ha,
+                    }
+                } else {
+                    Work::Stop {
+                        guest_type: live.guest_type,
+                        ha,
+                        digest: seen_digest(config, d),
+                    }
+                },
+            });
+        }
+    }
+
+    /// Marks a plain guest a template (stopping it first when it runs).
+    fn mark_template(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &LiveConfig,
+        d: &Drift,
+    ) {
+        let (kind, name, node, vmid, _) = guest_names(obj, live);
+        let running = live.power == Power::Running;
+        let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
+        self.plan.actions.push(Action {
+            op: Op::MarkTemplate,
+            kind,
+            name,
+            node,
+            target: Target::Guest(vmid),
+            impact: if running {
+                Impact::StopStart
+            } else {
+                Impact::Live
+            },
+            changes: vec![Change::new("template", Some("0".into()), Some("1".into()))],
+            reason: format!(
+                "{}: PVE guest is not a template yet; will mark it",
+                obj.r#ref
+            ),
+            level: obj.level,
+            deps,
+            object: Some(obj.r#ref.clone()),
+            work: Work::MarkTemplate {
+                guest_type: live.guest_type,
+                stop_first: running,
+                digest: seen_digest(config, d),
+            },
+        });
+    }
+
+    /// The config update a drift calls for (stopping first when PVE applies
+    /// it only at a restart, or for `state: stopped`); `None` when it is
+    /// refused as an anomaly and the guest gets nothing else.
+    fn config_update(
+        &mut self,
+        obj: &DesiredObject,
+        live: &LiveGuest,
+        config: &LiveConfig,
+        d: &Drift,
+        ha: Option<String>,
+    ) -> Option<Updated> {
+        let (kind, name, node, vmid, _) = guest_names(obj, live);
+        let running = live.power == Power::Running;
+        let want_power = desired_power(&obj.spec);
+        let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
+        let mut power_done = false;
+        let mut reboot_after = false;
+        let mut stops = false;
+        if !d.changes.is_empty() {
+            let stop_for_state = running && want_power == Some(PowerState::Stopped);
+            let stop_first = running
+                && (d.impact == Impact::StopStart
+                    || stop_for_state
+                    || (kind.is_template() && !live.template));
+            if stop_first && ha.is_some() && kind.is_template() && !live.template {
+                self.ha_anomaly(obj, live, "marking it a template (a stop first)");
+                return None;
+            }
+            reboot_after = running && d.impact == Impact::Reboot && !stop_first;
+            stops = stop_first;
+            let restart_after = stop_first && want_power == Some(PowerState::Started);
+            let impact = if stop_first {
+                Impact::StopStart
+            } else {
+                d.impact
+            };
+            power_done = stop_for_state;
+            let mut reason = format!("{}: config drift", obj.r#ref);
+            if impact == Impact::StopStart {
+                reason.push_str(" (stop-required)");
+            }
+            if config.digest.as_deref().is_none_or(str::is_empty) {
+                reason.push_str(NO_DIGEST);
+            }
+            self.plan.actions.push(Action {
+                op: Op::Update,
+                kind,
+                name: name.clone(),
+                node: node.clone(),
+                target: Target::Guest(vmid),
+                impact,
+                changes: d.changes.clone(),
+                reason,
+                level: obj.level,
+                deps: deps.clone(),
+                object: Some(obj.r#ref.clone()),
+                work: Work::UpdateConfig {
+                    guest_type: live.guest_type,
+                    params: d.params.clone(),
+                    delete: d.delete.clone(),
+                    digest: config.digest.clone(),
+                    stop_first,
+                    restart_after,
+                    ha: ha.clone().filter(|_| stop_first),
+                },
+            });
+        }
+        Some(Updated {
+            power_done,
+            reboot_after,
+            stops,
+        })
     }
 
     /// Making a running HA-managed guest a template: the HA manager would
@@ -1056,30 +1181,8 @@ impl Builder<'_> {
             return;
         };
         let id = vmid;
-        // Artifacts the guest needs must be on its node (or about to be).
-        for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
-            match self.artifact_ready(dep, node) {
-                Ok(()) => {}
-                // Not declared on the node: no cycle would ever place it
-                // there, so waiting for it is not an answer.
-                Err(_) if !self.declared_on(dep, node) => {
-                    let message = format!(
-                        "{}: needs {dep} on node {node}, where the repository does not place it: add {node} to {dep}'s spec.nodes, or put the guest on a node it lists; not created until then",
-                        obj.r#ref
-                    );
-                    self.anomaly(
-                        AnomalyType::NeedsPerson,
-                        (kind, &name, node, id),
-                        None,
-                        message,
-                    );
-                    return;
-                }
-                Err(why) => {
-                    self.skip(kind, &name, node, Target::Guest(id), why);
-                    return;
-                }
-            }
+        if !self.artifacts_placed(obj, node) {
+            return;
         }
         let deps: Vec<Ref> = obj.deps.iter().cloned().collect();
         let clone_of = obj.spec.vm().and_then(|v| v.clone.clone());
@@ -1170,27 +1273,7 @@ impl Builder<'_> {
                     self.skip(kind, &name, node, Target::Guest(id), why);
                     return;
                 }
-                let reason = match (&clone_of, kind.is_template()) {
-                    (Some(src), _) => {
-                        let src_id = self
-                            .desired
-                            .get(&Ref {
-                                kind: Kind::TemplateVM,
-                                name: src.clone(),
-                            })
-                            .and_then(|o| o.spec.guest_id().map(|(_, v)| v.to_string()))
-                            .unwrap_or_default();
-                        format!(
-                            "{}: not on PVE; will full-clone from TemplateVM {src} (vmid {src_id})",
-                            obj.r#ref
-                        )
-                    }
-                    (None, true) => format!(
-                        "{}: not on PVE; will create + mark as PVE template",
-                        obj.r#ref
-                    ),
-                    (None, false) => format!("{}: not on PVE; will create", obj.r#ref),
-                };
+                let reason = self.create_reason(obj, clone_of.as_ref());
                 self.plan.actions.push(Action {
                     op,
                     kind,
@@ -1209,127 +1292,176 @@ impl Builder<'_> {
         }
     }
 
-    fn prunes(&mut self, policy: &Policy) {
-        // What desired state claims: every vmid cluster-wide (ids are
-        // unique across a PVE cluster, so a migrated guest is still ours)
-        // and every PVE name of its family, with the object that claims it.
-        let mut claimed_ids = BTreeSet::new();
-        let mut claimed_names: BTreeMap<(Family, String), (&Ref, Vmid)> = BTreeMap::new();
-        for o in self.desired.objects.values() {
-            if let Some((_, vmid)) = o.spec.guest_id() {
-                claimed_ids.insert(vmid);
-                let fam = if o.r#ref.kind.is_lxc() {
-                    Family::Lxc
-                } else {
-                    Family::Qemu
-                };
-                let pve_name = match &o.spec {
-                    Spec::Vm(v) | Spec::TemplateVm(v) => v
-                        .pve_name
-                        .clone()
-                        .unwrap_or_else(|| o.r#ref.name.to_string()),
-                    Spec::Lxc(l) | Spec::TemplateCt(l) => l
-                        .dns
-                        .as_ref()
-                        .and_then(|d| d.hostname.clone())
-                        .unwrap_or_else(|| o.r#ref.name.to_string()),
-                    _ => continue,
-                };
-                claimed_names
-                    .entry((fam, pve_name))
-                    .or_insert((&o.r#ref, vmid));
+    /// Whether the artifacts `obj` needs are on `node` (or about to be);
+    /// if not, the skip or anomaly that says why it is not created.
+    fn artifacts_placed(&mut self, obj: &DesiredObject, node: &NodeName) -> bool {
+        let kind = obj.r#ref.kind;
+        let name = obj.r#ref.name.to_string();
+        let Some((_, id)) = obj.spec.guest_id() else {
+            return false;
+        };
+        for dep in obj.deps.iter().filter(|d| d.kind.is_artifact()) {
+            match self.artifact_ready(dep, node) {
+                Ok(()) => {}
+                // Not declared on the node: no cycle would ever place it
+                // there, so waiting for it is not an answer.
+                Err(_) if !self.declared_on(dep, node) => {
+                    let message = format!(
+                        "{}: needs {dep} on node {node}, where the repository does not place it: add {node} to {dep}'s spec.nodes, or put the guest on a node it lists; not created until then",
+                        obj.r#ref
+                    );
+                    self.anomaly(
+                        AnomalyType::NeedsPerson,
+                        (kind, &name, node, id),
+                        None,
+                        message,
+                    );
+                    return false;
+                }
+                Err(why) => {
+                    self.skip(kind, &name, node, Target::Guest(id), why);
+                    return false;
+                }
             }
         }
+        true
+    }
+
+    /// Why a guest is created, naming the template a clone is made from.
+    fn create_reason(&self, obj: &DesiredObject, clone_of: Option<&ResourceName>) -> String {
+        match (clone_of, obj.r#ref.kind.is_template()) {
+            (Some(src), _) => {
+                let src_id = self
+                    .desired
+                    .get(&Ref {
+                        kind: Kind::TemplateVM,
+                        name: src.clone(),
+                    })
+                    .and_then(|o| o.spec.guest_id().map(|(_, v)| v.to_string()))
+                    .unwrap_or_default();
+                format!(
+                    "{}: not on PVE; will full-clone from TemplateVM {src} (vmid {src_id})",
+                    obj.r#ref
+                )
+            }
+            (None, true) => format!(
+                "{}: not on PVE; will create + mark as PVE template",
+                obj.r#ref
+            ),
+            (None, false) => format!("{}: not on PVE; will create", obj.r#ref),
+        }
+    }
+
+    fn prunes(&mut self, policy: &Policy) {
+        let (claimed_ids, claimed_names) = self.claimed();
         let mut candidates: BTreeMap<Kind, Vec<&LiveGuest>> = BTreeMap::new();
         for g in self.live.guests.values() {
-            if !policy.allows(&g.node)
-                || self.live.node_state(&g.node) != NodeState::Online
-                || g.config.is_err()
-            {
-                // Never prune what we could not read.
-                continue;
-            }
             if claimed_ids.contains(&g.vmid) {
                 continue;
             }
-            let kind = live_kind(g);
-            let display = g.display_name();
-            if !g.is_owned_in(self.desired.tag_case_sensitive) {
-                let reason = SkipReason::Untagged {
-                    legacy: g.has_legacy_tag(),
-                };
-                self.skip(kind, &display, &g.node, Target::Guest(g.vmid), reason);
-                continue;
+            if let Some(kind) = self.prune_candidate(g, policy, &claimed_names) {
+                candidates.entry(kind).or_default().push(g);
             }
-            let fam = Family::of_type(g.guest_type);
-            if let Some((r, vmid)) = (!g.name.is_empty())
-                .then(|| claimed_names.get(&(fam, g.name.clone())))
-                .flatten()
-            {
-                // Kept, as a guest whose manifest only changed its vmid may
-                // still be the one that serves; but never silently.
-                self.anomaly(
-                    AnomalyType::NeedsPerson,
-                    (kind, &display, &g.node, g.vmid),
-                    None,
-                    format!(
-                        "proxops-tagged guest \"{display}\" (vmid {} on node {}) has the PVE name of {r}, whose manifest now says vmid {vmid}: a renumbered manifest leaves the old guest behind; ProxOps neither updates nor prunes it: delete it by hand once vmid {vmid} serves, or set {r}'s spec.vmid back to {}",
-                        g.vmid, g.node, g.vmid
-                    ),
-                );
-                continue;
-            }
-            if g.is_prune_protected() {
-                self.skip(
-                    kind,
-                    &display,
-                    &g.node,
-                    Target::Guest(g.vmid),
-                    SkipReason::PruneProtected,
-                );
-                continue;
-            }
-            if let Some(why) = self.refused_prune(g, policy) {
-                if let Some(a) = self.after_its_replication_jobs(g, policy) {
-                    self.plan.deferred.push(a);
-                    continue;
-                }
-                self.anomaly(
-                    AnomalyType::NeedsPerson,
-                    (kind, &display, &g.node, g.vmid),
-                    None,
-                    why,
-                );
-                continue;
-            }
-            if let Some(matched) = policy.host.matches(g) {
-                // Refused before the budget: a prune that can never happen
-                // must not hold back the others.
-                let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
-                let me = crate::host::SelfGuest {
-                    node: g.node.clone(),
-                    vmid: g.vmid,
-                    name: display.clone(),
-                    matched,
-                };
-                self.plan.anomalies.push(crate::host::refusal(&a, &me));
-                continue;
-            }
-            if let Some(lock) = g.lock() {
-                self.skip(
-                    kind,
-                    &display,
-                    &g.node,
-                    Target::Guest(g.vmid),
-                    SkipReason::Locked {
-                        lock: lock.to_owned(),
-                    },
-                );
-                continue;
-            }
-            candidates.entry(kind).or_default().push(g);
         }
+        self.guarded_prunes(candidates, policy);
+    }
 
+    /// A live guest no manifest claims: its kind when it may be pruned,
+    /// or `None` with the skip or anomaly that says why not.
+    fn prune_candidate(
+        &mut self,
+        g: &LiveGuest,
+        policy: &Policy,
+        claimed_names: &BTreeMap<(Family, String), (&Ref, Vmid)>,
+    ) -> Option<Kind> {
+        if !policy.allows(&g.node)
+            || self.live.node_state(&g.node) != NodeState::Online
+            || g.config.is_err()
+        {
+            // Never prune what we could not read.
+            return None;
+        }
+        let kind = live_kind(g);
+        let display = g.display_name();
+        if !g.is_owned_in(self.desired.tag_case_sensitive) {
+            let reason = SkipReason::Untagged {
+                legacy: g.has_legacy_tag(),
+            };
+            self.skip(kind, &display, &g.node, Target::Guest(g.vmid), reason);
+            return None;
+        }
+        let fam = Family::of_type(g.guest_type);
+        if let Some((r, vmid)) = (!g.name.is_empty())
+            .then(|| claimed_names.get(&(fam, g.name.clone())))
+            .flatten()
+        {
+            // Kept, as a guest whose manifest only changed its vmid may
+            // still be the one that serves; but never silently.
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (kind, &display, &g.node, g.vmid),
+                None,
+                format!(
+                    "proxops-tagged guest \"{display}\" (vmid {} on node {}) has the PVE name of {r}, whose manifest now says vmid {vmid}: a renumbered manifest leaves the old guest behind; ProxOps neither updates nor prunes it: delete it by hand once vmid {vmid} serves, or set {r}'s spec.vmid back to {}",
+                    g.vmid, g.node, g.vmid
+                ),
+            );
+            return None;
+        }
+        if g.is_prune_protected() {
+            self.skip(
+                kind,
+                &display,
+                &g.node,
+                Target::Guest(g.vmid),
+                SkipReason::PruneProtected,
+            );
+            return None;
+        }
+        if let Some(why) = self.refused_prune(g, policy) {
+            if let Some(a) = self.after_its_replication_jobs(g, policy) {
+                self.plan.deferred.push(a);
+                return None;
+            }
+            self.anomaly(
+                AnomalyType::NeedsPerson,
+                (kind, &display, &g.node, g.vmid),
+                None,
+                why,
+            );
+            return None;
+        }
+        if let Some(matched) = policy.host.matches(g) {
+            // Refused before the budget: a prune that can never happen
+            // must not hold back the others.
+            let a = self.prune_action(g, "present on PVE (proxops-tagged) but absent in git");
+            let me = crate::host::SelfGuest {
+                node: g.node.clone(),
+                vmid: g.vmid,
+                name: display.clone(),
+                matched,
+            };
+            self.plan.anomalies.push(crate::host::refusal(&a, &me));
+            return None;
+        }
+        if let Some(lock) = g.lock() {
+            self.skip(
+                kind,
+                &display,
+                &g.node,
+                Target::Guest(g.vmid),
+                SkipReason::Locked {
+                    lock: lock.to_owned(),
+                },
+            );
+            return None;
+        }
+        Some(kind)
+    }
+
+    /// The empty-desired guard, then the budget: which candidates are
+    /// pruned this cycle and which are deferred.
+    fn guarded_prunes(&mut self, candidates: BTreeMap<Kind, Vec<&LiveGuest>>, policy: &Policy) {
         // The empty-desired guard, per kind: a kind with no manifest left
         // while PVE holds tagged guests of it looks like a bad push (an
         // emptied composition or file), so none of them is pruned, whatever
@@ -1342,7 +1474,7 @@ impl Builder<'_> {
                 continue;
             }
             self.plan.anomalies.push(Anomaly {
-                anomaly_type: AnomalyType::EmptyDesired,
+                anomaly: AnomalyKind::EmptyDesired,
                 kind: Some(kind),
                 name: None,
                 node: None,

@@ -412,14 +412,8 @@ impl ClusterReport {
         finished_at: Timestamp,
     ) -> ClusterReport {
         let name = plan.cluster.to_string();
-        if plan.aborted {
-            // A plan marked aborted without a cause (built by hand) is of
-            // no class we know: the catch-all `aborted`.
-            let result = plan
-                .abort_cause
-                .map_or(CycleResult::Aborted, AbortCause::result);
-            let reason = plan.abort_reason.clone().unwrap_or_default();
-            let mut r = ClusterReport::aborted_as(name, result, reason);
+        if let Some(abort) = &plan.abort {
+            let mut r = ClusterReport::aborted_as(name, abort.cause.result(), abort.reason.clone());
             r.objects = objects;
             r.counts.objects = r.objects.len() as u64;
             return r;
@@ -457,7 +451,7 @@ impl ClusterReport {
         }
         let mut anomalies: BTreeMap<AnomalyType, u64> = BTreeMap::new();
         for an in &plan.anomalies {
-            *anomalies.entry(an.anomaly_type).or_default() += 1;
+            *anomalies.entry(an.anomaly_type()).or_default() += 1;
         }
         let mut prune_deferred: BTreeMap<String, u64> = BTreeMap::new();
         for d in &plan.deferred {
@@ -538,7 +532,7 @@ fn object_anomalies(plan: &Plan) -> Vec<AnomalyRecord> {
             Some(AnomalyRecord {
                 kind: kind.to_string(),
                 name: name.to_owned(),
-                anomaly_type: a.anomaly_type,
+                anomaly_type: a.anomaly_type(),
                 field: a.field.clone(),
                 message: a.message.clone(),
             })

@@ -343,10 +343,10 @@ pub fn admit(
     policy: &crate::plan::Policy,
 ) -> Result<Plan, Vec<String>> {
     let cluster = &saved.cluster;
-    if now.aborted {
+    if now.is_aborted() {
         return Err(vec![format!(
             "cluster {cluster}: {}",
-            now.abort_reason.as_deref().unwrap_or("the cluster aborted")
+            now.abort_reason().unwrap_or("the cluster aborted")
         )]);
     }
     let plan = saved.plan();
@@ -365,7 +365,7 @@ pub fn admit(
         return Err(guarded
             .anomalies
             .iter()
-            .filter(|an| an.message.starts_with("ProxOps runs in this guest"))
+            .filter(|an| an.anomaly == crate::action::AnomalyKind::SelfGuest)
             .map(|an| format!("cluster {cluster}: {}", an.message))
             .collect());
     }
@@ -495,9 +495,7 @@ impl SavedCluster {
     pub fn plan(&self) -> Plan {
         Plan {
             cluster: self.cluster.clone(),
-            aborted: false,
-            abort_reason: None,
-            abort_cause: None,
+            abort: None,
             actions: self.actions.clone(),
             skipped: Vec::new(),
             deferred: Vec::new(),

@@ -65,17 +65,6 @@ pub(crate) fn complete(
     for o in objects {
         merge_into(&mut records, o);
     }
-    let blank = |kind: &str, name: &str, node: &str, id: &str, state: ObjectState| ObjectReport {
-        kind: kind.to_owned(),
-        name: name.to_owned(),
-        node: node.to_owned(),
-        id: id.to_owned(),
-        state,
-        last_action: None,
-        last_error: None,
-        prune_reason: None,
-        last_converged_at: None,
-    };
     if !executed {
         for a in &plan.actions {
             let k = (a.kind.to_string(), a.name.clone());
@@ -131,27 +120,7 @@ pub(crate) fn complete(
                 r
             });
     }
-    for o in desired.iter().flat_map(|d| d.objects.values()) {
-        let kind = o.r#ref.kind.as_str();
-        let name = o.r#ref.name.to_string();
-        records
-            .entry((kind.to_owned(), name.clone()))
-            .or_insert_with(|| {
-                let (node, id) = match (o.spec.guest_id(), o.spec.artifact()) {
-                    (Some((node, vmid)), _) => (node.to_string(), vmid.to_string()),
-                    (None, Some(a)) => (
-                        a.all_nodes()
-                            .iter()
-                            .map(|n| n.as_str())
-                            .collect::<Vec<_>>()
-                            .join(","),
-                        format!("{}:{}", a.storage, a.filename),
-                    ),
-                    (None, None) => (String::new(), String::new()),
-                };
-                blank(kind, &name, &node, &id, ObjectState::Converged)
-            });
-    }
+    converged_unless_said(&mut records, desired);
     for an in &plan.anomalies {
         // A kind-wide anomaly (empty_desired) names no object.
         let Some((kind, an_name)) = an.object() else {
@@ -175,6 +144,49 @@ pub(crate) fn complete(
         }
     }
     records.into_values().collect()
+}
+
+/// A record of one object with nothing said about it yet.
+fn blank(kind: &str, name: &str, node: &str, id: &str, state: ObjectState) -> ObjectReport {
+    ObjectReport {
+        kind: kind.to_owned(),
+        name: name.to_owned(),
+        node: node.to_owned(),
+        id: id.to_owned(),
+        state,
+        last_action: None,
+        last_error: None,
+        prune_reason: None,
+        last_converged_at: None,
+    }
+}
+
+/// Rule 9: every desired object nothing else was said about is converged.
+fn converged_unless_said(
+    records: &mut BTreeMap<(String, String), ObjectReport>,
+    desired: Option<&ClusterDesired>,
+) {
+    for o in desired.iter().flat_map(|d| d.objects.values()) {
+        let kind = o.r#ref.kind.as_str();
+        let name = o.r#ref.name.to_string();
+        records
+            .entry((kind.to_owned(), name.clone()))
+            .or_insert_with(|| {
+                let (node, id) = match (o.spec.guest_id(), o.spec.artifact()) {
+                    (Some((node, vmid)), _) => (node.to_string(), vmid.to_string()),
+                    (None, Some(a)) => (
+                        a.all_nodes()
+                            .iter()
+                            .map(|n| n.as_str())
+                            .collect::<Vec<_>>()
+                            .join(","),
+                        format!("{}:{}", a.storage, a.filename),
+                    ),
+                    (None, None) => (String::new(), String::new()),
+                };
+                blank(kind, &name, &node, &id, ObjectState::Converged)
+            });
+    }
 }
 
 /// How bad a state is, for merging two records of one object: the worse

@@ -36,8 +36,9 @@ use crate::action::{Action, Params, Target, Work, WriteMethod};
 use crate::exec::Outcome;
 use proxops_model::live::GuestType;
 use proxops_model::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
-use proxops_model::names::NodeName;
+use proxops_model::names::{NodeName, Vmid};
 use proxops_model::repo::ClusterDesired;
+use proxops_model::wire::Bytes;
 
 /// A point in time the driver measures from an origin of its own (a
 /// monotonic clock's start). Core reads no clock: only differences count.
@@ -1492,19 +1493,13 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             guest_type,
             params,
             mark_template,
-        } => {
-            let path = guest(*guest_type)?;
-            let base = format!(
-                "/nodes/{}/{}",
-                encode_segment(node.as_str()),
-                guest_type.path_segment()
-            );
-            out.push_back(write(Call::with_form(Method::Post, base, params.clone())));
-            if *mark_template {
-                // qemu answers a UPID, lxc `null` (synchronous) [PROBE].
-                out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
-            }
-        }
+        } => out.extend(create_guest(
+            node,
+            *guest_type,
+            guest(*guest_type)?,
+            params,
+            *mark_template,
+        )),
         Work::CloneGuest {
             source,
             source_node,
@@ -1513,40 +1508,15 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             delete,
             start_after,
             pool,
-        } => {
-            let path = guest(GuestType::Qemu)?;
-            let vmid = match &action.target {
-                Target::Guest(v) => v.to_string(),
-                Target::File { .. } | Target::Cluster(_) => String::new(),
-            };
-            let mut form = Params::new();
-            form.push("newid", vmid);
-            form.push("name", name.clone());
-            form.push("full", "1");
-            if source_node != node {
-                form.push("target", node.to_string());
-            }
-            if let Some(pool) = pool {
-                form.push("pool", pool.clone());
-            }
-            let source = guest_path(source_node, GuestType::Qemu, *source);
-            out.push_back(write(Call::with_form(
-                Method::Post,
-                format!("{source}/clone"),
-                form,
-            )));
-            let form = config_form(config, delete, None);
-            if !form.is_empty() {
-                out.push_back(write(Call::with_form(
-                    Method::Post,
-                    format!("{path}/config"),
-                    form,
-                )));
-            }
-            if *start_after {
-                out.extend(power_on(&path, false));
-            }
-        }
+        } => out.extend(clone_guest(
+            action,
+            guest(GuestType::Qemu)?,
+            (*source, source_node),
+            name,
+            (config, delete),
+            *start_after,
+            pool.as_deref(),
+        )),
         Work::Download { storage, params } => {
             let path = format!(
                 "/nodes/{}/storage/{}/download-url",
@@ -1563,37 +1533,13 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             stop_first,
             restart_after,
             ha,
-        } => {
-            let path = guest(*guest_type)?;
-            // qemu: async POST (a UPID); lxc: PUT (PVE has no POST there).
-            let method = match guest_type {
-                GuestType::Qemu => Method::Post,
-                GuestType::Lxc => Method::Put,
-            };
-            // Write before you stop: PVE takes a config write to a running
-            // guest and holds what it cannot apply live as pending
-            // (qemu-server `API2/Qemu.pm` `$update_vm_api` writes every key
-            // to `[PENDING]`, then `vmconfig_hotplug_pending`; pve-container
-            // `LXC/Config.pm` `update_pct_config` likewise), and the
-            // power-off applies it (qemu-server `QemuServer.pm`
-            // `vm_stop_cleanup` → `vmconfig_apply_pending`; pve-container's
-            // poststop hook). So the write comes first, with the planner's
-            // digest, while the guest runs: a write PVE refuses costs no
-            // downtime. Neither refuses a write ProxOps makes because the
-            // guest runs, so no update is written after the stop; only
-            // `template` and `DELETE` must find the guest off (below).
-            out.push_back(write(Call::with_form(
-                method,
-                format!("{path}/config"),
-                config_form(params, delete, digest.as_deref()),
-            )));
-            if *stop_first {
-                out.extend(power_off_via(&path, ha.as_deref()));
-                if *restart_after {
-                    out.extend(power_on_via(&path, ha.as_deref(), true));
-                }
-            }
-        }
+        } => out.extend(update_config(
+            *guest_type,
+            guest(*guest_type)?,
+            config_form(params, delete, digest.as_deref()),
+            (*stop_first, *restart_after),
+            ha.as_deref(),
+        )),
         Work::Start { guest_type, ha } => {
             out.extend(power_on_via(&guest(*guest_type)?, ha.as_deref(), false))
         }
@@ -1601,41 +1547,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             out.extend(power_off_via(&guest(*guest_type)?, ha.as_deref()))
         }
         Work::Reboot { guest_type, ha, .. } => {
-            // A restart that applies what PVE holds pending and keeps the
-            // guest's shutdown timeout.
-            let path = guest(*guest_type)?;
-            match (guest_type, ha) {
-                // qemu-server `API2/Qemu.pm` `vm_reboot` is not HA-aware:
-                // the HA manager is asked for `stopped`, then `started`.
-                (_, Some(sid)) => {
-                    out.extend(power_off_via(&path, Some(sid)));
-                    out.extend(power_on_via(&path, Some(sid), true));
-                }
-                // pve-container `LXC.pm` `vm_reboot` stops with
-                // `vm_stop($vmid, 0, $timeout, 1)`: lxc-stop without
-                // `--nokill`, which kills the container after 60 s whatever
-                // its shutdown timeout. A graceful shutdown with the
-                // timeout (`--nokill`), then a start, keeps it.
-                (GuestType::Lxc, None) => {
-                    out.extend(power_off(&path));
-                    out.extend(power_on(&path, true));
-                }
-                // qemu-server `API2/Qemu.pm` `vm_reboot` takes `timeout`
-                // for its shutdown (60 s without); the VM is started again
-                // after the task ends (qmeventd), so `running` is waited
-                // for.
-                (GuestType::Qemu, None) => {
-                    out.push_back(Stage::Reboot {
-                        guest: path.clone(),
-                    });
-                    out.push_back(Stage::Confirm {
-                        guest: path,
-                        want: Power::Running,
-                        restores: false,
-                        wait: Some(RESTART_WAIT),
-                    });
-                }
-            }
+            out.extend(reboot(*guest_type, guest(*guest_type)?, ha.as_deref()))
         }
         Work::MarkTemplate {
             guest_type,
@@ -1652,20 +1564,7 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             guest_type,
             disk,
             size,
-        } => {
-            // qemu-server and pve-container `resize_vm` answer a task UPID
-            // on PVE 9; an absolute size (no `+`) makes a retried write
-            // harmless.
-            let path = guest(*guest_type)?;
-            let mut form = Params::new();
-            form.push("disk", disk.clone());
-            form.push("size", size.to_wire());
-            out.push_back(write(Call::with_form(
-                Method::Put,
-                format!("{path}/resize"),
-                form,
-            )));
-        }
+        } => out.push_back(resize(guest(*guest_type)?, disk, size)),
         Work::ClusterWrite {
             method,
             path,
@@ -1686,27 +1585,191 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             stop_first,
             purge,
             ..
-        } => {
-            let path = guest(*guest_type)?;
-            if *stop_first {
-                out.push_back(Stage::Shutdown {
-                    guest: path.clone(),
-                    gone_is_done: true,
-                });
-            }
-            // `purge=1`: PVE refuses to destroy an HA-managed or replicated
-            // guest without it (qemu-server `API2/Qemu.pm` `destroy_vm`).
-            let mut form = Params::new();
-            if *purge {
-                form.push("purge", "1");
-            }
-            out.push_back(Stage::Write {
-                call: Call::with_form(Method::Delete, path, form),
-                gone_is_done: true,
+        } => out.extend(delete_guest(guest(*guest_type)?, *stop_first, *purge)),
+    }
+    Ok(out)
+}
+
+/// A disk grown to its absolute size: qemu-server and pve-container
+/// `resize_vm` answer a task UPID on PVE 9; an absolute size (no `+`)
+/// makes a retried write harmless.
+fn resize(path: String, disk: &str, size: &Bytes) -> Stage {
+    let mut form = Params::new();
+    form.push("disk", disk.to_owned());
+    form.push("size", size.to_wire());
+    write(Call::with_form(Method::Put, format!("{path}/resize"), form))
+}
+
+/// A create on the guest's node, then the template marking a template
+/// kind asks for.
+fn create_guest(
+    node: &NodeName,
+    guest_type: GuestType,
+    path: String,
+    params: &Params,
+    mark_template: bool,
+) -> VecDeque<Stage> {
+    let mut out = VecDeque::new();
+    let base = format!(
+        "/nodes/{}/{}",
+        encode_segment(node.as_str()),
+        guest_type.path_segment()
+    );
+    out.push_back(write(Call::with_form(Method::Post, base, params.clone())));
+    if mark_template {
+        // qemu answers a UPID, lxc `null` (synchronous) [PROBE].
+        out.push_back(write(Call::new(Method::Post, format!("{path}/template"))));
+    }
+    out
+}
+
+/// A clone: the clone call on the template's node, the config the clone
+/// does not carry, and a start when the manifest asks for it.
+fn clone_guest(
+    action: &Action,
+    path: String,
+    (source, source_node): (Vmid, &NodeName),
+    name: &str,
+    (config, delete): (&Params, &[String]),
+    start_after: bool,
+    pool: Option<&str>,
+) -> VecDeque<Stage> {
+    let node = &action.node;
+    let mut out = VecDeque::new();
+    let vmid = match &action.target {
+        Target::Guest(v) => v.to_string(),
+        Target::File { .. } | Target::Cluster(_) => String::new(),
+    };
+    let mut form = Params::new();
+    form.push("newid", vmid);
+    form.push("name", name.to_owned());
+    form.push("full", "1");
+    if source_node != node {
+        form.push("target", node.to_string());
+    }
+    if let Some(pool) = pool {
+        form.push("pool", pool.to_owned());
+    }
+    let source = guest_path(source_node, GuestType::Qemu, source);
+    out.push_back(write(Call::with_form(
+        Method::Post,
+        format!("{source}/clone"),
+        form,
+    )));
+    let form = config_form(config, delete, None);
+    if !form.is_empty() {
+        out.push_back(write(Call::with_form(
+            Method::Post,
+            format!("{path}/config"),
+            form,
+        )));
+    }
+    if start_after {
+        out.extend(power_on(&path, false));
+    }
+    out
+}
+
+/// A config update: the write first, then, for a change PVE applies only
+/// at a restart, the power-off and (when the guest ran) the start.
+fn update_config(
+    guest_type: GuestType,
+    path: String,
+    form: Params,
+    (stop_first, restart_after): (bool, bool),
+    ha: Option<&str>,
+) -> VecDeque<Stage> {
+    let mut out = VecDeque::new();
+    // qemu: async POST (a UPID); lxc: PUT (PVE has no POST there).
+    let method = match guest_type {
+        GuestType::Qemu => Method::Post,
+        GuestType::Lxc => Method::Put,
+    };
+    // Write before you stop: PVE takes a config write to a running
+    // guest and holds what it cannot apply live as pending
+    // (qemu-server `API2/Qemu.pm` `$update_vm_api` writes every key
+    // to `[PENDING]`, then `vmconfig_hotplug_pending`; pve-container
+    // `LXC/Config.pm` `update_pct_config` likewise), and the
+    // power-off applies it (qemu-server `QemuServer.pm`
+    // `vm_stop_cleanup` → `vmconfig_apply_pending`; pve-container's
+    // poststop hook). So the write comes first, with the planner's
+    // digest, while the guest runs: a write PVE refuses costs no
+    // downtime. Neither refuses a write ProxOps makes because the
+    // guest runs, so no update is written after the stop; only
+    // `template` and `DELETE` must find the guest off (below).
+    out.push_back(write(Call::with_form(
+        method,
+        format!("{path}/config"),
+        form,
+    )));
+    if stop_first {
+        out.extend(power_off_via(&path, ha));
+        if restart_after {
+            out.extend(power_on_via(&path, ha, true));
+        }
+    }
+    out
+}
+
+/// A restart that applies what PVE holds pending and keeps the guest's
+/// shutdown timeout.
+fn reboot(guest_type: GuestType, path: String, ha: Option<&str>) -> VecDeque<Stage> {
+    let mut out = VecDeque::new();
+    match (guest_type, ha) {
+        // qemu-server `API2/Qemu.pm` `vm_reboot` is not HA-aware:
+        // the HA manager is asked for `stopped`, then `started`.
+        (_, Some(sid)) => {
+            out.extend(power_off_via(&path, Some(sid)));
+            out.extend(power_on_via(&path, Some(sid), true));
+        }
+        // pve-container `LXC.pm` `vm_reboot` stops with
+        // `vm_stop($vmid, 0, $timeout, 1)`: lxc-stop without
+        // `--nokill`, which kills the container after 60 s whatever
+        // its shutdown timeout. A graceful shutdown with the
+        // timeout (`--nokill`), then a start, keeps it.
+        (GuestType::Lxc, None) => {
+            out.extend(power_off(&path));
+            out.extend(power_on(&path, true));
+        }
+        // qemu-server `API2/Qemu.pm` `vm_reboot` takes `timeout`
+        // for its shutdown (60 s without); the VM is started again
+        // after the task ends (qmeventd), so `running` is waited
+        // for.
+        (GuestType::Qemu, None) => {
+            out.push_back(Stage::Reboot {
+                guest: path.clone(),
+            });
+            out.push_back(Stage::Confirm {
+                guest: path,
+                want: Power::Running,
+                restores: false,
+                wait: Some(RESTART_WAIT),
             });
         }
     }
-    Ok(out)
+    out
+}
+
+/// A delete: a graceful shutdown first when the guest runs.
+fn delete_guest(path: String, stop_first: bool, purge: bool) -> VecDeque<Stage> {
+    let mut out = VecDeque::new();
+    if stop_first {
+        out.push_back(Stage::Shutdown {
+            guest: path.clone(),
+            gone_is_done: true,
+        });
+    }
+    // `purge=1`: PVE refuses to destroy an HA-managed or replicated
+    // guest without it (qemu-server `API2/Qemu.pm` `destroy_vm`).
+    let mut form = Params::new();
+    if purge {
+        form.push("purge", "1");
+    }
+    out.push_back(Stage::Write {
+        call: Call::with_form(Method::Delete, path, form),
+        gone_is_done: true,
+    });
+    out
 }
 
 #[cfg(test)]

@@ -109,7 +109,7 @@ pub fn restrict(
     targets: &BTreeSet<Ref>,
     budget: &crate::rollout::DisruptionBudget,
 ) {
-    if plan.aborted {
+    if plan.is_aborted() {
         return;
     }
     let keep = closure(desired, targets);

@@ -242,9 +242,7 @@ fn a_missing_object_or_page_is_404() {
 #[test]
 fn the_object_page_words_the_action_exactly_as_the_text_plan() {
     let mut plan = Plan::aborted(ClusterName::new("home").unwrap(), AbortCause::PveRead, "");
-    plan.aborted = false;
-    plan.abort_reason = None;
-    plan.abort_cause = None;
+    plan.abort = None;
     plan.actions = vec![update()];
     let text = render::text(&[plan]);
     let shown = render::action_text(&PendingAction::of(&update()));

@@ -347,7 +347,7 @@ mod pending_semantics {
     use super::*;
     use proxops_core::action::{Op, SkipReason};
     use proxops_core::config::RestartPolicy;
-    use proxops_core::live::{NodeState, Power, StorageContent};
+    use proxops_core::live::Power;
     use proxops_core::plan::{Plan, Policy};
 
     fn replan(
@@ -370,21 +370,7 @@ mod pending_semantics {
     }
 
     fn empty_pve(c: &proxops_core::repo::ClusterDesired) -> LiveSnapshot {
-        let mut live = LiveSnapshot::default();
-        for o in c.objects.values() {
-            if let Some((node, _)) = o.spec.guest_id() {
-                live.nodes.insert(node.clone(), NodeState::Online);
-            }
-            if let Some(a) = o.spec.artifact() {
-                for n in a.all_nodes() {
-                    live.nodes.insert(n.clone(), NodeState::Online);
-                }
-            }
-        }
-        for pair in c.storage_pairs() {
-            live.storage.insert(pair, Ok(StorageContent::default()));
-        }
-        live
+        support::sim_pve::empty_snapshot(c)
     }
 
     #[test]

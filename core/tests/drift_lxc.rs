@@ -238,7 +238,10 @@ fn unprivileged_absent_live_means_privileged_and_divergence_is_an_anomaly_withou
     let d = drift(&c, "ct1", Power::Running, &config(plain_live()));
     assert!(d.params.is_empty());
     assert_eq!(
-        (d.anomalies[0].anomaly_type, d.anomalies[0].field.as_deref()),
+        (
+            d.anomalies[0].anomaly_type(),
+            d.anomalies[0].field.as_deref()
+        ),
         (AnomalyType::NeedsPerson, Some("unprivileged"))
     );
 }
@@ -300,7 +303,7 @@ fn rootfs_pool_change_is_an_anomaly_not_a_write() {
         )),
     );
     assert!(d.params.is_empty() && d.grows.is_empty());
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::DataLoss);
     // A report without a size token is compatible; the base- rename of a
     // template is not drift.
     let d = drift(
@@ -357,7 +360,7 @@ fn a_smaller_rootfs_is_a_shrink_anomaly() {
     );
     assert!(d.params.is_empty() && d.grows.is_empty());
     assert_eq!(d.anomalies.len(), 1);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::Shrink);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::Shrink);
     assert_eq!(d.anomalies[0].field.as_deref(), Some("rootfs"));
 }
 
@@ -442,7 +445,7 @@ fn bind_host_path_change_is_an_anomaly_and_guest_path_converges() {
             json!({"mp0": "local-lvm:vm-200-disk-1,mp=/zones"}),
         )),
     );
-    assert!(d.params.is_empty() && d.anomalies[0].anomaly_type == AnomalyType::NeedsPerson);
+    assert!(d.params.is_empty() && d.anomalies[0].anomaly_type() == AnomalyType::NeedsPerson);
 }
 
 #[test]
@@ -513,7 +516,7 @@ fn lxc_against_a_live_template_ct_is_an_anomaly_without_update() {
         &config(with(plain_live(), json!({"template": 1, "cores": 4}))),
     );
     assert!(d.is_empty());
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::NeedsPerson);
     let t = ct("").replace("kind: LXC", "kind: TemplateCT");
     let c = cluster(&[&t]);
     let d = drift(

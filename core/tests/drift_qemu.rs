@@ -550,7 +550,7 @@ fn disk_pool_change_is_an_anomaly_not_a_write() {
     let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
     assert!(d.params.is_empty(), "{d:#?}");
     assert_eq!(d.anomalies.len(), 1);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::DataLoss);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::DataLoss);
     assert_eq!(d.anomalies[0].field.as_deref(), Some("scsi0"));
 }
 
@@ -599,8 +599,8 @@ fn a_smaller_disk_is_a_shrink_anomaly_never_an_action() {
     let d = drift(&c, "vm1", Power::Running, &config(plain_live()));
     assert!(d.params.is_empty() && d.grows.is_empty(), "{d:#?}");
     assert_eq!(d.anomalies.len(), 1);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::Shrink);
-    assert_eq!(d.anomalies[0].anomaly_type.as_str(), "shrink");
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::Shrink);
+    assert_eq!(d.anomalies[0].anomaly_type().as_str(), "shrink");
     assert_eq!(d.anomalies[0].field.as_deref(), Some("scsi0"));
     assert!(
         d.anomalies[0].message.contains("cannot shrink"),
@@ -628,7 +628,7 @@ fn a_cd_drive_in_a_disk_slot_is_never_resized() {
         )),
     );
     assert!(d.grows.is_empty() && d.params.is_empty(), "{d:#?}");
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::NeedsPerson);
 }
 
 // A grow and an option change together: the option goes through the live
@@ -720,7 +720,7 @@ fn live_only_slots_are_anomalies_never_deleted() {
     assert!(
         d.anomalies
             .iter()
-            .all(|a| a.anomaly_type == AnomalyType::LiveOnlySlot)
+            .all(|a| a.anomaly_type() == AnomalyType::LiveOnlySlot)
     );
 }
 
@@ -850,7 +850,7 @@ fn efidisk_pre_enrolled_keys_change_is_for_a_person_and_size_clamp_is_not_drift(
         )),
     );
     assert!(d.params.is_empty(), "{:?}", d.params);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::NeedsPerson);
     let d = drift(
         &c,
         "vm1",
@@ -870,7 +870,7 @@ fn efidisk_pre_enrolled_keys_change_is_for_a_person_and_size_clamp_is_not_drift(
             json!({"efidisk0": "ceph:vm-100-disk-1,efitype=4m,size=4M"}),
         )),
     );
-    assert!(d.params.is_empty() && d.anomalies[0].anomaly_type == AnomalyType::DataLoss);
+    assert!(d.params.is_empty() && d.anomalies[0].anomaly_type() == AnomalyType::DataLoss);
 }
 
 #[test]
@@ -1023,7 +1023,7 @@ fn vm_against_a_live_template_is_an_anomaly_without_update() {
     );
     assert!(d.is_empty());
     assert_eq!(d.anomalies.len(), 1);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::NeedsPerson);
 }
 
 #[test]
@@ -1080,7 +1080,10 @@ fn real_pve9_ovmf_config_shape() {
     assert_eq!(d.impact, Impact::Live);
     assert_eq!(d.anomalies.len(), 1);
     assert_eq!(
-        (d.anomalies[0].anomaly_type, d.anomalies[0].field.as_deref()),
+        (
+            d.anomalies[0].anomaly_type(),
+            d.anomalies[0].field.as_deref()
+        ),
         (AnomalyType::LiveOnlySlot, Some("scsi1"))
     );
 }

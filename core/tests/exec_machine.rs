@@ -67,9 +67,7 @@ fn guest(id: u64) -> Target {
 
 fn plan(actions: Vec<Action>) -> Plan {
     let mut p = Plan::aborted(ClusterName::new("c").unwrap(), AbortCause::PveRead, "");
-    p.aborted = false;
-    p.abort_reason = None;
-    p.abort_cause = None;
+    p.abort = None;
     p.actions = actions;
     p
 }

@@ -193,9 +193,7 @@ fn plan(specs: &[Spec]) -> Plan {
         .collect();
     sort_actions(&mut actions);
     let mut p = Plan::aborted(ClusterName::new("c").unwrap(), AbortCause::PveRead, "");
-    p.aborted = false;
-    p.abort_reason = None;
-    p.abort_cause = None;
+    p.abort = None;
     p.actions = actions;
     p
 }

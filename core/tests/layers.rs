@@ -71,6 +71,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "step",
             "admit",
             "planner",
+            "cycle",
             "report",
             "saved",
             "render",

@@ -421,7 +421,7 @@ proptest! {
         let guard = p
             .anomalies
             .iter()
-            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == Some(kind));
+            .any(|a| a.anomaly_type() == AnomalyType::EmptyDesired && a.kind == Some(kind));
         if allow {
             prop_assert!(!guard, "the guard spoke though allow-empty-prune is set");
             prop_assert!(pruned + held >= 1, "the tagged {} guest vanished from the plan", kind);
@@ -460,14 +460,14 @@ proptest! {
         }
         // And each such manifest is reported, naming the live guest (an
         // aborted plan reports only why it aborted).
-        for o in desired.objects.values().filter(|_| !p.aborted) {
+        for o in desired.objects.values().filter(|_| !p.is_aborted()) {
             let Some((node, vmid)) = o.spec.guest_id() else { continue };
             let Some(g) = live.guest_by_vmid(vmid) else { continue };
             if g.tags.has("proxops") || live.node_state(node) != NodeState::Online {
                 continue;
             }
             prop_assert!(
-                p.anomalies.iter().any(|a| a.anomaly_type == AnomalyType::NeedsPerson
+                p.anomalies.iter().any(|a| a.anomaly_type() == AnomalyType::NeedsPerson
                     && a.name.as_deref() == Some(o.r#ref.name.as_str())
                     && a.message.contains(&format!("vmid {vmid} is held by"))
                     && a.message.contains(&g.name)),
@@ -497,7 +497,7 @@ proptest! {
         }
         // A pool divergence is reported, not written.
         for a in &p.anomalies {
-            if a.anomaly_type == AnomalyType::DataLoss {
+            if a.anomaly_type() == AnomalyType::DataLoss {
                 prop_assert!(!p.actions.iter().any(|x| x.op == Op::Update && a.name.as_ref() == Some(&x.name)
                     && x.changes.iter().any(|c| Some(&c.field) == a.field.as_ref())));
             }
@@ -546,7 +546,7 @@ proptest! {
         let keep = proxops_core::target::closure(&desired, &targets);
         let mut narrowed = full.clone();
         proxops_core::target::restrict(&mut narrowed, &desired, &targets, &Default::default());
-        if full.aborted {
+        if full.is_aborted() {
             // An aborted plan does nothing, targeted or not.
             prop_assert_eq!(&narrowed, &full);
             return Ok(());

@@ -216,14 +216,14 @@ fn an_unreadable_config_aborts_the_cluster_for_this_cycle() {
         "orphan",
     );
     let p = run(&c, &s, 0);
-    assert!(p.aborted);
+    assert!(p.is_aborted());
     assert!(
         p.actions.is_empty() && p.deferred.is_empty(),
         "{:?}",
         p.actions
     );
     assert!(
-        p.abort_reason
+        p.abort_reason()
             .unwrap()
             .starts_with("pve inventory read failed: GET /nodes/pve1/qemu/101/config")
     );
@@ -251,7 +251,7 @@ fn guests_on_an_offline_node_do_not_stop_the_other_nodes() {
         "far",
     );
     let p = run(&c, &s, 3);
-    assert!(!p.aborted);
+    assert!(!p.is_aborted());
     assert_eq!(
         p.actions.iter().map(|a| a.op).collect::<Vec<_>>(),
         vec![Op::Create]
@@ -337,7 +337,7 @@ fn a_vm_manifest_over_a_live_template_is_an_anomaly_only() {
     assert!(
         p.anomalies
             .iter()
-            .any(|a| a.anomaly_type == AnomalyType::NeedsPerson
+            .any(|a| a.anomaly_type() == AnomalyType::NeedsPerson
                 && a.field.as_deref() == Some("template"))
     );
 }
@@ -416,12 +416,9 @@ fn empty_desired_guard_with_unlimited_budget_trips_on_any_orphan() {
     let p = run(&c, &s, 0);
     assert!(p.actions.iter().all(|a| a.op != Op::Prune));
     assert_eq!(p.deferred.len(), 1);
-    assert!(
-        p.anomalies
-            .iter()
-            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired
-                && a.message.contains("0 desired VM"))
-    );
+    assert!(p.anomalies.iter().any(
+        |a| a.anomaly_type() == AnomalyType::EmptyDesired && a.message.contains("0 desired VM")
+    ));
 }
 
 /// Two running proxops-tagged VMs, 300 and 301, and nothing else.
@@ -452,7 +449,7 @@ fn an_emptied_composition_prunes_nothing_whatever_the_budget() {
         let guard: Vec<_> = p
             .anomalies
             .iter()
-            .filter(|a| a.anomaly_type == AnomalyType::EmptyDesired)
+            .filter(|a| a.anomaly_type() == AnomalyType::EmptyDesired)
             .collect();
         assert_eq!(guard.len(), 1, "budget {budget}: {:?}", p.anomalies);
         assert_eq!(guard[0].kind, Some(Kind::VM));
@@ -474,7 +471,7 @@ fn a_kind_with_no_manifest_is_held_even_when_other_kinds_remain() {
     assert!(
         p.anomalies
             .iter()
-            .any(|a| a.anomaly_type == AnomalyType::EmptyDesired && a.kind == Some(Kind::VM))
+            .any(|a| a.anomaly_type() == AnomalyType::EmptyDesired && a.kind == Some(Kind::VM))
     );
 }
 
@@ -499,7 +496,7 @@ fn allow_empty_prune_prunes_an_emptied_kind_within_the_budget() {
     assert!(
         p.anomalies
             .iter()
-            .all(|a| a.anomaly_type != AnomalyType::EmptyDesired)
+            .all(|a| a.anomaly_type() != AnomalyType::EmptyDesired)
     );
     let all = run_with(&c, &two_tagged_vms(), 0, true);
     assert_eq!(all.actions.iter().filter(|a| a.op == Op::Prune).count(), 2);
@@ -575,7 +572,7 @@ fn a_manifest_never_takes_over_an_untagged_guest_at_its_vmid() {
             .iter()
             .find(|a| a.message.contains("does not own"))
             .unwrap_or_else(|| panic!("{tags}: {:?}", p.anomalies));
-        assert_eq!(a.anomaly_type, AnomalyType::NeedsPerson);
+        assert_eq!(a.anomaly_type(), AnomalyType::NeedsPerson);
         assert_eq!((a.kind, a.name.as_deref()), (Some(Kind::VM), Some("web")));
         for part in ["vmid 100", "\"hand-made\"", "node pve1", "proxops adopt"] {
             assert!(a.message.contains(part), "{part}: {}", a.message);
@@ -704,7 +701,7 @@ fn a_renumbered_manifest_reports_the_old_guest_and_never_prunes_it() {
             .iter()
             .find(|a| a.id.as_ref().is_some_and(|id| id.to_string() == "100"))
             .unwrap_or_else(|| panic!("{:?}", p.anomalies));
-        assert_eq!(a.anomaly_type, AnomalyType::NeedsPerson);
+        assert_eq!(a.anomaly_type(), AnomalyType::NeedsPerson);
         assert!(
             a.message
                 .contains("renumbered manifest leaves the old guest")
@@ -1038,7 +1035,7 @@ fn a_clone_across_nodes_from_shared_storage_is_planned() {
 fn a_clone_across_nodes_from_local_storage_refuses_that_vm_alone() {
     let c = cluster(&[TEMPLATE, CLONE, OTHER]);
     let p = run(&c, &template_on_pve2("local-lvm", false), 3);
-    assert!(!p.aborted, "{p:#?}");
+    assert!(!p.is_aborted(), "{p:#?}");
     assert_eq!(clone_source(&p), None, "{:#?}", p.actions);
     let refused: Vec<_> = p.skipped.iter().filter(|s| s.name == "web").collect();
     assert_eq!(refused.len(), 1, "{:#?}", p.skipped);
@@ -1125,7 +1122,7 @@ fn a_smaller_disk_is_a_shrink_anomaly_and_no_action() {
     let p = run(&c, &s, 3);
     assert!(p.actions.is_empty(), "{:#?}", p.actions);
     assert_eq!(p.anomalies.len(), 1);
-    assert_eq!(p.anomalies[0].anomaly_type, AnomalyType::Shrink);
+    assert_eq!(p.anomalies[0].anomaly_type(), AnomalyType::Shrink);
 }
 
 #[test]

@@ -215,7 +215,7 @@ fn absent_unprivileged_is_a_privileged_container() {
     let d = drift(&unprivileged, "ct1", Power::Running, &live);
     assert!(d.params.is_empty());
     assert_eq!(d.anomalies.len(), 1);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::NeedsPerson);
     assert!(
         d.anomalies[0].message.contains("privileged on PVE"),
         "{}",
@@ -312,7 +312,7 @@ fn secure_boot_change_on_an_existing_efi_disk_is_for_a_person() {
     let d = drift(&c, "vm1", Power::Running, &live);
     assert!(d.params.is_empty(), "{:?}", d.params);
     assert_eq!(d.anomalies.len(), 1);
-    assert_eq!(d.anomalies[0].anomaly_type, AnomalyType::NeedsPerson);
+    assert_eq!(d.anomalies[0].anomaly_type(), AnomalyType::NeedsPerson);
     let m = &d.anomalies[0].message;
     assert!(m.contains("enrol") && m.contains("efidisk0"), "{m}");
     // The create form still carries it.

@@ -200,7 +200,7 @@ proptest! {
 
         let mut pve = empty_pve();
         let first = make_plan(&desired, &pve);
-        prop_assert!(!first.aborted && first.anomalies.is_empty(), "{:#?}", first.anomalies);
+        prop_assert!(!first.is_aborted() && first.anomalies.is_empty(), "{:#?}", first.anomalies);
         prop_assert!(first.actions.len() >= 3, "{:#?}", first.actions);
         apply(&mut pve, &first, c.case_sensitive);
         let again = make_plan(&desired, &pve);

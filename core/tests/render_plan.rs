@@ -85,7 +85,7 @@ fn anomaly(
     message: &str,
 ) -> Anomaly {
     Anomaly {
-        anomaly_type: t,
+        anomaly: t.into(),
         kind,
         name: subject.map(|(name, _, _)| name.into()),
         node: subject.map(|(_, node, _)| NodeName::new(node).unwrap()),
@@ -276,9 +276,7 @@ fn busy_plan() -> Plan {
 
     Plan {
         cluster: ClusterName::new("lab").unwrap(),
-        aborted: false,
-        abort_reason: None,
-        abort_cause: None,
+        abort: None,
         actions: actions.clone(),
         skipped: vec![
             skipped(Kind::VM, "hand-made", "pve1", vmid(120), untagged()),
@@ -359,9 +357,7 @@ fn busy_plan() -> Plan {
 fn empty_plan(cluster: &str) -> Plan {
     Plan {
         cluster: ClusterName::new(cluster).unwrap(),
-        aborted: false,
-        abort_reason: None,
-        abort_cause: None,
+        abort: None,
         actions: Vec::new(),
         skipped: Vec::new(),
         deferred: Vec::new(),
@@ -552,8 +548,10 @@ fn empty_plan_reads_no_drift() {
 #[test]
 fn aborted_cluster_shows_only_its_reason() {
     let mut plan = busy_plan();
-    plan.aborted = true;
-    plan.abort_reason = Some("manifest parse error: vm/web.yaml:3:1: unknown field".into());
+    plan.abort = Some(proxops_core::plan::Abort::new(
+        proxops_core::plan::AbortCause::InvalidInput,
+        "manifest parse error: vm/web.yaml:3:1: unknown field",
+    ));
     let text = render::text(&[plan]);
     assert_eq!(
         text,

@@ -7,7 +7,8 @@
 mod support;
 
 use proxops_core::action::{
-    Action, Anomaly, AnomalyType, Impact, Op, Params, SkipReason, Skipped, Target, Work,
+    Action, Anomaly, AnomalyKind, AnomalyType, Impact, Op, Params, SkipReason, Skipped, Target,
+    Work,
 };
 use proxops_core::exec::{Execution, ObjectReport, ObjectState, Outcome};
 use proxops_core::live::GuestType;
@@ -49,9 +50,7 @@ fn action(op: Op, kind: Kind, name: &str, vmid: u64, deps: Vec<Ref>) -> Action {
 /// one data-loss anomaly on `web` and one empty-desired anomaly for the cluster.
 fn plan() -> Plan {
     let mut p = Plan::aborted(ClusterName::new("prod").unwrap(), AbortCause::PveRead, "");
-    p.aborted = false;
-    p.abort_reason = None;
-    p.abort_cause = None;
+    p.abort = None;
     p.actions = vec![
         action(Op::Create, Kind::VM, "web", 100, vec![]),
         action(Op::Create, Kind::LXC, "db", 200, vec![]),
@@ -70,7 +69,7 @@ fn plan() -> Plan {
     }];
     p.anomalies = vec![
         Anomaly {
-            anomaly_type: AnomalyType::DataLoss,
+            anomaly: AnomalyKind::DataLoss,
             kind: Some(Kind::VM),
             name: Some("web".into()),
             node: Some(NodeName::new("pve1").unwrap()),
@@ -79,7 +78,7 @@ fn plan() -> Plan {
             message: "scsi0 would be re-created".into(),
         },
         Anomaly {
-            anomaly_type: AnomalyType::EmptyDesired,
+            anomaly: AnomalyKind::EmptyDesired,
             kind: Some(Kind::LXC),
             name: None,
             node: None,
@@ -292,18 +291,6 @@ fn rewording_an_abort_reason_never_moves_its_metrics_label() {
 }
 
 /// A plan marked aborted by hand, with no cause, is the catch-all class.
-#[test]
-fn an_aborted_plan_without_a_cause_is_counted_as_aborted() {
-    let mut plan = Plan::aborted(
-        ClusterName::new("lab").unwrap(),
-        AbortCause::Locked,
-        "locked: cluster lab is held by another proxops process",
-    );
-    plan.abort_cause = None;
-    let rep = ClusterReport::from_cycle(&plan, None, Vec::new(), None, false, 20);
-    assert_eq!(rep.result, CycleResult::Aborted);
-}
-
 const VM_WEB: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: web\nspec:\n  node: pve1\n  vmid: 100\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
 const VM_CALM: &str = "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: calm\nspec:\n  node: pve1\n  vmid: 105\n  memory: 1GiB\n  cpu:\n    type: host\n    cores: 1\n  disks:\n    - storage: local-lvm\n      size: 8GiB\n  networks:\n    - bridge: vmbr0\n";
 

@@ -73,9 +73,7 @@ fn main() {
                 .unwrap();
         }
         let mut p = Plan::aborted(ClusterName::new("bench").unwrap(), AbortCause::PveRead, "");
-        p.aborted = false;
-        p.abort_reason = None;
-        p.abort_cause = None;
+        p.abort = None;
         p.actions = vmids.iter().map(|v| start(*v)).collect();
         let took = Mutex::new(Vec::new());
         let on_progress = |e: &Progress<'_>| {

@@ -14,80 +14,16 @@
 //! read: that is an error for the caller to fail closed on.
 
 use std::collections::BTreeSet;
-use std::fmt;
 
 use proxops_core::live::ReadFailure;
-use proxops_core::wire::json_to_text;
 
 use crate::retry::refusal_hint;
 use crate::transport::{Request, Transport};
 
 const STATUS_PATH: &str = "/cluster/status";
 
-/// What `GET /cluster/status` says this PVE is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PveIdentity {
-    /// The corosync cluster name; `None` for a standalone node.
-    pub cluster: Option<String>,
-    /// Member nodes as (name, address); the address is empty when PVE
-    /// lists none.
-    pub nodes: BTreeSet<(String, String)>,
-}
-
-impl PveIdentity {
-    /// From the `data` array of `GET /cluster/status`.
-    pub fn from_json(data: &serde_json::Value) -> Result<PveIdentity, String> {
-        let rows = data
-            .as_array()
-            .ok_or_else(|| "expected a JSON array in data".to_owned())?;
-        let mut cluster = None;
-        let mut nodes = BTreeSet::new();
-        for row in rows {
-            let text = |k: &str| row.get(k).and_then(json_to_text);
-            match text("type").as_deref() {
-                Some("cluster") => cluster = text("name").filter(|n| !n.is_empty()),
-                Some("node") => {
-                    if let Some(name) = text("name").filter(|n| !n.is_empty()) {
-                        nodes.insert((name, text("ip").unwrap_or_default()));
-                    }
-                }
-                _ => {}
-            }
-        }
-        if nodes.is_empty() {
-            return Err("PVE listed no node, so which PVE this is cannot be told".to_owned());
-        }
-        Ok(PveIdentity { cluster, nodes })
-    }
-
-    /// Whether `other` is the same PVE: the same cluster name (or both
-    /// standalone) and at least one member in common.
-    pub fn same_pve(&self, other: &PveIdentity) -> bool {
-        self.cluster == other.cluster && !self.nodes.is_disjoint(&other.nodes)
-    }
-}
-
-/// `cluster "prod" (nodes pve1 192.0.2.11, pve2 192.0.2.12)`, or
-/// `standalone node pve1 192.0.2.11`.
-impl fmt::Display for PveIdentity {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let nodes: Vec<String> = self
-            .nodes
-            .iter()
-            .map(|(n, ip)| {
-                if ip.is_empty() {
-                    n.clone()
-                } else {
-                    format!("{n} {ip}")
-                }
-            })
-            .collect();
-        match &self.cluster {
-            Some(name) => write!(f, "PVE cluster {name:?} (nodes {})", nodes.join(", ")),
-            None => write!(f, "standalone PVE node {}", nodes.join(", ")),
-        }
-    }
-}
+/// Which PVE a base URL leads to: the value and its rules are core's.
+pub use proxops_core::cycle::PveIdentity;
 
 /// Reads `GET /cluster/status` through `transport`.
 pub fn read_identity(transport: &dyn Transport) -> Result<PveIdentity, ReadFailure> {

@@ -85,7 +85,7 @@ fn action(ep: Endpoints, op: Op, name: &str, id: &str, obj: Option<&DesiredObjec
 impl KindPlanner<'_> {
     fn anomaly(&mut self, t: AnomalyType, name: Option<&str>, id: Option<&str>, message: String) {
         self.plan.anomalies.push(Anomaly {
-            anomaly_type: t,
+            anomaly: t.into(),
             kind: Some(self.ep.kind),
             name: name.map(str::to_owned),
             node: None,

@@ -178,8 +178,8 @@ fn non_empty(s: &str) -> Option<&str> {
 fn cluster(plan: &Plan) -> ClusterDoc<'_> {
     ClusterDoc {
         name: plan.cluster.as_str(),
-        aborted: plan.aborted,
-        abort_reason: plan.abort_reason.as_deref(),
+        aborted: plan.is_aborted(),
+        abort_reason: plan.abort_reason(),
         actions: plan
             .actions
             .iter()
@@ -251,7 +251,7 @@ fn skipped(s: &Skipped) -> SkippedDoc<'_> {
 
 fn anomaly(a: &Anomaly) -> AnomalyDoc<'_> {
     AnomalyDoc {
-        anomaly_type: a.anomaly_type.as_str(),
+        anomaly_type: a.anomaly_type().as_str(),
         kind: a.kind.map(|k| k.as_str()),
         name: a.name.as_deref().and_then(non_empty),
         node: a.node.as_ref().map(|n| n.as_str()),

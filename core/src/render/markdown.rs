@@ -37,7 +37,7 @@ pub fn markdown_within(plans: &[Plan], limit: usize) -> String {
     sorted.sort_by(|a, b| a.cluster.cmp(&b.cluster));
 
     let mut head = String::from("## ProxOps plan\n\n");
-    let aborted = sorted.iter().filter(|p| p.aborted).count();
+    let aborted = sorted.iter().filter(|p| p.is_aborted()).count();
     let converged = sorted.iter().filter(|p| p.is_empty()).count();
     let changing = sorted.len() - aborted - converged;
     let _ = writeln!(
@@ -124,8 +124,8 @@ fn cut(body: &str, room: usize) -> String {
 
 fn cluster(out: &mut String, plan: &Plan, folded: Folded) {
     let _ = writeln!(out, "### {}\n", cell(plan.cluster.as_str()));
-    if plan.aborted {
-        let reason = plan.abort_reason.as_deref().unwrap_or("no reason recorded");
+    if plan.is_aborted() {
+        let reason = plan.abort_reason().unwrap_or("no reason recorded");
         let _ = writeln!(
             out,
             "> ⛔ **ABORTED**: {}\n>\n> Nothing is done in this cluster this cycle.",
@@ -301,7 +301,7 @@ fn anomalies_table(out: &mut String, anomalies: &[Anomaly]) {
         let _ = writeln!(
             out,
             "| {} | {} | {} | {} | {} | {} |",
-            a.anomaly_type.as_str(),
+            a.anomaly_type().as_str(),
             cell(&object_label(kind, name)),
             cell(or_dash(node)),
             cell(or_dash(&id)),

@@ -114,7 +114,7 @@ struct Totals {
 impl Totals {
     /// What `plan` would do; an aborted plan does nothing.
     fn of(plan: &Plan) -> Totals {
-        if plan.aborted {
+        if plan.is_aborted() {
             return Totals::default();
         }
         let n = |g: Group| g.actions(plan).count();
@@ -177,7 +177,7 @@ impl Totals {
 
 /// One cluster's summary line: `lab: 4 to create, 1 to update`.
 fn cluster_summary(plan: &Plan) -> String {
-    if plan.aborted {
+    if plan.is_aborted() {
         return format!("{}: aborted, nothing planned", plan.cluster);
     }
     format!("{}: {}", plan.cluster, Totals::of(plan).phrase())
@@ -187,7 +187,7 @@ fn cluster_summary(plan: &Plan) -> String {
 /// aborted)`. Aborted clusters count nothing, and are never said to have
 /// no changes.
 fn total_line(plans: &[&Plan]) -> String {
-    let aborted = plans.iter().filter(|p| p.aborted).count();
+    let aborted = plans.iter().filter(|p| p.is_aborted()).count();
     let clusters = if plans.len() == 1 {
         "1 cluster".to_owned()
     } else {
@@ -201,7 +201,7 @@ fn total_line(plans: &[&Plan]) -> String {
     let totals = Totals::sum(plans.iter().copied());
     // "No changes" is a finding about a cluster that was read: one that
     // was not has no finding.
-    let phrase = match plans.iter().filter(|p| p.aborted).count() {
+    let phrase = match plans.iter().filter(|p| p.is_aborted()).count() {
         0 => totals.phrase(),
         _ if totals != Totals::default() => totals.phrase(),
         n if n == plans.len() => "nothing planned, nothing read".to_owned(),

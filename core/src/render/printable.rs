@@ -70,9 +70,7 @@ pub fn printable_plans(plans: &[Plan]) -> Vec<Plan> {
             let mut p = p.clone();
             let Plan {
                 cluster: _,
-                aborted: _,
-                abort_reason,
-                abort_cause: _,
+                abort,
                 actions,
                 skipped,
                 deferred,
@@ -82,7 +80,9 @@ pub fn printable_plans(plans: &[Plan]) -> Vec<Plan> {
                 rollout,
                 not_considered,
             } = &mut p;
-            clean_opt(abort_reason);
+            if let Some(a) = abort {
+                clean(&mut a.reason);
+            }
             actions.iter_mut().for_each(action);
             deferred.iter_mut().for_each(action);
             skipped.iter_mut().for_each(skip);
@@ -184,7 +184,7 @@ fn skip(s: &mut Skipped) {
 
 fn anomaly(a: &mut Anomaly) {
     let Anomaly {
-        anomaly_type: _,
+        anomaly: _,
         kind: _,
         name,
         node: _,

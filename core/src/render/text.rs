@@ -81,8 +81,8 @@ impl Renderer {
             self.palette
                 .paint(Role::Heading, &format!("=== {} ===", plan.cluster))
         );
-        if plan.aborted {
-            let reason = plan.abort_reason.as_deref().unwrap_or("no reason recorded");
+        if plan.is_aborted() {
+            let reason = plan.abort_reason().unwrap_or("no reason recorded");
             let _ = writeln!(
                 out,
                 "{}",
@@ -146,7 +146,7 @@ impl Renderer {
             let anomalies: Vec<&Anomaly> = plan
                 .anomalies
                 .iter()
-                .filter(|a| a.anomaly_type == anomaly_type)
+                .filter(|a| a.anomaly_type() == anomaly_type)
                 .collect();
             self.section(out, title, Role::Anomaly, &anomalies, |out, a| {
                 self.anomaly_line(out, a)
@@ -264,7 +264,7 @@ impl Renderer {
             "  {} {:<24} {:<10} id={}  {field}{}",
             self.palette.paint(
                 Role::Anomaly,
-                &format!("{:<w$}", a.anomaly_type.as_str(), w = FIRST_COLUMN)
+                &format!("{:<w$}", a.anomaly_type().as_str(), w = FIRST_COLUMN)
             ),
             object_label(kind, name),
             or_dash(node),

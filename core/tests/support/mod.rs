@@ -6,3 +6,4 @@
 pub mod demo;
 pub mod fixture;
 pub mod sim;
+pub mod sim_pve;

@@ -280,13 +280,52 @@ impl AnomalyType {
     }
 }
 
+/// What an anomaly is, finer than its [`AnomalyType`] where code branches
+/// on it: a refusal to disrupt the guest ProxOps runs in counts as
+/// `needs_person` in metrics, yet a saved plan's check finds it by kind.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum AnomalyKind {
+    EmptyDesired,
+    LiveOnlySlot,
+    DataLoss,
+    Shrink,
+    NeedsPerson,
+    /// A disruptive action on the guest ProxOps runs in, not planned.
+    SelfGuest,
+}
+
+impl AnomalyKind {
+    /// The class metrics and renderings name it by.
+    pub fn class(self) -> AnomalyType {
+        match self {
+            AnomalyKind::EmptyDesired => AnomalyType::EmptyDesired,
+            AnomalyKind::LiveOnlySlot => AnomalyType::LiveOnlySlot,
+            AnomalyKind::DataLoss => AnomalyType::DataLoss,
+            AnomalyKind::Shrink => AnomalyType::Shrink,
+            AnomalyKind::NeedsPerson | AnomalyKind::SelfGuest => AnomalyType::NeedsPerson,
+        }
+    }
+}
+
+impl From<AnomalyType> for AnomalyKind {
+    fn from(t: AnomalyType) -> AnomalyKind {
+        match t {
+            AnomalyType::EmptyDesired => AnomalyKind::EmptyDesired,
+            AnomalyType::LiveOnlySlot => AnomalyKind::LiveOnlySlot,
+            AnomalyType::DataLoss => AnomalyKind::DataLoss,
+            AnomalyType::Shrink => AnomalyKind::Shrink,
+            AnomalyType::NeedsPerson => AnomalyKind::NeedsPerson,
+        }
+    }
+}
+
 /// A non-destructive observation: ProxOps will not act on it.
 ///
 /// Ordered as the renderings list it: by type, then kind, name, node and
 /// id as they are shown, field and message.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Anomaly {
-    pub anomaly_type: AnomalyType,
+    pub anomaly: AnomalyKind,
     /// `None` for a cluster-wide anomaly.
     pub kind: Option<Kind>,
     /// `None` for a kind-wide or cluster-wide anomaly (`empty_desired`).
@@ -299,6 +338,11 @@ pub struct Anomaly {
 }
 
 impl Anomaly {
+    /// The anomaly's class, as metrics and renderings name it.
+    pub fn anomaly_type(&self) -> AnomalyType {
+        self.anomaly.class()
+    }
+
     /// The object the anomaly is about, `None` for a kind-wide or
     /// cluster-wide one (`empty_desired`).
     pub fn object(&self) -> Option<(Kind, &str)> {
@@ -316,7 +360,7 @@ impl Anomaly {
     #[allow(clippy::type_complexity)] // a tuple read once, right here
     fn sort_key(&self) -> (AnomalyType, &str, &str, &str, String, &Option<String>, &str) {
         (
-            self.anomaly_type,
+            self.anomaly_type(),
             self.kind.map_or("", Kind::as_str),
             self.name.as_deref().unwrap_or(""),
             self.node.as_ref().map_or("", NodeName::as_str),

@@ -74,9 +74,7 @@ fn action(vmid: u32, op: Op, work: Work) -> Action {
 fn plan(actions: Vec<Action>) -> Plan {
     Plan {
         cluster: ClusterName::new("home").unwrap(),
-        aborted: false,
-        abort_reason: None,
-        abort_cause: None,
+        abort: None,
         actions,
         skipped: Vec::new(),
         deferred: Vec::new(),

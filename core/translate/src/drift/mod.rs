@@ -214,21 +214,30 @@ pub fn secrets_without_file(
     let mut out: Vec<_> = desired
         .objects
         .values()
-        .flat_map(|obj| {
-            secret_refs(obj).map(move |(field, reference, _)| {
-                proxops_model::diag::Diagnostic::file(
-                    &obj.file,
-                    format!(
-                        "{}: secret {reference:?} is read from the cluster's SOPS file, and cluster {cluster:?} has no secrets-file: set pve.clusters.{cluster}.secrets-file in its config.yaml (docs/credentials.md), or write the key inline in ssh-keys",
-                        obj.r#ref
-                    ),
-                )
-                .with_field(format!("spec.cloud-init-data.{field}"))
-            })
-        })
+        .flat_map(|obj| object_secrets_without_file(obj, cluster))
         .collect();
     out.sort();
     out
+}
+
+/// [`secrets_without_file`] for one object (unsorted): each diagnostic
+/// belongs to `obj`, whose document a caller may locate.
+pub fn object_secrets_without_file(
+    obj: &proxops_model::repo::DesiredObject,
+    cluster: &str,
+) -> Vec<proxops_model::diag::Diagnostic> {
+    secret_refs(obj)
+        .map(|(field, reference, _)| {
+            proxops_model::diag::Diagnostic::file(
+                &obj.file,
+                format!(
+                    "{}: secret {reference:?} is read from the cluster's SOPS file, and cluster {cluster:?} has no secrets-file: set pve.clusters.{cluster}.secrets-file in its config.yaml (docs/credentials.md), or write the key inline in ssh-keys",
+                    obj.r#ref
+                ),
+            )
+            .with_field(format!("spec.cloud-init-data.{field}"))
+        })
+        .collect()
 }
 
 /// A guest's cloud-init secret references: (field under
@@ -526,7 +535,7 @@ impl Acc {
 
     pub(crate) fn anomaly(&mut self, t: AnomalyType, field: Option<&str>, message: String) {
         self.anomalies.push(Anomaly {
-            anomaly_type: t,
+            anomaly: t.into(),
             kind: Some(self.object.kind),
             name: Some(self.object.name.to_string()),
             node: Some(self.node.clone()),
