@@ -149,22 +149,13 @@ fn forms(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<()
         Work::CloneGuest { config, delete, .. } => (GuestType::Qemu, config, delete),
         _ => return Ok(()),
     };
-    let kind_type = if obj.r#ref.kind.is_lxc() {
-        GuestType::Lxc
-    } else {
-        GuestType::Qemu
-    };
-    if guest_type != kind_type {
+    if obj.r#ref.kind.guest_type() != Some(guest_type) {
         return Err(format!("{} is not a {guest_type:?} guest", obj.r#ref));
     }
     let spec_extra = match &obj.spec {
         Spec::Vm(v) | Spec::TemplateVm(v) => &v.extra,
         Spec::Lxc(l) | Spec::TemplateCt(l) => &l.extra,
         _ => return Err(format!("{} is not a guest", obj.r#ref)),
-    };
-    let class = match guest_type {
-        GuestType::Qemu => extra::GuestType::Qemu,
-        GuestType::Lxc => extra::GuestType::Lxc,
     };
     let allow = AllowList {
         keys: &desired.allow_extra_keys,
@@ -186,7 +177,7 @@ fn forms(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<()
             }
             continue;
         }
-        let refused = extra::refusal(class, key, shown);
+        let refused = extra::refusal(guest_type, key, shown);
         if let Some(want) = spec_extra.get(key) {
             if want != shown {
                 return Err(format!(

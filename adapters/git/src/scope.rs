@@ -5,20 +5,9 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 /// The kind roots of the tree (spec §2.1): every file under them is read.
-pub const KIND_ROOTS: [&str; 12] = [
-    "vm",
-    "lxc",
-    "iso",
-    "ctt",
-    "templatevm",
-    "templatect",
-    "diskimage",
-    "pool",
-    "backupjob",
-    "haresource",
-    "harule",
-    "replicationjob",
-];
+/// One per kind, its directory.
+pub const KIND_ROOTS: [&str; proxops_model::names::Kind::ALL.len()] =
+    proxops_model::names::Kind::DIRS;
 
 /// The optional process-wide configuration file at the repository root.
 pub(crate) const PROCESS_CONFIG: &str = "proxops.yaml";
@@ -82,19 +71,5 @@ pub(crate) fn note_cluster_dir(tree: &mut RepoTree, rel: &str) {
         && !name.contains('/')
     {
         tree.cluster_dirs.insert(name.to_string());
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    /// A kind whose folder is not read would be a kind no repository can
-    /// declare: the roots are exactly the kinds' folders.
-    #[test]
-    fn the_kind_roots_are_every_kinds_folder() {
-        let mut roots: Vec<&str> = super::KIND_ROOTS.to_vec();
-        let mut dirs: Vec<&str> = proxops_model::names::Kind::ALL.map(|k| k.dir()).to_vec();
-        roots.sort_unstable();
-        dirs.sort_unstable();
-        assert_eq!(roots, dirs);
     }
 }

@@ -12,36 +12,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-const KINDS: &[&str] = &[
-    "VM",
-    "TemplateVM",
-    "LXC",
-    "TemplateCT",
-    "ISO",
-    "CTTemplate",
-    "DiskImage",
-    "Pool",
-    "BackupJob",
-    "HAResource",
-    "HARule",
-    "ReplicationJob",
-];
+const KINDS: &[&str] = &proxops_core::names::Kind::NAMES;
 
 /// The kind directories manifests live under.
-const KIND_DIRS: &[&str] = &[
-    "vm",
-    "templatevm",
-    "lxc",
-    "templatect",
-    "iso",
-    "ctt",
-    "diskimage",
-    "pool",
-    "backupjob",
-    "haresource",
-    "harule",
-    "replicationjob",
-];
+const KIND_DIRS: &[&str] = &proxops_core::names::Kind::DIRS;
 
 fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))

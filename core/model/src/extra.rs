@@ -30,11 +30,7 @@ use std::collections::BTreeSet;
 pub mod owned;
 
 /// The kind of PVE guest a `spec.extra` belongs to.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum GuestType {
-    Qemu,
-    Lxc,
-}
+pub use crate::names::GuestType;
 
 /// Why a `spec.extra` key is refused.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

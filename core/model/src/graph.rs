@@ -162,49 +162,89 @@ pub(crate) fn resolve(
                     }
                     set.insert(e.target);
                 }
-                None => {
-                    let other_kinds: Vec<String> = Kind::ALL
-                        .iter()
-                        .filter(|k| {
-                            objects.contains_key(&Ref {
-                                kind: **k,
-                                name: e.target.name.clone(),
-                            })
-                        })
-                        .map(|k| format!("{k}/{}", e.target.name))
-                        .collect();
-                    let hint = if other_kinds.is_empty() {
-                        "list its manifest in this cluster's resources.yaml".to_owned()
-                    } else {
-                        format!(
-                            "this cluster has {} but that is not a {}",
-                            other_kinds.join(", "),
-                            e.target.kind
-                        )
-                    };
-                    let near = crate::suggest::did_you_mean(
-                        e.target.name.as_str(),
-                        objects
-                            .keys()
-                            .filter(|k| k.kind == e.target.kind)
-                            .map(|k| k.name.as_str()),
-                    );
-                    diags.push(
-                        object_diag(
-                            o,
-                            indexes,
-                            &e.field,
-                            format!("unknown reference {}: {hint}", e.target),
-                        )
-                        .with_hint(near),
-                    );
-                }
+                None => diags.push(unknown_reference(o, &e, objects, indexes)),
             }
         }
         deps.insert(r.clone(), set);
     }
 
-    // Kahn's algorithm over the resolved edges; what remains is in a cycle.
+    let (level, remaining) = levels(&deps);
+    if !remaining.is_empty() {
+        let names: Vec<String> = remaining.iter().map(|r| r.to_string()).collect();
+        for r in &remaining {
+            if let Some(o) = objects.get(r) {
+                let field = edges(o, objects)
+                    .into_iter()
+                    .find(|e| remaining.contains(&e.target))
+                    .map(|e| e.field)
+                    .unwrap_or_else(|| "metadata.name".into());
+                diags.push(object_diag(
+                    o,
+                    indexes,
+                    &field,
+                    format!(
+                        "dependency cycle among {}: remove one of the edges",
+                        names.join(", ")
+                    ),
+                ));
+            }
+        }
+    }
+    deps.into_iter()
+        .map(|(r, d)| {
+            let l = level.get(&r).copied().unwrap_or(0);
+            (r, (d, l))
+        })
+        .collect()
+}
+
+/// The diagnostic of an edge to a manifest the cluster does not have: what
+/// the cluster has of that name under other kinds, or where to list it,
+/// and the nearest name of the kind.
+fn unknown_reference(
+    o: &DesiredObject,
+    e: &Edge,
+    objects: &BTreeMap<Ref, DesiredObject>,
+    indexes: &BTreeMap<String, YamlIndex>,
+) -> Diagnostic {
+    let other_kinds: Vec<String> = Kind::ALL
+        .iter()
+        .filter(|k| {
+            objects.contains_key(&Ref {
+                kind: **k,
+                name: e.target.name.clone(),
+            })
+        })
+        .map(|k| format!("{k}/{}", e.target.name))
+        .collect();
+    let hint = if other_kinds.is_empty() {
+        "list its manifest in this cluster's resources.yaml".to_owned()
+    } else {
+        format!(
+            "this cluster has {} but that is not a {}",
+            other_kinds.join(", "),
+            e.target.kind
+        )
+    };
+    let near = crate::suggest::did_you_mean(
+        e.target.name.as_str(),
+        objects
+            .keys()
+            .filter(|k| k.kind == e.target.kind)
+            .map(|k| k.name.as_str()),
+    );
+    object_diag(
+        o,
+        indexes,
+        &e.field,
+        format!("unknown reference {}: {hint}", e.target),
+    )
+    .with_hint(near)
+}
+
+/// Each object's level by Kahn's algorithm over the resolved edges, and
+/// what remains: the objects in a cycle.
+fn levels(deps: &BTreeMap<Ref, BTreeSet<Ref>>) -> (BTreeMap<Ref, u32>, BTreeSet<Ref>) {
     let mut level: BTreeMap<Ref, u32> = BTreeMap::new();
     let mut remaining: BTreeSet<Ref> = deps.keys().cloned().collect();
     loop {
@@ -236,33 +276,7 @@ pub(crate) fn resolve(
             remaining.remove(&r);
         }
     }
-    if !remaining.is_empty() {
-        let names: Vec<String> = remaining.iter().map(|r| r.to_string()).collect();
-        for r in &remaining {
-            if let Some(o) = objects.get(r) {
-                let field = edges(o, objects)
-                    .into_iter()
-                    .find(|e| remaining.contains(&e.target))
-                    .map(|e| e.field)
-                    .unwrap_or_else(|| "metadata.name".into());
-                diags.push(object_diag(
-                    o,
-                    indexes,
-                    &field,
-                    format!(
-                        "dependency cycle among {}: remove one of the edges",
-                        names.join(", ")
-                    ),
-                ));
-            }
-        }
-    }
-    deps.into_iter()
-        .map(|(r, d)| {
-            let l = level.get(&r).copied().unwrap_or(0);
-            (r, (d, l))
-        })
-        .collect()
+    (level, remaining)
 }
 
 fn check_clone(

@@ -15,6 +15,7 @@ use serde::Serialize;
 use serde::ser::{SerializeSeq, Serializer};
 
 use crate::cluster::Owner;
+pub use crate::names::GuestType;
 use crate::names::{Kind, NodeName, StorageId, Vmid};
 use crate::wire::{TagSet, Volid, WireError, WireValue, json_to_text, parse_memory_mib};
 
@@ -48,31 +49,6 @@ impl NodeState {
             Some("online") => NodeState::Online,
             Some("offline") => NodeState::Offline,
             _ => NodeState::Unknown,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, serde::Deserialize)]
-pub enum GuestType {
-    Qemu,
-    Lxc,
-}
-
-impl GuestType {
-    /// `/cluster/resources` `type`: `qemu` (older PVE also `qm`) or `lxc`.
-    pub fn from_resource_type(t: &str) -> Option<GuestType> {
-        match t {
-            "qemu" | "qm" => Some(GuestType::Qemu),
-            "lxc" => Some(GuestType::Lxc),
-            _ => None,
-        }
-    }
-
-    /// The path segment below `/nodes/{node}/`.
-    pub fn path_segment(self) -> &'static str {
-        match self {
-            GuestType::Qemu => "qemu",
-            GuestType::Lxc => "lxc",
         }
     }
 }

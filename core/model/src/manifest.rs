@@ -2340,7 +2340,15 @@ pub fn artifact_extensions(kind: Kind) -> &'static [&'static str] {
         Kind::ISO => &[".iso", ".img"],
         Kind::CTTemplate => &[".tar.gz", ".tar.xz", ".tar.zst", ".tar.bz2", ".tar"],
         Kind::DiskImage => &[".qcow2", ".vmdk", ".raw"],
-        _ => &[],
+        Kind::VM
+        | Kind::TemplateVM
+        | Kind::LXC
+        | Kind::TemplateCT
+        | Kind::Pool
+        | Kind::BackupJob
+        | Kind::HAResource
+        | Kind::HARule
+        | Kind::ReplicationJob => &[],
     }
 }
 

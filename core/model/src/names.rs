@@ -68,6 +68,20 @@ pub enum Kind {
     ReplicationJob,
 }
 
+/// An array of one `&'static str` per kind, `Kind::ALL[i].$f()`, built
+/// at compile time.
+macro_rules! per_kind {
+    ($f:ident) => {{
+        let mut out = [""; Kind::ALL.len()];
+        let mut i = 0;
+        while i < out.len() {
+            out[i] = Kind::ALL[i].$f();
+            i += 1;
+        }
+        out
+    }};
+}
+
 impl Kind {
     pub const ALL: [Kind; 12] = [
         Kind::VM,
@@ -89,7 +103,7 @@ impl Kind {
         Kind::ALL.map(Kind::as_str).join(", ")
     }
 
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             Kind::VM => "VM",
             Kind::TemplateVM => "TemplateVM",
@@ -111,7 +125,7 @@ impl Kind {
     }
 
     /// The repository directory that holds manifests of this kind (§2.1).
-    pub fn dir(self) -> &'static str {
+    pub const fn dir(self) -> &'static str {
         match self {
             Kind::VM => "vm",
             Kind::TemplateVM => "templatevm",
@@ -132,50 +146,162 @@ impl Kind {
         Kind::ALL.into_iter().find(|k| k.dir() == dir)
     }
 
-    /// Guests carry a vmid on a node; artifacts are files in storage.
-    pub fn is_guest(self) -> bool {
-        matches!(
-            self,
-            Kind::VM | Kind::TemplateVM | Kind::LXC | Kind::TemplateCT
-        )
+    /// What this kind's objects are on PVE. Every rule that differs by
+    /// class (how objects are read, owned, planned and pruned) asks this,
+    /// one exhaustive match: a new kind that is not placed here does not
+    /// compile.
+    pub const fn class(self) -> Class {
+        match self {
+            Kind::VM | Kind::TemplateVM => Class::Guest(GuestType::Qemu),
+            Kind::LXC | Kind::TemplateCT => Class::Guest(GuestType::Lxc),
+            Kind::ISO | Kind::CTTemplate | Kind::DiskImage => Class::StorageFile,
+            Kind::Pool
+            | Kind::BackupJob
+            | Kind::HAResource
+            | Kind::HARule
+            | Kind::ReplicationJob => Class::ClusterObject,
+        }
     }
 
-    /// Files in storage (ISO, CTTemplate, DiskImage).
-    pub fn is_artifact(self) -> bool {
-        matches!(self, Kind::ISO | Kind::CTTemplate | Kind::DiskImage)
+    /// The guest type of a guest kind; `None` for every other class.
+    pub const fn guest_type(self) -> Option<GuestType> {
+        match self.class() {
+            Class::Guest(t) => Some(t),
+            Class::StorageFile | Class::ClusterObject => None,
+        }
     }
 
-    /// Cluster-level objects (Pool, BackupJob, HAResource, HARule,
-    /// ReplicationJob): no node, no
-    /// vmid, no tags; owned through the marker ProxOps writes in their
-    /// `comment` ([`crate::cluster::mark`]).
-    pub fn is_cluster_object(self) -> bool {
-        matches!(
-            self,
-            Kind::Pool | Kind::BackupJob | Kind::HAResource | Kind::HARule | Kind::ReplicationJob
-        )
+    /// Guests carry a vmid on a node ([`Class::Guest`]).
+    pub const fn is_guest(self) -> bool {
+        matches!(self.class(), Class::Guest(_))
     }
 
-    pub fn is_template(self) -> bool {
-        matches!(self, Kind::TemplateVM | Kind::TemplateCT)
+    /// Files in storage: ISO, CTTemplate, DiskImage ([`Class::StorageFile`]).
+    pub const fn is_artifact(self) -> bool {
+        matches!(self.class(), Class::StorageFile)
+    }
+
+    /// Cluster-level objects: Pool, BackupJob, HAResource, HARule,
+    /// ReplicationJob ([`Class::ClusterObject`]): no node, no vmid, no
+    /// tags; owned through the marker ProxOps writes in their `comment`
+    /// ([`crate::cluster::mark`]).
+    pub const fn is_cluster_object(self) -> bool {
+        matches!(self.class(), Class::ClusterObject)
+    }
+
+    /// A guest kind PVE holds as a template.
+    pub const fn is_template(self) -> bool {
+        match self {
+            Kind::TemplateVM | Kind::TemplateCT => true,
+            Kind::VM
+            | Kind::LXC
+            | Kind::ISO
+            | Kind::CTTemplate
+            | Kind::DiskImage
+            | Kind::Pool
+            | Kind::BackupJob
+            | Kind::HAResource
+            | Kind::HARule
+            | Kind::ReplicationJob => false,
+        }
     }
 
     /// qemu guests (VM, TemplateVM) versus containers (LXC, TemplateCT).
-    pub fn is_qemu(self) -> bool {
-        matches!(self, Kind::VM | Kind::TemplateVM)
+    pub const fn is_qemu(self) -> bool {
+        matches!(self.guest_type(), Some(GuestType::Qemu))
     }
 
-    pub fn is_lxc(self) -> bool {
-        matches!(self, Kind::LXC | Kind::TemplateCT)
+    pub const fn is_lxc(self) -> bool {
+        matches!(self.guest_type(), Some(GuestType::Lxc))
     }
 
-    /// The PVE storage content type of an artifact kind.
-    pub fn content_type(self) -> Option<&'static str> {
+    /// The PVE storage content type of a storage-file kind; `None` for
+    /// every other class.
+    pub const fn content_type(self) -> Option<&'static str> {
         match self {
             Kind::ISO => Some("iso"),
             Kind::CTTemplate => Some("vztmpl"),
             Kind::DiskImage => Some("import"),
+            Kind::VM
+            | Kind::TemplateVM
+            | Kind::LXC
+            | Kind::TemplateCT
+            | Kind::Pool
+            | Kind::BackupJob
+            | Kind::HAResource
+            | Kind::HARule
+            | Kind::ReplicationJob => None,
+        }
+    }
+
+    /// The kind in lower case, as commands take it (`proxops schema vm`,
+    /// `explain lxc.spec.memory`) and as its docs page and schema file are
+    /// named (docs/resources/vm.md, docs/schema/vm.json).
+    pub const fn word(self) -> &'static str {
+        match self {
+            Kind::VM => "vm",
+            Kind::TemplateVM => "templatevm",
+            Kind::LXC => "lxc",
+            Kind::TemplateCT => "templatect",
+            Kind::ISO => "iso",
+            Kind::CTTemplate => "cttemplate",
+            Kind::DiskImage => "diskimage",
+            Kind::Pool => "pool",
+            Kind::BackupJob => "backupjob",
+            Kind::HAResource => "haresource",
+            Kind::HARule => "harule",
+            Kind::ReplicationJob => "replicationjob",
+        }
+    }
+
+    /// Every kind's [`Kind::as_str`], in [`Kind::ALL`]'s order.
+    pub const NAMES: [&'static str; Kind::ALL.len()] = per_kind!(as_str);
+
+    /// Every kind's [`Kind::dir`], in [`Kind::ALL`]'s order.
+    pub const DIRS: [&'static str; Kind::ALL.len()] = per_kind!(dir);
+
+    /// Every kind's [`Kind::word`], in [`Kind::ALL`]'s order.
+    pub const WORDS: [&'static str; Kind::ALL.len()] = per_kind!(word);
+}
+
+/// What a kind's objects are on PVE.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Class {
+    /// A qemu VM or an LXC container: a vmid on a node, owned through the
+    /// `proxops` tag.
+    Guest(GuestType),
+    /// A file in a node's storage (an ISO, a container template, a disk
+    /// image), named by its storage and file name.
+    StorageFile,
+    /// A cluster-wide object (a pool, a job, an HA resource or rule),
+    /// named by its PVE id and owned through the marker in its `comment`.
+    ClusterObject,
+}
+
+/// The two kinds of PVE guest: qemu virtual machines and LXC containers.
+/// The one guest type of the project: the live model, `spec.extra`'s
+/// rules and the planner all speak of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GuestType {
+    Qemu,
+    Lxc,
+}
+
+impl GuestType {
+    /// `/cluster/resources` `type`: `qemu` (older PVE also `qm`) or `lxc`.
+    pub fn from_resource_type(t: &str) -> Option<GuestType> {
+        match t {
+            "qemu" | "qm" => Some(GuestType::Qemu),
+            "lxc" => Some(GuestType::Lxc),
             _ => None,
+        }
+    }
+
+    /// The path segment below `/nodes/{node}/`.
+    pub fn path_segment(self) -> &'static str {
+        match self {
+            GuestType::Qemu => "qemu",
+            GuestType::Lxc => "lxc",
         }
     }
 }
@@ -497,6 +623,27 @@ pub fn article(kind: Kind) -> &'static str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_kinds_word_is_its_name_in_lower_case() {
+        for k in Kind::ALL {
+            assert_eq!(k.word(), k.as_str().to_ascii_lowercase());
+        }
+        assert_eq!(Kind::WORDS.len(), Kind::ALL.len());
+        assert_eq!(Kind::DIRS[Kind::ALL.len() - 1], Kind::ReplicationJob.dir());
+    }
+
+    #[test]
+    fn exactly_the_storage_file_kinds_have_a_content_type() {
+        for k in Kind::ALL {
+            assert_eq!(
+                k.content_type().is_some(),
+                k.class() == Class::StorageFile,
+                "{k}"
+            );
+            assert_eq!(k.guest_type().is_some(), k.is_guest(), "{k}");
+        }
+    }
 
     #[test]
     fn resource_names_are_lowercase_with_single_dashes() {

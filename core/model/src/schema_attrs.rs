@@ -10,7 +10,7 @@ use serde_json::{Map, Value, json};
 use crate::extra::GuestType;
 use crate::names::{
     ANNOTATION_ADOPTED_ID, ANNOTATION_ADOPTED_VMID, ANNOTATION_DEPENDS_ON, ANNOTATION_PRUNE,
-    ANNOTATION_RESTART_POLICY, ANNOTATION_SHUTDOWN_TIMEOUT,
+    ANNOTATION_RESTART_POLICY, ANNOTATION_SHUTDOWN_TIMEOUT, Kind,
 };
 
 // ------------------------------------------------- field schemas and transforms
@@ -18,8 +18,8 @@ use crate::names::{
 /// `metadata.annotations`: the `proxops/` keys ProxOps knows, each with
 /// the grammar the loader checks; any other `proxops/` key is refused.
 pub fn annotations(_: &mut SchemaGenerator) -> Schema {
-    const KINDS: &str = "VM|TemplateVM|LXC|TemplateCT|ISO|CTTemplate|DiskImage|Pool|BackupJob|HAResource|HARule|ReplicationJob";
-    let item = format!(r"({KINDS})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
+    let kinds = Kind::ALL.map(Kind::as_str).join("|");
+    let item = format!(r"({kinds})\s*:\s*[a-z0-9]+(-[a-z0-9]+)*");
     let known = [
         ANNOTATION_DEPENDS_ON,
         ANNOTATION_PRUNE,

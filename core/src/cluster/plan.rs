@@ -33,7 +33,15 @@ fn prune_level(kind: Kind) -> u32 {
         // Before the HA resources it names: PVE keeps a rule naming a
         // resource deleted with purge=0.
         Kind::HARule => 4,
-        _ => 0,
+        Kind::Pool => 0,
+        // Not cluster-level: planned by the planner, not here.
+        Kind::VM
+        | Kind::TemplateVM
+        | Kind::LXC
+        | Kind::TemplateCT
+        | Kind::ISO
+        | Kind::CTTemplate
+        | Kind::DiskImage => 0,
     }
 }
 
