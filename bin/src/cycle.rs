@@ -24,7 +24,8 @@ use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::exec::{Execution, ObjectReport, Timestamp};
 use proxops_core::live::LiveSnapshot;
 use proxops_core::names::{ClusterName, Ref};
-use proxops_core::plan::{self, AbortCause, Plan, Policy};
+use proxops_core::plan::{AbortCause, Plan, Policy};
+use proxops_core::planner;
 use proxops_core::repo::ClusterDesired;
 use proxops_core::state;
 use proxops_core::step::PowerPolicy;
@@ -882,7 +883,7 @@ impl Ready<'_> {
             cluster: self.desired,
             secrets: &self.secrets,
         };
-        let mut plan = plan::plan(self.desired, &snapshot, &ctx, &self.policy);
+        let mut plan = planner::plan(self.desired, &snapshot, &ctx, &self.policy);
         if let Some(targets) = &self.targets {
             proxops_core::target::restrict(
                 &mut plan,

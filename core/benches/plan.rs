@@ -17,7 +17,8 @@ use proxops_core::config::Overrides;
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power};
 use proxops_core::names::{NodeName, Vmid};
-use proxops_core::plan::{Policy, plan};
+use proxops_core::plan::Policy;
+use proxops_core::planner::plan;
 use proxops_core::repo::{self, ClusterDesired, RepoInput};
 use proxops_core::wire::TagSet;
 

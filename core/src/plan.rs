@@ -255,5 +255,3 @@ pub struct PlanCounts {
     pub skipped: usize,
     pub anomalies: usize,
 }
-
-pub use crate::planner::{plan, sort_actions};

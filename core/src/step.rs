@@ -106,18 +106,8 @@ impl fmt::Display for Method {
     }
 }
 
-/// Percent-encodes one path segment (a node name, a storage id, a UPID).
-pub fn encode_segment(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    for b in s.bytes() {
-        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
-}
+/// Percent-encodes one path segment; its home is the wire grammar.
+pub use proxops_model::wire::encode_segment;
 
 /// One call the protocol asks the driver to send. `path` is below
 /// `/api2/json`, its data segments already encoded. Secrets in `form` are

@@ -12,7 +12,8 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use proxops_core::adopt::{AdoptOptions, TEMPLATE_PLACEHOLDER, adopt};
 use proxops_core::drift::{CloudInitSecrets, Context};
-use proxops_core::plan::{Policy, plan};
+use proxops_core::plan::Policy;
+use proxops_core::planner::plan;
 
 use support::demo;
 

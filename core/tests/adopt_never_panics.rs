@@ -223,7 +223,7 @@ fn plan_listed(
         .unwrap()
         .map_err(|d| format!("{d:#?}"))?;
     let secrets = proxops_core::drift::CloudInitSecrets::default();
-    Ok(proxops_core::plan::plan(
+    Ok(proxops_core::planner::plan(
         &c,
         s,
         &proxops_core::drift::Context {

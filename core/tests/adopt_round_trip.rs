@@ -18,7 +18,8 @@ use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
 };
 use proxops_core::names::{ClusterName, NodeName, StorageId, Vmid};
-use proxops_core::plan::{Plan, Policy, plan};
+use proxops_core::plan::{Plan, Policy};
+use proxops_core::planner::plan;
 use proxops_core::repo::{self, ClusterDesired, RepoInput};
 use proxops_core::wire::{TagSet, percent_encode};
 use serde_json::{Value, json};

@@ -17,7 +17,8 @@ use proxops_core::action::{Action, Impact, Op, Params, Target, Work};
 use proxops_core::exec::{ActionState, Execution, Outcome};
 use proxops_core::live::GuestType;
 use proxops_core::names::{ClusterName, Kind, NodeName, Ref, ResourceName, StorageId, Vmid};
-use proxops_core::plan::{AbortCause, Plan, sort_actions};
+use proxops_core::plan::{AbortCause, Plan};
+use proxops_core::planner::sort_actions;
 use proxops_core::rollout::{DisruptionBudget, Limits};
 
 const NODES: [&str; 3] = ["pve1", "pve2", "pve3"];

@@ -17,7 +17,8 @@ use proxops_core::exec::{Execution, Outcome, Timestamp};
 use proxops_core::hold::{Backoff, Holds};
 use proxops_core::live::{GuestType, LiveSnapshot, NodeState, Power};
 use proxops_core::names::{NodeName, Vmid};
-use proxops_core::plan::{Plan, Policy, plan};
+use proxops_core::plan::{Plan, Policy};
+use proxops_core::planner::plan;
 use proxops_core::repo::ClusterDesired;
 use support::fixture::{cluster, config, live};
 

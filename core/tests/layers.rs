@@ -90,11 +90,8 @@ const KNOWN_BACK_IMPORTS: &[(&str, &str, &str)] = &[
     // One guest's adoption folds the owned-key rows (`drift::adopt_vm`,
     // `adopt_ct`), whose rows call adoption's inverses back.
     ("translate", "adopt", "drift"),
-    // A plan's policy carries the holds; callers find `plan::plan`.
+    // A plan's policy carries the holds.
     (".", "plan", "hold"),
-    (".", "plan", "planner"),
-    // A cluster object's path segment is encoded as the step protocol does.
-    (".", "cluster", "step"),
 ];
 
 fn core_dir() -> PathBuf {

@@ -11,7 +11,8 @@ use proxops_core::live::{
     GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, StorageContent,
 };
 use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
-use proxops_core::plan::{Plan, Policy, plan};
+use proxops_core::plan::{Plan, Policy};
+use proxops_core::planner::plan;
 use proxops_core::repo::ClusterDesired;
 use proxops_core::wire::TagSet;
 use support::fixture::cluster;

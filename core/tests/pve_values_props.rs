@@ -15,7 +15,8 @@ use proptest::prelude::*;
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{LiveSnapshot, NodeState, StorageContent};
 use proxops_core::names::{NodeName, StorageId, pve_content_filename};
-use proxops_core::plan::{Plan, Policy, plan};
+use proxops_core::plan::{Plan, Policy};
+use proxops_core::planner::plan;
 use proxops_core::repo::ClusterDesired;
 
 use support::fixture::load_files;

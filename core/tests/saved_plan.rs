@@ -10,7 +10,8 @@ use proxops_core::action::{Action, ParamValue, Params, Work};
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{LiveConfig, LiveSnapshot, NodeState, StorageContent};
 use proxops_core::names::{NodeName, Vmid};
-use proxops_core::plan::{self, Plan, Policy};
+use proxops_core::plan::{Plan, Policy};
+use proxops_core::planner;
 use proxops_core::repo::ClusterDesired;
 use proxops_core::saved::{
     self, FORMAT, SavedCluster, SavedPlan, SavedPlanError, Seen, Touched, VERSION,
@@ -39,7 +40,7 @@ fn plan_of(c: &ClusterDesired, live: &LiveSnapshot, secrets: &CloudInitSecrets) 
         cluster: c,
         secrets,
     };
-    plan::plan(c, live, &ctx, &Policy::default())
+    planner::plan(c, live, &ctx, &Policy::default())
 }
 
 fn saved_doc(c: &ClusterDesired, p: &Plan, live: &LiveSnapshot) -> SavedPlan {

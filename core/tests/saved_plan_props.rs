@@ -26,7 +26,8 @@ use proxops_core::action::{Action, Op, ParamValue, Target, Work};
 use proxops_core::drift::{CloudInitSecrets, Context};
 use proxops_core::live::{GuestType, LiveSnapshot, NodeState, Power};
 use proxops_core::names::{NodeName, Vmid};
-use proxops_core::plan::{self, Plan, Policy};
+use proxops_core::plan::{Plan, Policy};
+use proxops_core::planner;
 use proxops_core::repo::ClusterDesired;
 use proxops_core::saved::{self, Observed, SavedCluster, SavedPlan, Seen, Touched};
 use proxops_core::step::{Answer, Call, Instant, Method, PowerPolicy, Step, StepSettings};
@@ -95,7 +96,7 @@ fn plan_of(c: &ClusterDesired, live: &LiveSnapshot) -> Plan {
         cluster: c,
         secrets: &secrets,
     };
-    plan::plan(c, live, &ctx, &Policy::default())
+    planner::plan(c, live, &ctx, &Policy::default())
 }
 
 /// The saved cluster as `diff --out` writes it and `apply --plan` reads it.

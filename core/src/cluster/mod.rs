@@ -133,7 +133,7 @@ impl Endpoints {
         if self.item_in_path {
             Work::ClusterWrite {
                 method,
-                path: format!("{}/{}", self.collection, crate::step::encode_segment(id)),
+                path: format!("{}/{}", self.collection, crate::wire::encode_segment(id)),
                 params: form,
             }
         } else {

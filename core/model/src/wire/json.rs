@@ -1,5 +1,6 @@
 //! Values that arrive as JSON numbers, strings, booleans or arrays depending
-//! on endpoint and PVE version, normalised to text or typed scalars.
+//! on endpoint and PVE version, normalised to text or typed scalars; and the
+//! one encoding of a value placed in an API path segment.
 
 use serde_json::Value;
 
@@ -63,6 +64,19 @@ pub fn json_template_flag(v: Option<&Value>) -> Result<bool, WireError> {
             parse_bool(&text).map_err(|e| e.for_key("template"))
         }
     }
+}
+
+/// Percent-encodes one path segment (a node name, a storage id, a UPID).
+pub fn encode_segment(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for b in s.bytes() {
+        if b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~') {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 #[cfg(test)]
