@@ -1522,7 +1522,18 @@ pub const METRICS_CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8
 /// `now`). Ages count from process start when the event never happened.
 pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
     let mut m = Metrics::default();
+    cycle_metrics(&mut m, store, now);
+    outcome_metrics(&mut m, store);
+    object_metrics(&mut m, store);
+    last_plan_metrics(&mut m, store);
+    notification_metrics(&mut m, store);
+    hold_and_process_metrics(&mut m, store, now);
+    m.out
+}
 
+/// Cycles: how many by result, how long, and how long since the last full
+/// cycle, git fetch and PVE read.
+fn cycle_metrics(m: &mut Metrics, store: &StatusStore, now: Timestamp) {
     m.family(
         "proxops_cycles_total",
         "counter",
@@ -1596,7 +1607,11 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
         &[],
         store.pve_last_read_age(now),
     );
+}
 
+/// What cycles did and found: actions, deferred prunes, anomalies, and the
+/// last cycle's read-only and stale-desired flags.
+fn outcome_metrics(m: &mut Metrics, store: &StatusStore) {
     m.family(
         "proxops_actions_total",
         "counter",
@@ -1661,7 +1676,10 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
         &[],
         u64::from(last.is_some_and(|c| c.desired_stale())),
     );
+}
 
+/// The status store's objects by state, PVE requests, and observe-only mode.
+fn object_metrics(m: &mut Metrics, store: &StatusStore) {
     m.family(
         "proxops_objects",
         "gauge",
@@ -1705,8 +1723,13 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
         &[],
         u64::from(store.mode == RunMode::Observe),
     );
+}
 
-    let planned: Vec<&ClusterReport> = last
+/// The last cycle's plans: pending actions and anomalies by cluster.
+fn last_plan_metrics(m: &mut Metrics, store: &StatusStore) {
+    let planned: Vec<&ClusterReport> = store
+        .last_cycle
+        .as_ref()
         .iter()
         .flat_map(|c| &c.clusters)
         .filter(|c| !c.aborted)
@@ -1739,7 +1762,10 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
             );
         }
     }
+}
 
+/// Notifications by target and result, and failing targets.
+fn notification_metrics(m: &mut Metrics, store: &StatusStore) {
     m.family(
         "proxops_notifications_total",
         "counter",
@@ -1771,7 +1797,11 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
             u64::from(t.failing),
         );
     }
+}
 
+/// Guests held back after a failed disruptive action, and the process'
+/// start time.
+fn hold_and_process_metrics(m: &mut Metrics, store: &StatusStore, now: Timestamp) {
     m.family(
         "proxops_objects_held",
         "gauge",
@@ -1800,8 +1830,6 @@ pub fn render_metrics(store: &StatusStore, now: Timestamp) -> String {
         &[],
         store.process_start,
     );
-
-    m.out
 }
 
 #[derive(Default)]
