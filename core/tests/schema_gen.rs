@@ -48,8 +48,20 @@ fn assert_fresh(stale: Vec<String>) {
     );
 }
 
+/// The schema and the docs read `spec.extra`'s key lists from the
+/// compiled core/src/owned_keys.rs: generated from a stale copy, they
+/// would be stale too.
+fn owned_keys_compiled() {
+    let have = std::fs::read_to_string(repo_root().join("core/src/owned_keys.rs")).unwrap();
+    assert!(
+        have == docgen::owned_keys_source(),
+        "core/src/owned_keys.rs is stale, so the schema and docs built from it would be: regenerate it, then run again (UPDATE=1 cargo nextest run -p proxops-core --test schema_gen, twice)"
+    );
+}
+
 #[test]
 fn docs_schema_is_generated() {
+    owned_keys_compiled();
     let stale = docgen::schema_files()
         .into_iter()
         .filter_map(|(name, text)| check(&format!("docs/schema/{name}"), &text))
@@ -80,6 +92,7 @@ fn a_splice_keeps_the_text_around_the_markers() {
 /// lists of the docs (one test: one page is written once).
 #[test]
 fn docs_tables_and_key_lists_are_generated() {
+    owned_keys_compiled();
     let mut stale = Vec::new();
     for (page, kind) in [
         ("docs/resources/vm.md", Some(Kind::VM)),
