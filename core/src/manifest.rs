@@ -261,6 +261,10 @@ pub struct VmSpec {
     /// Memory, a whole number of MiB (e.g. `2GiB`, `512MiB`; decimal units such
     /// as GB count powers of 1000).
     pub memory: Quantity,
+    /// The ballooning target, a whole number of MiB at most `memory` (e.g.
+    /// `1GiB`); `0` turns ballooning off. Absent, PVE balloons with the
+    /// whole of `memory` as its target.
+    pub balloon: Option<Quantity>,
     /// The CPU model and core count.
     #[schemars(extend("x-default" = "— (required)"))]
     pub cpu: VmCpu,
@@ -337,6 +341,7 @@ impl VmSpec {
             vmid,
             state: None,
             memory,
+            balloon: None,
             cpu,
             disks: Vec::new(),
             networks: Vec::new(),
@@ -1703,6 +1708,7 @@ fn vm_scalars(s: &VmSpec, errs: &mut Vec<FieldError>) {
             memory_message(s.memory, "\"2GiB\" or \"512MiB\""),
         ));
     }
+    vm_balloon(s, errs);
     if s.cpu.cpu_type.trim().is_empty() || s.cpu.cpu_type.contains([',', ' ', '=']) {
         errs.push(FieldError::new(
             "spec.cpu.type",
@@ -1734,6 +1740,28 @@ fn vm_scalars(s: &VmSpec, errs: &mut Vec<FieldError>) {
             "spec.pve-name",
             format!("invalid PVE name {name:?}: a DNS name of letters, digits, '-' and '.'"),
         ));
+    }
+}
+
+/// `balloon`: a whole number of MiB, and at most `memory`: PVE refuses a
+/// larger target before it writes anything (qemu-server `API2/Qemu.pm`
+/// `update_vm_api`: "balloon value too large (must be smaller than
+/// assigned memory)").
+fn vm_balloon(s: &VmSpec, errs: &mut Vec<FieldError>) {
+    let Some(b) = s.balloon else { return };
+    match (b.whole_mib(), s.memory.whole_mib()) {
+        (None, _) => errs.push(FieldError::new(
+            "spec.balloon",
+            memory_message(b, "\"1GiB\", \"512MiB\" or 0"),
+        )),
+        (Some(balloon), Some(memory)) if balloon > memory => errs.push(FieldError::new(
+            "spec.balloon",
+            format!(
+                "balloon {b} is above memory {}: the ballooning target cannot exceed the memory the VM has (PVE refuses it); lower balloon, or 0 to turn ballooning off",
+                s.memory
+            ),
+        )),
+        _ => {}
     }
 }
 

@@ -6,6 +6,7 @@
 pub(crate) const QEMU: &[&str] = &[
     "acpi",
     "agent",
+    "balloon",
     "bios",
     "boot",
     "cipassword",

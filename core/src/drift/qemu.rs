@@ -57,6 +57,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         inverse::name,
     )),
     Row::Field(&MEMORY),
+    Row::Field(&BALLOON),
     Row::Key(
         Key::new(
             "cpu",
@@ -247,6 +248,43 @@ static MEMORY: Field<VmSpec, MiB> = Field::memory(
     ImpactRule::Hot(STOP, |h, _, _| h.has("memory") && h.numa()),
     Some("live when the VM's hotplug has memory and numa is on"),
 );
+
+static BALLOON: Field<VmSpec, MiB> = Field {
+    key: "balloon",
+    path: "spec.balloon",
+    codec: MiB { min: 0 },
+    get: |i| match i.spec.balloon {
+        Some(b) => b.whole_mib().map(Some).ok_or_else(|| {
+            i.unsupported(
+                "spec.balloon",
+                format!("balloon {b} is not a whole number of MiB"),
+            )
+        }),
+        None => Ok(None),
+    },
+    set: |vm, m| vm.balloon = Some(Quantity::from_bytes(m * MIB)),
+    // qemu-server `QemuServer.pm` `config_to_command`: the balloon device
+    // is on "by default, unless explicitly disabled", its target `memory`.
+    absent: Absent::SameAs("memory"),
+    // qemu-server `QemuServer.pm` `vmconfig_hotplug_pending`: a new target
+    // is applied to the running VM at once, whatever its hotplug; turning
+    // the device on or off ("enable/disable ballooning device is not
+    // hotpluggable") waits for a restart.
+    impact: ImpactRule::Hot(STOP, |_, from, to| balloon_on(from) == balloon_on(to)),
+    adopt: Adopt::Always,
+    missing: None,
+    unreadable: "unreadable balloon target: not adopted",
+    doc: Doc {
+        default: "not owned (PVE: ballooning on, target `memory`)",
+        impact_note: Some("live unless it turns ballooning on or off (to or from 0)"),
+    },
+};
+
+/// Whether a `balloon` value (absent: PVE's default) leaves the balloon
+/// device on.
+fn balloon_on(v: Option<&str>) -> bool {
+    v.is_none_or(|v| v.trim() != "0")
+}
 
 static CORES: Field<VmSpec, Count> = Field {
     key: "cores",
