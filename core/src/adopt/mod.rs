@@ -1041,7 +1041,6 @@ fn key_note(key: &str) -> String {
     };
     let n = match key {
         "args" => "raw QEMU arguments are not modelled; PVE keeps them",
-        "balloon" => "memory ballooning is not modelled; PVE keeps it",
         "kvm" => "the hardware-virtualisation switch is not modelled; PVE keeps it",
         "cpulimit" | "cpuunits" => {
             "CPU limit and weight are not modelled (cpu.units is never sent); PVE keeps them"
