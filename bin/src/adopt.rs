@@ -20,7 +20,8 @@ use std::fmt::Write as _;
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use proxops_core::adopt::{self, AdoptOptions, GuestPick};
+use proxops_core::adopt::{self, AdoptOptions, Adoption, GuestPick};
+use proxops_core::config::ClusterConfig;
 use proxops_core::live::LiveSnapshot;
 use proxops_core::names::{NodeName, StorageId};
 use proxops_core::wire::{SshKey, SshKeyId, SshKeys};
@@ -134,20 +135,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         .keys()
         .map(|c| c.as_str())
         .collect();
-    let cluster = match g.clusters.as_slice() {
-        [one] => one.clone(),
-        [] => {
-            return Err(Failure::input(format!(
-                "adopt requires an explicit --cluster=<name>; configured clusters: [{}]",
-                known.join(" ")
-            )));
-        }
-        _ => {
-            return Err(Failure::input(
-                "adopt works on one cluster at a time: give --cluster once",
-            ));
-        }
-    };
+    let cluster = one_cluster(g, &known)?;
     let Some(root) = ws.root.clone() else {
         return Err(Failure::input(
             "adopt writes manifests into a work tree: run it inside a checkout or with --git-path",
@@ -174,9 +162,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let cfg = &ws.loaded.config;
     let cc = &cfg.clusters[&prepared.name];
     if a.adopt_secrets && cc.secrets_file.is_none() {
-        return Err(Failure::input(format!(
-            "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
-        )));
+        return Err(no_secrets_file(&cluster));
     }
     // `--adopt-secrets` rewrites the SOPS file a daemon reads; it takes the
     // cluster like a cycle does, before its read.
@@ -190,17 +176,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     } else {
         None
     };
-    let guard = ReadOnly::new(ready.transport.as_ref());
-    let scope = scope(&guard, &cc.nodes, cc.read_concurrency)
-        .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
-    let snapshot = reader::read_snapshot(&guard, &scope)
-        .map_err(|e| Failure::runtime(format!("adopt: pve inventory read failed: {e}")))?;
-    if guard.refused() > 0 {
-        return Err(Failure::runtime(format!(
-            "adopt: BUG: {} write request(s) were attempted and refused; nothing was written to PVE",
-            guard.refused()
-        )));
-    }
+    let (snapshot, nodes) = read_live(ready.transport.as_ref(), cc)?;
     let pick = match guest_pick(a, &snapshot)? {
         Pick::All => None,
         Pick::One(vmid) => Some(vmid),
@@ -214,16 +190,99 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         ))?;
         return Ok(Exit::Ok);
     }
-    let nodes = scope.allowlist.clone().unwrap_or_default();
     let mut report = String::new();
-    let sops_ssh_keys = if a.adopt_secrets {
+    let sops_ssh_keys = ssh_keys(a, &ws, cc, &cluster, &snapshot, &nodes, &mut report)?;
+    let options = AdoptOptions {
+        nodes,
+        sops_ssh_keys,
+    };
+    let mut adoption = adopt::adopt(&prepared.name, &snapshot, &options)
+        .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
+    if let Some(vmid) = pick {
+        adoption = adopt::only_guest(adoption, vmid);
+    }
+    if adoption.is_empty() {
+        report.push_str(match pick {
+            Some(_) => {
+                "the guest is not adoptable here (outside the node allowlist?): nothing written\n"
+            }
+            None => "no adoptable objects found\n",
+        });
+        out::report(&report)?;
+        return Ok(Exit::Ok);
+    }
+    write_files(&root, &adoption, &mut report)?;
+    report.push_str(&adopt::render_gaps(&adoption));
+    if !adoption.resources_lines.is_empty() {
+        let _ = writeln!(report, "add to clusters/{}/resources.yaml:", prepared.name);
+        for line in &adoption.resources_lines {
+            let _ = writeln!(report, "{line}");
+        }
+    }
+    // Printed once every file is written: a reader that goes away early
+    // cannot leave the adoption half done.
+    out::report(&report)?;
+    Ok(Exit::Ok)
+}
+
+/// The one cluster `--cluster` names: adopt writes one cluster's files.
+fn one_cluster(g: &GlobalArgs, known: &[&str]) -> Result<String, Failure> {
+    match g.clusters.as_slice() {
+        [one] => Ok(one.clone()),
+        [] => Err(Failure::input(format!(
+            "adopt requires an explicit --cluster=<name>; configured clusters: [{}]",
+            known.join(" ")
+        ))),
+        _ => Err(Failure::input(
+            "adopt works on one cluster at a time: give --cluster once",
+        )),
+    }
+}
+
+fn no_secrets_file(cluster: &str) -> Failure {
+    Failure::input(format!(
+        "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
+    ))
+}
+
+/// PVE as it is, read through a transport that refuses every write, and the
+/// nodes adoption may look at.
+fn read_live(
+    transport: &dyn Transport,
+    cc: &ClusterConfig,
+) -> Result<(LiveSnapshot, BTreeSet<NodeName>), Failure> {
+    let guard = ReadOnly::new(transport);
+    let scope = scope(&guard, &cc.nodes, cc.read_concurrency)
+        .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
+    let snapshot = reader::read_snapshot(&guard, &scope)
+        .map_err(|e| Failure::runtime(format!("adopt: pve inventory read failed: {e}")))?;
+    if guard.refused() > 0 {
+        return Err(Failure::runtime(format!(
+            "adopt: BUG: {} write request(s) were attempted and refused; nothing was written to PVE",
+            guard.refused()
+        )));
+    }
+    Ok((snapshot, scope.allowlist.clone().unwrap_or_default()))
+}
+
+/// The SSH keys adoption names by their SOPS entry: with `--adopt-secrets`
+/// the live keys merged into the secrets file first (each addition noted in
+/// `report`), else the file's keys as they are; none without a file.
+fn ssh_keys(
+    a: &CommandArgs,
+    ws: &context::Workspace,
+    cc: &ClusterConfig,
+    cluster: &str,
+    snapshot: &LiveSnapshot,
+    nodes: &BTreeSet<NodeName>,
+    report: &mut String,
+) -> Result<Option<BTreeMap<String, String>>, Failure> {
+    Ok(if a.adopt_secrets {
         let Some(path) = creds::secrets_path(cc, ws.root.as_deref())? else {
-            return Err(Failure::input(format!(
-                "adopt --adopt-secrets: cluster {cluster:?} declares no secrets-file to add SSH keys to"
-            )));
+            return Err(no_secrets_file(cluster));
         };
         let live = adopt::live_ssh_keys(
-            &snapshot,
+            snapshot,
             &AdoptOptions {
                 nodes: nodes.clone(),
                 sops_ssh_keys: None,
@@ -249,7 +308,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Some(merged.keys)
     } else if cc.secrets_file.is_some() {
         let c = creds::resolve(
-            cfg,
+            &ws.loaded.config,
             cc,
             ws.root.as_deref(),
             &proxops_sops::IdentitySources::from_process_env(),
@@ -257,30 +316,15 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Some(c.cloud_init.ssh_keys)
     } else {
         None
-    };
-    let options = AdoptOptions {
-        nodes,
-        sops_ssh_keys,
-    };
-    let mut adoption = adopt::adopt(&prepared.name, &snapshot, &options)
-        .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
-    if let Some(vmid) = pick {
-        adoption = adopt::only_guest(adoption, vmid);
-    }
-    if adoption.is_empty() {
-        report.push_str(match pick {
-            Some(_) => {
-                "the guest is not adoptable here (outside the node allowlist?): nothing written\n"
-            }
-            None => "no adoptable objects found\n",
-        });
-        out::report(&report)?;
-        return Ok(Exit::Ok);
-    }
-    // Every path is checked before the first write, so a symlink leading
-    // out of the work tree stops adoption with nothing written.
+    })
+}
+
+/// Writes adoption's files into the work tree: every path is checked before
+/// the first write, so a symlink leading out of the work tree stops
+/// adoption with nothing written; a file that exists and differs is kept.
+fn write_files(root: &Path, adoption: &Adoption, report: &mut String) -> Result<(), Failure> {
     for rel in adoption.files.keys() {
-        crate::confined::check_inside(&root, Path::new(rel))
+        crate::confined::check_inside(root, Path::new(rel))
             .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
     }
     let mut kept = Vec::new();
@@ -294,7 +338,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             }
             Err(_) => {}
         }
-        crate::confined::write_inside(&root, Path::new(rel), text.as_bytes())
+        crate::confined::write_inside(root, Path::new(rel), text.as_bytes())
             .map_err(|e| Failure::runtime(format!("adopt: cannot write {rel}: {e}")))?;
         let _ = writeln!(report, "wrote {rel}");
     }
@@ -304,17 +348,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             "kept {rel}: it exists and differs from what PVE holds now (not overwritten)"
         );
     }
-    report.push_str(&adopt::render_gaps(&adoption));
-    if !adoption.resources_lines.is_empty() {
-        let _ = writeln!(report, "add to clusters/{}/resources.yaml:", prepared.name);
-        for line in &adoption.resources_lines {
-            let _ = writeln!(report, "{line}");
-        }
-    }
-    // Printed once every file is written: a reader that goes away early
-    // cannot leave the adoption half done.
-    out::report(&report)?;
-    Ok(Exit::Ok)
+    Ok(())
 }
 
 /// What `--vmid` / `--name` ask adoption for.

@@ -557,7 +557,7 @@ pub fn prepare_reusing<'w>(
                 desired,
                 base_url: cc.base_url.clone(),
                 policy,
-                power: cc.power(),
+                power: proxops_core::step::PowerPolicy::from_config(cc),
                 limits: cc.limits.clone(),
                 scope,
                 transport,

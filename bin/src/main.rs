@@ -4,9 +4,7 @@
 
 mod adopt;
 mod apply;
-mod args;
 mod claims;
-mod completions;
 mod confined;
 mod context;
 mod creds;
@@ -15,12 +13,10 @@ mod diff;
 mod exit;
 mod files;
 mod gitsource;
-mod help;
 mod host;
 mod init;
 mod lock;
 mod log;
-mod manpage;
 mod out;
 mod record;
 mod run;
@@ -31,6 +27,10 @@ mod status;
 mod validate;
 
 use std::process::ExitCode;
+
+// The command line's words live in their own crate (no I/O, tested without
+// the binary); here they are read as if they were this crate's modules.
+use proxops_cli::{args, completions, help, manpage};
 
 /// Loading a large repository and recording makes millions of small
 /// allocations (YAML and JSON trees); glibc's allocator spent a third of a
@@ -44,7 +44,7 @@ use exit::{Exit, Failure};
 
 fn main() -> ExitCode {
     let raw: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
-    let result = match args::parse(raw) {
+    let result = match args::parse(raw).map_err(|u| Failure::input(u.0)) {
         Ok(Parsed::Help(None)) => out::print(&help::main()).map(|()| Exit::Ok),
         Ok(Parsed::Help(Some(c))) => out::print(&help::command(c)).map(|()| Exit::Ok),
         Ok(Parsed::Version) => {
@@ -100,7 +100,10 @@ fn dispatch(
         Command::Explain => {
             schema::explain(args.topic.as_deref().unwrap_or_default(), args.recursive)
         }
-        Command::Completions => completions::run(args.shell),
-        Command::Man => manpage::run(),
+        Command::Completions => match args.shell {
+            Some(shell) => out::print(&completions::script(shell)).map(|()| Exit::Ok),
+            None => Err(Failure::input("usage: proxops completions bash|zsh|fish")),
+        },
+        Command::Man => out::print(&manpage::page()).map(|()| Exit::Ok),
     }
 }

@@ -16,11 +16,11 @@
 //! Must never: do I/O, or let an action through because its plan says so.
 
 use crate::action::{Action, Anomaly, Op, ParamValue, Params, Target, Work};
-use crate::extra::{self, AllowList, Refusal};
-use crate::live::GuestType;
-use crate::manifest::{Spec, refused_bind_source};
 use crate::plan::{Plan, Policy};
-use crate::repo::{ClusterDesired, DesiredObject};
+use proxops_model::extra::{self, AllowList, Refusal};
+use proxops_model::live::GuestType;
+use proxops_model::manifest::{Spec, refused_bind_source};
+use proxops_model::repo::{ClusterDesired, DesiredObject};
 
 /// Why `action` may not run under `desired` and `policy`, if it may not.
 pub fn refusal(action: &Action, desired: &ClusterDesired, policy: &Policy) -> Option<String> {
@@ -63,13 +63,10 @@ pub fn guard(plan: &mut Plan, desired: &ClusterDesired, policy: &Policy) -> usiz
 
 /// The anomaly that replaces a refused action.
 fn anomaly(a: &Action, why: &str) -> Anomaly {
-    Anomaly::instead_of(
-        a,
-        format!(
-            "{} {}/{} (id {}) refused before it was sent: {why}",
-            a.op, a.kind, a.name, a.target
-        ),
-    )
+    a.instead(format!(
+        "{} {}/{} (id {}) refused before it was sent: {why}",
+        a.op, a.kind, a.name, a.target
+    ))
 }
 
 /// A prune: a `Delete` of a guest no manifest claims; nothing else may
@@ -220,7 +217,7 @@ fn forms(a: &Action, obj: &DesiredObject, desired: &ClusterDesired) -> Result<()
     }
     if let Some(k) = delete
         .iter()
-        .find(|k| !crate::drift::is_clone_identity_key(k))
+        .find(|k| !proxops_translate::drift::is_clone_identity_key(k))
     {
         return Err(format!(
             "it removes {k}: ProxOps removes only cloud-init identity keys a clone inherited, never a device, volume or setting"

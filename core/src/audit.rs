@@ -13,7 +13,7 @@
 
 use std::collections::BTreeSet;
 
-use crate::names::StorageId;
+use proxops_model::names::StorageId;
 
 /// One privilege a cluster's credentials must hold, where, and why.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]

@@ -29,8 +29,7 @@ use crate::action::{Action, Op};
 use crate::plan::Plan;
 use crate::rollout::{self, Limits, Wait};
 
-/// Seconds since the Unix epoch, handed in by the caller.
-pub type Timestamp = u64;
+pub use proxops_model::time::Timestamp;
 
 /// How one action ended.
 #[derive(Debug, Clone, PartialEq, Eq)]

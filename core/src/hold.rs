@@ -23,49 +23,15 @@
 //! in. Only the daemon keeps holds; a one-shot command plans without.
 
 use std::collections::BTreeMap;
-use std::time::Duration;
+
+pub use proxops_model::policy::Backoff;
 
 use crate::action::{SkipReason, Skipped};
 use crate::exec::{ActionState, Execution, Outcome, Timestamp};
-use crate::names::Ref;
 use crate::plan::Plan;
-use crate::repo::{ClusterDesired, DesiredObject};
 use crate::rollout::is_disruptive;
-
-/// How long a held object waits: `first` after its first failure, doubling
-/// with each further one, never more than `max`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backoff {
-    pub first: Duration,
-    pub max: Duration,
-}
-
-impl Backoff {
-    /// `reconcile.hold-after-failure`'s default: long enough that a guest
-    /// is not taken down every poll interval (30 s by default), short
-    /// enough that a fix on PVE is picked up within minutes.
-    pub const DEFAULT_FIRST: Duration = Duration::from_secs(5 * 60);
-    /// `reconcile.hold-max`'s default: a guest whose restart keeps failing
-    /// is tried once an hour, where a person will have seen it.
-    pub const DEFAULT_MAX: Duration = Duration::from_secs(60 * 60);
-
-    /// The wait after `failures` failures in a row (at least one).
-    pub fn wait(&self, failures: u32) -> Duration {
-        let doublings = failures.saturating_sub(1).min(31);
-        self.first
-            .saturating_mul(1u32 << doublings)
-            .min(self.max.max(self.first))
-    }
-}
-
-impl Default for Backoff {
-    fn default() -> Backoff {
-        Backoff {
-            first: Backoff::DEFAULT_FIRST,
-            max: Backoff::DEFAULT_MAX,
-        }
-    }
-}
+use proxops_model::names::Ref;
+use proxops_model::repo::{ClusterDesired, DesiredObject};
 
 /// One held object.
 #[derive(Debug, Clone, PartialEq, Eq)]

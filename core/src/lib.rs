@@ -1,55 +1,45 @@
 //! ProxOps' planner core.
 //!
-//! This crate decides; it never acts. It turns repository files (handed in
-//! as an in-memory map of repo-relative path → bytes) into typed desired
-//! state, turns recorded PVE responses (handed in as parsed values) into a
-//! live snapshot, compares them, and produces an ordered, deterministic plan
-//! with its safety rails applied.
+//! This crate decides; it never acts. It compares each cluster's desired
+//! state with PVE's live snapshot and produces an ordered, deterministic
+//! plan with its safety rails applied; it runs the step protocol of each
+//! action, keeps the objects' state, and renders plans and reports.
+//!
+//! It is also the façade of the pure crates below it: `proxops_core::names`,
+//! `proxops_core::drift` and the other modules of proxops-model and
+//! proxops-translate are re-exported here under their own names.
 //!
 //! **Architecture Invariant:** core does no I/O. It reads no files, opens no
 //! sockets, reads no environment variables, spawns no processes, starts no
 //! threads and reads no clock: time is always an argument. Same inputs, same
-//! bytes out.
+//! bytes out. The plan is core's: the crates below it describe and
+//! translate, only core orders, gates and executes.
+//!
+//! Its modules form layers: each imports only the modules before it in the
+//! order core/tests/layers.rs declares.
+
+pub use proxops_model::{
+    bounds, calendar, config, desired, diag, extra, graph, live, manifest, names, outcome, policy,
+    repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
+};
+pub use proxops_translate::{adopt, change, docgen, drift, refuse, schema};
 
 pub mod action;
 pub mod admit;
-pub mod adopt;
 pub mod audit;
-pub mod bounds;
-pub mod calendar;
 pub mod cluster;
-pub mod config;
 pub mod dashboard;
-pub mod diag;
-pub mod docgen;
-pub mod drift;
 pub mod exec;
-pub mod extra;
-pub mod graph;
 pub mod hold;
 pub mod host;
-pub mod live;
-pub mod manifest;
-pub mod names;
 pub mod notify;
-mod owned_keys;
 pub mod plan;
 pub mod planner;
-mod refuse;
 pub mod render;
-pub mod repo;
 pub mod report;
 pub mod rollout;
 pub mod saved;
 pub mod scaffold;
-pub mod schema;
-pub mod secret;
 pub mod state;
 pub mod step;
-pub mod suggest;
 pub mod target;
-pub mod time;
-pub mod units;
-pub mod wire;
-pub mod yaml;
-pub mod yaml_block;

@@ -29,10 +29,10 @@ use std::fmt::Write as _;
 
 use serde::Serialize;
 
-use crate::config::TargetKind;
 use crate::exec::{ObjectState, Timestamp};
 use crate::report::{ClusterReport, Hold, PendingAction};
-use crate::time::rfc3339;
+use proxops_model::config::TargetKind;
+use proxops_model::time::rfc3339;
 
 /// What happened, as a person is told it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]

@@ -27,9 +27,9 @@
 use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Skipped};
-use crate::diag::Diagnostic;
-use crate::names::ClusterName;
-use crate::report::CycleResult;
+use proxops_model::diag::Diagnostic;
+use proxops_model::names::{ClusterName, Kind, NodeName, Vmid};
+pub use proxops_model::outcome::AbortCause;
 
 /// Knobs that shape a plan.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,7 +38,7 @@ pub struct Policy {
     pub prune_budget: u32,
     /// The cluster's node allowlist; empty = every node. Nothing outside it
     /// is planned for, even if a snapshot holds it.
-    pub nodes: std::collections::BTreeSet<crate::names::NodeName>,
+    pub nodes: std::collections::BTreeSet<proxops_model::names::NodeName>,
     /// The cluster's `allow-empty-prune`: a kind with no manifest left may
     /// be pruned (within the budget) instead of being held by the
     /// empty-desired guard.
@@ -46,35 +46,35 @@ pub struct Policy {
     /// `restart-policy`: whether ProxOps restarts a guest that waits for a
     /// restart to take pending changes (a manifest's
     /// `proxops/restart-policy` overrides it).
-    pub restart_policy: crate::config::RestartPolicy,
+    pub restart_policy: proxops_model::config::RestartPolicy,
     /// `purge-ha-and-replicated`: a prune of an HA-managed or replicated
     /// guest is sent with `purge=1` instead of being an anomaly.
     pub purge_ha_and_replicated: bool,
     /// What identifies the host ProxOps runs on: a live guest that shows
     /// it is never stopped, restarted or deleted (see [`crate::host`]).
-    pub host: crate::host::HostIdentity,
+    pub host: proxops_model::host::HostIdentity,
     /// The disruption budget the plan's rollout is told under (execution
     /// applies it; the plan only says how the change will roll).
     pub disruption: crate::rollout::DisruptionBudget,
     /// ProxOps calls PVE as `root@pam` (ticket authentication as that
     /// user). An API token never is: PVE refuses it what only `root@pam`
     /// may change, and the planner refuses that at plan time
-    /// ([`crate::refuse`]).
+    /// ([`proxops_translate::refuse`]).
     pub root_pam: bool,
     /// Objects held back after a failed disruptive action (the daemon's
     /// memory across cycles, [`crate::hold`]); empty for a one-shot plan.
     pub holds: crate::hold::Holds,
     /// The time holds are judged at (core reads no clock).
-    pub now: crate::exec::Timestamp,
+    pub now: proxops_model::time::Timestamp,
 }
 
 impl Default for Policy {
     fn default() -> Policy {
         Policy {
-            prune_budget: crate::config::DEFAULT_PRUNE_BUDGET,
+            prune_budget: proxops_model::config::DEFAULT_PRUNE_BUDGET,
             nodes: Default::default(),
             allow_empty_prune: false,
-            restart_policy: crate::config::RestartPolicy::Never,
+            restart_policy: proxops_model::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
             host: Default::default(),
             disruption: Default::default(),
@@ -86,92 +86,33 @@ impl Default for Policy {
 }
 
 impl Policy {
-    pub fn allows(&self, node: &crate::names::NodeName) -> bool {
+    pub fn allows(&self, node: &proxops_model::names::NodeName) -> bool {
         self.nodes.is_empty() || self.nodes.contains(node)
     }
 }
 
-/// Why a cluster does nothing this cycle: one value per place that aborts
-/// a cluster, as code and metrics branch on it. The abort's text
-/// ([`Plan::abort_reason`]) is for a person and may be reworded freely; the
-/// `result` label of `proxops_cycles_total` comes from the cause alone
-/// ([`AbortCause::label`]), never from the text.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-#[non_exhaustive]
-pub enum AbortCause {
-    /// Git sync failed and there is no previous good tree: no PVE call.
-    NotReady,
-    /// Manifests, composition, configuration or cloud-init secret
-    /// references are invalid.
-    InvalidInput,
-    /// A manifest names a node outside the cluster's allowlist.
-    UnknownNode,
-    /// The live inventory (or a guest config on an online node) could not
-    /// be read.
-    PveRead,
-    /// The planner refused.
-    Plan,
-    /// Another ProxOps process on this host held the cluster's lock for the
-    /// whole wait.
-    Locked,
-    /// The cluster's lock file could not be created, opened or locked.
-    LockUnavailable,
-    /// The recording to replay could not be loaded.
-    Recording,
-    /// PVE did not say which cluster it is, so it may be another cluster's.
-    PveUnidentified,
-    /// Two cluster configurations lead to one PVE.
-    SharedPve,
-    /// The credentials cannot audit what the cluster manages (PVE would
-    /// hide guests from the inventory read).
-    MissingPrivilege,
-    /// Credentials or TLS settings are unusable.
-    Credentials,
-    /// The repository could not be read (not invalid: unreadable).
-    RepositoryUnreadable,
+/// A live guest found to be the one ProxOps runs in.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct SelfGuest {
+    pub node: NodeName,
+    pub vmid: Vmid,
+    /// The PVE name, or `vmid-<id>`.
+    pub name: String,
+    /// What matched: `net0 MAC bc:24:11:4e:8f:d1`, `smbios1 uuid …`.
+    pub matched: String,
 }
 
-impl AbortCause {
-    /// Every cause.
-    pub const ALL: [AbortCause; 13] = [
-        AbortCause::NotReady,
-        AbortCause::InvalidInput,
-        AbortCause::UnknownNode,
-        AbortCause::PveRead,
-        AbortCause::Plan,
-        AbortCause::Locked,
-        AbortCause::LockUnavailable,
-        AbortCause::Recording,
-        AbortCause::PveUnidentified,
-        AbortCause::SharedPve,
-        AbortCause::MissingPrivilege,
-        AbortCause::Credentials,
-        AbortCause::RepositoryUnreadable,
-    ];
+/// An object a targeted plan left out, as `Kind/name` (a live guest
+/// without a manifest by its PVE name).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+pub struct NotConsidered {
+    pub kind: Kind,
+    pub name: String,
+}
 
-    /// The cycle result an abort of this cause counts as.
-    pub fn result(self) -> CycleResult {
-        match self {
-            AbortCause::NotReady => CycleResult::NotReady,
-            AbortCause::InvalidInput => CycleResult::ParseError,
-            AbortCause::UnknownNode => CycleResult::UnknownNode,
-            AbortCause::PveRead => CycleResult::PveReadError,
-            AbortCause::Plan => CycleResult::PlanError,
-            AbortCause::Locked => CycleResult::Locked,
-            AbortCause::LockUnavailable
-            | AbortCause::Recording
-            | AbortCause::PveUnidentified
-            | AbortCause::SharedPve
-            | AbortCause::MissingPrivilege
-            | AbortCause::Credentials
-            | AbortCause::RepositoryUnreadable => CycleResult::Aborted,
-        }
-    }
-
-    /// The `result` label of `proxops_cycles_total` for this cause.
-    pub fn label(self) -> &'static str {
-        self.result().as_str()
+impl std::fmt::Display for NotConsidered {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}", self.kind, self.name)
     }
 }
 
@@ -192,7 +133,7 @@ pub struct Plan {
     pub deferred: Vec<Action>,
     pub anomalies: Vec<Anomaly>,
     /// The live guests ProxOps runs in (matched by [`Policy::host`]).
-    pub self_guests: Vec<crate::host::SelfGuest>,
+    pub self_guests: Vec<SelfGuest>,
     /// What made an aborted cluster's input invalid, one entry per problem
     /// (file, line, field, message), sorted; empty otherwise. Like every
     /// diagnostic, none holds a secret value.
@@ -202,7 +143,7 @@ pub struct Plan {
     pub rollout: crate::rollout::Rollout,
     /// What `--target` left out of this plan, sorted ([`crate::target`]);
     /// empty for a plan of everything.
-    pub not_considered: Vec<crate::target::NotConsidered>,
+    pub not_considered: Vec<NotConsidered>,
 }
 
 impl Plan {

@@ -6,13 +6,13 @@ use std::collections::{BTreeMap, BTreeSet};
 use crate::action::{
     Action, Anomaly, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target, Work,
 };
-use crate::config::RestartPolicy;
-use crate::drift::{self, Context};
-use crate::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
-use crate::manifest::{PowerState, Spec};
-use crate::names::{Kind, NodeName, Ref, Vmid};
 use crate::plan::{AbortCause, Plan, Policy};
-use crate::repo::{ClusterDesired, DesiredObject};
+use proxops_model::config::RestartPolicy;
+use proxops_model::live::{GuestType, LiveGuest, LiveSnapshot, NodeState, Power};
+use proxops_model::manifest::{PowerState, Spec};
+use proxops_model::names::{Kind, NodeName, Ref, Vmid};
+use proxops_model::repo::{ClusterDesired, DesiredObject};
+use proxops_translate::drift::{self, Context};
 
 /// Said of a config write PVE's answer gave no digest for: it goes
 /// without optimistic concurrency (real PVE lists the digest in
@@ -115,7 +115,7 @@ pub fn plan(
     // does nothing this cycle (no create, update or prune on a partial
     // read). Guests on an offline node are a different matter: nothing can
     // be done there anyway, and the other nodes go on.
-    let unreadable: Vec<&crate::live::ReadFailure> = live
+    let unreadable: Vec<&proxops_model::live::ReadFailure> = live
         .guests
         .values()
         .filter(|g| policy.allows(&g.node) && live.node_state(&g.node) == NodeState::Online)
@@ -318,7 +318,7 @@ impl Builder<'_> {
         d: &drift::Drift,
     ) {
         let mut kept = live.tags.clone();
-        if let Ok(tag) = crate::wire::Tag::new(crate::manifest::OWNERSHIP_TAG) {
+        if let Ok(tag) = proxops_model::wire::Tag::new(proxops_model::manifest::OWNERSHIP_TAG) {
             kept.insert(tag);
         }
         let case_sensitive = self.desired.tag_case_sensitive;
@@ -326,7 +326,7 @@ impl Builder<'_> {
         let wanted = d
             .params
             .get("tags")
-            .and_then(|t| crate::wire::TagSet::parse(t.expose()).ok())
+            .and_then(|t| proxops_model::wire::TagSet::parse(t.expose()).ok())
             .map(|t| t.as_pve_stores(case_sensitive));
         // What adopt wrote differs from the guest only where adopt said so
         // (a gap): never its PVE name, never its tags, never in a way that
@@ -356,7 +356,7 @@ impl Builder<'_> {
                     "{} names vmid {} in {}, but it is not that guest as `proxops adopt` wrote it ({} differ{}: a rename, other tags, or a change that would take the running guest down): ProxOps claims an untagged guest only with the manifest adopt wrote for it, keeping its tags; nothing is written. Run `proxops adopt` for vmid {} again, or remove the annotation",
                     obj.r#ref,
                     live.vmid,
-                    crate::manifest::ANNOTATION_ADOPTED_VMID,
+                    proxops_model::manifest::ANNOTATION_ADOPTED_VMID,
                     differ.join(", "),
                     if differ.len() == 1 { "s" } else { "" },
                     live.vmid
@@ -478,7 +478,7 @@ impl Builder<'_> {
 
     /// Whether `storage` may hold files of `content` type, as far as this
     /// cycle's read says (a storage it did not list is not judged).
-    fn storage_takes(&self, storage: &crate::names::StorageId, content: &str) -> bool {
+    fn storage_takes(&self, storage: &proxops_model::names::StorageId, content: &str) -> bool {
         self.live
             .storage_contents
             .get(storage)
@@ -675,9 +675,10 @@ impl Builder<'_> {
             }
             Ok(d) => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
-                let mut refusals = crate::refuse::update(live, config, &d, self.policy.root_pam);
+                let mut refusals =
+                    proxops_translate::refuse::update(live, config, &d, self.policy.root_pam);
                 if kind.is_template() && !live.template {
-                    refusals.extend(crate::refuse::mark_template(live, config));
+                    refusals.extend(proxops_translate::refuse::mark_template(live, config));
                 }
                 if self.refused(obj, live, refusals) {
                     return;
@@ -867,7 +868,7 @@ impl Builder<'_> {
         &mut self,
         obj: &DesiredObject,
         live: &LiveGuest,
-        config: &crate::live::LiveConfig,
+        config: &proxops_model::live::LiveConfig,
         (d, ha): (&drift::Drift, Option<String>),
         deps: Vec<Ref>,
     ) {
@@ -905,14 +906,14 @@ impl Builder<'_> {
         });
     }
 
-    /// PVE would refuse what the object needs ([`crate::refuse`]): one
+    /// PVE would refuse what the object needs ([`proxops_translate::refuse`]): one
     /// `needs_person` anomaly per refusal, and `true` when there is one,
     /// for the caller to plan nothing more for the object.
     fn refused(
         &mut self,
         obj: &DesiredObject,
         live: &LiveGuest,
-        refusals: impl IntoIterator<Item = crate::refuse::Refusal>,
+        refusals: impl IntoIterator<Item = proxops_translate::refuse::Refusal>,
     ) -> bool {
         let mut any = false;
         for r in refusals {
@@ -940,11 +941,11 @@ impl Builder<'_> {
         &mut self,
         obj: &DesiredObject,
         live: &LiveGuest,
-        config: &crate::live::LiveConfig,
+        config: &proxops_model::live::LiveConfig,
         grows: &[drift::DiskGrowth],
     ) {
         for g in grows {
-            let refusal = crate::refuse::grow(live, config, g, self.live);
+            let refusal = proxops_translate::refuse::grow(live, config, g, self.live);
             if self.refused(obj, live, refusal) {
                 continue;
             }
@@ -1145,7 +1146,7 @@ impl Builder<'_> {
                     guest_type, params, ..
                 } = &work
                 {
-                    let refusals = crate::refuse::create(*guest_type, params);
+                    let refusals = proxops_translate::refuse::create(*guest_type, params);
                     if !refusals.is_empty() {
                         for r in refusals {
                             self.anomaly(
@@ -1486,7 +1487,7 @@ impl Builder<'_> {
 /// still find before it acts: the one the plan read, when no earlier action
 /// of this plan writes the guest's config (an update, a resize); else
 /// `None`, and only its tags, protection and lock are compared then.
-fn seen_digest(config: &crate::live::LiveConfig, d: &drift::Drift) -> Option<String> {
+fn seen_digest(config: &proxops_model::live::LiveConfig, d: &drift::Drift) -> Option<String> {
     (d.changes.is_empty() && d.grows.is_empty())
         .then(|| config.digest.clone())
         .flatten()
@@ -1507,9 +1508,9 @@ fn is_volume_key(key: &str) -> bool {
 /// The storage a drive value's volume is on (`local-lvm:vm-9000-disk-0,…`,
 /// the create form `ceph:8`, `file=…`); `None` for no volume (`none`, a
 /// host CD drive `cdrom`) or a host path, which names no storage.
-fn volume_storage(value: &str) -> Option<crate::names::StorageId> {
+fn volume_storage(value: &str) -> Option<proxops_model::names::StorageId> {
     let first = value.split(',').next()?.trim();
     let volume = first.strip_prefix("file=").unwrap_or(first);
     let (storage, _) = volume.split_once(':')?;
-    crate::names::StorageId::new(storage).ok()
+    proxops_model::names::StorageId::new(storage).ok()
 }

@@ -7,7 +7,7 @@
 //! the three renderings served over HTTP — JSON status
 //! ([`render_status_json`]), Prometheus text ([`render_metrics`]) and the
 //! health verdict ([`healthz`]). Timestamps are written by
-//! [`crate::time::rfc3339`].
+//! [`proxops_model::time::rfc3339`].
 //!
 //! Must never: read a clock (every "now" is an argument), hold or render a
 //! secret (the store is built only from object identities, states, counts
@@ -28,75 +28,14 @@ use serde::Serialize;
 
 use crate::action::{Action, AnomalyType, Change, Impact, Op};
 use crate::exec::{ActionState, Execution, ObjectReport, ObjectState, Outcome, Timestamp};
-use crate::names::Kind;
 use crate::plan::{AbortCause, Plan};
-use crate::repo::ClusterDesired;
-use crate::time::rfc3339;
+use proxops_model::names::Kind;
+pub use proxops_model::outcome::CycleResult;
+use proxops_model::repo::ClusterDesired;
+use proxops_model::time::rfc3339;
 
 /// Kept here too: stores merge records of one object across cycles.
 pub use crate::state::merge_records;
-
-/// How one cluster's part of a cycle ended: the `result` label of
-/// `proxops_cycles_total`.
-///
-/// The set is the one of spec §22.6 (more informative than §17.4's
-/// `ok`/`parse_error`/`git_error`/`aborted`), plus `aborted` for every other
-/// reason a cluster did nothing (invalid configuration or credentials,
-/// shutdown before its turn). A git failure with no previous good tree is
-/// `not_ready`; a git failure with a good tree is not a result at all but
-/// `desired_stale`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum CycleResult {
-    /// Planned and executed (whatever the individual actions did).
-    Ok,
-    /// Planned; the executor was gated off.
-    DryRun,
-    /// Git sync failed and there is no previous good tree: no PVE call made.
-    NotReady,
-    /// A manifest, composition or cloud-init secret reference is invalid.
-    ParseError,
-    /// A manifest names a node outside the cluster's allowlist.
-    UnknownNode,
-    /// The live inventory could not be read.
-    PveReadError,
-    /// The planner refused.
-    PlanError,
-    /// Another ProxOps process on this host held the cluster (its lock in
-    /// the data directory): nothing read or written; tried again next cycle.
-    Locked,
-    /// Any other abort (configuration, credentials, shutdown).
-    Aborted,
-}
-
-impl CycleResult {
-    /// Every result, in the order metrics list them.
-    pub const ALL: [CycleResult; 9] = [
-        CycleResult::Ok,
-        CycleResult::DryRun,
-        CycleResult::NotReady,
-        CycleResult::ParseError,
-        CycleResult::UnknownNode,
-        CycleResult::PveReadError,
-        CycleResult::PlanError,
-        CycleResult::Locked,
-        CycleResult::Aborted,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CycleResult::Ok => "ok",
-            CycleResult::DryRun => "dry_run",
-            CycleResult::NotReady => "not_ready",
-            CycleResult::ParseError => "parse_error",
-            CycleResult::UnknownNode => "unknown_node",
-            CycleResult::PveReadError => "pve_read_error",
-            CycleResult::PlanError => "plan_error",
-            CycleResult::Locked => "locked",
-            CycleResult::Aborted => "aborted",
-        }
-    }
-}
 
 /// What a daemon does with its plans: execute them, or only observe
 /// (`run --dry-run`: read, plan and report; no write ever reaches PVE).

@@ -18,97 +18,16 @@ use std::collections::BTreeMap;
 
 use serde::Serialize;
 
+pub use proxops_model::policy::{
+    DEFAULT_DISRUPTION_BUDGET, DEFAULT_DOWNLOADS_PER_STORAGE, DEFAULT_TASKS_PER_CLUSTER,
+    DEFAULT_TASKS_PER_NODE, DisruptionBudget, Limits,
+};
+
 use crate::action::{Action, Impact, Op, Target, Work};
-use crate::names::NodeName;
-use crate::repo::ClusterDesired;
+use proxops_model::names::NodeName;
+use proxops_model::repo::ClusterDesired;
 
-use crate::manifest::ANNOTATION_DISRUPTION_GROUP as DISRUPTION_GROUP;
-
-/// Default `reconcile.tasks-per-node`. Measured against fakepve (see
-/// docs/performance.md): 4 clones per node in flight take a 200-guest first
-/// apply close to its bound; beyond that a real node's disks, not the
-/// API, are the limit, and PVE's own task workers queue the rest.
-pub const DEFAULT_TASKS_PER_NODE: usize = 4;
-/// Default `reconcile.tasks-per-cluster`: the pool of workers one cluster
-/// gets. pveproxy answers with 3 workers by default; task status reads are
-/// short, so 8 clients in flight keep its queue short.
-pub const DEFAULT_TASKS_PER_CLUSTER: usize = 8;
-/// Default `reconcile.downloads-per-storage`: two downloads share a
-/// storage's bandwidth without one starving the other.
-pub const DEFAULT_DOWNLOADS_PER_STORAGE: usize = 2;
-/// Default `reconcile.disruption-budget`: rolling, one guest at a time.
-pub const DEFAULT_DISRUPTION_BUDGET: usize = 1;
-
-/// How many guests ProxOps may make unavailable at once (stopped for a
-/// stop-start change, rebooting, shut down before a template conversion,
-/// stopped by a Stop action).
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DisruptionBudget {
-    /// Per cluster (`disruption-budget`, default 1: rolling).
-    pub cluster: usize,
-    /// Per group, for a group not named in `groups`
-    /// (`disruption-group-budget`, default 1).
-    pub group_default: usize,
-    /// Named groups' budgets (`disruption-groups: {db: 1}`).
-    pub groups: BTreeMap<String, usize>,
-}
-
-impl DisruptionBudget {
-    /// The budget of the group `name`.
-    pub fn of_group(&self, name: &str) -> usize {
-        self.groups
-            .get(name)
-            .copied()
-            .unwrap_or(self.group_default)
-            .max(1)
-    }
-}
-
-impl Default for DisruptionBudget {
-    fn default() -> DisruptionBudget {
-        DisruptionBudget {
-            cluster: DEFAULT_DISRUPTION_BUDGET,
-            group_default: DEFAULT_DISRUPTION_BUDGET,
-            groups: BTreeMap::new(),
-        }
-    }
-}
-
-/// The limits a cluster's actions run under. Every limit is at least 1.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Limits {
-    /// Actions in flight on one node (`tasks-per-node`).
-    pub per_node: usize,
-    /// Actions in flight in the cluster (`tasks-per-cluster`).
-    pub per_cluster: usize,
-    /// Downloads in flight to one storage of one node
-    /// (`downloads-per-storage`).
-    pub downloads_per_storage: usize,
-    pub disruption: DisruptionBudget,
-}
-
-impl Limits {
-    /// One action at a time: what a caller without configuration gets.
-    pub fn serial() -> Limits {
-        Limits {
-            per_node: 1,
-            per_cluster: 1,
-            downloads_per_storage: 1,
-            disruption: DisruptionBudget::default(),
-        }
-    }
-}
-
-impl Default for Limits {
-    fn default() -> Limits {
-        Limits {
-            per_node: DEFAULT_TASKS_PER_NODE,
-            per_cluster: DEFAULT_TASKS_PER_CLUSTER,
-            downloads_per_storage: DEFAULT_DOWNLOADS_PER_STORAGE,
-            disruption: DisruptionBudget::default(),
-        }
-    }
-}
+use proxops_model::manifest::ANNOTATION_DISRUPTION_GROUP as DISRUPTION_GROUP;
 
 /// Whether an action makes a running guest unavailable while it runs.
 pub fn is_disruptive(a: &Action) -> bool {
@@ -161,7 +80,8 @@ pub enum Wait {
 pub fn prerequisites(actions: &[Action]) -> Vec<Vec<(usize, Wait)>> {
     let mut out: Vec<Vec<(usize, Wait)>> = Vec::with_capacity(actions.len());
     // Per object: (node, index) of its actions so far.
-    let mut by_object: BTreeMap<&crate::names::Ref, Vec<(&NodeName, usize)>> = BTreeMap::new();
+    let mut by_object: BTreeMap<&proxops_model::names::Ref, Vec<(&NodeName, usize)>> =
+        BTreeMap::new();
     let mut last_on: BTreeMap<(&NodeName, &Target), usize> = BTreeMap::new();
     // Prunes come last, by descending level: the prunes of the level
     // before the current one, and those of the current level.

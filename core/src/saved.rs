@@ -19,12 +19,12 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 use crate::action::{Action, ParamValue, Params, Target, Work};
-use crate::drift::CloudInitSecrets;
-use crate::live::LiveSnapshot;
-use crate::manifest::Spec;
-use crate::names::{ClusterName, NodeName, StorageId, Vmid};
 use crate::plan::Plan;
-use crate::repo::ClusterDesired;
+use proxops_model::live::LiveSnapshot;
+use proxops_model::manifest::Spec;
+use proxops_model::names::{ClusterName, NodeName, StorageId, Vmid};
+use proxops_model::repo::ClusterDesired;
+use proxops_translate::drift::CloudInitSecrets;
 
 /// The `format` of a saved plan document.
 pub const FORMAT: &str = "proxops-saved-plan";
@@ -87,7 +87,7 @@ pub enum Touched {
     },
     /// A cluster-level object (a pool, a backup job) by its PVE id.
     Cluster {
-        kind: crate::names::Kind,
+        kind: proxops_model::names::Kind,
         id: String,
     },
 }

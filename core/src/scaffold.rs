@@ -7,7 +7,7 @@
 //! it), or a secret. Writes nothing itself: the binary does, into an empty
 //! directory only.
 
-use crate::names::ClusterName;
+use proxops_model::names::ClusterName;
 
 /// Every file of the scaffold for `cluster`: (repository-relative path,
 /// text), in the order they are written and reported.

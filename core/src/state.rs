@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use crate::exec::{Execution, ObjectReport, ObjectState, Timestamp};
 use crate::plan::Plan;
-use crate::repo::ClusterDesired;
+use proxops_model::repo::ClusterDesired;
 
 /// Every object's record for one cluster's cycle, ordered by kind and name.
 ///

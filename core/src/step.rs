@@ -34,10 +34,10 @@ use serde_json::Value;
 
 use crate::action::{Action, Params, Target, Work, WriteMethod};
 use crate::exec::Outcome;
-use crate::live::GuestType;
-use crate::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
-use crate::names::NodeName;
-use crate::repo::ClusterDesired;
+use proxops_model::live::GuestType;
+use proxops_model::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
+use proxops_model::names::NodeName;
+use proxops_model::repo::ClusterDesired;
 
 /// A point in time the driver measures from an origin of its own (a
 /// monotonic clock's start). Core reads no clock: only differences count.
@@ -359,6 +359,15 @@ impl PowerPolicy {
         }
     }
 
+    /// How `cluster`'s guests are powered off: its `shutdown-timeout` and
+    /// `force-stop-after-timeout`.
+    pub fn from_config(cluster: &proxops_model::config::ClusterConfig) -> PowerPolicy {
+        PowerPolicy::new(
+            cluster.shutdown_timeout.as_std(),
+            cluster.force_stop_after_timeout,
+        )
+    }
+
     /// The policy for one action: the desired object's
     /// `proxops/shutdown-timeout` annotation, when it has a valid one,
     /// wins over the cluster's timeout.
@@ -400,7 +409,7 @@ pub struct StepSettings {
     pub task_timeout: Duration,
     pub power: PowerPolicy,
     /// The cluster declares PVE's case-sensitive `tag-style`: the
-    /// ownership tag must read `proxops` exactly ([`crate::live::owns`]).
+    /// ownership tag must read `proxops` exactly ([`proxops_model::live::owns`]).
     pub tags_case_sensitive: bool,
 }
 
@@ -534,16 +543,20 @@ struct Expect {
 impl Expect {
     /// Every way `config` (the guest read now) is not what the plan saw,
     /// in words; empty when it is.
-    fn differences(&self, config: &crate::live::LiveConfig, case_sensitive: bool) -> Vec<String> {
+    fn differences(
+        &self,
+        config: &proxops_model::live::LiveConfig,
+        case_sensitive: bool,
+    ) -> Vec<String> {
         let mut out = Vec::new();
         match config.tags() {
-            Ok(tags) if !crate::live::owns(&tags, case_sensitive) => out.push(format!(
+            Ok(tags) if !proxops_model::live::owns(&tags, case_sensitive) => out.push(format!(
                 "it no longer carries the {} tag",
-                crate::manifest::OWNERSHIP_TAG
+                proxops_model::manifest::OWNERSHIP_TAG
             )),
-            Ok(tags) if self.prune && crate::live::keeps(&tags) => out.push(format!(
+            Ok(tags) if self.prune && proxops_model::live::keeps(&tags) => out.push(format!(
                 "it is now tagged {}",
-                crate::manifest::NO_PRUNE_TAG
+                proxops_model::manifest::NO_PRUNE_TAG
             )),
             Ok(_) => {}
             Err(e) => out.push(format!("its tags cannot be read ({e})")),
@@ -551,7 +564,7 @@ impl Expect {
         if self.prune
             && config
                 .current("protection")
-                .is_some_and(|p| crate::wire::parse_bool(p).unwrap_or(true))
+                .is_some_and(|p| proxops_model::wire::parse_bool(p).unwrap_or(true))
         {
             out.push("protection is on".to_owned());
         }
@@ -1077,7 +1090,7 @@ impl Step {
     /// The guest as read now against what the plan saw: any difference
     /// ends the action before anything is sent to the guest.
     fn verified(&mut self, call: &Call, expect: &Expect, data: &Value) {
-        let differences = match crate::live::LiveConfig::from_json(data) {
+        let differences = match proxops_model::live::LiveConfig::from_json(data) {
             Ok(config) => expect.differences(&config, self.settings.tags_case_sensitive),
             Err(e) => vec![format!("its config cannot be read ({e})")],
         };
@@ -1298,7 +1311,7 @@ pub fn upid_node(upid: &str) -> Option<String> {
     parts.next().filter(|n| !n.is_empty()).map(str::to_owned)
 }
 
-fn guest_path(node: &NodeName, guest_type: GuestType, vmid: crate::names::Vmid) -> String {
+fn guest_path(node: &NodeName, guest_type: GuestType, vmid: proxops_model::names::Vmid) -> String {
     format!(
         "/nodes/{}/{}/{}",
         encode_segment(node.as_str()),

@@ -1,5 +1,5 @@
 //! `--target KIND/NAME`: a plan narrowed to some objects and what they
-//! depend on (the dependency graph of [`crate::graph`], as each
+//! depend on (the dependency graph of [`proxops_model::graph`], as each
 //! [`DesiredObject::deps`] holds it), everything else listed as not
 //! considered.
 //!
@@ -14,26 +14,11 @@
 
 use std::collections::BTreeSet;
 
-use serde::Serialize;
-
 use crate::action::Action;
-use crate::names::{Kind, Ref};
+pub use crate::plan::NotConsidered;
 use crate::plan::Plan;
-use crate::repo::ClusterDesired;
-
-/// An object a targeted plan left out, as `Kind/name` (a live guest
-/// without a manifest by its PVE name).
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
-pub struct NotConsidered {
-    pub kind: Kind,
-    pub name: String,
-}
-
-impl std::fmt::Display for NotConsidered {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}/{}", self.kind, self.name)
-    }
-}
+use proxops_model::names::{Kind, Ref};
+use proxops_model::repo::ClusterDesired;
 
 /// The targets `given` (`KIND/NAME`, the kind in any case) as references
 /// to manifests some cluster of `clusters` declares. Every target that
@@ -54,7 +39,7 @@ pub fn resolve<'a>(
             let kind = Kind::ALL
                 .into_iter()
                 .find(|k| k.as_str().eq_ignore_ascii_case(kind))?;
-            let name = crate::names::ResourceName::new(name).ok()?;
+            let name = proxops_model::names::ResourceName::new(name).ok()?;
             Some(Ref { kind, name })
         });
         match parsed {
@@ -70,7 +55,9 @@ pub fn resolve<'a>(
                     .map(String::as_str)
                     .collect();
                 let hint = match named.as_slice() {
-                    [] => crate::suggest::did_you_mean(text, known.iter().map(String::as_str)),
+                    [] => {
+                        proxops_model::suggest::did_you_mean(text, known.iter().map(String::as_str))
+                    }
                     [one] => Some(format!("did you mean {one:?}?")),
                     many => Some(format!("did you mean one of {}?", many.join(", "))),
                 }

@@ -8,6 +8,7 @@ use std::time::Duration;
 use proxops_core::config::{Config, ConfigSource, ConfigSources, Overrides, load};
 use proxops_core::diag::Diagnostic;
 use proxops_core::names::ClusterName;
+use proxops_core::step::PowerPolicy;
 
 const HOME: &str = "    home:\n      base-url: https://pve1.example.org:8006\n";
 
@@ -43,7 +44,7 @@ fn refused(reconcile: &str, pve: &str, home_extra: &str) -> Diagnostic {
 #[test]
 fn guests_shut_down_within_180s_and_are_never_stopped_hard_by_default() {
     let cfg = load_process("", "", "").unwrap();
-    let power = home(&cfg).power();
+    let power = PowerPolicy::from_config(home(&cfg));
     assert_eq!(power.shutdown_timeout, Duration::from_secs(180));
     assert!(!power.force_stop_after_timeout);
     assert_eq!(cfg.retry_base.as_std(), Duration::from_secs(1));
@@ -58,7 +59,7 @@ fn a_cluster_overrides_the_process_wide_power_settings() {
         "      shutdown-timeout: 90s\n      force-stop-after-timeout: false\n",
     )
     .unwrap();
-    let power = home(&cfg).power();
+    let power = PowerPolicy::from_config(home(&cfg));
     assert_eq!(power.shutdown_timeout, Duration::from_secs(90));
     assert!(!power.force_stop_after_timeout);
     let cfg = load_process(
@@ -67,7 +68,7 @@ fn a_cluster_overrides_the_process_wide_power_settings() {
         "",
     )
     .unwrap();
-    let power = home(&cfg).power();
+    let power = PowerPolicy::from_config(home(&cfg));
     assert_eq!(power.shutdown_timeout, Duration::from_secs(300));
     assert!(power.force_stop_after_timeout);
 }

@@ -142,3 +142,60 @@ fn a_key_prefix_is_not_an_allow_list_entry() {
     let d = only_error(&loaded[&ClusterName::new("lab").unwrap()]);
     assert_eq!(d.field.as_deref(), Some("spec.extra.dev1"));
 }
+
+/// The model's copy of the owned keys (`extra::owned`, which decides
+/// what is structural in `spec.extra`) is the owned-key tables' plain keys:
+/// a key added to a table is refused in `spec.extra` at once.
+#[test]
+fn the_models_owned_key_lists_are_the_tables_plain_keys() {
+    use proxops_core::drift::{OwnedKey, lxc_owned_keys, qemu_owned_keys};
+    use proxops_core::extra::{GuestType, owned};
+    // A family's `key` is a listing ("netN", "scsihw, scsiN, …"), not a key.
+    let plain = |table: Vec<OwnedKey>| -> Vec<&'static str> {
+        let mut keys: Vec<&'static str> = table
+            .iter()
+            .map(|o| o.key)
+            .filter(|k| k.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+            .collect();
+        keys.sort_unstable();
+        keys.dedup();
+        keys
+    };
+    let qemu = plain(qemu_owned_keys());
+    let lxc = plain(lxc_owned_keys());
+    assert_eq!(
+        owned::keys(GuestType::Qemu),
+        qemu.as_slice(),
+        "core/model/src/extra/owned.rs QEMU must be {qemu:?}"
+    );
+    assert_eq!(
+        owned::keys(GuestType::Lxc),
+        lxc.as_slice(),
+        "core/model/src/extra/owned.rs LXC must be {lxc:?}"
+    );
+}
+
+/// Every scalar key of the owned-key tables is structural in `spec.extra`
+/// (a key owned only through the table, not the hand list, included).
+#[test]
+fn every_scalar_key_of_the_owned_key_tables_is_structural() {
+    use proxops_core::drift::{lxc_owned_keys, qemu_owned_keys};
+    use proxops_core::extra::{GuestType, Refusal, refusal};
+    for (guest, owned) in [
+        (GuestType::Qemu, qemu_owned_keys()),
+        (GuestType::Lxc, lxc_owned_keys()),
+    ] {
+        for o in owned.iter().filter(|o| o.impact.is_some()) {
+            assert_eq!(
+                refusal(guest, o.key, "1"),
+                Some(Refusal::Structural),
+                "{guest:?} {}",
+                o.key
+            );
+        }
+    }
+    assert_eq!(
+        refusal(GuestType::Qemu, "cpulimit", "2"),
+        Some(Refusal::Structural)
+    );
+}

@@ -7,7 +7,7 @@ use gix::ObjectId;
 use gix::bstr::ByteSlice;
 use gix::objs::tree::EntryMode;
 
-use proxops_core::bounds::READ_LIMIT;
+use proxops_model::bounds::READ_LIMIT;
 
 use crate::GitError;
 use crate::error::detail;

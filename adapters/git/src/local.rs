@@ -6,7 +6,7 @@ use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 
-use proxops_core::bounds::READ_LIMIT;
+use proxops_model::bounds::READ_LIMIT;
 
 use crate::error::detail;
 use crate::scope::{CLUSTERS, KIND_ROOTS, PROCESS_CONFIG, RepoTree, note_cluster_dir};

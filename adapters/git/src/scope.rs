@@ -61,8 +61,8 @@ impl fmt::Debug for RepoTree {
 
 impl RepoTree {
     /// The borrowed view core's repository loader takes.
-    pub fn as_input(&self) -> proxops_core::repo::RepoInput<'_> {
-        proxops_core::repo::RepoInput {
+    pub fn as_input(&self) -> proxops_model::repo::RepoInput<'_> {
+        proxops_model::repo::RepoInput {
             files: &self.files,
             cluster_dirs: &self.cluster_dirs,
         }
@@ -92,7 +92,7 @@ mod tests {
     #[test]
     fn the_kind_roots_are_every_kinds_folder() {
         let mut roots: Vec<&str> = super::KIND_ROOTS.to_vec();
-        let mut dirs: Vec<&str> = proxops_core::names::Kind::ALL.map(|k| k.dir()).to_vec();
+        let mut dirs: Vec<&str> = proxops_model::names::Kind::ALL.map(|k| k.dir()).to_vec();
         roots.sort_unstable();
         dirs.sort_unstable();
         assert_eq!(roots, dirs);

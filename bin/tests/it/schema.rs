@@ -1,6 +1,6 @@
 //! The manifests' JSON Schema and `proxops explain`, against the outside
 //! world: `proxops schema` prints the committed docs/schema/*.json (which
-//! `UPDATE=1 cargo nextest run -p proxops-core --test schema_gen`
+//! `UPDATE=1 cargo nextest run -p proxops-translate --test schema_gen`
 //! regenerates without building the binary), a real JSON Schema
 //! validator (check-jsonschema, from $PROXOPS_TOOLS_DIR, put there by
 //! tools/install-test-tools.sh) must accept every demo manifest and refuse
@@ -65,7 +65,7 @@ fn schema_file(kind: Option<&str>) -> PathBuf {
 }
 
 /// `proxops schema` prints what core generates into docs/schema (which
-/// core/tests/schema_gen.rs keeps fresh).
+/// core/translate/tests/schema_gen.rs keeps fresh).
 #[test]
 fn proxops_schema_prints_the_committed_schemas() {
     for kind in KINDS.iter().map(|k| Some(*k)).chain([None]) {

@@ -12,82 +12,18 @@
 //! object, prunes under the budget and the empty-desired guard) and
 //! adoption are written once over those rows ([`plan`], [`adopt`]).
 
-pub mod adopt;
-pub mod mark;
 pub(crate) mod plan;
-pub mod rows;
-pub mod spec;
+
+pub use proxops_model::cluster::{Owner, mark, replication_identity, spec};
+pub use proxops_model::live::{ClusterObjects, Listing, LiveObject, being_removed};
+pub use proxops_translate::cluster::{adopt, rows};
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use proxops_model::names::Kind;
+use proxops_model::wire::{WireError, json_to_text};
 
 use crate::action::{Params, Work, WriteMethod};
-use crate::live::ReadFailure;
-use crate::names::{Kind, Vmid};
-use crate::wire::{WireError, json_to_text};
-
-pub use mark::Owner;
-
-/// One live cluster-level object: every key PVE listed, as text
-/// (numbers and booleans as PVE's `1`/`0`, property-string objects as
-/// `key=value` pairs sorted by key).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct LiveObject {
-    pub id: String,
-    pub values: BTreeMap<String, String>,
-}
-
-impl LiveObject {
-    pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
-    }
-
-    pub fn owner(&self) -> Owner {
-        Owner::of(self.get("comment"))
-    }
-}
-
-/// One kind's listing this cycle, by PVE id, or why it is unknown (never
-/// taken as "none").
-pub type Listing = Result<BTreeMap<String, LiveObject>, ReadFailure>;
-
-/// What PVE holds of the cluster-level kinds this cycle.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-pub struct ClusterObjects {
-    /// Per cluster-level kind. A kind missing here was not asked for
-    /// (a snapshot built by hand): read as no objects.
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub listings: BTreeMap<Kind, Listing>,
-    /// Each guest's pool, from the `pool` of its `/cluster/resources` row
-    /// (pve-manager `API2/Cluster.pm` `resources`).
-    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
-    pub guest_pools: BTreeMap<Vmid, String>,
-    /// Kinds this PVE has no endpoint for (a PVE 8 answers
-    /// `/cluster/ha/rules` with 501): listed as none, planned as anomalies.
-    #[serde(skip_serializing_if = "std::collections::BTreeSet::is_empty")]
-    pub unsupported: std::collections::BTreeSet<Kind>,
-}
-
-impl ClusterObjects {
-    pub fn listing(&self, kind: Kind) -> Result<&BTreeMap<String, LiveObject>, &ReadFailure> {
-        static NONE: BTreeMap<String, LiveObject> = BTreeMap::new();
-        match self.listings.get(&kind) {
-            Some(Ok(m)) => Ok(m),
-            Some(Err(f)) => Err(f),
-            None => Ok(&NONE),
-        }
-    }
-
-    /// The guests PVE lists in pool `id`.
-    pub fn members(&self, id: &str) -> Vec<Vmid> {
-        self.guest_pools
-            .iter()
-            .filter(|(_, p)| p.as_str() == id)
-            .map(|(v, _)| *v)
-            .collect()
-    }
-}
 
 /// Where PVE keeps one cluster-level kind and how it is written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -262,20 +198,6 @@ pub fn identity(kind: Kind, o: &LiveObject) -> String {
         (Kind::ReplicationJob, Some(guest), Some(target)) => replication_identity(guest, target),
         _ => o.id.clone(),
     }
-}
-
-/// A replication job's identity from its guest's vmid and its target.
-pub fn replication_identity(vmid: impl std::fmt::Display, target: &str) -> String {
-    format!("{vmid}->{target}")
-}
-
-/// A listed object PVE is removing: a replication job marked with
-/// `remove_job` (pve-manager `API2/ReplicationConfig.pm` `delete`) stays
-/// listed until the replication runner has cleaned up; it is neither
-/// updated nor deleted again, and no other job to its target can be
-/// created meanwhile.
-pub fn being_removed(o: &LiveObject) -> bool {
-    o.get("remove_job").is_some()
 }
 
 /// The id of a new object PVE does not name itself: for a replication job,

@@ -10,11 +10,11 @@ use std::collections::BTreeMap;
 use crate::action::{
     Action, Anomaly, AnomalyType, Change, Impact, Op, Params, SkipReason, Skipped, Target,
 };
-use crate::live::LiveSnapshot;
-use crate::manifest::{ANNOTATION_ADOPTED_ID, Spec};
-use crate::names::{Kind, NodeName, Ref};
 use crate::plan::{Plan, Policy};
-use crate::repo::{ClusterDesired, DesiredObject};
+use proxops_model::live::LiveSnapshot;
+use proxops_model::manifest::{ANNOTATION_ADOPTED_ID, Spec};
+use proxops_model::names::{Kind, NodeName, Ref};
+use proxops_model::repo::{ClusterDesired, DesiredObject};
 
 use super::rows::{self, Desired};
 use super::{Endpoints, LiveObject, Owner};
@@ -471,7 +471,7 @@ impl KindPlanner<'_> {
     /// A replication job's guest (its vmid as listed) and the node it runs on.
     fn guest_node<'l>(&self, l: &'l LiveObject) -> Option<(&'l str, &NodeName)> {
         let guest = l.get("guest")?;
-        let vmid = crate::names::Vmid::new(guest.parse().ok()?).ok()?;
+        let vmid = proxops_model::names::Vmid::new(guest.parse().ok()?).ok()?;
         Some((guest, &self.live.guest_by_vmid(vmid)?.node))
     }
 
@@ -744,9 +744,9 @@ pub(crate) fn ha_resource_goes_first(
     desired: &ClusterDesired,
     live: &LiveSnapshot,
     policy: &Policy,
-    g: &crate::live::LiveGuest,
+    g: &proxops_model::live::LiveGuest,
 ) -> bool {
-    let kind = if g.guest_type == crate::live::GuestType::Lxc {
+    let kind = if g.guest_type == proxops_model::live::GuestType::Lxc {
         Kind::LXC
     } else {
         Kind::VM
@@ -779,7 +779,7 @@ pub(crate) fn replication_goes_first(
     desired: &ClusterDesired,
     live: &LiveSnapshot,
     policy: &Policy,
-    vmid: crate::names::Vmid,
+    vmid: proxops_model::names::Vmid,
 ) -> Option<Vec<String>> {
     let listing = live.cluster.listing(Kind::ReplicationJob).ok()?;
     let wanted: Vec<String> = desired

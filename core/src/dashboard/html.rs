@@ -9,7 +9,7 @@ use std::fmt::Write as _;
 
 use crate::exec::{ObjectState, Timestamp};
 use crate::report::{RunMode, StatusStore, SyncState};
-use crate::time::rfc3339;
+use proxops_model::time::rfc3339;
 
 use super::{REFRESH_SECS, STYLE};
 

@@ -7,8 +7,8 @@ use std::fmt::Write as _;
 use super::html::{self, badge, escape, object_href, segment, state_badge, state_look, when};
 use super::{Filter, chart};
 use crate::exec::{ObjectState, Timestamp};
-use crate::names::Kind;
 use crate::report::{ClusterReport, CycleEntry, CycleResult, StatusStore, StoredObject, SyncState};
+use proxops_model::names::Kind;
 
 /// Object states from the one that most needs a person to the least.
 const BY_URGENCY: [ObjectState; 9] = [

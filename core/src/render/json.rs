@@ -9,8 +9,8 @@
 use serde::Serialize;
 
 use crate::action::{Action, Anomaly, Change, Skipped, Target};
-use crate::diag::Diagnostic;
 use crate::plan::Plan;
+use proxops_model::diag::Diagnostic;
 
 /// The value of the document's `format` key.
 pub const JSON_FORMAT: &str = "proxops-plan/v1";

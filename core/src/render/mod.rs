@@ -259,7 +259,7 @@ pub(crate) fn manifest_value(c: &crate::action::Change, value: &str) -> String {
         Ok(mib) if in_mib && mib > 0 && mib % 1024 == 0 => format!("{}GiB", mib / 1024),
         Ok(mib) if in_mib => format!("{mib}MiB"),
         _ if volume => new_volume(value).unwrap_or_else(|| value.to_owned()),
-        _ if c.field == "sshkeys" => crate::wire::percent_decode(value)
+        _ if c.field == "sshkeys" => proxops_model::wire::percent_decode(value)
             .map(|keys| {
                 keys.lines()
                     .filter(|l| !l.trim().is_empty())

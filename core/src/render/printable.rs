@@ -16,10 +16,10 @@ use std::borrow::Cow;
 use std::fmt::Write as _;
 
 use crate::action::{Action, Anomaly, Change, SkipReason, Skipped, Target};
-use crate::diag::Diagnostic;
 use crate::host::SelfGuest;
 use crate::plan::Plan;
 use crate::rollout::{GroupRollout, Rollout};
+use proxops_model::diag::Diagnostic;
 
 /// Whether a terminal would act on `c` rather than show it.
 fn is_hidden(c: char) -> bool {

@@ -225,7 +225,7 @@ fn explicit_root_needs_no_git_entry_and_reads_the_same_shape() {
 fn read_tree_reads_no_more_than_the_read_limit_of_a_file() {
     let s = Scratch::new();
     let repo = s.work_repo("r");
-    let limit = proxops_core::bounds::READ_LIMIT;
+    let limit = proxops_model::bounds::READ_LIMIT;
     write(&repo, "vm/base/big.yaml", &"#".repeat(3 * limit));
     write(&repo, "vm/base/small.yaml", "a: 1\n");
     let tree = read_tree(&root(&s, "r")).unwrap();

@@ -416,7 +416,7 @@ fn a_git_server_that_accepts_and_stalls_fails_the_fetch_with_a_timeout() {
 #[test]
 fn a_blob_past_the_read_limit_is_not_inflated_and_still_measures_too_large() {
     let r = Remote::new();
-    let limit = proxops_core::bounds::READ_LIMIT;
+    let limit = proxops_model::bounds::READ_LIMIT;
     // Twice the limit: served as exactly READ_LIMIT bytes, longer than any
     // cap core applies; a file at the limit is served whole.
     let big = "#".repeat(2 * limit);
@@ -427,7 +427,7 @@ fn a_blob_past_the_read_limit_is_not_inflated_and_still_measures_too_large() {
     let mut src = UrlSource::open(&r.file_url(), "main", &r.cache(), None).unwrap();
     let (_, tree) = fetch_and_read(&mut src);
     assert_eq!(tree.files["vm/base/big.yaml"].len(), limit);
-    assert!(tree.files["vm/base/big.yaml"].len() > proxops_core::bounds::MANIFEST_MAX_BYTES);
+    assert!(tree.files["vm/base/big.yaml"].len() > proxops_model::bounds::MANIFEST_MAX_BYTES);
     assert_eq!(tree.files["vm/base/at-limit.yaml"], at_limit.as_bytes());
     assert_eq!(tree.files["vm/base/a.yaml"], b"v2");
 }
