@@ -22,7 +22,7 @@ pub use proxops_model::{
     bounds, calendar, config, desired, diag, extra, graph, live, manifest, names, outcome, policy,
     repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
 };
-pub use proxops_translate::{adopt, change, drift, refuse, schema};
+pub use proxops_translate::{adopt, change, docgen, drift, refuse, schema};
 
 pub mod action;
 pub mod admit;

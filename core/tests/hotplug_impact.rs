@@ -236,3 +236,66 @@ fn a_container_nameserver_change_waits_for_a_restart() {
     let (i, k) = ct_impact(&doc, live_ct(json!({})));
     assert_eq!((i, k), (Impact::Reboot, vec!["nameserver".into()]));
 }
+
+// QS `QemuServer.pm` `vmconfig_hotplug_pending`: a new `balloon` target is
+// applied to the running VM (`mon_cmd balloon`), whatever its hotplug;
+// turning the balloon device on or off dies with "skip" ("enable/disable
+// ballooning device is not hotpluggable") and stays pending.
+#[test]
+fn a_balloon_target_is_live_and_turning_ballooning_on_or_off_is_not() {
+    let doc = vm("4GiB", 2, ONE_NIC, "  balloon: 1GiB\n");
+    let from = |b: Value| live_vm(json!({"memory": "4096", "hotplug": "0", "balloon": b}));
+    assert_eq!(
+        impact(&doc, from(json!("2048"))),
+        (Impact::Live, vec!["balloon".into()])
+    );
+    assert_eq!(
+        impact(&doc, from(json!("0"))),
+        (Impact::StopStart, vec!["balloon".into()])
+    );
+    let off = vm("4GiB", 2, ONE_NIC, "  balloon: 0\n");
+    assert_eq!(
+        impact(&off, from(json!("2048"))),
+        (Impact::StopStart, vec!["balloon".into()])
+    );
+    assert_eq!(impact(&off, from(json!("0"))), (Impact::Live, vec![]));
+}
+
+// QS `QemuServer.pm` `config_to_command`: without `balloon` the balloon
+// device is on with `memory` as its target, so a target equal to the
+// memory is already met; any other is written.
+#[test]
+fn an_absent_balloon_is_the_memory() {
+    let same = vm("4GiB", 2, ONE_NIC, "  balloon: 4GiB\n");
+    let absent = live_vm(json!({"memory": "4096", "balloon": null}));
+    assert_eq!(impact(&same, absent.clone()), (Impact::Live, vec![]));
+    let lower = vm("4GiB", 2, ONE_NIC, "  balloon: 2GiB\n");
+    assert_eq!(
+        impact(&lower, absent),
+        (Impact::Live, vec!["balloon".into()])
+    );
+    // Not declared, a live target is left alone.
+    let undeclared = vm("4GiB", 2, ONE_NIC, "");
+    let set = live_vm(json!({"memory": "4096", "balloon": "1024"}));
+    assert_eq!(impact(&undeclared, set), (Impact::Live, vec![]));
+}
+
+// QS `API2/Qemu.pm` `update_vm_api`: "balloon value too large (must be
+// smaller than assigned memory)"; `validate` refuses it first, at the
+// field's line.
+#[test]
+fn a_balloon_above_memory_is_refused_at_its_line() {
+    let doc = vm("2GiB", 2, ONE_NIC, "  balloon: 3GiB\n");
+    let diags = support::fixture::load_cluster("", &[&doc]).unwrap_err();
+    let d = diags
+        .iter()
+        .find(|d| d.field.as_deref() == Some("spec.balloon"))
+        .unwrap_or_else(|| panic!("{diags:#?}"));
+    assert_eq!(d.file, "vm/t/vm1.yaml");
+    assert_eq!(d.line, Some(17));
+    assert!(
+        d.message.contains("balloon 3GiB is above memory 2GiB"),
+        "{}",
+        d.message
+    );
+}

@@ -65,6 +65,16 @@ fn qemu_values(key: &str) -> Option<BoxedStrategy<Fields>> {
                 .prop_map(|n| json!(format!("{}MiB", n * 64)))
                 .boxed(),
         ),
+        // A target up to the memory, 0 (ballooning off) included.
+        "balloon" => (1u64..64, 0u64..=64)
+            .prop_map(|(memory, balloon)| {
+                let balloon = balloon.min(memory) * 64;
+                vec![
+                    ("spec.memory", json!(format!("{}MiB", memory * 64))),
+                    ("spec.balloon", json!(format!("{balloon}MiB"))),
+                ]
+            })
+            .boxed(),
         "cpu" => (
             one_of(&["host", "kvm64", "qemu64", "x86-64-v2-AES"]),
             any::<bool>(),

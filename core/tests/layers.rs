@@ -54,7 +54,9 @@ const ORDER: &[(&str, &[&str])] = &[
     ),
     (
         "translate",
-        &["change", "cluster", "adopt", "drift", "refuse", "schema"],
+        &[
+            "change", "cluster", "adopt", "drift", "refuse", "schema", "docgen",
+        ],
     ),
     (
         ".",

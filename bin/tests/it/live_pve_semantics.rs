@@ -228,6 +228,52 @@ fn an_ha_guests_stop_start_change_goes_through_the_ha_manager() {
     assert_eq!(diff.code, 0, "{}", diff.all());
 }
 
+/// `spec.balloon` converges: written once into the config, then nothing to
+/// do. (A stopped VM: fakepve keeps every key but a few pending on a
+/// running VM, where qemu-server's `vmconfig_hotplug_pending` applies a
+/// new balloon target at once.)
+#[test]
+fn a_balloon_target_converges() {
+    let mut vm = app_vm(330, "app");
+    vm["status"] = json!("stopped");
+    vm["config"]["memory"] = json!(1024);
+    let pve = FakePve::start(&seed_with(vec![vm])).unwrap();
+    let manifest = app_manifest(330, "app", "", "  state: stopped\n  balloon: 512MiB\n")
+        .replace("memory: 512MiB", "memory: 1GiB");
+    let repo = app_repo(&pve, &manifest);
+
+    let run = apply(&pve, &repo, &[]);
+    assert_eq!(run.code, 0, "{}", run.all());
+    assert_eq!(
+        writes(&pve),
+        vec![(
+            "POST".to_owned(),
+            "/api2/json/nodes/pve1/qemu/330/config".to_owned()
+        )],
+        "{}",
+        run.all()
+    );
+    let config = pve_get(&pve, "/nodes/pve1/qemu/330/config");
+    assert_eq!(config["balloon"].to_string().trim_matches('"'), "512");
+    let diff = proxops(&pve, &repo, &["diff", "--exit-code"]);
+    assert_eq!(diff.code, 0, "{}", diff.all());
+
+    // A target above the memory is refused before anything is read.
+    repo.write(
+        "vm/home/app.yaml",
+        &manifest.replace("balloon: 512MiB", "balloon: 2GiB"),
+    );
+    let refused = proxops(&pve, &repo, &["validate"]);
+    assert_eq!(refused.code, 2, "{}", refused.all());
+    assert!(
+        refused.all().contains("vm/home/app.yaml:")
+            && refused.all().contains("spec.balloon")
+            && refused.all().contains("balloon 2GiB is above memory 1GiB"),
+        "{}",
+        refused.all()
+    );
+}
+
 /// `GET path`'s `data` from fakepve, as the configured token.
 fn pve_get(pve: &FakePve, path: &str) -> Value {
     use proxops_pve::transport::{Request, Transport};

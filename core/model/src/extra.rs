@@ -107,41 +107,16 @@ impl AllowList<'_> {
     }
 }
 
-/// Keys a VM's structured fields write (a collision would make two fields
-/// fight over one key). Every scalar row of the owned-key tables
-/// (`drift::qemu_owned_keys`) counts too, so a key added there is refused
-/// here without a second list to keep in step.
+/// Keys a VM's structured fields write that no row of the owned-key
+/// tables owns (a collision would make two fields fight over one key).
+/// Every key a row owns counts too (`owned::QEMU`, generated from the
+/// table), so a key added there is refused here without a hand edit.
 const QEMU_STRUCTURAL: &[&str] = &[
     "vmid",
-    "name",
-    "memory",
-    "cpu",
-    "cores",
-    "sockets",
-    "numa",
-    "machine",
-    "bios",
-    "vga",
     "cdrom",
     "efidisk0",
     "tpmstate0",
-    "serial0",
-    "onboot",
-    "startup",
-    "protection",
-    "agent",
-    "acpi",
-    "tablet",
-    "hotplug",
-    "boot",
-    "tags",
-    "description",
     "scsihw",
-    "ciuser",
-    "sshkeys",
-    "cipassword",
-    "nameserver",
-    "searchdomain",
     "start",
     "template",
 ];
@@ -153,28 +128,12 @@ const LXC_STRUCTURAL: &[&str] = &[
     "vmid",
     "ctid",
     "name",
-    "memory",
-    "swap",
-    "cores",
-    "rootfs",
     "ostemplate",
     "ostype",
-    "arch",
-    "hostname",
-    "nameserver",
-    "searchdomain",
-    "unprivileged",
-    "onboot",
-    "protection",
     "nesting",
     "keyctl",
     "fuse",
     "start",
-    "tags",
-    "description",
-    "features",
-    "console",
-    "startup",
     "template",
 ];
 const LXC_STRUCTURAL_PREFIXES: &[&str] = &["net", "mp"];
@@ -300,7 +259,8 @@ const QEMU_HOST_LEVEL: &[(&str, &str)] = &[
 
 /// Keys ProxOps knows to stay inside the guest and to read back as
 /// written (qemu-server's config schema): everything else in a VM's
-/// `spec.extra` needs `allow-extra-keys`.
+/// `spec.extra` needs `allow-extra-keys`. A key a row owns is refused as
+/// structural first, whether listed here or not.
 const VETTED_QEMU: &[&str] = &[
     "autostart",
     "balloon",
@@ -348,6 +308,38 @@ pub fn never_allowed(guest: GuestType) -> (Vec<&'static str>, &'static [&'static
     names.sort_unstable();
     names.dedup();
     (names, prefixes)
+}
+
+/// The keys of `guest`'s `spec.extra` refused as structural, by name
+/// (sorted) and by prefix: what the docs list.
+pub fn structural(guest: GuestType) -> (Vec<&'static str>, &'static [&'static str]) {
+    let (structural, prefixes) = match guest {
+        GuestType::Qemu => (QEMU_STRUCTURAL, QEMU_STRUCTURAL_PREFIXES),
+        GuestType::Lxc => (LXC_STRUCTURAL, LXC_STRUCTURAL_PREFIXES),
+    };
+    let mut names: Vec<&'static str> = structural.to_vec();
+    names.extend(
+        owned::keys(guest)
+            .iter()
+            .filter(|k| !prefixes.iter().any(|p| k.starts_with(p))),
+    );
+    names.sort_unstable();
+    names.dedup();
+    (names, prefixes)
+}
+
+/// The keys `guest`'s `spec.extra` passes without `allow-extra-keys`: the
+/// vetted ones no row owns (an owned key is structural).
+pub fn vetted(guest: GuestType) -> Vec<&'static str> {
+    let vetted = match guest {
+        GuestType::Qemu => VETTED_QEMU,
+        GuestType::Lxc => VETTED_LXC,
+    };
+    vetted
+        .iter()
+        .copied()
+        .filter(|k| !owned::keys(guest).contains(k))
+        .collect()
 }
 
 /// Classifies one `spec.extra` entry; `None` when it may pass as is.

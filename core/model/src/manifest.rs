@@ -215,8 +215,11 @@ pub struct VmSpec {
     pub state: Option<PowerState>,
     /// Memory, a whole number of MiB (e.g. `2GiB`, `512MiB`; decimal units such
     /// as GB count powers of 1000).
-    #[schemars(extend("x-pve-key" = "memory", "x-default" = "— (required)", "x-impact" = "stop-start", "x-impact-note" = "live when the VM's hotplug has memory and numa is on"))]
     pub memory: Quantity,
+    /// The ballooning target, a whole number of MiB at most `memory` (e.g.
+    /// `1GiB`); `0` turns ballooning off. Absent, PVE balloons with the
+    /// whole of `memory` as its target.
+    pub balloon: Option<Quantity>,
     /// The CPU model and core count.
     #[schemars(extend("x-default" = "— (required)"))]
     pub cpu: VmCpu,
@@ -284,6 +287,32 @@ pub struct VmSpec {
     pub clone: Option<ResourceName>,
 }
 
+impl VmSpec {
+    /// A VM of `node`/`vmid` with only its required fields: every optional
+    /// field absent (the start of an adopted manifest).
+    pub fn minimal(node: NodeName, vmid: Vmid, memory: Quantity, cpu: VmCpu) -> VmSpec {
+        VmSpec {
+            node,
+            vmid,
+            state: None,
+            memory,
+            balloon: None,
+            cpu,
+            disks: Vec::new(),
+            networks: Vec::new(),
+            hardware: None,
+            options: None,
+            cloud_init_data: None,
+            pve_name: None,
+            pve_description: None,
+            tags: Vec::new(),
+            pool: None,
+            extra: BTreeMap::new(),
+            clone: None,
+        }
+    }
+}
+
 #[serde_with::skip_serializing_none]
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
@@ -295,12 +324,10 @@ pub struct VmCpu {
     pub cpu_type: String,
     /// Cores per socket, at least 1. PVE hot-plugs only `vcpus`, never `cores`,
     /// even with cpu hotplug.
-    #[schemars(extend("x-pve-key" = "cores", "x-default" = "— (required)", "x-impact" = "stop-start"))]
     #[schemars(range(min = 1))]
     pub cores: u32,
     /// Host CPUs' worth of time, 0 (unlimited) to 128, fractions allowed: PVE
     /// changes the guest's CPU quota at once.
-    #[schemars(extend("x-pve-key" = "cpulimit", "x-default" = "not owned (PVE: 0, unlimited)", "x-impact" = "live"))]
     #[schemars(range(min = 0, max = 128))]
     pub limit: Option<f64>,
     /// Parsed and kept, never sent (a documented gap); raw QEMU flags go in
@@ -441,11 +468,9 @@ pub struct VmHardware {
     #[schemars(extend("x-pve-key" = "vga", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub display: Option<String>,
     /// CPU sockets, at least 1.
-    #[schemars(extend("x-pve-key" = "sockets", "x-default" = "not owned (PVE: 1)", "x-impact" = "stop-start"))]
     #[schemars(range(min = 1))]
     pub sockets: Option<u32>,
     /// NUMA emulation; with memory hotplug it lets PVE change memory live.
-    #[schemars(extend("x-pve-key" = "numa", "x-default" = "not owned", "x-impact" = "stop-start"))]
     pub numa: Option<bool>,
     /// The first serial port, e.g. `socket`.
     #[schemars(extend("x-pve-key" = "serial0", "x-default" = "not owned", "x-impact" = "stop-start"))]
@@ -684,27 +709,22 @@ impl<'de> Deserialize<'de> for PciSlot {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct VmOptions {
     /// Start the VM when its node boots.
-    #[schemars(extend("x-pve-key" = "onboot", "x-default" = "not owned", "x-impact" = "live"))]
     pub onboot: Option<bool>,
     /// Start and shutdown order and delays, e.g. `order=2,up=30`.
     #[schemars(extend("x-pve-key" = "startup", "x-default" = "not owned", "x-impact" = "live"))]
     pub startup: Option<String>,
     /// PVE's protection against removal; `false` turns it off, so the guest can
     /// be pruned again.
-    #[schemars(extend("x-pve-key" = "protection", "x-default" = "not owned", "x-impact" = "live"))]
     pub protection: Option<bool>,
     /// The QEMU guest agent (`enabled=1`; other agent options are kept).
     #[schemars(extend("x-pve-key" = "agent", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub agent: Option<bool>,
     /// ACPI.
-    #[schemars(extend("x-pve-key" = "acpi", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub acpi: Option<bool>,
     /// A USB tablet pointer.
-    #[schemars(extend("x-pve-key" = "tablet", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub tablet: Option<bool>,
     /// What PVE may hot-plug: `network`, `disk`, `cpu`, `memory`, `usb`,
     /// `cloudinit`; compared as a set.
-    #[schemars(extend("x-pve-key" = "hotplug", "x-default" = "not owned (PVE: network,disk,usb)", "x-impact" = "reboot"))]
     #[schemars(transform = crate::schema_attrs::items_one_of(HOTPLUG_ITEMS))]
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub hotplug: Vec<String>,
@@ -807,7 +827,6 @@ pub struct LxcSpec {
     #[schemars(extend("x-pve-key" = "power", "x-default" = "started", "default" = "started", "x-impact" = "power action"))]
     pub state: Option<PowerState>,
     /// Memory, a whole number of MiB (e.g. `512MiB`).
-    #[schemars(extend("x-pve-key" = "memory", "x-default" = "— (required)", "x-impact" = "live"))]
     pub memory: Quantity,
     /// Swap, a whole number of MiB.
     #[schemars(extend("x-pve-key" = "swap", "x-default" = "not owned", "x-impact" = "live"))]
@@ -878,7 +897,6 @@ pub struct LxcSpec {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LxcCpu {
     /// Cores, at least 1; PVE changes a running container's limit at once.
-    #[schemars(extend("x-pve-key" = "cores", "x-default" = "— (required)", "x-impact" = "live"))]
     #[schemars(range(min = 1))]
     pub cores: u32,
     /// Parsed, never sent (`cpuunits` is not modelled).
@@ -1051,7 +1069,6 @@ pub struct LxcOptions {
     #[schemars(extend("x-pve-key" = "unprivileged", "x-default" = "not owned", "x-impact" = "anomaly"))]
     pub unprivileged: Option<bool>,
     /// PVE's protection against removal; `false` turns it off.
-    #[schemars(extend("x-pve-key" = "protection", "x-default" = "not owned", "x-impact" = "live"))]
     pub protection: Option<bool>,
     /// Nesting (containers or Docker inside); other feature tokens are kept.
     #[schemars(extend("x-pve-key" = "features (nesting=)", "x-default" = "not owned", "x-impact" = "stop-start"))]
@@ -1065,13 +1082,11 @@ pub struct LxcOptions {
     #[schemars(extend("x-pve-key" = "features (fuse=)", "x-default" = "not owned", "x-impact" = "anomaly"))]
     pub fuse: Option<bool>,
     /// Start the container when its node boots.
-    #[schemars(extend("x-pve-key" = "onboot", "x-default" = "not owned", "x-impact" = "live"))]
     pub onboot: Option<bool>,
     /// Start and shutdown order and delays, e.g. `order=2,up=30`.
     #[schemars(extend("x-pve-key" = "startup", "x-default" = "not owned", "x-impact" = "live"))]
     pub startup: Option<String>,
     /// The console device.
-    #[schemars(extend("x-pve-key" = "console", "x-default" = "not owned", "x-impact" = "reboot"))]
     pub console: Option<bool>,
     /// Parsed, never sent: PVE rejects `ttys=` at create.
     #[schemars(extend("x-pve-key" = "—", "x-default" = "none", "x-impact" = "never sent"))]
@@ -1630,14 +1645,25 @@ pub const SCSI_CONTROLLERS: &[&str] = &[
     "pvscsi",
 ];
 
+/// A VM's or TemplateVM's one-document rules, field group by field group.
 fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
+    vm_scalars(s, errs);
+    vm_disks(s, template, errs);
+    vm_networks(s, errs);
+    vm_hardware(s, errs);
+    vm_options(s, errs);
+}
+
+/// Memory, the CPU and the PVE name.
+fn vm_scalars(s: &VmSpec, errs: &mut Vec<FieldError>) {
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
         errs.push(FieldError::new(
             "spec.memory",
             memory_message(s.memory, "\"2GiB\" or \"512MiB\""),
         ));
     }
+    vm_balloon(s, errs);
     if s.cpu.cpu_type.trim().is_empty() || s.cpu.cpu_type.contains([',', ' ', '=']) {
         errs.push(FieldError::new(
             "spec.cpu.type",
@@ -1670,7 +1696,32 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             format!("invalid PVE name {name:?}: a DNS name of letters, digits, '-' and '.'"),
         ));
     }
+}
 
+/// `balloon`: a whole number of MiB, and at most `memory`: PVE refuses a
+/// larger target before it writes anything (qemu-server `API2/Qemu.pm`
+/// `update_vm_api`: "balloon value too large (must be smaller than
+/// assigned memory)").
+fn vm_balloon(s: &VmSpec, errs: &mut Vec<FieldError>) {
+    let Some(b) = s.balloon else { return };
+    match (b.whole_mib(), s.memory.whole_mib()) {
+        (None, _) => errs.push(FieldError::new(
+            "spec.balloon",
+            memory_message(b, "\"1GiB\", \"512MiB\" or 0"),
+        )),
+        (Some(balloon), Some(memory)) if balloon > memory => errs.push(FieldError::new(
+            "spec.balloon",
+            format!(
+                "balloon {b} is above memory {}: the ballooning target cannot exceed the memory the VM has (PVE refuses it); lower balloon, or 0 to turn ballooning off",
+                s.memory
+            ),
+        )),
+        _ => {}
+    }
+}
+
+/// `clone` against `disks`, and each disk.
+fn vm_disks(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
     if s.clone.is_some() {
         if !s.disks.is_empty() {
             errs.push(FieldError::new(
@@ -1755,7 +1806,10 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
         }
     }
     let _ = controller_seen;
+}
 
+/// Each NIC, and at least one unless cloned.
+fn vm_networks(s: &VmSpec, errs: &mut Vec<FieldError>) {
     let mut nic_slots: BTreeMap<String, usize> = BTreeMap::new();
     for (i, n) in s.networks.iter().enumerate() {
         let base = format!("spec.networks[{i}]");
@@ -1823,7 +1877,10 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             "at least one network is required",
         ));
     }
+}
 
+/// `spec.hardware`.
+fn vm_hardware(s: &VmSpec, errs: &mut Vec<FieldError>) {
     if let Some(h) = &s.hardware {
         if let Some(m) = &h.machine
             && !(m == "i440fx" || m == "q35" || m == "pc" || m.starts_with("pc-"))
@@ -1909,7 +1966,10 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
             }
         }
     }
+}
 
+/// `spec.options` and `spec.cloud-init-data`.
+fn vm_options(s: &VmSpec, errs: &mut Vec<FieldError>) {
     if let Some(o) = &s.options {
         let mut seen = std::collections::BTreeSet::new();
         for (i, b) in o.boot_order.iter().enumerate() {
@@ -2110,6 +2170,14 @@ pub const LXC_ARCHES: &[&str] = &["amd64", "i386", "arm64", "armhf", "riscv32", 
 
 fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     power_rule(s.state, template, errs);
+    lxc_scalars(s, errs);
+    lxc_networks(s, errs);
+    lxc_mounts(s, errs);
+    lxc_dns(s, errs);
+}
+
+/// Memory, swap, cores, the root size and the architecture.
+fn lxc_scalars(s: &LxcSpec, errs: &mut Vec<FieldError>) {
     if s.memory.whole_mib().is_none_or(|m| m == 0) {
         errs.push(FieldError::new(
             "spec.memory",
@@ -2155,6 +2223,10 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             ),
         ));
     }
+}
+
+/// Each NIC, and at least one.
+fn lxc_networks(s: &LxcSpec, errs: &mut Vec<FieldError>) {
     if s.networks.is_empty() {
         errs.push(FieldError::new(
             "spec.networks",
@@ -2245,6 +2317,10 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             ));
         }
     }
+}
+
+/// Mount points and bind mounts, and their slots.
+fn lxc_mounts(s: &LxcSpec, errs: &mut Vec<FieldError>) {
     let (alloc, binds) = lxc_mount_slots(s);
     let mut mp: BTreeMap<String, String> = BTreeMap::new();
     for (i, (m, slot)) in s.mount_points.iter().zip(&alloc).enumerate() {
@@ -2308,6 +2384,10 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
             ));
         }
     }
+}
+
+/// `spec.dns`.
+fn lxc_dns(s: &LxcSpec, errs: &mut Vec<FieldError>) {
     if let Some(d) = &s.dns {
         if let Some(h) = &d.hostname
             && (h.is_empty()

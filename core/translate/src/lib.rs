@@ -17,6 +17,7 @@
 pub mod adopt;
 pub mod change;
 pub mod cluster;
+pub mod docgen;
 pub mod drift;
 pub mod refuse;
 pub mod schema;

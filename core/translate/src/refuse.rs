@@ -217,12 +217,15 @@ fn quota_unprivileged(unprivileged: bool, params: &Params) -> Vec<Refusal> {
 /// qemu-server `API2/Qemu.pm` `$update_vm_api` (`$load_and_check_config`,
 /// before anything is written): "balloon value too large (must be smaller
 /// than assigned memory)" when the new `memory` is below the `balloon`
-/// the config holds (its pending value, else its current one).
+/// the same write sets, else the one the config holds (its pending value,
+/// else its current one).
 fn balloon_above_memory(config: &LiveConfig, params: &Params) -> Option<Refusal> {
     let memory = params.get("memory")?;
     let memory = parse_memory_mib(memory.expose()).ok()?;
-    let balloon = config
+    let balloon = params
         .get("balloon")
+        .map(|b| b.expose())
+        .or_else(|| config.get("balloon"))
         .and_then(|b| b.trim().parse::<u64>().ok())
         .filter(|b| *b > 0)?;
     (balloon > memory).then(|| {

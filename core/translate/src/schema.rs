@@ -110,11 +110,82 @@ fn generator() -> SchemaGenerator {
 /// The definitions gathered so far, without the generic envelopes (each
 /// kind gets its own, with `kind` fixed).
 fn definitions(g: &SchemaGenerator) -> Map<String, Value> {
-    g.definitions()
+    let mut defs = g
+        .definitions()
         .iter()
         .filter(|(name, _)| !name.starts_with("Document"))
         .map(|(k, v)| (k.clone(), v.clone()))
-        .collect()
+        .collect();
+    owned_key_attributes(&mut defs);
+    defs
+}
+
+/// `x-pve-key`, `x-default`, `x-impact` and `x-impact-note` of every
+/// field a scalar row of the owned-key tables reads, from the row itself
+/// (fields a row reads through its own functions say it in attributes).
+fn owned_key_attributes(defs: &mut Map<String, Value>) {
+    for (spec, keys) in [
+        ("VmSpec", crate::drift::qemu_owned_keys()),
+        ("LxcSpec", crate::drift::lxc_owned_keys()),
+    ] {
+        for k in keys {
+            let (Some(doc), Some(impact)) = (k.doc, k.impact) else {
+                continue;
+            };
+            let path = k.field.strip_prefix("spec.").unwrap_or(k.field);
+            let Some(field) = property_mut(defs, spec, path) else {
+                continue;
+            };
+            field.insert("x-pve-key".into(), k.key.into());
+            field.insert("x-default".into(), doc.default.into());
+            field.insert("x-impact".into(), impact.as_str().into());
+            if let Some(note) = doc.impact_note {
+                field.insert("x-impact-note".into(), note.into());
+            }
+        }
+    }
+}
+
+/// The property at `path` (`options.onboot`) below the definition `def`,
+/// through the references (and `null` alternatives) on the way.
+fn property_mut<'a>(
+    defs: &'a mut Map<String, Value>,
+    def: &str,
+    path: &str,
+) -> Option<&'a mut Map<String, Value>> {
+    let (first, rest) = match path.split_once('.') {
+        Some((first, rest)) => (first, Some(rest)),
+        None => (path, None),
+    };
+    let property = defs.get(def)?.get("properties")?.get(first)?;
+    match rest {
+        None => defs
+            .get_mut(def)?
+            .get_mut("properties")?
+            .get_mut(first)?
+            .as_object_mut(),
+        Some(rest) => {
+            let inner = reference(property)?;
+            property_mut(defs, &inner, rest)
+        }
+    }
+}
+
+/// The definition a field refers to, directly or as the non-null
+/// alternative of an optional field.
+fn reference(field: &Value) -> Option<String> {
+    let direct = field.get("$ref").and_then(Value::as_str);
+    let optional = || {
+        field
+            .get("anyOf")?
+            .as_array()?
+            .iter()
+            .find_map(|v| v.get("$ref").and_then(Value::as_str))
+    };
+    direct
+        .or_else(optional)
+        .and_then(|r| r.strip_prefix("#/$defs/"))
+        .map(str::to_owned)
 }
 
 /// The envelope of `kind`'s documents: `apiVersion` and `kind` fixed, and
@@ -302,6 +373,18 @@ fn no_field(kind: Kind, walked: &[String], seg: &str) -> ExplainError {
         "{kind} has no field {written:?}{}",
         hint.map(|h| format!("; {h}")).unwrap_or_default()
     ))
+}
+
+/// The text of attribute `name` (`x-default`) of the field at `path`
+/// (`spec.cpu.limit`) in a kind's schema.
+pub fn field_attribute(schema: &Value, path: &str, name: &str) -> Option<String> {
+    let defs = schema.get("$defs")?;
+    let mut node = schema.clone();
+    for seg in path.split('.') {
+        let container = container_of(&node, defs);
+        node = container.get("properties")?.get(seg)?.clone();
+    }
+    node.get(name).and_then(Value::as_str).map(str::to_owned)
 }
 
 /// Where a field's own fields are: the field, or a list's items.

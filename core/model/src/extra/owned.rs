@@ -1,8 +1,7 @@
 //! The PVE keys the owned-key tables write for a guest, by name: every
-//! one is structural in `spec.extra`. A copy of the tables' plain keys
-//! (a family's listing such as `netN` is not a key), kept here so the
-//! model needs no translation; `core/tests/extra_keys.rs` fails when it
-//! differs from the tables.
+//! one is structural in `spec.extra`. Generated from the tables by
+//! `core/translate/tests/schema_gen.rs` (`UPDATE=1` rewrites it; do not edit), so
+//! the model needs no translation.
 
 use super::GuestType;
 
@@ -10,6 +9,7 @@ use super::GuestType;
 pub const QEMU: &[&str] = &[
     "acpi",
     "agent",
+    "balloon",
     "bios",
     "boot",
     "cipassword",

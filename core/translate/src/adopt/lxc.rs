@@ -57,10 +57,6 @@ pub(crate) fn hostname(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     section(&mut ct.dns).hostname = cx.name_override("hostname", missing);
 }
 
-pub(crate) fn memory(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
-    ct.memory = Quantity::from_bytes(cx.memory_mib() * MIB);
-}
-
 pub(crate) fn swap(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     let Some(s) = cx.take("swap") else { return };
     match s
@@ -72,13 +68,6 @@ pub(crate) fn swap(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
         Some(bytes) => ct.swap = Some(Quantity::from_bytes(bytes)),
         None => cx.gap("swap", Some(s), "unreadable: not adopted"),
     }
-}
-
-pub(crate) fn cores(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
-    ct.cpu.cores = cx.cores(
-        "not set on PVE (no limit: every host core)",
-        "; raise spec.cpu.cores first if the container needs more",
-    );
 }
 
 pub(crate) fn arch(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
@@ -105,16 +94,6 @@ pub(crate) fn searchdomain(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
         && !sd.trim().is_empty()
     {
         section(&mut ct.dns).domain = Some(sd.to_owned());
-    }
-}
-
-/// A tri-state boolean: an explicit `0` is kept.
-pub(crate) fn flag(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
-    if let Some(v) = cx.take(key) {
-        match wire::parse_bool(v) {
-            Ok(b) => *slot = Some(b),
-            Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
-        }
     }
 }
 

@@ -190,53 +190,13 @@ pub fn adopt(
     options: &AdoptOptions,
 ) -> Result<Adoption, AdoptError> {
     let allowed = |n: &NodeName| options.nodes.is_empty() || options.nodes.contains(n);
-    let mut failures: BTreeSet<ReadFailure> = snapshot.failures.iter().cloned().collect();
-    for g in snapshot.guests.values().filter(|g| allowed(&g.node)) {
-        if let Err(f) = &g.config {
-            failures.insert(f.clone());
-        }
-    }
-    for ((node, _), c) in &snapshot.storage {
-        if let (true, Err(f)) = (allowed(node), c) {
-            failures.insert(f.clone());
-        }
-    }
-    if !failures.is_empty() {
-        return Err(AdoptError::Unreadable(failures.into_iter().collect()));
-    }
+    all_readable(snapshot, &allowed)?;
 
     let mut out = Adoption::default();
     let artifacts = artifacts(snapshot, &allowed, &mut out.gaps);
     let mut docs: BTreeMap<String, (Ref, String)> = BTreeMap::new();
     let mut incomplete_paths: BTreeSet<String> = BTreeSet::new();
-
-    for a in &artifacts {
-        let path = format!("{}/{cluster}/{}.yaml", a.kind.dir(), a.name);
-        let doc = Document {
-            api_version: API_VERSION.to_owned(),
-            kind: a.kind.to_string(),
-            metadata: metadata(&a.name, BTreeMap::new()),
-            spec: a.spec.clone(),
-        };
-        out.gaps.push(Gap {
-            object: format!("{}/{}", a.kind, a.name),
-            node: a.spec.nodes.first().map(ToString::to_string).unwrap_or_default(),
-            id: format!("{}:{}", a.spec.storage, a.spec.filename),
-            key: "spec.url".into(),
-            value: Some(a.spec.url.clone()),
-            note: "PVE does not record where a file came from: replace the placeholder URL before a node that lacks the file needs it".into(),
-        });
-        push_doc(
-            &mut docs,
-            &mut out,
-            path,
-            Ref {
-                kind: a.kind,
-                name: a.name.clone(),
-            },
-            emit::to_yaml(&doc),
-        );
-    }
+    artifact_docs(cluster, &artifacts, &mut docs, &mut out);
 
     let names = guest_names(snapshot, &allowed);
     let isos: BTreeMap<(StorageId, String), ResourceName> = artifacts
@@ -305,6 +265,67 @@ pub fn adopt(
     // Skipped lines start with node then vmid: sort numerically on the id.
     out.skipped.sort_by_key(|l| skip_key(l));
     Ok(out)
+}
+
+/// Every guest config and storage listing of the allowed nodes was read:
+/// adoption never takes a read failure for absence.
+fn all_readable(
+    snapshot: &LiveSnapshot,
+    allowed: &dyn Fn(&NodeName) -> bool,
+) -> Result<(), AdoptError> {
+    let mut failures: BTreeSet<ReadFailure> = snapshot.failures.iter().cloned().collect();
+    for g in snapshot.guests.values().filter(|g| allowed(&g.node)) {
+        if let Err(f) = &g.config {
+            failures.insert(f.clone());
+        }
+    }
+    for ((node, _), c) in &snapshot.storage {
+        if let (true, Err(f)) = (allowed(node), c) {
+            failures.insert(f.clone());
+        }
+    }
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(AdoptError::Unreadable(failures.into_iter().collect()))
+    }
+}
+
+/// One manifest per ISO and container-template file, each with the gap of
+/// its unknown source URL.
+fn artifact_docs(
+    cluster: &ClusterName,
+    artifacts: &[AdoptedArtifact],
+    docs: &mut BTreeMap<String, (Ref, String)>,
+    out: &mut Adoption,
+) {
+    for a in artifacts {
+        let path = format!("{}/{cluster}/{}.yaml", a.kind.dir(), a.name);
+        let doc = Document {
+            api_version: API_VERSION.to_owned(),
+            kind: a.kind.to_string(),
+            metadata: metadata(&a.name, BTreeMap::new()),
+            spec: a.spec.clone(),
+        };
+        out.gaps.push(Gap {
+            object: format!("{}/{}", a.kind, a.name),
+            node: a.spec.nodes.first().map(ToString::to_string).unwrap_or_default(),
+            id: format!("{}:{}", a.spec.storage, a.spec.filename),
+            key: "spec.url".into(),
+            value: Some(a.spec.url.clone()),
+            note: "PVE does not record where a file came from: replace the placeholder URL before a node that lacks the file needs it".into(),
+        });
+        push_doc(
+            docs,
+            out,
+            path,
+            Ref {
+                kind: a.kind,
+                name: a.name.clone(),
+            },
+            emit::to_yaml(&doc),
+        );
+    }
 }
 
 /// Pools, backup jobs and HA resources as manifests, next to the guests
@@ -834,11 +855,6 @@ impl<'a> GuestCx<'a> {
         out
     }
 
-    /// Marks `key` handled (adopted or reported) without reading it.
-    pub fn consume(&mut self, key: &str) {
-        self.consumed.insert(key.to_owned());
-    }
-
     /// A gap on `key`, with its live value (redacted when sensitive).
     pub fn gap(&mut self, key: &str, value: Option<&str>, note: impl Into<String>) {
         self.consumed.insert(key.to_owned());
@@ -904,30 +920,6 @@ impl<'a> GuestCx<'a> {
         }
     }
 
-    /// `cores`; unset or unreadable is a gap and 1, which the first apply
-    /// writes (`missing` says what PVE does without it).
-    pub fn cores(&mut self, missing: &str, advice: &str) -> u32 {
-        match self.take("cores").map(|c| c.trim().parse::<u32>()) {
-            Some(Ok(c)) if c > 0 => c,
-            other => {
-                let live = self.cfg.get("cores");
-                let note = if other.is_none() {
-                    missing
-                } else {
-                    "unreadable"
-                };
-                self.gap(
-                    "cores",
-                    live,
-                    format!(
-                        "cores {note}: the manifest says 1 and the first apply writes it{advice}"
-                    ),
-                );
-                1
-            }
-        }
-    }
-
     /// `nameserver` as a list of IP addresses; anything else is a gap.
     pub fn nameservers(&mut self) -> Option<Vec<String>> {
         let ns = self.take("nameserver")?;
@@ -959,34 +951,6 @@ impl<'a> GuestCx<'a> {
             None
         } else {
             Some(s.to_owned())
-        }
-    }
-
-    /// Memory in MiB; unset or unreadable (including more than a byte
-    /// count can hold) is a gap and the manifest's default of 512 MiB, which
-    /// the first apply writes.
-    pub fn memory_mib(&mut self) -> u64 {
-        match self.cfg.memory_mib() {
-            Some(Ok(m)) if m > 0 && m.checked_mul(1 << 20).is_some() => {
-                self.consume("memory");
-                m
-            }
-            other => {
-                let live = self.take("memory");
-                let note = if other.is_none() {
-                    "not set on PVE (default 512 MiB)"
-                } else {
-                    "unreadable"
-                };
-                self.gap(
-                    "memory",
-                    live,
-                    format!(
-                        "memory {note}: the manifest says 512MiB and the first apply writes it"
-                    ),
-                );
-                512
-            }
         }
     }
 
@@ -1063,7 +1027,6 @@ fn key_note(key: &str) -> String {
     };
     let n = match key {
         "args" => "raw QEMU arguments are not modelled; PVE keeps them",
-        "balloon" => "memory ballooning is not modelled; PVE keeps it",
         "kvm" => "the hardware-virtualisation switch is not modelled; PVE keeps it",
         "cpulimit" | "cpuunits" => {
             "CPU limit and weight are not modelled (cpu.units is never sent); PVE keeps them"

@@ -15,29 +15,19 @@ use super::{GuestCx, section};
 const MIB: u64 = 1 << 20;
 
 pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
-    let mut vm = VmSpec {
-        node: cx.guest.node.clone(),
-        vmid: cx.guest.vmid,
-        state,
-        memory: Quantity::from_bytes(512 * MIB),
-        cpu: VmCpu {
-            cpu_type: "kvm64".into(),
-            cores: 1,
-            limit: None,
-            flags: Vec::new(),
-        },
-        disks: Vec::new(),
-        networks: Vec::new(),
-        hardware: None,
-        options: None,
-        cloud_init_data: None,
-        pve_name: None,
-        pve_description: None,
-        tags: Vec::new(),
-        pool: None,
-        extra: Default::default(),
-        clone: None,
+    let cpu = VmCpu {
+        cpu_type: "kvm64".into(),
+        cores: 1,
+        limit: None,
+        flags: Vec::new(),
     };
+    let mut vm = VmSpec::minimal(
+        cx.guest.node.clone(),
+        cx.guest.vmid,
+        Quantity::from_bytes(512 * MIB),
+        cpu,
+    );
+    vm.state = state;
     crate::drift::adopt_vm(cx, &mut vm);
     vm.hardware = vm.hardware.filter(|h| *h != VmHardware::default());
     vm.options = vm.options.filter(|o| *o != VmOptions::default());
@@ -51,10 +41,6 @@ pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
 pub(crate) fn name(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     let missing = format!("no name on PVE: the first apply names the VM {}", cx.name);
     vm.pve_name = cx.name_override("name", missing);
-}
-
-pub(crate) fn memory(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
-    vm.memory = Quantity::from_bytes(cx.memory_mib() * MIB);
 }
 
 /// `cpu`: the model; `hidden=1` is an option; other tokens stay PVE's.
@@ -101,38 +87,6 @@ pub(crate) fn cpu(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     match model {
         Some(m) => vm.cpu.cpu_type = m,
         None => cx.gap("cpu", Some(v), "no CPU model: the manifest says kvm64"),
-    }
-}
-
-pub(crate) fn cores(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
-    vm.cpu.cores = cx.cores("not set on PVE (default 1)", "");
-}
-
-/// `cpulimit`; 0 is PVE's default (unlimited) and not declared.
-pub(crate) fn cpulimit(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
-    let Some(l) = cx.take("cpulimit") else { return };
-    match l.trim().parse::<f64>() {
-        Ok(0.0) => {}
-        Ok(v) if (0.0..=128.0).contains(&v) => vm.cpu.limit = Some(v),
-        _ => cx.gap("cpulimit", Some(l), "unreadable cpu limit: not adopted"),
-    }
-}
-
-pub(crate) fn sockets(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
-    if let Some(s) = cx.take("sockets") {
-        match s.trim().parse::<u32>() {
-            Ok(n) if n > 0 => section(&mut vm.hardware).sockets = Some(n),
-            _ => cx.gap("sockets", Some(s), "unreadable sockets: not adopted"),
-        }
-    }
-}
-
-pub(crate) fn numa(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
-    if let Some(n) = cx.take("numa") {
-        match wire::parse_bool(n) {
-            Ok(b) => section(&mut vm.hardware).numa = Some(b),
-            Err(_) => cx.gap("numa", Some(n), "unreadable numa flag: not adopted"),
-        }
     }
 }
 
@@ -213,28 +167,6 @@ pub(crate) fn serial0(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     }
 }
 
-/// A boolean owned only when on: off is PVE's default and not declared.
-pub(crate) fn flag_when_on(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
-    if let Some(v) = cx.take(key) {
-        match wire::parse_bool(v) {
-            Ok(true) => *slot = Some(true),
-            Ok(false) => {}
-            Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
-        }
-    }
-}
-
-/// A boolean PVE defaults to on: switched off on PVE, it is adopted as
-/// `false` (owned, so the manifest keeps it off); on, as `true`.
-pub(crate) fn flag_owned_on(cx: &mut GuestCx<'_>, key: &str, slot: &mut Option<bool>) {
-    if let Some(v) = cx.take(key) {
-        match wire::parse_bool(v) {
-            Ok(b) => *slot = Some(b),
-            Err(_) => cx.gap(key, Some(v), "unreadable flag: not adopted"),
-        }
-    }
-}
-
 pub(crate) fn agent(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
     let Some(v) = cx.take("agent") else { return };
     match Agent::parse(v) {
@@ -249,30 +181,6 @@ pub(crate) fn agent(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
             );
         }
         Err(_) => cx.gap("agent", Some(v), "unreadable: not adopted"),
-    }
-}
-
-pub(crate) fn hotplug(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
-    let Some(h) = cx.take("hotplug") else { return };
-    let items: Vec<String> = match h.trim() {
-        "1" => vec!["network".into(), "disk".into(), "usb".into()],
-        "0" => Vec::new(),
-        s => s
-            .split(',')
-            .map(str::trim)
-            .filter(|x| !x.is_empty())
-            .map(str::to_owned)
-            .collect(),
-    };
-    let known = ["network", "disk", "cpu", "memory", "usb", "cloudinit"];
-    if items.is_empty() || items.iter().any(|i| !known.contains(&i.as_str())) {
-        cx.gap(
-            "hotplug",
-            Some(h),
-            "this hotplug setting cannot be declared (none, or an unknown item): PVE keeps it",
-        );
-    } else {
-        section(&mut vm.options).hotplug = items;
     }
 }
 

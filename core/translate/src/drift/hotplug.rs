@@ -2,22 +2,24 @@
 //! pending until the guest restarts: the impact of each change, decided
 //! from the guest's own `hotplug` and `numa` values as PVE decides it.
 //!
-//! The table's impact column (`KEYS` in `qemu.rs`, `lxc.rs`, and the slot
-//! families) is what a change costs when PVE cannot apply it live; this
-//! module lowers it to `Live` where PVE hot-applies the change:
+//! A scalar row decides its own impact (`codec::ImpactRule`: `memory`
+//! live with `memory` hotplug and NUMA, `tablet` with `usb` hotplug,
+//! `hotplug` itself unless its old or new value names `memory` or `cpu`).
+//! This module lowers
+//! the impact of the slot families and of `spec.extra` keys to `Live` where
+//! PVE hot-applies the change:
 //!
 //! - qemu (qemu-server `QemuServer.pm` `vmconfig_hotplug_pending`,
-//!   `vmconfig_update_net`, `vmconfig_update_disk`; `QemuServer/Memory.pm`):
-//!   a NIC's bridge, tag, trunks, firewall, rate, link_down always; any other
-//!   NIC change, a new NIC or a removed one with `network` hotplug; a CD-ROM
-//!   medium always (`change_medium`); a new scsi/virtio disk with `disk`
-//!   hotplug (ide/sata stay pending); `memory` with `memory` hotplug and
-//!   `numa=1`; `vcpus` with `cpu` hotplug (`qemu_cpu_hotplug`); `tablet`
-//!   with `usb` hotplug; `hotplug` itself unless its old or new value
-//!   names `memory` or `cpu`. `cores` is not in that list: a changed core
-//!   count always waits for a restart.
+//!   `vmconfig_update_net`, `vmconfig_update_disk`): a NIC's bridge, tag,
+//!   trunks, firewall, rate, link_down always; any other NIC change, a new
+//!   NIC or a removed one with `network` hotplug; a CD-ROM medium always
+//!   (`change_medium`); a new scsi/virtio disk with `disk` hotplug
+//!   (ide/sata stay pending); `vcpus` (a `spec.extra` key) with `cpu`
+//!   hotplug (`qemu_cpu_hotplug`). `cores` is not in that list: a changed
+//!   core count always waits for a restart.
 //! - LXC (pve-container `LXC/Config.pm` `vmconfig_hotplug_pending`, `LXC.pm`
-//!   `update_net`): `cores`, `memory`, `swap` (cgroups), `netN`, a new `mpN`.
+//!   `update_net`): `netN`, a new `mpN` (the cgroup limits `cores`,
+//!   `memory`, `swap` are `Live` in the table).
 //!
 //! `hotplug` and `numa` are read as the running guest has them (their
 //! current value, not a pending one). This module does no I/O.
@@ -54,8 +56,14 @@ impl Hotplug {
         }
     }
 
-    fn has(&self, feature: &str) -> bool {
+    /// Whether the guest's `hotplug` has `feature`.
+    pub(crate) fn has(&self, feature: &str) -> bool {
         self.features.contains(feature)
+    }
+
+    /// Whether the guest runs with NUMA on.
+    pub(crate) fn numa(&self) -> bool {
+        self.numa
     }
 
     /// The impact of changing `key` from `from` to `to` (`None`: absent)
@@ -85,17 +93,8 @@ impl Hotplug {
         let family = key.trim_end_matches(|c: char| c.is_ascii_digit());
         let slot = family.len() < key.len();
         match (family, slot) {
-            ("memory", false) => self.has("memory") && self.numa,
             // Only `vcpus` is hot-plugged; `cores` falls through to pending.
             ("vcpus", false) => self.has("cpu"),
-            // `vm_deviceplug`/`vm_deviceunplug` of the tablet with usb
-            // hotplug.
-            ("tablet", false) => self.has("usb"),
-            // `hotplug` itself, unless the old or new value involves
-            // memory or cpu ("skip" in `vmconfig_hotplug_pending`).
-            ("hotplug", false) => ![from, to]
-                .iter()
-                .any(|v| v.is_some_and(|v| v.contains("memory") || v.contains("cpu"))),
             ("net", true) => match (from, to) {
                 (Some(old), Some(new)) => {
                     changed_options(old, new)
@@ -124,7 +123,6 @@ fn lxc_live(key: &str, from: Option<&str>) -> bool {
     let family = key.trim_end_matches(|c: char| c.is_ascii_digit());
     let slot = family.len() < key.len();
     match (family, slot) {
-        ("cores" | "memory" | "swap" | "hostname", false) => true,
         ("net", true) => true,
         ("mp", true) => from.is_none(),
         _ => false,

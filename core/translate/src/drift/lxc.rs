@@ -25,11 +25,13 @@ use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, LxcSpec};
 use proxops_model::names::Kind;
 use proxops_model::repo::DesiredObject;
+use proxops_model::units::Quantity;
 use proxops_model::wire::{LxcFeatures, write_bool};
 
+use super::codec::{Absent, Adopt, Count, Doc, Field, Flag, ImpactRule, MiB};
 use super::owned::{
     self, Family, Form, Input, Key, Row, either, flag, plain, same_dns_set, same_exact,
-    same_flag_off_by_default, same_memory, same_trimmed, same_u32, text,
+    same_flag_off_by_default, same_trimmed, text,
 };
 use super::resolve::artifact_volid;
 use super::{Acc, Context, DriftError, mounts, nic};
@@ -49,14 +51,7 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
         same_exact,
         inverse::hostname,
     )),
-    Row::Key(Key::new(
-        "memory",
-        "spec.memory",
-        LIVE,
-        |i| Ok(plain(mib(i, i.spec.memory, "spec.memory")?.to_string())),
-        same_memory,
-        inverse::memory,
-    )),
+    Row::Field(&MEMORY),
     Row::Key(Key::new(
         "swap",
         "spec.swap",
@@ -68,14 +63,7 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
         |live, want| live.and_then(|v| v.trim().parse::<u64>().ok()) == want.parse::<u64>().ok(),
         inverse::swap,
     )),
-    Row::Key(Key::new(
-        "cores",
-        "spec.cpu.cores",
-        LIVE,
-        |i| Ok(plain(i.spec.cpu.cores.to_string())),
-        same_u32,
-        inverse::cores,
-    )),
+    Row::Field(&CORES),
     Row::Family(mounts::ROOTFS),
     Row::Family(mounts::MOUNT_POINTS),
     Row::Family(nic::LXC_NETS),
@@ -128,30 +116,9 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
         )
         .refusing(unprivileged_refused),
     ),
-    Row::Key(Key::new(
-        "protection",
-        "spec.options.protection",
-        LIVE,
-        |i| Ok(either(opts(i.spec).protection)),
-        same_flag_off_by_default,
-        |cx, ct| inverse::flag(cx, "protection", &mut opts_mut(ct).protection),
-    )),
-    Row::Key(Key::new(
-        "onboot",
-        "spec.options.onboot",
-        LIVE,
-        |i| Ok(either(opts(i.spec).onboot)),
-        same_flag_off_by_default,
-        |cx, ct| inverse::flag(cx, "onboot", &mut opts_mut(ct).onboot),
-    )),
-    Row::Key(Key::new(
-        "console",
-        "spec.options.console",
-        REBOOT,
-        |i| Ok(either(opts(i.spec).console)),
-        same_flag_off_by_default,
-        |cx, ct| inverse::flag(cx, "console", &mut opts_mut(ct).console),
-    )),
+    Row::Field(&PROTECTION),
+    Row::Field(&ONBOOT),
+    Row::Field(&CONSOLE),
     Row::Family(FEATURES),
     Row::Key(Key::new(
         "startup",
@@ -164,6 +131,77 @@ pub(crate) static KEYS: &[Row<LxcSpec>] = &[
     owned::description(LIVE),
     owned::tags(LIVE),
 ];
+
+const MIB: u64 = 1 << 20;
+
+static MEMORY: Field<LxcSpec, MiB> = Field::memory(
+    |i| Ok(Some(mib(i, i.spec.memory, "spec.memory")?)),
+    |ct, m| ct.memory = Quantity::from_bytes(m * MIB),
+    ImpactRule::Fixed(LIVE),
+    None,
+);
+
+static CORES: Field<LxcSpec, Count> = Field {
+    key: "cores",
+    path: "spec.cpu.cores",
+    codec: Count { min: 1 },
+    get: |i| Ok(Some(i.spec.cpu.cores)),
+    set: |ct, c| ct.cpu.cores = c,
+    absent: Absent::Unset,
+    impact: ImpactRule::Fixed(LIVE),
+    adopt: Adopt::Always,
+    missing: Some(
+        "cores not set on PVE (no limit: every host core): the manifest says 1 and the first apply writes it; raise spec.cpu.cores first if the container needs more",
+    ),
+    unreadable: "cores unreadable: the manifest says 1 and the first apply writes it; raise spec.cpu.cores first if the container needs more",
+    doc: Doc {
+        default: "— (required)",
+        impact_note: None,
+    },
+};
+
+/// A boolean option PVE defaults to off; an explicit `0` is kept.
+const FLAG: Field<LxcSpec, Flag> = Field {
+    key: "",
+    path: "",
+    codec: Flag { default: false },
+    get: |_| Ok(None),
+    set: |_, _| {},
+    absent: Absent::PveDefault("0"),
+    impact: ImpactRule::Fixed(LIVE),
+    adopt: Adopt::Always,
+    missing: None,
+    unreadable: "unreadable flag: not adopted",
+    doc: Doc {
+        default: "not owned",
+        impact_note: None,
+    },
+};
+
+static PROTECTION: Field<LxcSpec, Flag> = Field {
+    key: "protection",
+    path: "spec.options.protection",
+    get: |i| Ok(opts(i.spec).protection),
+    set: |ct, b| opts_mut(ct).protection = Some(b),
+    ..FLAG
+};
+
+static ONBOOT: Field<LxcSpec, Flag> = Field {
+    key: "onboot",
+    path: "spec.options.onboot",
+    get: |i| Ok(opts(i.spec).onboot),
+    set: |ct, b| opts_mut(ct).onboot = Some(b),
+    ..FLAG
+};
+
+static CONSOLE: Field<LxcSpec, Flag> = Field {
+    key: "console",
+    path: "spec.options.console",
+    get: |i| Ok(opts(i.spec).console),
+    set: |ct, b| opts_mut(ct).console = Some(b),
+    impact: ImpactRule::Fixed(REBOOT),
+    ..FLAG
+};
 
 /// `features`: nesting is owned; keyctl and fuse cannot be set through
 /// PVE 9.2's API (400/403) [PROBE §20.11], so they are anomalies; other

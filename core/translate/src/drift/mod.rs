@@ -22,6 +22,7 @@
 #![warn(clippy::too_many_lines)]
 
 mod cloudinit;
+mod codec;
 mod create;
 mod drives;
 mod efi;
@@ -45,6 +46,7 @@ use proxops_model::repo::{ClusterDesired, DesiredObject};
 use proxops_model::secret::Secret;
 use proxops_model::wire::Bytes;
 
+pub use codec::{Absent, Doc};
 pub use create::{clone_params, create_params, download_params};
 pub use owned::OwnedKey;
 pub use qemu::NESTED_VIRT_FLAG;
@@ -480,6 +482,29 @@ impl Acc {
 
     fn change(&mut self, key: &str, from: Option<&str>, to: Option<String>, impact: Impact) {
         let impact = self.hotplug.impact(key, from, to.as_deref(), impact);
+        self.change_at(key, from, to, impact);
+    }
+
+    /// What the running guest takes live, for a row that decides its own
+    /// impact.
+    pub(crate) fn hotplug(&self) -> &hotplug::Hotplug {
+        &self.hotplug
+    }
+
+    /// Writes `key=to` at the impact its row decided from the old and new
+    /// values and the guest's hotplug settings.
+    pub(crate) fn set_decided(
+        &mut self,
+        key: &str,
+        from: Option<&str>,
+        to: ParamValue,
+        impact: Impact,
+    ) {
+        self.change_at(key, from, Some(to.shown().to_owned()), impact);
+        self.params.push((key.to_owned(), to));
+    }
+
+    fn change_at(&mut self, key: &str, from: Option<&str>, to: Option<String>, impact: Impact) {
         let change = Change {
             path: self.path.path().filter(|p| *p != key).map(str::to_owned),
             impact: Some(impact),

@@ -21,6 +21,7 @@ use proxops_model::live::LiveConfig;
 use proxops_model::repo::DesiredObject;
 use proxops_model::wire::parse_bool;
 
+use super::codec::{Absent, Doc, Scalar};
 use super::{Acc, Context, DriftError};
 
 /// What a row's desired value is computed from.
@@ -216,8 +217,21 @@ pub(crate) struct Family<S: 'static> {
 }
 
 pub(crate) enum Row<S: 'static> {
+    /// A scalar key read and written through its wire codec.
+    Field(&'static dyn Scalar<S>),
     Key(Key<S>),
     Family(Family<S>),
+}
+
+impl<S> Row<S> {
+    /// The manifest field (or fields) the row reads.
+    fn field(&self) -> &'static str {
+        match self {
+            Row::Field(f) => f.path(),
+            Row::Key(k) => k.field,
+            Row::Family(f) => f.field,
+        }
+    }
 }
 
 /// The create (or post-clone) form: every row in table order.
@@ -229,6 +243,11 @@ pub(crate) fn create<S>(
 ) -> Result<(), DriftError> {
     for row in rows {
         match row {
+            Row::Field(f) => {
+                if let Some(v) = f.desired(input)? {
+                    p.0.push((f.key().into(), v));
+                }
+            }
             Row::Key(k) => {
                 if let Some(v) = (k.desired)(input)? {
                     p.0.push((k.key.into(), v));
@@ -248,11 +267,9 @@ pub(crate) fn drift<S>(
     acc: &mut Acc,
 ) -> Result<(), DriftError> {
     for row in rows {
-        acc.at_row(match row {
-            Row::Key(k) => k.field,
-            Row::Family(f) => f.field,
-        });
+        acc.at_row(row.field());
         match row {
+            Row::Field(f) => f.drift(input, cfg, acc)?,
             Row::Key(k) => key_drift(k, input, cfg, acc)?,
             Row::Family(f) => (f.drift)(input, cfg, acc)?,
         }
@@ -264,10 +281,7 @@ pub(crate) fn drift<S>(
 /// The one manifest field a row reads, `None` for a family that reads
 /// several (`spec.mount-points, spec.bind-mounts`).
 fn row_path<S>(row: &Row<S>) -> Option<&'static str> {
-    single_field(match row {
-        Row::Key(k) => k.field,
-        Row::Family(f) => f.field,
-    })
+    single_field(row.field())
 }
 
 /// `field` when it names one manifest field, not a list of them.
@@ -293,6 +307,9 @@ impl KeyIndex {
         for (i, row) in rows.iter().enumerate() {
             match row {
                 // The first row owning a key is the one asked.
+                Row::Field(f) => {
+                    own.entry(f.key()).or_insert(f.path());
+                }
                 Row::Key(k) => {
                     own.entry(k.key).or_insert(k.field);
                 }
@@ -370,6 +387,7 @@ pub(crate) fn adopt<S>(rows: &[Row<S>], cx: &mut GuestCx<'_>, spec: &mut S) -> b
     let mut declarable = true;
     for row in rows {
         match row {
+            Row::Field(f) => f.adopt(cx, spec),
             Row::Key(k) => (k.adopt)(cx, spec),
             Row::Family(f) => declarable &= (f.adopt)(cx, spec),
         }
@@ -387,20 +405,36 @@ pub struct OwnedKey {
     /// The impact of a change on a running guest; `None` for a family,
     /// whose impact depends on the change.
     pub impact: Option<Impact>,
+    /// What the schema and the docs say of a scalar row read through its
+    /// codec (`None`: the manifest field's own attributes say it).
+    pub doc: Option<Doc>,
+    /// What an absent live key means, for such a row.
+    pub absent: Option<Absent>,
 }
 
 pub(crate) fn listing<S>(rows: &[Row<S>]) -> Vec<OwnedKey> {
     rows.iter()
         .map(|row| match row {
+            Row::Field(f) => OwnedKey {
+                key: f.key(),
+                field: f.path(),
+                impact: Some(f.impact().table()),
+                doc: Some(*f.doc()),
+                absent: Some(*f.absent()),
+            },
             Row::Key(k) => OwnedKey {
                 key: k.key,
                 field: k.field,
                 impact: Some(k.impact),
+                doc: None,
+                absent: None,
             },
             Row::Family(f) => OwnedKey {
                 key: f.keys,
                 field: f.field,
                 impact: None,
+                doc: None,
+                absent: None,
             },
         })
         .collect()
@@ -418,11 +452,6 @@ pub(crate) fn same_trimmed(live: Option<&str>, want: &str) -> bool {
     live.map(str::trim) == Some(want)
 }
 
-/// The same whole number (`4` = ` 4`).
-pub(crate) fn same_u32(live: Option<&str>, want: &str) -> bool {
-    live.and_then(|l| l.trim().parse::<u32>().ok()) == want.parse::<u32>().ok()
-}
-
 /// A boolean key; absent (or unreadable) = `default`.
 pub(crate) fn flag(live: Option<&str>, default: bool) -> bool {
     match live.map(parse_bool) {
@@ -434,16 +463,6 @@ pub(crate) fn flag(live: Option<&str>, default: bool) -> bool {
 /// A boolean PVE defaults to off.
 pub(crate) fn same_flag_off_by_default(live: Option<&str>, want: &str) -> bool {
     Ok(flag(live, false)) == parse_bool(want)
-}
-
-/// A boolean PVE defaults to on.
-pub(crate) fn same_flag_on_by_default(live: Option<&str>, want: &str) -> bool {
-    Ok(flag(live, true)) == parse_bool(want)
-}
-
-/// Memory in MiB (PVE may spell it `current=<MiB>`).
-pub(crate) fn same_memory(live: Option<&str>, want: &str) -> bool {
-    matches!(live.map(proxops_model::wire::parse_memory_mib), Some(Ok(m)) if want.parse::<u64>() == Ok(m))
 }
 
 /// The same tag set under PVE's default `tag-style` (order, duplicates and

@@ -24,18 +24,22 @@
 //! hotplug).
 
 use crate::adopt::qemu as inverse;
+use crate::adopt::section;
 use crate::change::{Impact, ParamValue, Params};
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, VmSpec};
 use proxops_model::repo::DesiredObject;
+use proxops_model::units::Quantity;
 use proxops_model::wire::{Agent, Boot, PropToken, PropertyString, SshKeys};
 
+use super::codec::{
+    Absent, Adopt, Codec, Count, Doc, Field, Flag, ImpactRule, MiB, Rate, Unreadable,
+};
 use super::owned::{
-    self, Form, Input, Key, Row, either, plain, same_dns_set, same_exact, same_flag_off_by_default,
-    same_flag_on_by_default, same_memory, same_trimmed, same_u32, text,
+    self, Form, Input, Key, Row, either, plain, same_dns_set, same_exact, same_trimmed, text,
 };
 use super::resolve::{password, ssh_keys};
-use super::{Acc, Context, DriftError, rate_text, same_rate};
+use super::{Acc, Context, DriftError};
 use super::{cloudinit, drives, efi, nic, pci};
 
 pub(crate) const STOP: Impact = Impact::StopStart;
@@ -52,14 +56,8 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         same_exact,
         inverse::name,
     )),
-    Row::Key(Key::new(
-        "memory",
-        "spec.memory",
-        STOP,
-        |i| Ok(plain(memory_mib(i.obj, i.spec)?.to_string())),
-        same_memory,
-        inverse::memory,
-    )),
+    Row::Field(&MEMORY),
+    Row::Field(&BALLOON),
     Row::Key(
         Key::new(
             "cpu",
@@ -71,40 +69,10 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         )
         .writing(write_cpu),
     ),
-    Row::Key(Key::new(
-        "cores",
-        "spec.cpu.cores",
-        STOP,
-        |i| Ok(plain(i.spec.cpu.cores.to_string())),
-        same_u32,
-        inverse::cores,
-    )),
-    Row::Key(Key::new(
-        "cpulimit",
-        "spec.cpu.limit",
-        // qemu-server's vmconfig_hotplug_pending changes the cgroup quota.
-        LIVE,
-        |i| Ok(i.spec.cpu.limit.and_then(|l| plain(rate_text(l)))),
-        // Absent is 0, unlimited; `2` = `2.0`.
-        |live, want| same_rate(Some(live.unwrap_or("0")), want.parse().unwrap_or(-1.0)),
-        inverse::cpulimit,
-    )),
-    Row::Key(Key::new(
-        "sockets",
-        "spec.hardware.sockets",
-        STOP,
-        |i| Ok(hardware(i.spec).sockets.and_then(|s| plain(s.to_string()))),
-        |live, want| same_u32(Some(live.unwrap_or("1")), want),
-        inverse::sockets,
-    )),
-    Row::Key(Key::new(
-        "numa",
-        "spec.hardware.numa",
-        STOP,
-        |i| Ok(either(hardware(i.spec).numa)),
-        same_flag_off_by_default,
-        inverse::numa,
-    )),
+    Row::Field(&CORES),
+    Row::Field(&CPULIMIT),
+    Row::Field(&SOCKETS),
+    Row::Field(&NUMA),
     Row::Key(
         Key::new(
             "machine",
@@ -154,14 +122,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
     Row::Family(drives::CDROM),
     Row::Family(pci::HOSTPCI),
     Row::Family(nic::QEMU_NETS),
-    Row::Key(Key::new(
-        "onboot",
-        "spec.options.onboot",
-        LIVE,
-        |i| Ok(either(options(i.spec).onboot)),
-        same_flag_off_by_default,
-        |cx, vm| inverse::flag_when_on(cx, "onboot", &mut options_mut(vm).onboot),
-    )),
+    Row::Field(&ONBOOT),
     Row::Key(Key::new(
         "startup",
         "spec.options.startup",
@@ -170,14 +131,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         same_trimmed,
         |cx, vm| options_mut(vm).startup = cx.startup(),
     )),
-    Row::Key(Key::new(
-        "protection",
-        "spec.options.protection",
-        LIVE,
-        |i| Ok(either(options(i.spec).protection)),
-        same_flag_off_by_default,
-        |cx, vm| inverse::flag_when_on(cx, "protection", &mut options_mut(vm).protection),
-    )),
+    Row::Field(&PROTECTION),
     Row::Key(
         Key::new(
             "agent",
@@ -193,33 +147,9 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         )
         .writing(write_agent),
     ),
-    Row::Key(Key::new(
-        "acpi",
-        "spec.options.acpi",
-        REBOOT,
-        |i| Ok(either(options(i.spec).acpi)),
-        same_flag_on_by_default,
-        |cx, vm| inverse::flag_owned_on(cx, "acpi", &mut options_mut(vm).acpi),
-    )),
-    Row::Key(Key::new(
-        "tablet",
-        "spec.options.tablet",
-        REBOOT,
-        |i| Ok(either(options(i.spec).tablet)),
-        same_flag_on_by_default,
-        |cx, vm| inverse::flag_owned_on(cx, "tablet", &mut options_mut(vm).tablet),
-    )),
-    Row::Key(Key::new(
-        "hotplug",
-        "spec.options.hotplug",
-        REBOOT,
-        |i| {
-            let o = options(i.spec);
-            Ok((!o.hotplug.is_empty()).then(|| ParamValue::Plain(o.hotplug.join(","))))
-        },
-        |live, want| hotplug_set(live) == hotplug_set(Some(want)),
-        inverse::hotplug,
-    )),
+    Row::Field(&ACPI),
+    Row::Field(&TABLET),
+    Row::Field(&HOTPLUG),
     Row::Key(Key::new(
         "boot",
         "spec.options.boot-order",
@@ -293,6 +223,255 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
     owned::description(LIVE),
     owned::tags(LIVE),
 ];
+
+// ------------------------------------------------------------ scalar rows
+
+const MIB: u64 = 1 << 20;
+
+/// The doc line of a field whose absence leaves PVE's value alone.
+const NOT_OWNED: Doc = Doc {
+    default: "not owned",
+    impact_note: None,
+};
+
+/// A required field.
+const REQUIRED: Doc = Doc {
+    default: "— (required)",
+    impact_note: None,
+};
+
+static MEMORY: Field<VmSpec, MiB> = Field::memory(
+    |i| Ok(Some(memory_mib(i.obj, i.spec)?)),
+    |vm, m| vm.memory = Quantity::from_bytes(m * MIB),
+    // qemu-server `QemuServer/Memory.pm`: memory is hot-plugged as DIMMs,
+    // which needs `memory` hotplug and NUMA.
+    ImpactRule::Hot(STOP, |h, _, _| h.has("memory") && h.numa()),
+    Some("live when the VM's hotplug has memory and numa is on"),
+);
+
+static BALLOON: Field<VmSpec, MiB> = Field {
+    key: "balloon",
+    path: "spec.balloon",
+    codec: MiB { min: 0 },
+    get: |i| match i.spec.balloon {
+        Some(b) => b.whole_mib().map(Some).ok_or_else(|| {
+            i.unsupported(
+                "spec.balloon",
+                format!("balloon {b} is not a whole number of MiB"),
+            )
+        }),
+        None => Ok(None),
+    },
+    set: |vm, m| vm.balloon = Some(Quantity::from_bytes(m * MIB)),
+    // qemu-server `QemuServer.pm` `config_to_command`: the balloon device
+    // is on "by default, unless explicitly disabled", its target `memory`.
+    absent: Absent::SameAs("memory"),
+    // qemu-server `QemuServer.pm` `vmconfig_hotplug_pending`: a new target
+    // is applied to the running VM at once, whatever its hotplug; turning
+    // the device on or off ("enable/disable ballooning device is not
+    // hotpluggable") waits for a restart.
+    impact: ImpactRule::Hot(STOP, |_, from, to| balloon_on(from) == balloon_on(to)),
+    adopt: Adopt::Always,
+    missing: None,
+    unreadable: "unreadable balloon target: not adopted",
+    doc: Doc {
+        default: "not owned (PVE: ballooning on, target `memory`)",
+        impact_note: Some("live unless it turns ballooning on or off (to or from 0)"),
+    },
+};
+
+/// Whether a `balloon` value (absent: PVE's default) leaves the balloon
+/// device on.
+fn balloon_on(v: Option<&str>) -> bool {
+    v.is_none_or(|v| v.trim() != "0")
+}
+
+static CORES: Field<VmSpec, Count> = Field {
+    key: "cores",
+    path: "spec.cpu.cores",
+    codec: Count { min: 1 },
+    get: |i| Ok(Some(i.spec.cpu.cores)),
+    set: |vm, c| vm.cpu.cores = c,
+    absent: Absent::Unset,
+    impact: ImpactRule::Fixed(STOP),
+    adopt: Adopt::Always,
+    missing: Some(
+        "cores not set on PVE (default 1): the manifest says 1 and the first apply writes it",
+    ),
+    unreadable: "cores unreadable: the manifest says 1 and the first apply writes it",
+    doc: REQUIRED,
+};
+
+static CPULIMIT: Field<VmSpec, Rate> = Field {
+    key: "cpulimit",
+    path: "spec.cpu.limit",
+    codec: Rate { max: 128.0 },
+    get: |i| Ok(i.spec.cpu.limit),
+    set: |vm, l| vm.cpu.limit = Some(l),
+    // Absent is 0, unlimited, and not declared.
+    absent: Absent::PveDefault("0"),
+    // qemu-server's vmconfig_hotplug_pending changes the cgroup quota.
+    impact: ImpactRule::Fixed(LIVE),
+    adopt: Adopt::UnlessDefault,
+    missing: None,
+    unreadable: "unreadable cpu limit: not adopted",
+    doc: Doc {
+        default: "not owned (PVE: 0, unlimited)",
+        impact_note: None,
+    },
+};
+
+static SOCKETS: Field<VmSpec, Count> = Field {
+    key: "sockets",
+    path: "spec.hardware.sockets",
+    codec: Count { min: 1 },
+    get: |i| Ok(hardware(i.spec).sockets),
+    set: |vm, n| section(&mut vm.hardware).sockets = Some(n),
+    absent: Absent::PveDefault("1"),
+    impact: ImpactRule::Fixed(STOP),
+    adopt: Adopt::Always,
+    missing: None,
+    unreadable: "unreadable sockets: not adopted",
+    doc: Doc {
+        default: "not owned (PVE: 1)",
+        impact_note: None,
+    },
+};
+
+static NUMA: Field<VmSpec, Flag> = Field {
+    key: "numa",
+    path: "spec.hardware.numa",
+    codec: Flag { default: false },
+    get: |i| Ok(hardware(i.spec).numa),
+    set: |vm, b| section(&mut vm.hardware).numa = Some(b),
+    absent: Absent::PveDefault("0"),
+    impact: ImpactRule::Fixed(STOP),
+    adopt: Adopt::Always,
+    missing: None,
+    unreadable: "unreadable numa flag: not adopted",
+    doc: NOT_OWNED,
+};
+
+/// A boolean option PVE defaults to off: declared only when on.
+const OFF_FLAG: Field<VmSpec, Flag> = Field {
+    key: "",
+    path: "",
+    codec: Flag { default: false },
+    get: |_| Ok(None),
+    set: |_, _| {},
+    absent: Absent::PveDefault("0"),
+    impact: ImpactRule::Fixed(LIVE),
+    adopt: Adopt::UnlessDefault,
+    missing: None,
+    unreadable: "unreadable flag: not adopted",
+    doc: NOT_OWNED,
+};
+
+/// A boolean option PVE defaults to on: switched off on PVE, it is
+/// adopted as `false` (owned, so the manifest keeps it off).
+const ON_FLAG: Field<VmSpec, Flag> = Field {
+    codec: Flag { default: true },
+    absent: Absent::PveDefault("1"),
+    impact: ImpactRule::Fixed(REBOOT),
+    adopt: Adopt::Always,
+    ..OFF_FLAG
+};
+
+static ONBOOT: Field<VmSpec, Flag> = Field {
+    key: "onboot",
+    path: "spec.options.onboot",
+    get: |i| Ok(options(i.spec).onboot),
+    set: |vm, b| options_mut(vm).onboot = Some(b),
+    ..OFF_FLAG
+};
+
+static PROTECTION: Field<VmSpec, Flag> = Field {
+    key: "protection",
+    path: "spec.options.protection",
+    get: |i| Ok(options(i.spec).protection),
+    set: |vm, b| options_mut(vm).protection = Some(b),
+    ..OFF_FLAG
+};
+
+static ACPI: Field<VmSpec, Flag> = Field {
+    key: "acpi",
+    path: "spec.options.acpi",
+    get: |i| Ok(options(i.spec).acpi),
+    set: |vm, b| options_mut(vm).acpi = Some(b),
+    ..ON_FLAG
+};
+
+static TABLET: Field<VmSpec, Flag> = Field {
+    key: "tablet",
+    path: "spec.options.tablet",
+    get: |i| Ok(options(i.spec).tablet),
+    set: |vm, b| options_mut(vm).tablet = Some(b),
+    // `vm_deviceplug`/`vm_deviceunplug` of the tablet with usb hotplug.
+    impact: ImpactRule::Hot(REBOOT, |h, _, _| h.has("usb")),
+    ..ON_FLAG
+};
+
+static HOTPLUG: Field<VmSpec, HotplugList> = Field {
+    key: "hotplug",
+    path: "spec.options.hotplug",
+    codec: HotplugList,
+    get: |i| {
+        let o = options(i.spec);
+        Ok((!o.hotplug.is_empty()).then_some(o.hotplug))
+    },
+    set: |vm, items| options_mut(vm).hotplug = items,
+    absent: Absent::PveDefault("1"),
+    // `hotplug` itself, unless the old or new value involves memory or
+    // cpu ("skip" in `vmconfig_hotplug_pending`).
+    impact: ImpactRule::Hot(REBOOT, |_, from, to| {
+        ![from, to]
+            .iter()
+            .any(|v| v.is_some_and(|v| v.contains("memory") || v.contains("cpu")))
+    }),
+    adopt: Adopt::Always,
+    missing: None,
+    unreadable: "this hotplug setting cannot be declared (none, or an unknown item): PVE keeps it",
+    doc: Doc {
+        default: "not owned (PVE: network,disk,usb)",
+        impact_note: None,
+    },
+};
+
+/// `hotplug`: a list of features, `1` for PVE's default set and `0` for
+/// none; compared as a set.
+struct HotplugList;
+
+impl Codec for HotplugList {
+    type Value = Vec<String>;
+    fn encode(&self, v: &Vec<String>) -> String {
+        v.join(",")
+    }
+    /// None at all, or an item the manifest cannot name, cannot be declared.
+    fn decode(&self, wire: &str) -> Result<Vec<String>, Unreadable> {
+        let items: Vec<String> = match wire.trim() {
+            "1" => vec!["network".into(), "disk".into(), "usb".into()],
+            "0" => Vec::new(),
+            s => s
+                .split(',')
+                .map(str::trim)
+                .filter(|x| !x.is_empty())
+                .map(str::to_owned)
+                .collect(),
+        };
+        if items.is_empty()
+            || items
+                .iter()
+                .any(|i| !manifest::HOTPLUG_ITEMS.contains(&i.as_str()))
+        {
+            Err(Unreadable)
+        } else {
+            Ok(items)
+        }
+    }
+    fn same(&self, live: &str, want: &Vec<String>) -> bool {
+        hotplug_set(Some(live)) == hotplug_set(Some(&want.join(",")))
+    }
+}
 
 // ------------------------------------------------------------ desired values
 
