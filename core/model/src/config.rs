@@ -951,7 +951,7 @@ fn resolve(
             .with_field(field)
             .at(locate(file_name, field))
     };
-    let pve = file.pve.unwrap_or_default();
+    let mut pve = file.pve.unwrap_or_default();
     let git = file.git.unwrap_or_default();
     let rec = file.reconcile.unwrap_or_default();
     let limits = resolve_limits(
@@ -972,64 +972,108 @@ fn resolve(
         ));
     }
 
-    let auth_text = ov
-        .pve_auth
-        .clone()
-        .or(pve.auth)
-        .unwrap_or_else(|| "token".to_owned());
-    let auth = match auth_text.as_str() {
-        "token" => AuthMethod::Token,
-        "ticket" => AuthMethod::Ticket,
-        other => {
+    let login = resolve_login(ov, &mut pve, &err, diags);
+    let source = resolve_git(ov, git, &err, diags);
+    let retry = pve.retry.unwrap_or_default();
+    let timing = resolve_timing(ov, &rec, &retry, &err, diags);
+    let rules = resolve_rules(ov, &rec, &err, diags);
+    let force_stop_after_timeout = rec.force_stop_after_timeout.unwrap_or(false);
+    let purge_ha_and_replicated = rec.purge_ha_and_replicated.unwrap_or(false);
+    let process = resolve_process(ov, file.listen, file.data_dir, file.host, &err, diags);
+    let daemon_section = file.daemon.unwrap_or_default();
+    let daemon = resolve_daemon(&daemon_section, file_name, &clusters, &mut |field, msg| {
+        diags.push(err(field, msg));
+    });
+    let parallel_clusters = match daemon_section.parallel_clusters {
+        Some(n) if (1..=64).contains(&n) => n as usize,
+        Some(n) => {
             diags.push(err(
-                "pve.auth",
-                format!("auth {other:?} is not one of token, ticket"),
+                "daemon.parallel-clusters",
+                format!("parallel-clusters {n} must be 1-64"),
             ));
-            AuthMethod::Token
+            DEFAULT_PARALLEL_CLUSTERS
         }
+        None => DEFAULT_PARALLEL_CLUSTERS,
     };
+    let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
 
-    let user = non_empty(ov.env_user.clone())
-        .or(non_empty(ov.pve_user.clone()))
-        .or(non_empty(pve.user));
-    let token = non_empty_secret(ov.env_token.clone()).or(non_empty_secret(pve.token));
-    let token_value =
-        non_empty_secret(ov.env_token_value.clone()).or(non_empty_secret(pve.token_value));
-    let password = non_empty_secret(ov.env_password.clone()).or(non_empty_secret(pve.password));
-    if auth == AuthMethod::Token && password.is_some() && ov.env_password.is_none() {
+    if clusters.is_empty() && !any_cluster_local {
         diags.push(err(
-            "pve.password",
-            "pve.password must be empty with auth: token (use auth: ticket for password login)"
-                .to_owned(),
+            "pve.clusters",
+            "no cluster is configured: add clusters/<name>/config.yaml declaring pve.clusters.<name>".to_owned(),
         ));
     }
-
-    let git_url = non_empty(ov.git_url.clone()).or(non_empty(git.url));
-    let git_path = if ov.git_url.is_some() {
-        None
-    } else {
-        non_empty(git.path)
+    let defaults = ClusterDefaults {
+        read_concurrency: rules.read_concurrency,
+        restart_policy: rules.restart_policy,
+        shutdown_timeout: timing.shutdown_timeout,
+        limits,
+        purge_ha_and_replicated,
+        force_stop_after_timeout,
     };
-    if git_url.is_some() && git_path.is_some() {
-        diags.push(err(
-            "git.url",
-            "git.url and git.path are mutually exclusive: set one".to_owned(),
-        ));
+    let mut resolved = BTreeMap::new();
+    for (name, (entry, declared_in)) in clusters {
+        if let Some(c) = resolve_cluster(name, entry, declared_in, &defaults, indexes, diags) {
+            resolved.insert(c.name.clone(), c);
+        }
     }
-    let git_branch = ov
-        .git_branch
-        .clone()
-        .or(git.branch)
-        .unwrap_or_else(|| "main".to_owned());
-    if git_branch.trim().is_empty() {
-        diags.push(err("git.branch", "git.branch must not be empty".to_owned()));
-    }
-    let git_token = non_empty_secret(ov.env_git_token.clone()).or(non_empty_secret(git.token));
-    let git_ca_file = non_empty(git.ca_file);
 
-    let poll_interval = match (ov.poll_interval_secs.filter(|s| *s > 0), rec.poll_interval) {
+    Config {
+        log_level,
+        auth: login.auth,
+        user: login.user,
+        token_id: non_empty(pve.token_id),
+        token: login.token,
+        token_value: login.token_value,
+        password: login.password,
+        ca_file,
+        clusters: resolved,
+        git_url: source.url,
+        git_branch: source.branch,
+        git_token: source.token,
+        git_path: source.path,
+        git_ca_file: source.ca_file,
+        poll_interval: timing.poll_interval,
+        task_timeout: timing.task_timeout,
+        prune_budget: rules.prune_budget,
+        read_concurrency: rules.read_concurrency,
+        lock_wait: timing.lock_wait,
+        restart_policy: rules.restart_policy,
+        purge_ha_and_replicated,
+        hold: rules.hold,
+        retry_base: timing.retry_base,
+        retries: timing.retries,
+        listen: process.listen,
+        data_dir: process.data_dir,
+        host: process.host,
+        parallel_clusters,
+        daemon,
+    }
+}
+
+/// `reconcile:`'s durations and `pve.retry`, each checked.
+struct Timing {
+    poll_interval: Duration,
+    task_timeout: Duration,
+    lock_wait: Duration,
+    shutdown_timeout: Duration,
+    retry_base: Duration,
+    retries: u32,
+}
+
+fn resolve_timing(
+    ov: &Overrides,
+    rec: &ReconcileSection,
+    retry: &RetrySection,
+    err: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> Timing {
+    let poll_interval = match (
+        ov.poll_interval_secs.filter(|s| *s > 0),
+        rec.poll_interval.as_ref(),
+    ) {
         (Some(s), _) => Duration::from_secs(s),
-        (None, Some(t)) => Duration::parse(&t).unwrap_or_else(|e| {
+        (None, Some(t)) => Duration::parse(t).unwrap_or_else(|e| {
             diags.push(err("reconcile.poll-interval", e.0));
             Duration::from_secs(30)
         }),
@@ -1041,8 +1085,8 @@ fn resolve(
             "poll-interval must be greater than 0".to_owned(),
         ));
     }
-    let task_timeout = match rec.task_timeout {
-        Some(t) => Duration::parse(&t).unwrap_or_else(|e| {
+    let task_timeout = match rec.task_timeout.as_ref() {
+        Some(t) => Duration::parse(t).unwrap_or_else(|e| {
             diags.push(err("reconcile.task-timeout", e.0));
             Duration::from_secs(1800)
         }),
@@ -1054,24 +1098,22 @@ fn resolve(
             "task-timeout must be greater than 0".to_owned(),
         ));
     }
-    let lock_wait = match rec.lock_wait {
-        Some(t) => Duration::parse(&t).unwrap_or_else(|e| {
+    let lock_wait = match rec.lock_wait.as_ref() {
+        Some(t) => Duration::parse(t).unwrap_or_else(|e| {
             diags.push(err("reconcile.lock-wait", e.0));
             DEFAULT_LOCK_WAIT
         }),
         None => DEFAULT_LOCK_WAIT,
     };
-    let shutdown_timeout = match rec.shutdown_timeout {
-        Some(t) => shutdown_timeout_value(&t).unwrap_or_else(|e| {
+    let shutdown_timeout = match rec.shutdown_timeout.as_ref() {
+        Some(t) => shutdown_timeout_value(t).unwrap_or_else(|e| {
             diags.push(err("reconcile.shutdown-timeout", e));
             DEFAULT_SHUTDOWN_TIMEOUT
         }),
         None => DEFAULT_SHUTDOWN_TIMEOUT,
     };
-    let force_stop_after_timeout = rec.force_stop_after_timeout.unwrap_or(false);
-    let retry = pve.retry.unwrap_or_default();
-    let retry_base = match retry.base {
-        Some(t) => match Duration::parse(&t) {
+    let retry_base = match retry.base.as_ref() {
+        Some(t) => match Duration::parse(t) {
             Ok(d) if d.as_millis() > 0 && d <= Duration::from_secs(30) => d,
             Ok(_) => {
                 diags.push(err(
@@ -1098,6 +1140,31 @@ fn resolve(
         }
         None => DEFAULT_RETRIES,
     };
+    Timing {
+        poll_interval,
+        task_timeout,
+        lock_wait,
+        shutdown_timeout,
+        retry_base,
+        retries,
+    }
+}
+
+/// `reconcile:`'s rules: the prune budget, the restart policy, how long a
+/// guest is held after a failed disruptive action, and read concurrency.
+struct Rules {
+    prune_budget: u32,
+    restart_policy: RestartPolicy,
+    hold: crate::policy::Backoff,
+    read_concurrency: usize,
+}
+
+fn resolve_rules(
+    ov: &Overrides,
+    rec: &ReconcileSection,
+    err: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> Rules {
     let budget_raw = ov
         .prune_budget
         .filter(|b| *b >= 0)
@@ -1120,7 +1187,6 @@ fn resolve(
             RestartPolicy::Never
         }
     };
-    let purge_ha_and_replicated = rec.purge_ha_and_replicated.unwrap_or(false);
     let mut hold_duration = |field: &str, text: Option<&String>, default| match text {
         None => default,
         Some(t) => match Duration::parse(t) {
@@ -1169,10 +1235,139 @@ fn resolve(
         }
         None => DEFAULT_READ_CONCURRENCY,
     };
+    Rules {
+        prune_budget,
+        restart_policy,
+        hold,
+        read_concurrency,
+    }
+}
+
+/// Who ProxOps is on PVE: the method, the user and the secrets, the
+/// environment before the file.
+struct Login {
+    auth: AuthMethod,
+    user: Option<String>,
+    token: Option<Secret>,
+    token_value: Option<Secret>,
+    password: Option<Secret>,
+}
+
+fn resolve_login(
+    ov: &Overrides,
+    pve: &mut PveSection,
+    err: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> Login {
+    let auth_text = ov
+        .pve_auth
+        .clone()
+        .or(pve.auth.take())
+        .unwrap_or_else(|| "token".to_owned());
+    let auth = match auth_text.as_str() {
+        "token" => AuthMethod::Token,
+        "ticket" => AuthMethod::Ticket,
+        other => {
+            diags.push(err(
+                "pve.auth",
+                format!("auth {other:?} is not one of token, ticket"),
+            ));
+            AuthMethod::Token
+        }
+    };
+
+    let user = non_empty(ov.env_user.clone())
+        .or(non_empty(ov.pve_user.clone()))
+        .or(non_empty(pve.user.take()));
+    let token = non_empty_secret(ov.env_token.clone()).or(non_empty_secret(pve.token.take()));
+    let token_value =
+        non_empty_secret(ov.env_token_value.clone()).or(non_empty_secret(pve.token_value.take()));
+    let password =
+        non_empty_secret(ov.env_password.clone()).or(non_empty_secret(pve.password.take()));
+    if auth == AuthMethod::Token && password.is_some() && ov.env_password.is_none() {
+        diags.push(err(
+            "pve.password",
+            "pve.password must be empty with auth: token (use auth: ticket for password login)"
+                .to_owned(),
+        ));
+    }
+
+    Login {
+        auth,
+        user,
+        token,
+        token_value,
+        password,
+    }
+}
+
+/// Where the repository comes from: `git:`, under the overrides.
+struct GitSource {
+    url: Option<String>,
+    path: Option<String>,
+    branch: String,
+    token: Option<Secret>,
+    ca_file: Option<String>,
+}
+
+fn resolve_git(
+    ov: &Overrides,
+    git: GitSection,
+    err: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> GitSource {
+    let git_url = non_empty(ov.git_url.clone()).or(non_empty(git.url));
+    let git_path = if ov.git_url.is_some() {
+        None
+    } else {
+        non_empty(git.path)
+    };
+    if git_url.is_some() && git_path.is_some() {
+        diags.push(err(
+            "git.url",
+            "git.url and git.path are mutually exclusive: set one".to_owned(),
+        ));
+    }
+    let git_branch = ov
+        .git_branch
+        .clone()
+        .or(git.branch)
+        .unwrap_or_else(|| "main".to_owned());
+    if git_branch.trim().is_empty() {
+        diags.push(err("git.branch", "git.branch must not be empty".to_owned()));
+    }
+    let git_token = non_empty_secret(ov.env_git_token.clone()).or(non_empty_secret(git.token));
+    let git_ca_file = non_empty(git.ca_file);
+
+    GitSource {
+        url: git_url,
+        path: git_path,
+        branch: git_branch,
+        token: git_token,
+        ca_file: git_ca_file,
+    }
+}
+
+/// The process' own settings: where it listens, where it keeps its data,
+/// and how it knows the guest it runs in.
+struct Process {
+    listen: String,
+    data_dir: String,
+    host: Option<crate::host::HostIdentity>,
+}
+
+fn resolve_process(
+    ov: &Overrides,
+    listen: Option<String>,
+    data_dir: Option<String>,
+    host: Option<SelfSection>,
+    err: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> Process {
     let listen = ov
         .listen
         .clone()
-        .or(file.listen)
+        .or(listen)
         .unwrap_or_else(|| "127.0.0.1:9494".to_owned());
     if listen
         .rsplit_once(':')
@@ -1183,7 +1378,7 @@ fn resolve(
             format!("listen {listen:?} must be host:port, e.g. 127.0.0.1:9494"),
         ));
     }
-    let data_dir = non_empty(file.data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
+    let data_dir = non_empty(data_dir).unwrap_or_else(|| "~/.local/share/proxops".to_owned());
     // Locks and the record of which cluster manages which PVE live there:
     // a relative path would put them wherever the process was started, so
     // two processes would not meet there.
@@ -1195,7 +1390,7 @@ fn resolve(
             ),
         ));
     }
-    let host = file.host.and_then(|h| {
+    let host = host.and_then(|h| {
         let mut bad = false;
         for (i, m) in h.macs.iter().enumerate() {
             if let Err(e) = crate::host::HostIdentity::new([m.as_str()], None) {
@@ -1215,218 +1410,227 @@ fn resolve(
         crate::host::HostIdentity::new(h.macs.iter().map(String::as_str), h.smbios_uuid.as_deref())
             .ok()
     });
-    let daemon_section = file.daemon.unwrap_or_default();
-    let daemon = resolve_daemon(&daemon_section, file_name, &clusters, &mut |field, msg| {
-        diags.push(err(field, msg));
-    });
-    let parallel_clusters = match daemon_section.parallel_clusters {
-        Some(n) if (1..=64).contains(&n) => n as usize,
-        Some(n) => {
-            diags.push(err(
-                "daemon.parallel-clusters",
-                format!("parallel-clusters {n} must be 1-64"),
-            ));
-            DEFAULT_PARALLEL_CLUSTERS
-        }
-        None => DEFAULT_PARALLEL_CLUSTERS,
-    };
-    let ca_file = non_empty(ov.ca_file.clone()).or(non_empty(pve.ca_file));
-
-    if clusters.is_empty() && !any_cluster_local {
-        diags.push(err(
-            "pve.clusters",
-            "no cluster is configured: add clusters/<name>/config.yaml declaring pve.clusters.<name>".to_owned(),
-        ));
-    }
-    let mut resolved = BTreeMap::new();
-    for (name, (entry, declared_in)) in clusters {
-        let cerr = |field: &str, msg: String| {
-            let path = format!(
-                "pve.clusters.{name}{}{field}",
-                if field.is_empty() { "" } else { "." }
-            );
-            let pos = locate(&declared_in, &path);
-            Diagnostic::file(
-                &declared_in,
-                format!("invalid configuration: cluster {name:?}: {msg}"),
-            )
-            .with_field(path)
-            .at(pos)
-        };
-        let cname = match ClusterName::new(&name) {
-            Ok(n) => Some(n),
-            Err(e) => {
-                diags.push(cerr("", e.0));
-                None
-            }
-        };
-        let base_url = entry.base_url.clone().unwrap_or_default();
-        if base_url.trim().is_empty() {
-            diags.push(cerr(
-                "base-url",
-                "base-url is required, e.g. https://pve1.example.org:8006".to_owned(),
-            ));
-        } else if let Err(e) = crate::manifest::check_url(&base_url) {
-            diags.push(cerr("base-url", e));
-        } else if let Err(e) = api_root(&base_url) {
-            diags.push(cerr("base-url", e));
-        }
-        let mut nodes = BTreeSet::new();
-        for (i, n) in entry.nodes.iter().enumerate() {
-            match NodeName::new(n.trim()) {
-                Ok(node) => {
-                    if !nodes.insert(node) {
-                        diags.push(cerr(
-                            &format!("nodes[{i}]"),
-                            format!("node {n:?} is listed twice"),
-                        ));
-                    }
-                }
-                Err(e) => diags.push(cerr(&format!("nodes[{i}]"), e.0)),
-            }
-        }
-        if let Some(fp) = &entry.fingerprint {
-            let hex: String = fp.chars().filter(|c| *c != ':').collect();
-            if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
-                diags.push(cerr("fingerprint", "fingerprint must be a SHA-256 certificate fingerprint: 32 hex pairs, e.g. AB:CD:…".to_owned()));
-            }
-        }
-        let rc = match entry.read_concurrency {
-            Some(n) if (1..=64).contains(&n) => n,
-            Some(n) => {
-                diags.push(cerr(
-                    "read-concurrency",
-                    format!("read-concurrency {n} must be 1-64"),
-                ));
-                read_concurrency
-            }
-            None => read_concurrency,
-        };
-        if let Some(sf) = &entry.secrets_file
-            && (sf.trim().is_empty() || sf.contains('\0'))
-        {
-            diags.push(cerr(
-                "secrets-file",
-                "secrets-file must be a path".to_owned(),
-            ));
-        }
-        if entry.secrets.is_some() && entry.secrets_file.is_none() {
-            diags.push(cerr(
-                "secrets",
-                "a secrets: block needs secrets-file: naming the SOPS file".to_owned(),
-            ));
-        }
-        let mut allow_extra_keys = BTreeSet::new();
-        for (i, k) in entry.allow_extra_keys.iter().enumerate() {
-            let well_formed = !k.is_empty()
-                && k.bytes()
-                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
-            if !well_formed {
-                diags.push(cerr(
-                    &format!("allow-extra-keys[{i}]"),
-                    format!("{k:?} is not a PVE key: list exact keys of letters, digits, '-', '_' and '.' (dev0, not dev*)"),
-                ));
-            } else if !allow_extra_keys.insert(k.clone()) {
-                diags.push(cerr(
-                    &format!("allow-extra-keys[{i}]"),
-                    format!("key {k:?} is listed twice"),
-                ));
-            }
-        }
-        let cluster_restart = match entry.restart_policy.as_deref().map(RestartPolicy::parse) {
-            None => restart_policy,
-            Some(Ok(p)) => p,
-            Some(Err(e)) => {
-                diags.push(cerr("restart-policy", e));
-                restart_policy
-            }
-        };
-        let tag_case_sensitive = match entry.tag_style.as_deref() {
-            None | Some("lower-case") => false,
-            Some("case-sensitive") => true,
-            Some(other) => {
-                diags.push(cerr(
-                    "tag-style",
-                    format!("invalid tag-style {other:?}: use \"lower-case\" (PVE's default) or \"case-sensitive\" (the datacenter's tag-style has case-sensitive=1)"),
-                ));
-                false
-            }
-        };
-        let cluster_shutdown_timeout = match &entry.shutdown_timeout {
-            Some(t) => shutdown_timeout_value(t).unwrap_or_else(|e| {
-                diags.push(cerr("shutdown-timeout", e));
-                shutdown_timeout
-            }),
-            None => shutdown_timeout,
-        };
-        let cluster_limits = resolve_limits(
-            &limits,
-            &LimitKeys::of_cluster(&entry),
-            &mut |field, msg| diags.push(cerr(field, msg)),
-        );
-        if let Some(cname) = cname {
-            resolved.insert(
-                cname.clone(),
-                ClusterConfig {
-                    name: cname,
-                    base_url: api_root(&base_url)
-                        .unwrap_or_else(|_| base_url.trim_end_matches('/').to_owned()),
-                    nodes,
-                    secrets_file: entry.secrets_file.clone(),
-                    secrets: entry.secrets.clone().unwrap_or_default(),
-                    ca_file: non_empty(entry.ca_file.clone()),
-                    fingerprint: entry.fingerprint.clone(),
-                    insecure: entry.insecure.unwrap_or(false),
-                    read_concurrency: rc,
-                    allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
-                    allow_extra_keys,
-                    restart_policy: cluster_restart,
-                    purge_ha_and_replicated: entry
-                        .purge_ha_and_replicated
-                        .unwrap_or(purge_ha_and_replicated),
-                    tag_case_sensitive,
-                    shutdown_timeout: cluster_shutdown_timeout,
-                    force_stop_after_timeout: entry
-                        .force_stop_after_timeout
-                        .unwrap_or(force_stop_after_timeout),
-                    limits: cluster_limits,
-                    declared_in,
-                },
-            );
-        }
-    }
-
-    Config {
-        log_level,
-        auth,
-        user,
-        token_id: non_empty(pve.token_id),
-        token,
-        token_value,
-        password,
-        ca_file,
-        clusters: resolved,
-        git_url,
-        git_branch,
-        git_token,
-        git_path,
-        git_ca_file,
-        poll_interval,
-        task_timeout,
-        prune_budget,
-        read_concurrency,
-        lock_wait,
-        restart_policy,
-        purge_ha_and_replicated,
-        hold,
-        retry_base,
-        retries,
+    Process {
         listen,
         data_dir,
         host,
-        parallel_clusters,
-        daemon,
     }
+}
+
+/// What a cluster's entry takes from the file's top level when it does
+/// not say otherwise.
+struct ClusterDefaults {
+    read_concurrency: usize,
+    restart_policy: RestartPolicy,
+    shutdown_timeout: Duration,
+    limits: crate::policy::Limits,
+    purge_ha_and_replicated: bool,
+    force_stop_after_timeout: bool,
+}
+
+/// One `pve.clusters.<name>` entry, every problem reported at its line in
+/// the file that declares it; `None` when its name is not a cluster name.
+fn resolve_cluster(
+    name: String,
+    entry: ClusterEntry,
+    declared_in: String,
+    defaults: &ClusterDefaults,
+    indexes: &BTreeMap<String, YamlIndex>,
+    diags: &mut Vec<Diagnostic>,
+) -> Option<ClusterConfig> {
+    let locate = |file: &str, field: &str| indexes.get(file).and_then(|i| i.locate(0, field));
+    let cerr = |field: &str, msg: String| {
+        let path = format!(
+            "pve.clusters.{name}{}{field}",
+            if field.is_empty() { "" } else { "." }
+        );
+        let pos = locate(&declared_in, &path);
+        Diagnostic::file(
+            &declared_in,
+            format!("invalid configuration: cluster {name:?}: {msg}"),
+        )
+        .with_field(path)
+        .at(pos)
+    };
+    let cname = match ClusterName::new(&name) {
+        Ok(n) => Some(n),
+        Err(e) => {
+            diags.push(cerr("", e.0));
+            None
+        }
+    };
+    let base_url = entry.base_url.clone().unwrap_or_default();
+    if base_url.trim().is_empty() {
+        diags.push(cerr(
+            "base-url",
+            "base-url is required, e.g. https://pve1.example.org:8006".to_owned(),
+        ));
+    } else if let Err(e) = crate::manifest::check_url(&base_url) {
+        diags.push(cerr("base-url", e));
+    } else if let Err(e) = api_root(&base_url) {
+        diags.push(cerr("base-url", e));
+    }
+    let nodes = allowlist(&entry.nodes, &cerr, diags);
+    let rc = match entry.read_concurrency {
+        Some(n) if (1..=64).contains(&n) => n,
+        Some(n) => {
+            diags.push(cerr(
+                "read-concurrency",
+                format!("read-concurrency {n} must be 1-64"),
+            ));
+            defaults.read_concurrency
+        }
+        None => defaults.read_concurrency,
+    };
+    check_secrets_and_fingerprint(&entry, &cerr, diags);
+    let allow_extra_keys = extra_keys(&entry.allow_extra_keys, &cerr, diags);
+    let cluster_restart = match entry.restart_policy.as_deref().map(RestartPolicy::parse) {
+        None => defaults.restart_policy,
+        Some(Ok(p)) => p,
+        Some(Err(e)) => {
+            diags.push(cerr("restart-policy", e));
+            defaults.restart_policy
+        }
+    };
+    let tag_case_sensitive = tag_case_sensitive(entry.tag_style.as_deref(), &cerr, diags);
+    let cluster_shutdown_timeout = match &entry.shutdown_timeout {
+        Some(t) => shutdown_timeout_value(t).unwrap_or_else(|e| {
+            diags.push(cerr("shutdown-timeout", e));
+            defaults.shutdown_timeout
+        }),
+        None => defaults.shutdown_timeout,
+    };
+    let cluster_limits = resolve_limits(
+        &defaults.limits,
+        &LimitKeys::of_cluster(&entry),
+        &mut |field, msg| diags.push(cerr(field, msg)),
+    );
+    let name = cname?;
+    Some(ClusterConfig {
+        name,
+        base_url: api_root(&base_url).unwrap_or_else(|_| base_url.trim_end_matches('/').to_owned()),
+        nodes,
+        secrets_file: entry.secrets_file.clone(),
+        secrets: entry.secrets.clone().unwrap_or_default(),
+        ca_file: non_empty(entry.ca_file.clone()),
+        fingerprint: entry.fingerprint.clone(),
+        insecure: entry.insecure.unwrap_or(false),
+        read_concurrency: rc,
+        allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
+        allow_extra_keys,
+        restart_policy: cluster_restart,
+        purge_ha_and_replicated: entry
+            .purge_ha_and_replicated
+            .unwrap_or(defaults.purge_ha_and_replicated),
+        tag_case_sensitive,
+        shutdown_timeout: cluster_shutdown_timeout,
+        force_stop_after_timeout: entry
+            .force_stop_after_timeout
+            .unwrap_or(defaults.force_stop_after_timeout),
+        limits: cluster_limits,
+        declared_in,
+    })
+}
+
+/// A cluster's `fingerprint:`, `secrets-file:` and `secrets:`, checked for
+/// their form; the files themselves are read later.
+fn check_secrets_and_fingerprint(
+    entry: &ClusterEntry,
+    cerr: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) {
+    if let Some(fp) = &entry.fingerprint {
+        let hex: String = fp.chars().filter(|c| *c != ':').collect();
+        if hex.len() != 64 || !hex.bytes().all(|b| b.is_ascii_hexdigit()) {
+            diags.push(cerr(
+                "fingerprint",
+                "fingerprint must be a SHA-256 certificate fingerprint: 32 hex pairs, e.g. AB:CD:…"
+                    .to_owned(),
+            ));
+        }
+    }
+    if let Some(sf) = &entry.secrets_file
+        && (sf.trim().is_empty() || sf.contains('\0'))
+    {
+        diags.push(cerr(
+            "secrets-file",
+            "secrets-file must be a path".to_owned(),
+        ));
+    }
+    if entry.secrets.is_some() && entry.secrets_file.is_none() {
+        diags.push(cerr(
+            "secrets",
+            "a secrets: block needs secrets-file: naming the SOPS file".to_owned(),
+        ));
+    }
+}
+
+/// A cluster's `tag-style:`: whether PVE compares tags case-sensitively.
+fn tag_case_sensitive(
+    style: Option<&str>,
+    cerr: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> bool {
+    match style {
+        None | Some("lower-case") => false,
+        Some("case-sensitive") => true,
+        Some(other) => {
+            diags.push(cerr(
+                "tag-style",
+                format!("invalid tag-style {other:?}: use \"lower-case\" (PVE's default) or \"case-sensitive\" (the datacenter's tag-style has case-sensitive=1)"),
+            ));
+            false
+        }
+    }
+}
+
+/// A cluster's `nodes:`, each a node name, none twice.
+fn allowlist(
+    listed: &[String],
+    cerr: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeSet<NodeName> {
+    let mut nodes = BTreeSet::new();
+    for (i, n) in listed.iter().enumerate() {
+        match NodeName::new(n.trim()) {
+            Ok(node) => {
+                if !nodes.insert(node) {
+                    diags.push(cerr(
+                        &format!("nodes[{i}]"),
+                        format!("node {n:?} is listed twice"),
+                    ));
+                }
+            }
+            Err(e) => diags.push(cerr(&format!("nodes[{i}]"), e.0)),
+        }
+    }
+    nodes
+}
+
+/// A cluster's `allow-extra-keys:`, each an exact PVE key, none twice.
+fn extra_keys(
+    listed: &[String],
+    cerr: &dyn Fn(&str, String) -> Diagnostic,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeSet<String> {
+    let mut allow_extra_keys = BTreeSet::new();
+    for (i, k) in listed.iter().enumerate() {
+        let well_formed = !k.is_empty()
+            && k.bytes()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.'));
+        if !well_formed {
+            diags.push(cerr(
+                &format!("allow-extra-keys[{i}]"),
+                format!("{k:?} is not a PVE key: list exact keys of letters, digits, '-', '_' and '.' (dev0, not dev*)"),
+            ));
+        } else if !allow_extra_keys.insert(k.clone()) {
+            diags.push(cerr(
+                &format!("allow-extra-keys[{i}]"),
+                format!("key {k:?} is listed twice"),
+            ));
+        }
+    }
+    allow_extra_keys
 }
 
 /// `daemon:` beyond `parallel-clusters`, every problem told through
