@@ -18,6 +18,10 @@
 //! Its modules form layers: each imports only the modules before it in the
 //! order core/tests/layers.rs declares.
 
+// Every function reads as one step of its module: at most 120 lines
+// (clippy.toml), checked for the whole crate.
+#![warn(clippy::too_many_lines)]
+
 pub use proxops_model::{
     bounds, calendar, config, desired, diag, extra, graph, live, manifest, names, outcome, policy,
     repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,

@@ -1284,78 +1284,12 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
             abort_reason: c.abort_reason(),
         }
     });
-    let objects = store
-        .objects
-        .values()
-        .map(|o| {
-            let r = &o.report;
-            ObjectDoc {
-                cluster: &o.cluster,
-                kind: &r.kind,
-                name: &r.name,
-                node: &r.node,
-                id: match r.id.parse::<u64>() {
-                    Ok(n) if !r.id.starts_with('0') || r.id == "0" => serde_json::Value::from(n),
-                    _ => serde_json::Value::from(r.id.as_str()),
-                },
-                state: r.state.as_str(),
-                last_action: r.last_action.as_deref().unwrap_or(""),
-                last_error: r.last_error.as_deref().unwrap_or(""),
-                last_converged_at: r.last_converged_at.map(rfc3339),
-                prune_reason: r.prune_reason.as_deref().unwrap_or(""),
-                updated_at: rfc3339(o.updated_at),
-                pending: &o.pending,
-                manifest: o.manifest.as_deref(),
-                planned_at: o.planned_at.map(rfc3339),
-                planned: &o.planned,
-                anomalies: &o.anomalies,
-                hold: o.hold.as_ref().map(|h| ObjectHoldDoc {
-                    until: rfc3339(h.until),
-                    reason: &h.reason,
-                }),
-            }
-        })
-        .collect();
+    let objects = store.objects.values().map(object_doc).collect();
     let clusters = store
         .last_cycle
         .iter()
         .flat_map(|c| &c.clusters)
-        .map(|c| ClusterDoc {
-            name: &c.name,
-            sync: store.sync(&c.name).as_str(),
-            commit: store
-                .cluster_cycles
-                .get(&c.name)
-                .map_or("", |e| e.commit.as_str()),
-            started_at: store
-                .cluster_cycles
-                .get(&c.name)
-                .map(|e| rfc3339(e.started_at)),
-            finished_at: store
-                .cluster_cycles
-                .get(&c.name)
-                .map(|e| rfc3339(e.finished_at)),
-            result: c.result.as_str(),
-            aborted: c.aborted,
-            abort_reason: &c.abort_reason,
-            counts: c.counts,
-            desired_stale: c.desired_stale,
-            read_only: c.read_only,
-            pending_actions: (!c.aborted).then(|| pending_by_action(c)),
-            self_guests: &c.self_guests,
-            holds: c
-                .holds
-                .iter()
-                .map(|h| HoldDoc {
-                    kind: &h.kind,
-                    name: &h.name,
-                    action: &h.op,
-                    failures: h.failures,
-                    next_attempt: rfc3339(h.next_attempt),
-                    last_error: &h.last_error,
-                })
-                .collect(),
-        })
+        .map(|c| cluster_doc(store, c))
         .collect();
     let recent_cycles = store
         .recent
@@ -1411,6 +1345,76 @@ pub fn render_status_json(store: &StatusStore, _now: Timestamp) -> String {
     let mut out = serde_json::to_string_pretty(&doc).unwrap_or_else(|_| "{}".to_owned());
     out.push('\n');
     out
+}
+
+/// One object of `/status`: its report, what it waits for, its hold.
+fn object_doc(o: &StoredObject) -> ObjectDoc<'_> {
+    let r = &o.report;
+    ObjectDoc {
+        cluster: &o.cluster,
+        kind: &r.kind,
+        name: &r.name,
+        node: &r.node,
+        id: match r.id.parse::<u64>() {
+            Ok(n) if !r.id.starts_with('0') || r.id == "0" => serde_json::Value::from(n),
+            _ => serde_json::Value::from(r.id.as_str()),
+        },
+        state: r.state.as_str(),
+        last_action: r.last_action.as_deref().unwrap_or(""),
+        last_error: r.last_error.as_deref().unwrap_or(""),
+        last_converged_at: r.last_converged_at.map(rfc3339),
+        prune_reason: r.prune_reason.as_deref().unwrap_or(""),
+        updated_at: rfc3339(o.updated_at),
+        pending: &o.pending,
+        manifest: o.manifest.as_deref(),
+        planned_at: o.planned_at.map(rfc3339),
+        planned: &o.planned,
+        anomalies: &o.anomalies,
+        hold: o.hold.as_ref().map(|h| ObjectHoldDoc {
+            until: rfc3339(h.until),
+            reason: &h.reason,
+        }),
+    }
+}
+
+/// One cluster of `/status`, as the last cycle left it.
+fn cluster_doc<'a>(store: &'a StatusStore, c: &'a ClusterReport) -> ClusterDoc<'a> {
+    ClusterDoc {
+        name: &c.name,
+        sync: store.sync(&c.name).as_str(),
+        commit: store
+            .cluster_cycles
+            .get(&c.name)
+            .map_or("", |e| e.commit.as_str()),
+        started_at: store
+            .cluster_cycles
+            .get(&c.name)
+            .map(|e| rfc3339(e.started_at)),
+        finished_at: store
+            .cluster_cycles
+            .get(&c.name)
+            .map(|e| rfc3339(e.finished_at)),
+        result: c.result.as_str(),
+        aborted: c.aborted,
+        abort_reason: &c.abort_reason,
+        counts: c.counts,
+        desired_stale: c.desired_stale,
+        read_only: c.read_only,
+        pending_actions: (!c.aborted).then(|| pending_by_action(c)),
+        self_guests: &c.self_guests,
+        holds: c
+            .holds
+            .iter()
+            .map(|h| HoldDoc {
+                kind: &h.kind,
+                name: &h.name,
+                action: &h.op,
+                failures: h.failures,
+                next_attempt: rfc3339(h.next_attempt),
+                last_error: &h.last_error,
+            })
+            .collect(),
+    }
 }
 
 // ---------------------------------------------------------------------------

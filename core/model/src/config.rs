@@ -763,54 +763,13 @@ pub fn load_over(
         }
     }
     for (dir_name, src) in &sources.cluster_local {
-        let Some(file) = parse_file(src, &mut diags) else {
-            continue;
-        };
-        let declared: Vec<(String, ClusterEntry)> = file
-            .pve
-            .and_then(|p| p.clusters)
-            .map(|c| c.into_iter().collect())
-            .unwrap_or_default();
-        let index = std::str::from_utf8(src.bytes)
-            .map(YamlIndex::build)
-            .unwrap_or_default();
-        match declared.as_slice() {
-            [(name, entry)] if name == dir_name => {
-                let explicit_wins = sources.process_is_explicit && clusters.contains_key(name);
-                if !explicit_wins {
-                    clusters.insert(name.clone(), (entry.clone(), src.name.clone()));
-                }
-            }
-            [(name, _)] => diags.push(
-                Diagnostic::file(
-                    &src.name,
-                    format!(
-                        "invalid configuration: the file declares cluster {name:?}, which does not match its directory name {dir_name:?}; the key under pve.clusters must equal the directory name"
-                    ),
-                )
-                .with_field(format!("pve.clusters.{name}"))
-                .at(index.locate(0, &format!("pve.clusters.{name}"))),
-            ),
-            [] => diags.push(
-                Diagnostic::file(
-                    &src.name,
-                    format!("invalid configuration: a cluster-local config must declare exactly one entry pve.clusters.{dir_name}"),
-                )
-                .with_field("pve.clusters")
-                .at(index.locate(0, "pve.clusters")),
-            ),
-            _ => diags.push(
-                Diagnostic::file(
-                    &src.name,
-                    format!(
-                        "invalid configuration: a cluster-local config declares {} clusters; it must declare exactly one, pve.clusters.{dir_name}",
-                        declared.len()
-                    ),
-                )
-                .with_field("pve.clusters")
-                .at(index.locate(0, "pve.clusters")),
-            ),
-        }
+        cluster_local_entry(
+            dir_name,
+            src,
+            sources.process_is_explicit,
+            &mut clusters,
+            &mut diags,
+        );
     }
 
     let explicit_file = sources.process_is_explicit.then_some(process_name.as_str());
@@ -838,6 +797,66 @@ pub fn load_over(
             diags.dedup();
             Err(diags)
         }
+    }
+}
+
+/// A cluster-local `clusters/<dir>/config.yaml`: exactly one entry, named
+/// as its folder, taken unless an explicit process file declares the
+/// cluster already.
+fn cluster_local_entry(
+    dir_name: &str,
+    src: &ConfigSource<'_>,
+    process_is_explicit: bool,
+    clusters: &mut BTreeMap<String, (ClusterEntry, String)>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    let Some(file) = parse_file(src, diags) else {
+        return;
+    };
+    let declared: Vec<(String, ClusterEntry)> = file
+        .pve
+        .and_then(|p| p.clusters)
+        .map(|c| c.into_iter().collect())
+        .unwrap_or_default();
+    let index = std::str::from_utf8(src.bytes)
+        .map(YamlIndex::build)
+        .unwrap_or_default();
+    match declared.as_slice() {
+        [(name, entry)] if name == dir_name => {
+            let explicit_wins = process_is_explicit && clusters.contains_key(name);
+            if !explicit_wins {
+                clusters.insert(name.clone(), (entry.clone(), src.name.clone()));
+            }
+        }
+        [(name, _)] => diags.push(
+            Diagnostic::file(
+                &src.name,
+                format!(
+                    "invalid configuration: the file declares cluster {name:?}, which does not match its directory name {dir_name:?}; the key under pve.clusters must equal the directory name"
+                ),
+            )
+            .with_field(format!("pve.clusters.{name}"))
+            .at(index.locate(0, &format!("pve.clusters.{name}"))),
+        ),
+        [] => diags.push(
+            Diagnostic::file(
+                &src.name,
+                format!("invalid configuration: a cluster-local config must declare exactly one entry pve.clusters.{dir_name}"),
+            )
+            .with_field("pve.clusters")
+            .at(index.locate(0, "pve.clusters")),
+        ),
+        _ => diags.push(
+            Diagnostic::file(
+                &src.name,
+                format!(
+                    "invalid configuration: a cluster-local config declares {} clusters; it must declare exactly one, pve.clusters.{dir_name}",
+                    declared.len()
+                ),
+            )
+            .with_field("pve.clusters")
+            .at(index.locate(0, "pve.clusters")),
+        ),
     }
 }
 

@@ -129,49 +129,17 @@ pub fn load(
 
     check_shape(input, &mut global);
 
-    if let Some(cfg) = &config {
-        for dir in input.cluster_dirs {
-            let has_files = input
-                .files
-                .keys()
-                .any(|p| p.starts_with(&format!("clusters/{dir}/")));
-            let configured = ClusterName::new(dir).is_ok_and(|n| cfg.clusters.contains_key(&n));
-            let has_composition = input
-                .files
-                .contains_key(&format!("clusters/{dir}/resources.yaml"));
-            let has_config = input
-                .files
-                .contains_key(&format!("clusters/{dir}/config.yaml"));
-            if cluster_local_only {
-                // The other clusters of the tree are other processes'.
-                continue;
-            }
-            if url_mode && !configured {
-                global.push(Diagnostic::file(
-                    format!("clusters/{dir}/"),
-                    format!(
-                        "composition directory {dir:?} is not a cluster the URL-mode configuration declares: declare pve.clusters.{dir} in {}, or remove the directory from the repository (declared: {})",
-                        explicit_name.as_deref().unwrap_or("the --config file"),
-                        cfg.clusters.keys().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                ));
-            } else if !configured && !has_composition && !has_config && !process_is_explicit {
-                global.push(Diagnostic::file(
-                    format!("clusters/{dir}/"),
-                    format!(
-                        "cluster directory clusters/{dir}/ has no resources.yaml (and no config.yaml): declare the cluster in clusters/{dir}/config.yaml and list its manifests in clusters/{dir}/resources.yaml, or remove the directory"
-                    ),
-                ));
-            } else if !configured && (has_files || !process_is_explicit) {
-                global.push(Diagnostic::file(
-                    format!("clusters/{dir}/"),
-                    format!(
-                        "composition directory {dir:?} is not a configured cluster: add clusters/{dir}/config.yaml declaring pve.clusters.{dir}, or remove the directory (configured: {})",
-                        cfg.clusters.keys().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
-                    ),
-                ));
-            }
-        }
+    if let Some(cfg) = &config
+        && !cluster_local_only
+    {
+        check_cluster_dirs(
+            input,
+            cfg,
+            url_mode,
+            process_is_explicit,
+            explicit_name.as_deref(),
+            &mut global,
+        );
     }
 
     let Some(config) = config else {
@@ -224,6 +192,57 @@ pub fn load(
         warnings,
         outside_allowlist,
     })
+}
+
+/// Every folder under `clusters/` must be a configured cluster (or, in URL
+/// mode, one the configuration declares). Not under a cluster-local file:
+/// the tree's other clusters are other processes'.
+fn check_cluster_dirs(
+    input: RepoInput<'_>,
+    cfg: &Config,
+    url_mode: bool,
+    process_is_explicit: bool,
+    explicit_name: Option<&str>,
+    global: &mut Vec<Diagnostic>,
+) {
+    for dir in input.cluster_dirs {
+        let has_files = input
+            .files
+            .keys()
+            .any(|p| p.starts_with(&format!("clusters/{dir}/")));
+        let configured = ClusterName::new(dir).is_ok_and(|n| cfg.clusters.contains_key(&n));
+        let has_composition = input
+            .files
+            .contains_key(&format!("clusters/{dir}/resources.yaml"));
+        let has_config = input
+            .files
+            .contains_key(&format!("clusters/{dir}/config.yaml"));
+        if url_mode && !configured {
+            global.push(Diagnostic::file(
+                format!("clusters/{dir}/"),
+                format!(
+                    "composition directory {dir:?} is not a cluster the URL-mode configuration declares: declare pve.clusters.{dir} in {}, or remove the directory from the repository (declared: {})",
+                    explicit_name.unwrap_or("the --config file"),
+                    cfg.clusters.keys().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        } else if !configured && !has_composition && !has_config && !process_is_explicit {
+            global.push(Diagnostic::file(
+                format!("clusters/{dir}/"),
+                format!(
+                    "cluster directory clusters/{dir}/ has no resources.yaml (and no config.yaml): declare the cluster in clusters/{dir}/config.yaml and list its manifests in clusters/{dir}/resources.yaml, or remove the directory"
+                ),
+            ));
+        } else if !configured && (has_files || !process_is_explicit) {
+            global.push(Diagnostic::file(
+                format!("clusters/{dir}/"),
+                format!(
+                    "composition directory {dir:?} is not a configured cluster: add clusters/{dir}/config.yaml declaring pve.clusters.{dir}, or remove the directory (configured: {})",
+                    cfg.clusters.keys().map(|c| c.as_str()).collect::<Vec<_>>().join(", ")
+                ),
+            ));
+        }
+    }
 }
 
 /// Every `.yaml`/`.yml` file under a kind directory that no composition
@@ -362,7 +381,73 @@ fn compose_cluster(
         }
     };
     let index = YamlIndex::build(text);
-    let entries: Vec<Option<String>> = if text.trim().is_empty() {
+    let entries = match composition_entries(text, &index, &comp_path) {
+        Ok(entries) => entries,
+        Err(d) => {
+            *listed_anywhere = None;
+            return Err(vec![*d]);
+        }
+    };
+    let is_map = !text.trim_start().starts_with('-');
+    let listed = listed_files(
+        &entries, is_map, name, &input, &comp_path, &index, &mut diags,
+    );
+
+    if let Some(all) = listed_anywhere {
+        all.extend(listed.keys().cloned());
+    }
+
+    // Parse every listed file, in lexicographic path order.
+    let mut objects: BTreeMap<Ref, DesiredObject> = BTreeMap::new();
+    let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
+    for file in listed.keys() {
+        let Some(bytes) = input.files.get(file) else {
+            continue;
+        };
+        let mut found = Found {
+            objects: &mut objects,
+            indexes: &mut indexes,
+            diags: &mut diags,
+            warnings: &mut *warnings,
+        };
+        parse_file(file, bytes, extra, &mut found);
+    }
+
+    let outside = cross_checks(&objects, &indexes, allow, &mut diags);
+    let levels = graph::resolve(&objects, &indexes, &mut diags);
+    // Only when nothing else is wrong: the original checked the allowlist
+    // after a clean parse, and a dashboard's unknown_node must mean that.
+    *outside_allowlist = outside > 0 && outside == diags.len();
+    if !diags.is_empty() {
+        diags.sort();
+        diags.dedup();
+        return Err(diags);
+    }
+    for (r, (deps, level)) in levels {
+        if let Some(o) = objects.get_mut(&r) {
+            o.deps = deps;
+            o.level = level;
+        }
+    }
+    Ok(ClusterDesired {
+        name: name.clone(),
+        // Rebuilt from its sorted entries, the map's nodes are full: built
+        // one insert at a time they were half empty, 8 MB of a
+        // 10,000-guest cluster's 19.
+        objects: objects.into_iter().collect(),
+        tag_case_sensitive: extra.tag_case_sensitive,
+        allow_extra_keys: extra.keys.clone(),
+    })
+}
+
+/// The entries of a cluster's `resources.yaml`: a mapping `resources:` or a
+/// bare list, each a path or empty.
+fn composition_entries(
+    text: &str,
+    index: &YamlIndex,
+    comp_path: &str,
+) -> Result<Vec<Option<String>>, Box<Diagnostic>> {
+    Ok(if text.trim().is_empty() {
         Vec::new()
     } else {
         match read_composition(text) {
@@ -381,16 +466,28 @@ fn compose_cluster(
                     e.path
                 };
                 let pos = index.locate(0, &field).or(pos);
-                *listed_anywhere = None;
-                return Err(vec![
-                    Diagnostic::file(&comp_path, message)
+                return Err(Box::new(
+                    Diagnostic::file(comp_path, message)
                         .with_field(field)
                         .at(pos),
-                ]);
+                ));
             }
         }
-    };
-    let is_map = !text.trim_start().starts_with('-');
+    })
+}
+
+/// The files a composition lists, each once, by repository path, with the
+/// index of its entry; every entry that leaves the tree, names no manifest
+/// under a kind folder, or repeats another is a diagnostic at its line.
+fn listed_files(
+    entries: &[Option<String>],
+    is_map: bool,
+    name: &ClusterName,
+    input: &RepoInput<'_>,
+    comp_path: &str,
+    index: &YamlIndex,
+    diags: &mut Vec<Diagnostic>,
+) -> BTreeMap<String, usize> {
     let mut listed: BTreeMap<String, usize> = BTreeMap::new();
     for (i, entry) in entries.iter().enumerate() {
         let field = if is_map {
@@ -399,7 +496,7 @@ fn compose_cluster(
             format!("[{i}]")
         };
         let d = |m: String| {
-            Diagnostic::file(&comp_path, m)
+            Diagnostic::file(comp_path, m)
                 .with_field(field.clone())
                 .at(index.locate(0, &field))
         };
@@ -448,52 +545,7 @@ fn compose_cluster(
             )));
         }
     }
-
-    if let Some(all) = listed_anywhere {
-        all.extend(listed.keys().cloned());
-    }
-
-    // Parse every listed file, in lexicographic path order.
-    let mut objects: BTreeMap<Ref, DesiredObject> = BTreeMap::new();
-    let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
-    for file in listed.keys() {
-        let Some(bytes) = input.files.get(file) else {
-            continue;
-        };
-        let mut found = Found {
-            objects: &mut objects,
-            indexes: &mut indexes,
-            diags: &mut diags,
-            warnings: &mut *warnings,
-        };
-        parse_file(file, bytes, extra, &mut found);
-    }
-
-    let outside = cross_checks(&objects, &indexes, allow, &mut diags);
-    let levels = graph::resolve(&objects, &indexes, &mut diags);
-    // Only when nothing else is wrong: the original checked the allowlist
-    // after a clean parse, and a dashboard's unknown_node must mean that.
-    *outside_allowlist = outside > 0 && outside == diags.len();
-    if !diags.is_empty() {
-        diags.sort();
-        diags.dedup();
-        return Err(diags);
-    }
-    for (r, (deps, level)) in levels {
-        if let Some(o) = objects.get_mut(&r) {
-            o.deps = deps;
-            o.level = level;
-        }
-    }
-    Ok(ClusterDesired {
-        name: name.clone(),
-        // Rebuilt from its sorted entries, the map's nodes are full: built
-        // one insert at a time they were half empty, 8 MB of a
-        // 10,000-guest cluster's 19.
-        objects: objects.into_iter().collect(),
-        tag_case_sensitive: extra.tag_case_sensitive,
-        allow_extra_keys: extra.keys.clone(),
-    })
+    listed
 }
 
 #[derive(Deserialize)]
@@ -569,119 +621,19 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
                 continue;
             }
         };
-        match head.api_version.as_ref().and_then(|v| v.as_str()) {
-            Some(manifest::API_VERSION) => {}
-            Some(other) => {
-                diags.push(
-                    Diagnostic::file(
-                        file,
-                        format!(
-                            "unsupported apiVersion {other:?}: use {:?}",
-                            manifest::API_VERSION
-                        ),
-                    )
-                    .with_field("apiVersion")
-                    .at(at("apiVersion")),
-                );
-                continue;
-            }
-            None => {
-                diags.push(
-                    Diagnostic::file(
-                        file,
-                        format!("apiVersion is required: use {:?}", manifest::API_VERSION),
-                    )
-                    .with_field("apiVersion")
-                    .at(at("apiVersion")),
-                );
-                continue;
-            }
-        }
-        let kind = match head.kind.as_ref().and_then(|v| v.as_str()) {
-            Some(k) => match Kind::parse(k) {
-                Some(kind) => kind,
-                None => {
-                    diags.push(
-                        Diagnostic::file(
-                            file,
-                            format!("unknown kind {k:?}: use one of {}", Kind::list()),
-                        )
-                        .with_field("kind")
-                        .at(at("kind"))
-                        .with_hint(crate::suggest::did_you_mean(k, Kind::ALL.map(Kind::as_str))),
-                    );
-                    continue;
-                }
-            },
-            None => {
-                diags.push(
-                    Diagnostic::file(file, format!("kind is required: one of {}", Kind::list()))
-                        .with_field("kind")
-                        .at(at("kind")),
-                );
+        let kind = match manifest_kind(&head, file, dir_kind, &at) {
+            Ok(kind) => kind,
+            Err(d) => {
+                diags.push(*d);
                 continue;
             }
         };
-        if let Some(dk) = dir_kind
-            && dk != kind
-        {
-            diags.push(
-                Diagnostic::file(
-                    file,
-                    format!(
-                        "{} {kind} manifest belongs under {}/, not {}/",
-                        article(kind),
-                        kind.dir(),
-                        dk.dir()
-                    ),
-                )
-                .with_field("kind")
-                .at(at("kind")),
-            );
-            continue;
-        }
-        let parsed = match kind {
-            Kind::VM => read_spec(value, text, doc, Spec::Vm),
-            Kind::TemplateVM => read_spec(value, text, doc, Spec::TemplateVm),
-            Kind::LXC => read_spec(value, text, doc, Spec::Lxc),
-            Kind::TemplateCT => read_spec(value, text, doc, Spec::TemplateCt),
-            Kind::ISO => read_spec(value, text, doc, Spec::Iso),
-            Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
-            Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
-            Kind::Pool => read_spec(value, text, doc, Spec::Pool),
-            Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
-            Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
-            Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
-            Kind::ReplicationJob => read_spec(value, text, doc, Spec::ReplicationJob),
-        };
+        let parsed = read_kind(kind, value, text, doc);
         let before = diags.len();
         let (metadata, spec) = match parsed {
             Ok(p) => p,
             Err(unread) => {
-                let unread = *unread;
-                for e in unread.errors {
-                    let pos = e.pos.or_else(|| at(&e.path));
-                    diags.push(
-                        Diagnostic::file(file, e.message)
-                            .with_field(e.path)
-                            .at(pos)
-                            .with_hint(e.hint),
-                    );
-                }
-                // The rest of the document still has its own rules; what
-                // was taken out to read it would only repeat its error.
-                if let Some((metadata, spec)) = unread.rest {
-                    let own = manifest::validate_in(&metadata, &spec, extra);
-                    for fe in own {
-                        if !unread.removed.iter().any(|r| related(r, &fe.path)) {
-                            diags.push(
-                                Diagnostic::file(file, fe.message)
-                                    .with_field(fe.path.clone())
-                                    .at(at(&fe.path)),
-                            );
-                        }
-                    }
-                }
+                report_unread(*unread, file, extra, &at, diags);
                 unit_notes(value, file, &at, &mut diags[before..], warnings);
                 continue;
             }
@@ -726,6 +678,140 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
         );
     }
     indexes.insert(file.to_owned(), index);
+}
+
+/// A document's kind, from its `apiVersion` and `kind`, in the folder it
+/// belongs under; or the diagnostic of the first that is wrong.
+fn manifest_kind(
+    head: &Head,
+    file: &str,
+    dir_kind: Option<Kind>,
+    at: &dyn Fn(&str) -> Option<(usize, usize)>,
+) -> Result<Kind, Box<Diagnostic>> {
+    match head.api_version.as_ref().and_then(|v| v.as_str()) {
+        Some(manifest::API_VERSION) => {}
+        Some(other) => {
+            return Err(Box::new(
+                Diagnostic::file(
+                    file,
+                    format!(
+                        "unsupported apiVersion {other:?}: use {:?}",
+                        manifest::API_VERSION
+                    ),
+                )
+                .with_field("apiVersion")
+                .at(at("apiVersion")),
+            ));
+        }
+        None => {
+            return Err(Box::new(
+                Diagnostic::file(
+                    file,
+                    format!("apiVersion is required: use {:?}", manifest::API_VERSION),
+                )
+                .with_field("apiVersion")
+                .at(at("apiVersion")),
+            ));
+        }
+    }
+    let kind = match head.kind.as_ref().and_then(|v| v.as_str()) {
+        Some(k) => match Kind::parse(k) {
+            Some(kind) => kind,
+            None => {
+                return Err(Box::new(
+                    Diagnostic::file(
+                        file,
+                        format!("unknown kind {k:?}: use one of {}", Kind::list()),
+                    )
+                    .with_field("kind")
+                    .at(at("kind"))
+                    .with_hint(crate::suggest::did_you_mean(k, Kind::ALL.map(Kind::as_str))),
+                ));
+            }
+        },
+        None => {
+            return Err(Box::new(
+                Diagnostic::file(file, format!("kind is required: one of {}", Kind::list()))
+                    .with_field("kind")
+                    .at(at("kind")),
+            ));
+        }
+    };
+    if let Some(dk) = dir_kind
+        && dk != kind
+    {
+        return Err(Box::new(
+            Diagnostic::file(
+                file,
+                format!(
+                    "{} {kind} manifest belongs under {}/, not {}/",
+                    article(kind),
+                    kind.dir(),
+                    dk.dir()
+                ),
+            )
+            .with_field("kind")
+            .at(at("kind")),
+        ));
+    }
+    Ok(kind)
+}
+
+/// The document read as its kind's manifest.
+fn read_kind(
+    kind: Kind,
+    value: &serde_yaml::Value,
+    text: &str,
+    doc: usize,
+) -> Result<(Metadata, Spec), Box<Unread>> {
+    match kind {
+        Kind::VM => read_spec(value, text, doc, Spec::Vm),
+        Kind::TemplateVM => read_spec(value, text, doc, Spec::TemplateVm),
+        Kind::LXC => read_spec(value, text, doc, Spec::Lxc),
+        Kind::TemplateCT => read_spec(value, text, doc, Spec::TemplateCt),
+        Kind::ISO => read_spec(value, text, doc, Spec::Iso),
+        Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
+        Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
+        Kind::Pool => read_spec(value, text, doc, Spec::Pool),
+        Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
+        Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
+        Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
+        Kind::ReplicationJob => read_spec(value, text, doc, Spec::ReplicationJob),
+    }
+}
+
+/// A document that could not be read: each error at its line, and the
+/// rules of what could still be read, except those the errors already tell.
+fn report_unread(
+    unread: Unread,
+    file: &str,
+    extra: &AllowList<'_>,
+    at: &dyn Fn(&str) -> Option<(usize, usize)>,
+    diags: &mut Vec<Diagnostic>,
+) {
+    for e in unread.errors {
+        let pos = e.pos.or_else(|| at(&e.path));
+        diags.push(
+            Diagnostic::file(file, e.message)
+                .with_field(e.path)
+                .at(pos)
+                .with_hint(e.hint),
+        );
+    }
+    // The rest of the document still has its own rules; what
+    // was taken out to read it would only repeat its error.
+    if let Some((metadata, spec)) = unread.rest {
+        let own = manifest::validate_in(&metadata, &spec, extra);
+        for fe in own {
+            if !unread.removed.iter().any(|r| related(r, &fe.path)) {
+                diags.push(
+                    Diagnostic::file(file, fe.message)
+                        .with_field(fe.path.clone())
+                        .at(at(&fe.path)),
+                );
+            }
+        }
+    }
 }
 
 /// Reads a document from its parsed value (linear in the number of
