@@ -22,57 +22,19 @@
 //! until when). Must never read a clock: `now` is a [`Timestamp`] handed
 //! in. Only the daemon keeps holds; a one-shot command plans without.
 
-use std::collections::BTreeMap;
-
 pub use proxops_model::policy::Backoff;
 
 use crate::action::{SkipReason, Skipped};
 use crate::exec::{ActionState, Execution, Outcome, Timestamp};
+use crate::holds::fingerprint;
 use crate::plan::Plan;
 use crate::rollout::is_disruptive;
 use proxops_model::names::Ref;
-use proxops_model::repo::{ClusterDesired, DesiredObject};
+use proxops_model::repo::ClusterDesired;
 
-/// One held object.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Hold {
-    /// Disruptive actions that failed in a row.
-    pub failures: u32,
-    /// When it may be tried again.
-    pub next_attempt: Timestamp,
-    /// The last failure's action (`update`, `reboot`, …) and error.
-    pub op: String,
-    pub error: String,
-    /// The manifest as it was at the last failure: a commit that changes
-    /// it clears the hold.
-    fingerprint: String,
-}
-
-/// One cluster's holds, by object.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Holds {
-    held: BTreeMap<Ref, Hold>,
-}
+pub use crate::holds::{Hold, Holds};
 
 impl Holds {
-    /// The hold in force for `obj` at `now`: recorded, not yet expired,
-    /// and for the manifest as it is now.
-    pub fn in_force(&self, obj: &DesiredObject, now: Timestamp) -> Option<&Hold> {
-        self.held
-            .get(&obj.r#ref)
-            .filter(|h| h.next_attempt > now && h.fingerprint == fingerprint(obj))
-    }
-
-    /// Every object held, sorted (expired holds too: they keep their
-    /// failure count until a success).
-    pub fn iter(&self) -> impl Iterator<Item = (&Ref, &Hold)> {
-        self.held.iter()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.held.is_empty()
-    }
-
     /// What one executed cycle teaches: each disruptive action that failed
     /// (or succeeded while the read-back plan still restarts its object)
     /// holds its object longer; one that succeeded clears it. Holds of
@@ -147,13 +109,6 @@ fn still_restarting(readback: Option<&Plan>, r: &Ref) -> Option<String> {
             keys.join(", ")
         }
     ))
-}
-
-/// The manifest as a whole: labels, annotations and spec.
-fn fingerprint(obj: &DesiredObject) -> String {
-    // Serialising plain manifest structs cannot fail; an empty fingerprint
-    // would only keep a hold until its backoff ends.
-    serde_json::to_string(&(&obj.metadata, &obj.spec)).unwrap_or_default()
 }
 
 /// The planner's step for holds: every disruptive action of an object

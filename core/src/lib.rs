@@ -36,6 +36,7 @@ pub mod cycle;
 pub mod dashboard;
 pub mod exec;
 pub mod hold;
+pub mod holds;
 pub mod host;
 pub mod notify;
 pub mod plan;

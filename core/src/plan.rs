@@ -62,8 +62,8 @@ pub struct Policy {
     /// ([`proxops_translate::refuse`]).
     pub root_pam: bool,
     /// Objects held back after a failed disruptive action (the daemon's
-    /// memory across cycles, [`crate::hold`]); empty for a one-shot plan.
-    pub holds: crate::hold::Holds,
+    /// memory across cycles, [`crate::holds`]); empty for a one-shot plan.
+    pub holds: crate::holds::Holds,
     /// The time holds are judged at (core reads no clock).
     pub now: proxops_model::time::Timestamp,
 }

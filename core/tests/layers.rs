@@ -63,6 +63,7 @@ const ORDER: &[(&str, &[&str])] = &[
         &[
             "action",
             "rollout",
+            "holds",
             "plan",
             "host",
             "exec",
@@ -92,8 +93,6 @@ const KNOWN_BACK_IMPORTS: &[(&str, &str, &str)] = &[
     // One guest's adoption folds the owned-key rows (`drift::adopt_vm`,
     // `adopt_ct`), whose rows call adoption's inverses back.
     ("translate", "adopt", "drift"),
-    // A plan's policy carries the holds.
-    (".", "plan", "hold"),
 ];
 
 fn core_dir() -> PathBuf {
