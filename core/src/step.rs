@@ -195,6 +195,11 @@ pub enum PveError {
         timeout: TimeoutName,
         last: String,
     },
+    /// A create refused because its id or volume is taken (qemu-server
+    /// `create_disks`, pve-storage `alloc_image`: "… already exists"):
+    /// asking again gets the same answer; the next cycle re-reads.
+    #[error("{text}")]
+    AlreadyExists { text: String },
     /// Any other refusal, with PVE's status and text.
     #[error("{text}")]
     Refused { status: u16, text: String },
@@ -252,7 +257,7 @@ pub fn classify(status: u16, message: &str) -> PveError {
     }
     // A 4xx names a parameter ("storage 'x' does not exist"), not absence.
     if status >= 500
-        && (lower.contains("does not exist")
+        && (says_gone(message)
             || lower.contains("no such")
             || lower.contains("unable to parse worker upid"))
     {
@@ -264,7 +269,16 @@ pub fn classify(status: u16, message: &str) -> PveError {
     if matches!(status, 595 | 596) {
         return PveError::Busy { text };
     }
+    if status == 500 && lower.contains("already exists") {
+        return PveError::AlreadyExists { text };
+    }
     PveError::Refused { status, text }
+}
+
+/// PVE's wording that the addressed object is gone ("Configuration file
+/// '…' does not exist"), as opposed to a path it does not know.
+pub fn says_gone(message: &str) -> bool {
+    message.to_lowercase().contains("does not exist")
 }
 
 /// The wordings that mean the same whatever the status or wherever they
@@ -1765,6 +1779,31 @@ fn delete_guest(path: String, stop_first: bool, purge: bool) -> VecDeque<Stage> 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// PVE's wording is read here only: a taken id is its own error, a
+    /// gone object is told from an unknown path, and a 4xx naming a missing
+    /// parameter is neither.
+    #[test]
+    fn pves_wording_is_classified_once() {
+        let taken = classify(500, "unable to create VM 100: config file already exists");
+        assert!(matches!(taken, PveError::AlreadyExists { .. }), "{taken:?}");
+        assert_eq!(
+            taken.to_string(),
+            "HTTP 500 unable to create VM 100: config file already exists"
+        );
+        assert!(!taken.is_transient());
+        let refused = classify(400, "storage 'x' already exists");
+        assert!(
+            matches!(refused, PveError::Refused { status: 400, .. }),
+            "{refused:?}"
+        );
+        assert!(says_gone(
+            "Configuration file 'nodes/pve1/qemu-server/555.conf' does not exist"
+        ));
+        assert!(!says_gone(
+            "Method 'GET /nodes/pve1/qemu/555/pending' not implemented"
+        ));
+    }
 
     #[test]
     fn a_writes_phase_is_named_from_its_call() {

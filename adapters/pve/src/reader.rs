@@ -538,9 +538,7 @@ fn lacks_pending(outcome: &Option<Result<Response, TransportError>>) -> bool {
 
 /// A 404 whose text says the guest is gone (not that the path is unknown).
 fn is_not_found_text(r: &Response) -> bool {
-    pve_message(r)
-        .to_ascii_lowercase()
-        .contains("does not exist")
+    step::says_gone(&pve_message(r))
 }
 
 fn read_config(

@@ -56,13 +56,12 @@ pub fn classify(outcome: Result<&Response, &TransportError>) -> Class {
         PveError::Locked { .. }
         | PveError::ChangedUnderUs { .. }
         | PveError::NotRunning { .. }
-        | PveError::NotSent { .. } => Class::Fail,
-        PveError::Refused { status, text } => match status {
+        | PveError::NotSent { .. }
+        // A create refused because its id or volume is taken: asking again
+        // at once gets the same answer; the next cycle re-reads.
+        | PveError::AlreadyExists { .. } => Class::Fail,
+        PveError::Refused { status, .. } => match status {
             429 => Class::Retry,
-            // A create refused because its id or volume is taken: asking
-            // again at once gets the same answer (`create_disks`,
-            // `alloc_image`); the next cycle re-reads and decides afresh.
-            500 if text.to_lowercase().contains("already exists") => Class::Fail,
             // "Method … not implemented": asking again cannot help.
             501 => Class::Fail,
             500..=599 => Class::Retry,
