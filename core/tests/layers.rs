@@ -12,6 +12,10 @@
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
+#[path = "support/source.rs"]
+mod source;
+use source::rust_files;
+
 /// Each pure crate: its directory (relative to core/), its name in paths,
 /// and the ProxOps crates it may depend on.
 const CRATES: &[(&str, &str, &[&str])] = &[
@@ -97,21 +101,6 @@ const KNOWN_BACK_IMPORTS: &[(&str, &str, &str)] = &[
 
 fn core_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
 }
 
 /// A source's code: comments dropped, and everything from the first

@@ -7,7 +7,11 @@
 // The check reads core's own sources from disk.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+
+#[path = "support/source.rs"]
+mod source;
+use source::rust_files;
 
 const FORBIDDEN: &[&str] = &[
     "std::fs",
@@ -18,21 +22,6 @@ const FORBIDDEN: &[&str] = &[
     "Instant::now",
     "std::thread",
 ];
-
-fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
-    let mut entries: Vec<PathBuf> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .collect();
-    entries.sort();
-    for p in entries {
-        if p.is_dir() {
-            rust_files(&p, out);
-        } else if p.extension().is_some_and(|e| e == "rs") {
-            out.push(p);
-        }
-    }
-}
 
 /// The pure crates' source directories, relative to core/.
 const PURE: &[&str] = &["src", "model/src", "translate/src"];
