@@ -18,113 +18,24 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write as _;
 use std::path::Path;
-use std::sync::atomic::{AtomicU64, Ordering};
 
 use proxops_core::adopt::{self, AdoptOptions, Adoption, GuestPick};
 use proxops_core::config::ClusterConfig;
 use proxops_core::live::LiveSnapshot;
-use proxops_core::names::{NodeName, StorageId};
+use proxops_core::names::NodeName;
 use proxops_core::wire::{SshKey, SshKeyId, SshKeys};
-use proxops_pve::reader::{self, ReadScope};
-use proxops_pve::transport::{
-    Method, Request, Response, Transport, TransportError, encode_segment,
-};
+use proxops_driver::readonly::ReadOnly;
+use proxops_pve::reader;
+use proxops_pve::transport::Transport;
 use proxops_sops::{SecretNode, SecretValue};
 use sha2::{Digest, Sha256};
 
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env};
 use crate::creds;
-use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
-use crate::lock::Locking;
 use crate::out;
-
-/// Passes GETs through and refuses (and counts) everything else.
-pub struct ReadOnly<'t> {
-    inner: &'t dyn Transport,
-    refused: AtomicU64,
-}
-
-impl<'t> ReadOnly<'t> {
-    pub fn new(inner: &'t dyn Transport) -> ReadOnly<'t> {
-        ReadOnly {
-            inner,
-            refused: AtomicU64::new(0),
-        }
-    }
-
-    pub fn refused(&self) -> u64 {
-        self.refused.load(Ordering::Relaxed)
-    }
-}
-
-impl Transport for ReadOnly<'_> {
-    fn call(&self, request: &Request) -> Result<Response, TransportError> {
-        if request.method != Method::Get {
-            self.refused.fetch_add(1, Ordering::Relaxed);
-            return Err(TransportError::ReadOnly {
-                method: request.method,
-                path: request.path.clone(),
-            });
-        }
-        self.inner.call(request)
-    }
-
-    fn acting_as(&self) -> Option<String> {
-        self.inner.acting_as()
-    }
-}
-
-/// The nodes and storages adoption reads: the allowlist (else every node
-/// PVE lists), and on each node every storage that can hold guest volumes
-/// or ISO/container-template files.
-pub fn scope(
-    transport: &dyn Transport,
-    allowlist: &BTreeSet<NodeName>,
-    concurrency: usize,
-) -> Result<ReadScope, String> {
-    let nodes: BTreeSet<NodeName> = if allowlist.is_empty() {
-        let r = transport
-            .call(&Request::get("/cluster/nodes"))
-            .map_err(|e| e.to_string())?;
-        if !r.is_success() {
-            return Err(format!(
-                "GET /cluster/nodes answered {} {}: configure the cluster's node allowlist (nodes:) to adopt without it",
-                r.status, r.reason
-            ));
-        }
-        r.data()
-            .as_array()
-            .map(|rows| {
-                rows.iter()
-                    .filter_map(|row| row.get("node")?.as_str())
-                    .filter_map(|n| NodeName::new(n).ok())
-                    .collect()
-            })
-            .unwrap_or_default()
-    } else {
-        allowlist.clone()
-    };
-    let mut storages: BTreeSet<(NodeName, StorageId)> = BTreeSet::new();
-    for node in &nodes {
-        let path = format!("/nodes/{}/storage", encode_segment(node.as_str()));
-        let r = transport
-            .call(&Request::get(path.clone()))
-            .map_err(|e| e.to_string())?;
-        if !r.is_success() {
-            return Err(format!("GET {path} answered {} {}", r.status, r.reason));
-        }
-        for s in adopt::storages_to_read(node, r.data()).map_err(|e| e.to_string())? {
-            storages.insert((node.clone(), s));
-        }
-    }
-    Ok(ReadScope {
-        allowlist: Some(nodes),
-        storages,
-        concurrency,
-    })
-}
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let ws = context::load_workspace(g, env)?;
@@ -145,7 +56,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         Some(dir) => Source::Replay(dir.clone()),
         None => Source::Live,
     };
-    let session = cycle::prepare(g, env, &ws, &source)?;
+    let session = prepare::prepare(g, env, &ws, &source)?;
     let Some(prepared) = session
         .clusters
         .into_iter()
@@ -167,7 +78,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // `--adopt-secrets` rewrites the SOPS file a daemon reads; it takes the
     // cluster like a cycle does, before its read.
     let _lock = if a.adopt_secrets {
-        let locking = Locking::new(cfg, "proxops adopt --adopt-secrets");
+        let locking = prepare::locking(cfg, "proxops adopt --adopt-secrets");
         Some(
             locking
                 .acquire(&prepared.name, &cc.base_url)
@@ -252,7 +163,7 @@ fn read_live(
     cc: &ClusterConfig,
 ) -> Result<(LiveSnapshot, BTreeSet<NodeName>), Failure> {
     let guard = ReadOnly::new(transport);
-    let scope = scope(&guard, &cc.nodes, cc.read_concurrency)
+    let scope = reader::adoption_scope(&guard, &cc.nodes, cc.read_concurrency)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
     let snapshot = reader::read_snapshot(&guard, &scope)
         .map_err(|e| Failure::runtime(format!("adopt: pve inventory read failed: {e}")))?;

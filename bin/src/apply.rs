@@ -22,20 +22,21 @@ use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use proxops_core::action::Action;
+use proxops_core::cycle::CycleRecord;
 use proxops_core::exec::{ActionState, Outcome};
 use proxops_core::names::ClusterName;
 use proxops_core::plan::Plan;
 use proxops_core::render;
+use proxops_driver::drive::{self, ApplyOptions, PlannedCluster};
 use proxops_pve::runner::Progress;
 use serde_json::{Value, json};
 
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
-use crate::cycle::{self, ApplyOptions, ClusterCycle, PlannedCluster, Source};
 use crate::exit::{Exit, Failure};
-use crate::lock::Locking;
 use crate::log::{self, Level};
 use crate::out;
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let output = a.output.unwrap_or(Output::Text);
@@ -64,25 +65,25 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let ask = needs_confirmation(a)?;
     let ws = context::load_workspace(g, env)?;
     let targets = crate::diff::targets(g, a, &ws)?;
-    let mut session = cycle::prepare_writing(g, env, &ws, &source)?;
+    let mut session = prepare::prepare_writing(g, env, &ws, &source)?;
     session.narrow(targets.as_ref());
     // Each cluster's lock is taken before its read and held until its
     // read-back, across the question: what was shown is what runs.
-    let locking = Locking::new(&ws.loaded.config, "proxops apply");
+    let locking = prepare::locking(&ws.loaded.config, "proxops apply");
     let planned: Vec<PlannedCluster> = session
         .clusters
         .iter()
-        .map(|p| cycle::plan_cluster(p, Some(&locking)))
+        .map(|p| drive::plan_cluster(p, Some(&locking)))
         .collect();
     let plans: Vec<Plan> = planned.iter().map(|p| p.plan.clone()).collect();
     show_and_confirm(g, &plans, output, ask, a.verbose)?;
 
-    let cycles = execute_shown(&plans, &ws.loaded.config, |opts| {
+    let cycles = execute_shown(&plans, |opts| {
         session
             .clusters
             .iter()
             .zip(planned)
-            .map(|(p, planned)| cycle::execute_cluster(p, planned, opts))
+            .map(|(p, planned)| drive::execute_cluster(p, planned, opts))
             .collect()
     });
     print_results(&cycles, &plans, output)?;
@@ -150,18 +151,15 @@ pub(crate) fn show_and_confirm(
 /// finish and start nothing new. The clusters' locks are already held.
 pub(crate) fn execute_shown(
     plans: &[Plan],
-    config: &proxops_core::config::Config,
-    run: impl FnOnce(&ApplyOptions<'_>) -> Vec<ClusterCycle>,
-) -> Vec<ClusterCycle> {
+    run: impl FnOnce(&ApplyOptions<'_>) -> Vec<CycleRecord>,
+) -> Vec<CycleRecord> {
     let stop_flag = stop_on_signals();
     let lines = ProgressLines::new(plans);
     let on_progress = |cluster: &ClusterName, event: &Progress<'_>| lines.tell(cluster, event);
     let opts = ApplyOptions {
-        task_timeout: config.task_timeout.as_std(),
         stop: Some(&stop_flag),
-        on_result: None,
-        lock: None,
         on_progress: Some(&on_progress),
+        ..ApplyOptions::default()
     };
     run(&opts)
 }
@@ -176,7 +174,7 @@ pub(crate) fn stop_on_signals() -> std::sync::Arc<AtomicBool> {
 }
 
 /// Exit 1 when any cluster aborted or any action failed.
-pub(crate) fn cycles_exit(cycles: &[ClusterCycle]) -> Exit {
+pub(crate) fn cycles_exit(cycles: &[CycleRecord]) -> Exit {
     if cycles
         .iter()
         .any(|c| c.plan.is_aborted() || c.failed_actions() > 0)
@@ -190,7 +188,7 @@ pub(crate) fn cycles_exit(cycles: &[ClusterCycle]) -> Exit {
 /// What each action did: the results text, or with `--output json` one
 /// document holding the plan and the results.
 pub(crate) fn print_results(
-    cycles: &[ClusterCycle],
+    cycles: &[CycleRecord],
     plans: &[Plan],
     output: Output,
 ) -> Result<(), Failure> {
@@ -452,7 +450,7 @@ pub(crate) fn log_action(action: &Action, outcome: &Outcome, worker: usize) {
 
 /// One line per action: `ok`, `failed` (with PVE's message), `deferred`;
 /// a count per cluster, and a closing line that counts everything done.
-fn results_text(cycles: &[ClusterCycle]) -> String {
+fn results_text(cycles: &[CycleRecord]) -> String {
     let mut out = String::new();
     let (mut all_ok, mut all_failed, mut all_deferred, mut aborted) = (0, 0, 0, 0);
     for c in cycles {
@@ -557,7 +555,7 @@ fn action_json(action: &Action, state: &ActionState) -> Value {
     })
 }
 
-fn cluster_json(c: &ClusterCycle) -> Value {
+fn cluster_json(c: &CycleRecord) -> Value {
     let actions: Vec<Value> = c
         .execution
         .as_ref()

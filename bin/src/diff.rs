@@ -15,10 +15,10 @@ use proxops_core::repo::ClusterDesired;
 
 use crate::args::{ColorChoice, CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
-use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
 use crate::log::{self, Level};
 use crate::out;
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let output = a.output.unwrap_or(Output::Text);
@@ -34,7 +34,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
             "diff --out saves a whole plan (apply --plan runs it only if the planner makes it again); leave out --target",
         ));
     }
-    let outcome = cycle::plan_all(g, env, &ws, &source, targets.as_ref())?;
+    let outcome = prepare::plan_all(g, env, &ws, &source, targets.as_ref())?;
     let plans: Vec<Plan> = outcome.plans.iter().map(|p| p.plan.clone()).collect();
     for p in &plans {
         let result = if p.is_aborted() { "aborted" } else { "planned" };
@@ -61,7 +61,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // plan says: the plan is still saved and the exit code still counts.
     // Escaped by core: a coloured plan goes out with its colours.
     out::report_rendered_line(&text)?;
-    let mut exit = outcome.exit();
+    let mut exit = prepare::planned_exit(&outcome);
     if let Some(file) = &a.out {
         // Printed first, so a refused save still shows what was planned.
         if let Err(f) = crate::saved::write(&ws, &outcome, file) {

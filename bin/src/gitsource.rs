@@ -18,6 +18,7 @@ use std::path::{Path, PathBuf};
 
 use proxops_core::config::{self, ConfigSource, ConfigSources, Overrides};
 use proxops_core::repo::RepoInput;
+use proxops_driver::files::expand_home;
 use proxops_git::{GitError, GitSource, GitToken, RepoTree, UrlSource};
 use proxops_sops::IdentitySources;
 
@@ -287,21 +288,6 @@ fn cached_branch(url: &UrlSource, cache_dir: &Path) -> Option<(String, RepoTree)
         .filter(|c| matches!(c.len(), 40 | 64) && c.bytes().all(|b| b.is_ascii_hexdigit()))?;
     let tree = url.read_tree(&commit).ok()?;
     Some((commit, tree))
-}
-
-/// `~` and `~/…` at the start of a configured path mean the home directory.
-pub fn expand_home(path: &str) -> PathBuf {
-    let home = || std::env::var_os("HOME").filter(|h| !h.is_empty());
-    if path == "~" {
-        if let Some(h) = home() {
-            return PathBuf::from(h);
-        }
-    } else if let Some(rest) = path.strip_prefix("~/")
-        && let Some(h) = home()
-    {
-        return PathBuf::from(h).join(rest);
-    }
-    PathBuf::from(path)
 }
 
 #[cfg(test)]

@@ -8,20 +8,17 @@
 
 mod adopt;
 mod apply;
-mod claims;
 mod confined;
 mod context;
 mod creds;
-mod cycle;
 mod diff;
 mod exit;
-mod files;
 mod gitsource;
 mod host;
 mod init;
-mod lock;
 mod log;
 mod out;
+mod prepare;
 mod record;
 mod run;
 mod saved;

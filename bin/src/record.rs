@@ -13,16 +13,18 @@ use serde_json::Value;
 
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env};
-use crate::cycle::{self, Boxed, Source};
+use proxops_driver::cluster::Boxed;
+
 use crate::exit::{Exit, Failure};
 use crate::out;
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let Some(out) = &a.out else {
         return Err(Failure::input("usage: proxops record --out DIR"));
     };
     let ws = context::load_workspace(g, env)?;
-    let session = cycle::prepare(g, env, &ws, &Source::Live)?;
+    let session = prepare::prepare(g, env, &ws, &Source::Live)?;
     std::fs::create_dir_all(out)
         .map_err(|e| Failure::runtime(format!("cannot create {}: {e}", out.display())))?;
     let mut exit = Exit::Ok;
@@ -48,9 +50,12 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         // Also what `adopt` reads (node and storage listings, every storage's
         // content), so `adopt --replay` works from the same recording.
         let cc = &ws.loaded.config.clusters[&p.name];
-        let adopt_reads = crate::adopt::scope(&recorder, &cc.nodes, cc.read_concurrency)
-            .map_err(|e| e.to_string())
-            .and_then(|scope| reader::read_snapshot(&recorder, &scope).map_err(|e| e.to_string()));
+        let adopt_reads =
+            proxops_pve::reader::adoption_scope(&recorder, &cc.nodes, cc.read_concurrency)
+                .map_err(|e| e.to_string())
+                .and_then(|scope| {
+                    reader::read_snapshot(&recorder, &scope).map_err(|e| e.to_string())
+                });
         if let Err(e) = adopt_reads {
             out::errors(&format!(
                 "cluster {}: pve inventory read failed: {e}",

@@ -17,7 +17,7 @@
 //! plans, logs the plan and reports it (`dry_run` cycles, the pending
 //! actions and their field changes in `/status` and `/metrics`), and never
 //! writes: the cycle does not reach the runner and reads through a
-//! transport that refuses writes ([`cycle::observe_all`]). The mode is in
+//! transport that refuses writes ([`drive::observe_all`]). The mode is in
 //! the first log line and in `/status` (`"mode": "observe"`).
 //!
 //! Must never: stop looping because one cycle or one cluster failed (an
@@ -27,26 +27,26 @@
 //! manager to restart it), or log a request body, a header or a
 //! credential.
 
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use proxops_core::config::{self, Config, ConfigSource, ConfigSources};
+use proxops_core::cycle::CycleRecord;
 use proxops_core::exec::Timestamp;
-use proxops_core::hold::{Backoff, Holds};
-use proxops_core::notify::{Event, Tracker};
+use proxops_core::notify::Event;
 use proxops_core::plan::{AbortCause, Plan};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::report::Delivery;
-use proxops_core::report::{
-    ClusterReport, CycleReport, CycleResult, HeldObject, RunMode, StatusStore,
-};
+use proxops_core::report::{ClusterReport, CycleReport, CycleResult, RunMode, StatusStore};
+use proxops_driver::cluster::Prepared;
+use proxops_driver::cluster::{Session, Transports};
+use proxops_driver::daemon::{self, Lanes, Memory, Notices, Pass, Reported, Wake};
+use proxops_driver::drive::ApplyOptions;
 use proxops_http::{
-    Access, Dashboard, DeliveryObserver, GitHooks, Notifier, Observer, ServerEvent, ServerLimits,
+    Access, Dashboard, DeliveryObserver, GitHooks, Observer, ServerEvent, ServerLimits,
     ServerOptions, StatusServer, Target, store_source,
 };
-use proxops_pve::live::LiveTransport;
 use proxops_pve::runner::unix_now;
 use proxops_sops::IdentitySources;
 
@@ -54,11 +54,10 @@ use crate::apply::log_action;
 use crate::args::{CommandArgs, GlobalArgs};
 use crate::context::{self, Env, Workspace};
 use crate::creds::{self, AccessCredential, TargetSecrets};
-use crate::cycle::{self, ApplyOptions, Source, Transports};
 use crate::exit::{Exit, Failure};
 use crate::gitsource::DesiredSource;
-use crate::lock::Locking;
 use crate::log::{self, Level};
+use crate::prepare::{self, Source};
 
 /// How often the pause between two cycles looks at the stop flag.
 const STOP_CHECK: Duration = Duration::from_millis(100);
@@ -98,7 +97,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         &known_clusters,
         &secrets,
     )));
-    let notices = Arc::new(Notices::start(&secrets.notify, &store)?);
+    let notices = Arc::new(start_notices(&secrets.notify, &store)?);
     let stop = Arc::new(AtomicBool::new(false));
     let server = serve(&config, &secrets, (&store, &stop, &wake), mode)?;
     let addr = server.local_addr().to_string();
@@ -107,7 +106,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     // the clusters go their own ways: a slow PVE no longer keeps the
     // process silent.
     if let Ok(ws) = &first
-        && let Err(f) = cycle::prepare_reusing(g, env, ws, &Source::Live, &transports)
+        && let Err(f) = prepare::prepare_reusing(g, env, ws, &Source::Live, &transports)
     {
         server.shutdown();
         return Err(f);
@@ -120,31 +119,26 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         stop: Arc::clone(&stop),
         store: Arc::clone(&store),
         transports,
-        counted: Arc::new(Mutex::new(Counted::default())),
         notices: Arc::clone(&notices),
-        holds: Arc::new(Mutex::new(BTreeMap::new())),
+        memory: Arc::new(Memory::default()),
     };
-    let mut lanes: BTreeMap<String, Lane> = BTreeMap::new();
+    let mut lanes = Lanes::new(log_panic);
     let mut first = Some(first);
     while !stop.load(Ordering::SeqCst) {
-        for lane in lanes.values_mut() {
-            lane.reap();
-        }
+        lanes.reap();
         let now = Instant::now();
         if wake.take() {
             // A verified push: every cluster is due now (one still in its
             // cycle right after it), and the due ones start with a fresh
             // fetch. A burst of pushes is one wake.
-            for lane in lanes.values_mut() {
-                lane.next = now;
-            }
+            lanes.all_due(now);
             log::event(
                 Level::Info,
                 "proxops.run sync on push: fetching and starting a cycle now",
                 &[],
             );
         }
-        let busy = lanes.values().filter(|l| l.cycle.is_some()).count();
+        let busy = lanes.busy();
         // A configuration that names no cluster still loads every poll
         // interval, under the name its aborted cycles report.
         let wanted = if known_clusters.is_empty() {
@@ -152,8 +146,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         } else {
             known_clusters.clone()
         };
-        let is_due = |name: &String, lanes: &BTreeMap<String, Lane>| is_due(name, lanes, now);
-        if busy < parallel && wanted.iter().any(|n| is_due(n, &lanes)) {
+        if busy < parallel && wanted.iter().any(|n| lanes.is_due(n, now)) {
             let loaded = match first.take() {
                 Some(loaded) => loaded,
                 None => desired.next_cycle(g, env),
@@ -173,11 +166,11 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         } else {
             known_clusters.clone()
         };
-        lanes.retain(|name, lane| lane.cycle.is_some() || scheduled.contains(name));
-        if a.once && turn_taken(&scheduled, &lanes) {
+        lanes.retain(&scheduled);
+        if a.once && lanes.turn_taken(&scheduled) {
             break;
         }
-        pause(&stop, STOP_CHECK);
+        daemon::pause(&stop, STOP_CHECK, STOP_CHECK);
     }
     wind_down(server, &mut lanes, &addr, a.once.then_some(&*store))
 }
@@ -229,7 +222,7 @@ fn first_load(
 fn start_due(
     loaded: Result<Workspace, Failure>,
     shared: &Shared,
-    (lanes, known_clusters): (&mut BTreeMap<String, Lane>, &mut Vec<String>),
+    (lanes, known_clusters): (&mut Lanes, &mut Vec<String>),
     wanted: Vec<String>,
     (now, poll, free): (Instant, Duration, usize),
 ) {
@@ -247,44 +240,27 @@ fn start_due(
             };
             let due: Vec<String> = names
                 .into_iter()
-                .filter(|n| is_due(n, lanes, now))
+                .filter(|n| lanes.is_due(n, now))
                 .take(free)
                 .collect();
             for name in due {
                 let cycle = shared.spawn(&name, Arc::clone(&ws));
-                lanes.insert(
-                    name,
-                    Lane {
-                        cycle: Some(cycle),
-                        next: now + poll,
-                    },
-                );
+                lanes.started(name, cycle, now + poll);
             }
         }
         Err(f) => {
             let due: Vec<String> = wanted
                 .into_iter()
-                .filter(|n| is_due(n, lanes, now))
+                .filter(|n| lanes.is_due(n, now))
                 .collect();
             let report = unloadable(&due, &f, &shared.stop);
             shared.notices.after(&report);
             record(&shared.store, report);
             for name in due {
-                lanes
-                    .entry(name)
-                    .or_insert(Lane {
-                        cycle: None,
-                        next: now,
-                    })
-                    .next = now + poll;
+                lanes.skipped(name, now + poll);
             }
         }
     }
-}
-
-/// A cluster with no lane yet, or whose lane is due.
-fn is_due(name: &String, lanes: &BTreeMap<String, Lane>, now: Instant) -> bool {
-    lanes.get(name).is_none_or(|l| l.is_due(now))
 }
 
 /// Starts the status server (and the signal handlers that stop the
@@ -388,16 +364,14 @@ fn announce(mode: RunMode) {
 /// exit `run --once` earns from the last cycles (`once`, its store).
 fn wind_down(
     server: StatusServer,
-    lanes: &mut BTreeMap<String, Lane>,
+    lanes: &mut Lanes,
     addr: &str,
     once: Option<&Mutex<StatusStore>>,
 ) -> Result<Exit, Failure> {
     // Stopping: no cluster starts a cycle any more; the ones in flight
     // finish the action they are in (the runner sees the stop flag) and
     // are recorded.
-    for lane in lanes.values_mut() {
-        lane.wait();
-    }
+    lanes.wait_all();
     if let Some(reason) = server.failure() {
         // Nothing answers /healthz any more: reconciling on unwatched would
         // hide it from every probe, so end and let systemd restart us.
@@ -413,13 +387,6 @@ fn wind_down(
     );
     server.shutdown();
     Ok(once.map_or(Exit::Ok, once_exit))
-}
-
-/// `run --once`: every cluster has had its turn and none is in a cycle.
-fn turn_taken(clusters: &[String], lanes: &BTreeMap<String, Lane>) -> bool {
-    clusters
-        .iter()
-        .all(|n| lanes.get(n).is_some_and(|l| l.cycle.is_none()))
 }
 
 /// `run --once`'s exit: 1 when a cluster's turn aborted or an action
@@ -544,11 +511,9 @@ struct Shared {
     stop: Arc<AtomicBool>,
     store: Arc<Mutex<StatusStore>>,
     transports: Arc<Transports>,
-    counted: Arc<Mutex<Counted>>,
     notices: Arc<Notices>,
-    /// Per cluster, the guests held back after a failed disruptive action:
-    /// the daemon's memory across cycles (core's `hold`).
-    holds: Arc<Mutex<BTreeMap<String, Holds>>>,
+    /// The daemon's memory across cycles (holds, request counts).
+    memory: Arc<Memory>,
 }
 
 impl Shared {
@@ -562,18 +527,16 @@ impl Shared {
         let stop = Arc::clone(&self.stop);
         let store = Arc::clone(&self.store);
         let transports = Arc::clone(&self.transports);
-        let counted = Arc::clone(&self.counted);
         let notices = Arc::clone(&self.notices);
-        let holds = Arc::clone(&self.holds);
+        let memory = Arc::clone(&self.memory);
         std::thread::spawn(move || {
             let ctx = CycleContext {
                 mode,
                 stop: &stop,
                 store: &store,
                 transports: &transports,
-                counted: &counted,
                 notices: &notices,
-                holds: &holds,
+                memory: &memory,
             };
             let report = one_cycle(&g, &env, &ws, &ctx);
             notices.after(&report);
@@ -594,41 +557,6 @@ fn record(store: &Mutex<StatusStore>, report: CycleReport) {
     }
 }
 
-/// One cluster's schedule: its cycle in flight, and when the next is due
-/// (a poll interval after the last one started, as one cluster alone).
-/// Clusters run side by side (`daemon.parallel-clusters` at a time), so a
-/// slow or hung PVE holds back its own cycles only.
-struct Lane {
-    cycle: Option<std::thread::JoinHandle<()>>,
-    next: Instant,
-}
-
-impl Lane {
-    fn is_due(&self, now: Instant) -> bool {
-        self.cycle.is_none() && self.next <= now
-    }
-
-    /// Forgets a finished cycle.
-    fn reap(&mut self) {
-        if self.cycle.as_ref().is_some_and(|c| c.is_finished()) {
-            self.wait();
-        }
-    }
-
-    /// Waits for the cycle in flight, if any.
-    fn wait(&mut self) {
-        if let Some(c) = self.cycle.take()
-            && c.join().is_err()
-        {
-            log::event(
-                Level::Error,
-                "a cluster's cycle ended in a panic (a bug); the cluster is tried again next poll interval",
-                &[],
-            );
-        }
-    }
-}
-
 /// What one cluster's cycle thread shares with the loop and reads and
 /// updates of the daemon's memory.
 struct CycleContext<'a> {
@@ -636,9 +564,8 @@ struct CycleContext<'a> {
     stop: &'a AtomicBool,
     store: &'a Mutex<StatusStore>,
     transports: &'a Transports,
-    counted: &'a Mutex<Counted>,
     notices: &'a Notices,
-    holds: &'a Mutex<BTreeMap<String, Holds>>,
+    memory: &'a Memory,
 }
 
 /// One converge cycle (or, observing, one planning cycle) over a freshly
@@ -650,21 +577,20 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         store,
         transports,
         notices,
-        holds,
+        memory,
         ..
     } = *ctx;
     let started_at = unix_now();
     let clock = Instant::now();
-    let mut session = match cycle::prepare_reusing(g, env, ws, &Source::Live, transports) {
+    let mut session = match prepare::prepare_reusing(g, env, ws, &Source::Live, transports) {
         Ok(s) => s,
         Err(f) => return credentials_refused(g, ws, &f, (started_at, clock), stop),
     };
     // Per cycle, not for the process: a cron `apply` can take a cluster
     // between two cycles, and a cycle that finds one held skips it
     // (`locked`) and tries again next time.
-    let locking = Locking::new(&ws.loaded.config, "proxops run");
+    let locking = prepare::locking(&ws.loaded.config, "proxops run");
     let opts = ApplyOptions {
-        task_timeout: ws.loaded.config.task_timeout.as_std(),
         stop: Some(stop),
         on_result: Some(&log_action),
         lock: Some(&locking),
@@ -680,51 +606,24 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
         );
     }
     // The holds of the last cycles, judged at this cycle's start.
-    if let Ok(held) = holds.lock() {
-        for p in &mut session.clusters {
-            if let Ok(ready) = &mut p.ready {
-                ready.policy.holds = held.get(p.name.as_str()).cloned().unwrap_or_default();
-                ready.policy.now = started_at;
-            }
-        }
-    }
-    let cycles = match mode {
-        RunMode::Apply => session
-            .clusters
-            .iter()
-            .map(|p| {
-                let planned = cycle::plan_cluster(p, opts.lock);
-                // Drift is told before it is applied.
-                let desired = ws
-                    .loaded
-                    .clusters
-                    .get(&p.name)
-                    .and_then(|r| r.as_ref().ok());
-                notices.planned(&planned.plan, desired);
-                if !planned.plan.is_aborted()
-                    && !planned.plan.actions.is_empty()
-                    && let Ok(mut s) = store.lock()
-                {
-                    s.set_applying(p.name.as_str(), unix_now());
-                }
-                cycle::execute_cluster(p, planned, &opts)
-            })
-            .collect(),
-        RunMode::Observe => {
-            let (cycles, refused) = cycle::observe_all(&session);
-            if refused > 0 {
-                log::event(
-                    Level::Error,
-                    "proxops.run observe mode refused a write to PVE (a bug; nothing was sent)",
-                    &[("refused", refused.into())],
-                );
-            }
-            for c in &cycles {
-                log_plan(&c.plan);
-            }
-            cycles
+    memory.prime(&mut session, started_at);
+    let planned = |p: &Prepared<'_>, plan: &Plan| {
+        // Drift is told before it is applied.
+        notices.planned(plan, desired_of(ws, p.name.as_str()));
+        if !plan.is_aborted()
+            && !plan.actions.is_empty()
+            && let Ok(mut s) = store.lock()
+        {
+            s.set_applying(p.name.as_str(), unix_now());
         }
     };
+    let pass = Pass {
+        mode,
+        opts,
+        planned: &planned,
+        observed: &observed,
+    };
+    let cycles = daemon::converge(&session, &pass);
     let clusters = reports(cycles, ws, &session, ctx);
     CycleReport {
         commit: ws.commit.clone().unwrap_or_default(),
@@ -772,86 +671,95 @@ fn credentials_refused(
 /// Each cluster's cycle as the store records it (holds remembered, PVE
 /// requests counted), logged.
 fn reports(
-    cycles: Vec<cycle::ClusterCycle>,
+    cycles: Vec<CycleRecord>,
     ws: &Workspace,
-    session: &cycle::Session<'_>,
+    session: &Session<'_>,
     ctx: &CycleContext<'_>,
 ) -> Vec<ClusterReport> {
-    let CycleContext {
-        mode,
-        store,
-        counted,
-        holds,
-        ..
-    } = *ctx;
+    let (reported, requests) = ctx.memory.reports(
+        cycles,
+        session,
+        |name| desired_of(ws, name),
+        (ctx.mode, &ws.loaded.config.hold),
+    );
     let mut clusters = Vec::new();
-    let mut requests = Vec::new();
-    for c in cycles {
-        let desired = ws
-            .loaded
-            .clusters
-            .get(&c.name)
-            .and_then(|r| r.as_ref().ok());
-        let held = remember_holds(holds, &c, desired, &ws.loaded.config.hold);
-        let mut report = ClusterReport::from_cycle(
-            &c.plan,
-            c.execution.as_ref(),
-            c.objects,
-            desired,
-            mode == RunMode::Observe,
-            c.finished_at,
-        );
-        report.holds = held;
+    for Reported {
+        mut report,
+        elapsed,
+    } in reported
+    {
         report.desired_stale = ws.desired_stale;
-        report.elapsed_ms = u64::try_from(c.elapsed.as_millis()).unwrap_or(u64::MAX);
-        log_cluster(&report, c.elapsed, ws.stale_reason.as_deref());
-        let live = session
-            .clusters
-            .iter()
-            .find(|p| p.name == c.name)
-            .and_then(|p| p.ready.as_ref().ok())
-            .and_then(|r| r.live.as_ref());
-        if let Some(live) = live {
-            report.read_only = live.is_read_only();
-            if let Ok(mut counted) = counted.lock() {
-                requests.extend(counted.delta(report.name.as_str(), live));
-            }
-        }
+        log_cluster(&report, elapsed, ws.stale_reason.as_deref());
         clusters.push(report);
     }
-    if let Ok(mut s) = store.lock() {
+    if let Ok(mut s) = ctx.store.lock() {
         s.add_pve_requests(&requests);
     }
     clusters
 }
 
+/// A cluster's desired state in `ws`, when it loaded.
+fn desired_of<'w>(ws: &'w Workspace, name: &str) -> Option<&'w ClusterDesired> {
+    ws.loaded
+        .clusters
+        .iter()
+        .find(|(n, _)| n.as_str() == name)
+        .and_then(|(_, r)| r.as_ref().ok())
+}
+
+/// Observing: a write the read-only transport refused (a bug), and each
+/// plan, logged.
+fn observed(refused: u64, cycles: &[CycleRecord]) {
+    if refused > 0 {
+        log::event(
+            Level::Error,
+            "proxops.run observe mode refused a write to PVE (a bug; nothing was sent)",
+            &[("refused", refused.into())],
+        );
+    }
+    for c in cycles {
+        log_plan(&c.plan);
+    }
+}
+
+/// A cluster's cycle thread ended in a panic.
+fn log_panic() {
+    log::event(
+        Level::Error,
+        "a cluster's cycle ended in a panic (a bug); the cluster is tried again next poll interval",
+        &[],
+    );
+}
+
+/// The notifier for `targets`, telling `store` and the log what becomes
+/// of each message.
+fn start_notices(
+    targets: &[TargetSecrets],
+    store: &Arc<Mutex<StatusStore>>,
+) -> Result<Notices, Failure> {
+    let targets = targets
+        .iter()
+        .map(|t| Target {
+            name: t.target.name.clone(),
+            kind: t.target.kind,
+            url: t.url.clone(),
+            token: t.token.clone(),
+            clusters: t.target.clusters.clone(),
+        })
+        .collect();
+    let store = Arc::clone(store);
+    let observer: DeliveryObserver = Arc::new(move |target, event, delivery, queued| {
+        log_delivery(target, event, delivery);
+        if let Ok(mut s) = store.lock() {
+            s.record_delivery(target, delivery, queued, unix_now());
+        }
+    });
+    Notices::start(targets, observer).map_err(Failure::runtime)
+}
+
 /// Milliseconds since `clock`, saturating.
 pub(crate) fn elapsed_ms(clock: Instant) -> u64 {
     u64::try_from(clock.elapsed().as_millis()).unwrap_or(u64::MAX)
-}
-
-/// Teaches the cluster's holds what its executed cycle did, and returns
-/// them as `/status` and `/metrics` show them.
-fn remember_holds(
-    holds: &Mutex<BTreeMap<String, Holds>>,
-    c: &cycle::ClusterCycle,
-    desired: Option<&ClusterDesired>,
-    backoff: &Backoff,
-) -> Vec<HeldObject> {
-    let Ok(mut all) = holds.lock() else {
-        return Vec::new();
-    };
-    let mine = all.entry(c.name.as_str().to_owned()).or_default();
-    if let (Some(execution), Some(desired)) = (&c.execution, desired) {
-        mine.record(
-            execution,
-            c.readback.as_ref(),
-            desired,
-            backoff,
-            c.finished_at,
-        );
-    }
-    HeldObject::all(mine)
 }
 
 /// A cycle whose repository could not be loaded: every cluster known from
@@ -976,123 +884,6 @@ fn log_cluster(c: &ClusterReport, elapsed: Duration, stale_reason: Option<&str>)
     log::event(level, "proxops.cycle", &fields);
 }
 
-/// The request counts each cluster's transport had at the end of the last
-/// cycle: transports live across cycles (their counts are running totals)
-/// until a configuration change replaces them (counts start again).
-#[derive(Default)]
-struct Counted {
-    last: BTreeMap<String, (Arc<LiveTransport>, RequestTotals)>,
-}
-
-/// Requests by `(method, result)`.
-type RequestTotals = BTreeMap<(String, String), u64>;
-
-impl Counted {
-    /// `(method, result, count)` added since the last call for `cluster`.
-    fn delta(&mut self, cluster: &str, live: &Arc<LiveTransport>) -> Vec<(String, String, u64)> {
-        let now: RequestTotals = live
-            .request_counts()
-            .into_iter()
-            .map(|rc| {
-                (
-                    (rc.method.as_str().to_owned(), rc.result.as_str().to_owned()),
-                    rc.count,
-                )
-            })
-            .collect();
-        let before = match self.last.get(cluster) {
-            Some((t, counts)) if Arc::ptr_eq(t, live) => counts.clone(),
-            _ => BTreeMap::new(),
-        };
-        let out = now
-            .iter()
-            .filter_map(|(k, n)| {
-                let d = n.saturating_sub(before.get(k).copied().unwrap_or(0));
-                (d > 0).then(|| (k.0.clone(), k.1.clone(), d))
-            })
-            .collect();
-        self.last
-            .insert(cluster.to_owned(), (Arc::clone(live), now));
-        out
-    }
-}
-
-/// What turns cluster reports into notifications: core's tracker (what
-/// has been told) and the notifier thread (which sends). Without targets
-/// it does nothing.
-struct Notices {
-    tracker: Mutex<Tracker>,
-    notifier: Option<Notifier>,
-}
-
-impl Notices {
-    /// Starts the notifier for `targets`, telling `store` and the log what
-    /// becomes of each message.
-    fn start(
-        targets: &[TargetSecrets],
-        store: &Arc<Mutex<StatusStore>>,
-    ) -> Result<Notices, Failure> {
-        let notifier = if targets.is_empty() {
-            None
-        } else {
-            let targets = targets
-                .iter()
-                .map(|t| Target {
-                    name: t.target.name.clone(),
-                    kind: t.target.kind,
-                    url: t.url.clone(),
-                    token: t.token.clone(),
-                    clusters: t.target.clusters.clone(),
-                })
-                .collect();
-            let store = Arc::clone(store);
-            let observer: DeliveryObserver = Arc::new(move |target, event, delivery, queued| {
-                log_delivery(target, event, delivery);
-                if let Ok(mut s) = store.lock() {
-                    s.record_delivery(target, delivery, queued, unix_now());
-                }
-            });
-            Some(
-                Notifier::start(targets, observer)
-                    .map_err(|e| Failure::runtime(format!("cannot start the notifier: {e}")))?,
-            )
-        };
-        Ok(Notices {
-            tracker: Mutex::new(Tracker::new()),
-            notifier,
-        })
-    }
-
-    /// A cluster's plan, before it is executed: drift (and an abort) is
-    /// told now, not after the apply.
-    fn planned(&self, plan: &Plan, desired: Option<&ClusterDesired>) {
-        if self.notifier.is_some() {
-            let report =
-                ClusterReport::from_cycle(plan, None, Vec::new(), desired, false, unix_now());
-            self.tell(&report);
-        }
-    }
-
-    /// A finished cycle: failures, anomalies, holds, aborts, convergence.
-    fn after(&self, cycle: &CycleReport) {
-        if self.notifier.is_some() {
-            for c in &cycle.clusters {
-                self.tell(c);
-            }
-        }
-    }
-
-    fn tell(&self, report: &ClusterReport) {
-        let events = match self.tracker.lock() {
-            Ok(mut t) => t.observe(report, unix_now()),
-            Err(_) => return,
-        };
-        if let Some(n) = &self.notifier {
-            n.tell(events);
-        }
-    }
-}
-
 /// One line per notification attempt; the target by name only.
 fn log_delivery(target: &str, event: &Event, delivery: &Delivery) {
     let mut fields = vec![
@@ -1116,38 +907,6 @@ fn log_delivery(target: &str, event: &Event, delivery: &Delivery) {
         ),
     };
     log::event(level, message, &fields);
-}
-
-/// A wish to sync now, from a verified push: set by the webhook on the
-/// server's thread, taken by the loop at its next turn (within
-/// [`STOP_CHECK`]). Pushes that arrive before the loop takes the wish are
-/// one wish: a burst starts one cycle per cluster.
-#[derive(Default)]
-struct Wake {
-    wanted: AtomicBool,
-}
-
-impl Wake {
-    fn push(&self) {
-        self.wanted.store(true, Ordering::SeqCst);
-    }
-
-    /// Whether a sync was wished for since the last call.
-    fn take(&self) -> bool {
-        self.wanted.swap(false, Ordering::SeqCst)
-    }
-}
-
-/// Waits `d`, returning early once `stop` is set.
-fn pause(stop: &AtomicBool, d: Duration) {
-    let until = Instant::now() + d;
-    while !stop.load(Ordering::SeqCst) {
-        let left = until.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            return;
-        }
-        std::thread::sleep(left.min(STOP_CHECK));
-    }
 }
 
 fn one_line(s: &str) -> String {

@@ -16,20 +16,19 @@
 
 use std::io::IsTerminal;
 use std::path::Path;
-use std::time::Instant;
 
 use proxops_core::plan::Plan;
 use proxops_core::saved::{self, SavedCluster, SavedPlan};
-use proxops_pve::runner::unix_now;
+use proxops_driver::cluster::Ready;
+use proxops_driver::drive::{self, PlanAll};
+use proxops_driver::readonly::ReadOnly;
 
-use crate::adopt::ReadOnly;
 use crate::apply;
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env, Workspace};
-use crate::cycle::{self, PlanAll, Source};
 use crate::exit::{Exit, Failure};
-use crate::lock::Locking;
 use crate::out;
+use crate::prepare::{self, Source};
 
 /// The largest plan file `apply --plan` reads: every PVE parameter of a
 /// first apply of thousands of guests fits many times over.
@@ -72,7 +71,7 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
     let text = doc
         .to_json()
         .map_err(|e| Failure::runtime(format!("diff --out: {e}")))?;
-    crate::files::write_atomically(file, text.as_bytes())
+    proxops_driver::files::write_atomically(file, text.as_bytes())
         .map_err(|e| Failure::runtime(format!("diff --out {}: {e}", file.display())))?;
     let actions: usize = doc.clusters.iter().map(|c| c.actions.len()).sum();
     crate::log::event(
@@ -96,7 +95,7 @@ pub fn write(ws: &Workspace, outcome: &PlanAll, file: &Path) -> Result<(), Failu
 /// why not.
 fn admitted(
     c: &SavedCluster,
-    ready: &cycle::Ready<'_>,
+    ready: &Ready<'_>,
     refused: &dyn Fn(String) -> Failure,
 ) -> Result<Plan, Failure> {
     let guard = ReadOnly::new(ready.transport.as_ref());
@@ -119,7 +118,7 @@ fn admitted(
 /// version, or is damaged ([`saved::damage`]) is invalid input (exit 2).
 pub fn read(file: &Path, what: &str) -> Result<SavedPlan, Failure> {
     let shown = file.display();
-    let text = crate::files::read_capped(file, PLAN_MAX_BYTES)
+    let text = proxops_driver::files::read_capped(file, PLAN_MAX_BYTES)
         .map_err(|e| e.to_string())
         .and_then(|b| String::from_utf8(b).map_err(|_| "not UTF-8 text".to_owned()))
         .map_err(|e| Failure::input(format!("cannot read {what}{shown}: {e}")))?;
@@ -185,10 +184,10 @@ pub fn apply(
         }
     }
 
-    let session = cycle::prepare_writing(g, env, &ws, &Source::Live)?;
+    let session = prepare::prepare_writing(g, env, &ws, &Source::Live)?;
     // Held from the check read to the read-back, as `apply` holds it: no
     // other proxops process can move a touched object in between.
-    let locking = Locking::new(&ws.loaded.config, "proxops apply --plan");
+    let locking = prepare::locking(&ws.loaded.config, "proxops apply --plan");
     let mut locks = Vec::new();
     let mut runs = Vec::new();
     for c in &doc.clusters {
@@ -231,9 +230,9 @@ pub fn apply(
     let plans: Vec<Plan> = runs.iter().map(|(_, p)| p.clone()).collect();
     apply::show_and_confirm(g, &plans, output, ask, a.verbose)?;
     // The locks were taken above, before the check read.
-    let cycles = apply::execute_shown(&plans, &ws.loaded.config, |opts| {
+    let cycles = apply::execute_shown(&plans, |opts| {
         runs.into_iter()
-            .map(|(ready, plan)| cycle::execute_plan(ready, plan, opts, unix_now(), Instant::now()))
+            .map(|(ready, plan)| drive::execute_plan(ready, plan, opts))
             .collect()
     });
     drop(locks);

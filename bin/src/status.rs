@@ -23,9 +23,9 @@ use proxops_pve::runner::unix_now;
 
 use crate::args::{CommandArgs, GlobalArgs, Output};
 use crate::context::{self, Env};
-use crate::cycle::{self, Source};
 use crate::exit::{Exit, Failure};
 use crate::out;
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let process_start = unix_now();
@@ -100,7 +100,7 @@ fn once(
     };
     let started_at = unix_now();
     let clock = std::time::Instant::now();
-    let outcome = cycle::plan_all(g, env, &ws, &source, None)?;
+    let outcome = prepare::plan_all(g, env, &ws, &source, None)?;
     let finished_at = unix_now();
 
     let clusters = outcome
@@ -132,7 +132,7 @@ fn once(
         Output::Json => out::report(&render_status_json(&store, finished_at))?,
         _ => out::report(&table(&store, &plans))?,
     }
-    Ok((outcome.exit(), poll))
+    Ok((prepare::planned_exit(&outcome), poll))
 }
 
 /// One block per cluster: its objects' states, then a count by state and

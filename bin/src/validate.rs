@@ -182,7 +182,7 @@ fn tls(cfg: &Config, cc: &ClusterConfig, root: Option<&Path>) -> Option<Diagnost
     let own = cc
         .ca_file
         .as_deref()
-        .map(|f| crate::cycle::relative_to_declaring_file(f, &cc.declared_in, root));
+        .map(|f| crate::prepare::relative_to_declaring_file(f, &cc.declared_in, root));
     let ca_file = own.clone().or_else(|| cfg.ca_file.clone());
     let cluster = format!("pve.clusters.{}", cc.name.as_str());
     let trust = proxops_pve::tls::TlsTrust::from_settings(

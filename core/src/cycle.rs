@@ -274,6 +274,13 @@ pub struct CycleRecord {
     pub elapsed: Duration,
 }
 
+impl CycleRecord {
+    /// How many of its actions failed.
+    pub fn failed_actions(&self) -> usize {
+        self.execution.as_ref().map_or(0, |e| e.counts().1)
+    }
+}
+
 /// One cluster's cycle.
 pub struct Cycle<'d> {
     name: ClusterName,
@@ -306,6 +313,32 @@ impl<'d> Cycle<'d> {
         cycle.desired = Some(desired);
         cycle.ctx = Some(ctx);
         cycle.phase = cycle.after(Phase::Identity);
+        cycle
+    }
+
+    /// A plan made earlier (a saved plan, checked against a fresh read):
+    /// executed as it is, never re-planned before it runs; read back and
+    /// re-planned after, even when it holds no action. `settings.mode`
+    /// must be [`Mode::Apply`] (else the cycle ends with the plan, nothing
+    /// executed).
+    pub fn with_plan(
+        desired: &'d ClusterDesired,
+        ctx: Context<'d>,
+        settings: Settings,
+        plan: Plan,
+        now: Now,
+    ) -> Cycle<'d> {
+        let mut cycle = Cycle::empty(plan.cluster.clone(), settings, now);
+        cycle.desired = Some(desired);
+        cycle.ctx = Some(ctx);
+        let executes = cycle.settings.mode == Mode::Apply && !plan.is_aborted();
+        cycle.plan = Some(plan);
+        cycle.phase = Phase::Planned;
+        if !executes {
+            cycle.done(now);
+        } else if !cycle.settings.confirm {
+            cycle.proceed();
+        }
         cycle
     }
 

@@ -21,7 +21,8 @@ use proxops_core::rollout::Limits;
 use proxops_core::step::PowerPolicy;
 use proxops_pve::fakepve::FakePve;
 use proxops_pve::live::LiveTransport;
-use proxops_pve::runner::{self, Progress, RunOptions};
+use proxops_pve::runner::{self, Progress};
+use proxops_pve::serial::RunOptions;
 use serde_json::json;
 
 /// Starts per task duration.
@@ -93,7 +94,7 @@ fn main() {
             on_progress: Some(&on_progress),
         };
         let wall = Instant::now();
-        let e = runner::execute(&t, &p, &opts);
+        let e = proxops_pve::serial::execute(&t, &p, &opts);
         let wall = wall.elapsed();
         assert!(
             e.states().iter().all(|s| matches!(

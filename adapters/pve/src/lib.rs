@@ -19,5 +19,7 @@ pub mod replay;
 mod resolve;
 pub mod retry;
 pub mod runner;
+#[cfg(feature = "fakepve")]
+pub mod serial;
 pub mod tls;
 pub mod transport;

@@ -88,6 +88,56 @@ pub enum ReadError {
 
 const RESOURCES_PATH: &str = "/cluster/resources";
 
+/// The nodes and storages adoption reads: the allowlist (else every node
+/// PVE lists), and on each node every storage that can hold guest volumes
+/// or ISO/container-template files.
+pub fn adoption_scope(
+    transport: &dyn Transport,
+    allowlist: &BTreeSet<NodeName>,
+    concurrency: usize,
+) -> Result<ReadScope, String> {
+    let nodes: BTreeSet<NodeName> = if allowlist.is_empty() {
+        let r = transport
+            .call(&Request::get("/cluster/nodes"))
+            .map_err(|e| e.to_string())?;
+        if !r.is_success() {
+            return Err(format!(
+                "GET /cluster/nodes answered {} {}: configure the cluster's node allowlist (nodes:) to adopt without it",
+                r.status, r.reason
+            ));
+        }
+        r.data()
+            .as_array()
+            .map(|rows| {
+                rows.iter()
+                    .filter_map(|row| row.get("node")?.as_str())
+                    .filter_map(|n| NodeName::new(n).ok())
+                    .collect()
+            })
+            .unwrap_or_default()
+    } else {
+        allowlist.clone()
+    };
+    let mut storages: BTreeSet<(NodeName, StorageId)> = BTreeSet::new();
+    for node in &nodes {
+        let path = format!("/nodes/{}/storage", encode_segment(node.as_str()));
+        let r = transport
+            .call(&Request::get(path.clone()))
+            .map_err(|e| e.to_string())?;
+        if !r.is_success() {
+            return Err(format!("GET {path} answered {} {}", r.status, r.reason));
+        }
+        for s in proxops_core::adopt::storages_to_read(node, r.data()).map_err(|e| e.to_string())? {
+            storages.insert((node.clone(), s));
+        }
+    }
+    Ok(ReadScope {
+        allowlist: Some(nodes),
+        storages,
+        concurrency,
+    })
+}
+
 /// Reads one cluster's live state. See the module docs for the requests.
 pub fn read_snapshot(
     transport: &dyn Transport,

@@ -20,7 +20,8 @@ use proxops_pve::auth::Credentials;
 use proxops_pve::fakepve::FakePve;
 use proxops_pve::live::LiveTransport;
 use proxops_pve::reader::{ReadScope, read_snapshot};
-use proxops_pve::runner::{self, RunOptions};
+use proxops_pve::runner;
+use proxops_pve::serial::{self, RunOptions};
 use proxops_pve::transport::{Method, Request, Response, Transport, TransportError};
 use serde_json::{Value, json};
 
@@ -92,7 +93,7 @@ fn live(pve: &FakePve) -> LiveTransport {
 
 /// Runs a plan of one action: stop VM 100.
 fn stop_vm_100(t: &LiveTransport, o: &RunOptions<'_>) -> proxops_core::exec::Execution {
-    runner::execute(
+    serial::execute(
         t,
         &plan(vec![action(
             100,
@@ -173,7 +174,7 @@ fn a_config_changed_between_read_and_write_is_not_overwritten() {
     };
 
     let update = description_update(&t, "ours-v2");
-    let exec = runner::execute(&racing, &plan(vec![update]), &opts(None));
+    let exec = serial::execute(&racing, &plan(vec![update]), &opts(None));
     assert!(
         matches!(
             &exec.states()[0],
@@ -194,7 +195,7 @@ fn a_config_changed_between_read_and_write_is_not_overwritten() {
 
     // Next cycle: read again (new digest), write again: converges.
     let update = description_update(&t, "ours-v2");
-    let exec = runner::execute(&t, &plan(vec![update]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![update]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     assert_eq!(config(&t, path)["description"], "ours-v2");
 }
@@ -224,7 +225,7 @@ fn a_container_config_is_written_with_put_and_its_digest() {
     );
     a.kind = Kind::LXC;
     pve.forget_requests().unwrap();
-    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     let sent = pve.requests().unwrap();
     let put = sent
@@ -282,7 +283,7 @@ fn a_task_error_fails_the_action_with_the_exit_status() {
         json!({"error": "already_running", "times": 1}),
     )
     .unwrap();
-    let exec = runner::execute(
+    let exec = serial::execute(
         &t,
         &plan(vec![action(
             100,
@@ -326,7 +327,7 @@ fn deleting_a_guest_that_is_already_gone_succeeds() {
             digest: None,
         },
     );
-    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
 }
 
@@ -345,7 +346,7 @@ fn a_running_guest_is_shut_down_then_deleted_never_forced() {
             digest: None,
         },
     );
-    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     let writes: Vec<(String, String, String)> = pve
         .requests()
@@ -390,7 +391,7 @@ fn a_revoked_ticket_is_renewed_for_the_next_write() {
     pve.call("revoke_tickets", Value::Null, Value::Null)
         .unwrap();
     let update = description_update(&t, "after-relogin");
-    let exec = runner::execute(&t, &plan(vec![update]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![update]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     assert_eq!(
         config(&t, "/nodes/pve1/qemu/100/config")["description"],
@@ -498,7 +499,7 @@ fn under_restart_policy_reboot_a_container_is_shut_down_with_its_timeout_and_sta
         },
     );
     a.kind = Kind::LXC;
-    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     assert_eq!(
         sent_writes(&pve),
@@ -524,7 +525,7 @@ fn a_vm_reboot_carries_the_shutdown_timeout_and_is_confirmed_running() {
             digest: None,
         },
     );
-    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     assert_eq!(
         sent_writes(&pve),
@@ -568,7 +569,7 @@ fn an_ha_managed_vm_is_stopped_and_started_by_the_ha_manager() {
         },
     );
     pve.forget_requests().unwrap();
-    let exec = runner::execute(&t, &plan(vec![a]), &opts(None));
+    let exec = serial::execute(&t, &plan(vec![a]), &opts(None));
     assert_eq!(exec.counts(), (1, 0), "{:?}", exec.states());
     let writes = sent_writes(&pve);
     assert_eq!(writes.len(), 3, "{writes:?}");

@@ -105,6 +105,21 @@ fn new_sibling(file: &Path) -> io::Result<(PathBuf, File)> {
     Err(last.unwrap_or_else(|| io::Error::other("no free temporary name")))
 }
 
+/// `~` and `~/…` at the start of a configured path mean the home directory.
+pub fn expand_home(path: &str) -> PathBuf {
+    let home = || std::env::var_os("HOME").filter(|h| !h.is_empty());
+    if path == "~" {
+        if let Some(h) = home() {
+            return PathBuf::from(h);
+        }
+    } else if let Some(rest) = path.strip_prefix("~/")
+        && let Some(h) = home()
+    {
+        return PathBuf::from(h).join(rest);
+    }
+    PathBuf::from(path)
+}
+
 #[cfg(test)]
 #[allow(clippy::unwrap_used)]
 mod tests {

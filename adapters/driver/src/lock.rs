@@ -31,11 +31,15 @@ use proxops_core::plan::AbortCause;
 use proxops_pve::runner::unix_now;
 use serde_json::json;
 
-use crate::gitsource::expand_home;
-use crate::log::{self, Level};
+use crate::files::expand_home;
 
 /// How often a waiting process tries the lock again.
 const RETRY: Duration = Duration::from_millis(100);
+
+/// Told once when a cluster's lock is held by another process and this one
+/// waits: the cluster, who holds it (or that it is not recorded yet) and
+/// the longest wait, e.g. `30s`.
+pub type OnWait = fn(cluster: &str, holder: &str, wait: &str);
 
 /// Taking cluster locks for one command.
 #[derive(Debug, Clone)]
@@ -43,6 +47,7 @@ pub struct Locking {
     dir: PathBuf,
     command: String,
     wait: Duration,
+    on_wait: Option<OnWait>,
 }
 
 /// A held cluster lock; dropping it releases it.
@@ -130,7 +135,14 @@ impl Locking {
             dir: expand_home(&cfg.data_dir).join("locks"),
             command: command.to_owned(),
             wait: cfg.lock_wait.as_std(),
+            on_wait: None,
         }
+    }
+
+    /// Tells `on_wait` when a lock is found held and this process waits.
+    pub fn telling(mut self, on_wait: OnWait) -> Locking {
+        self.on_wait = Some(on_wait);
+        self
     }
 
     /// Takes the lock of `cluster` at `base_url`, waiting while another
@@ -169,15 +181,9 @@ impl Locking {
                 let holder = read_holder(&path)
                     .map_or_else(|| "holder not recorded yet".to_owned(), |h| h.describe());
                 let wait = format!("{}s", self.wait.as_secs_f64());
-                log::event(
-                    Level::Info,
-                    "cluster held by another proxops process; waiting",
-                    &[
-                        ("cluster", cluster.as_str().into()),
-                        ("holder", (&holder).into()),
-                        ("wait", (&wait).into()),
-                    ],
-                );
+                if let Some(tell) = self.on_wait {
+                    tell(cluster.as_str(), &holder, &wait);
+                }
             }
             std::thread::sleep(RETRY.min(self.wait - waited));
         }
@@ -261,6 +267,7 @@ mod tests {
             dir: dir.join("locks"),
             command: "proxops apply".into(),
             wait,
+            on_wait: None,
         }
     }
 
@@ -353,6 +360,7 @@ mod tests {
             dir: file.join("locks"),
             command: "proxops apply".into(),
             wait: Duration::ZERO,
+            on_wait: None,
         }
         .acquire(&home(), "https://pve1:8006")
         .unwrap_err();

@@ -6,7 +6,7 @@
 //! Two processes sharding one configuration (`--cluster a`, `--cluster
 //! b`) whose `base-url`s reach one PVE in ways no comparison of URLs sees
 //! would each prune the other's guests; the in-process comparison
-//! ([`crate::cycle`]) cannot see the other process. The record can: a PVE
+//! ([`crate::cluster`]) cannot see the other process. The record can: a PVE
 //! already claimed under another cluster name is refused, before any
 //! inventory read. Writing commands (`apply`, `apply --plan`, `run`)
 //! claim; read-only ones (`diff`, `status`, `run --dry-run`) only check.
@@ -31,7 +31,7 @@ use proxops_pve::identity::PveIdentity;
 use proxops_pve::runner::unix_now;
 use serde_json::{Value, json};
 
-use crate::gitsource::expand_home;
+use crate::files::expand_home;
 
 /// The record's file name under the data directory.
 pub const FILE: &str = "pve-claims.json";
