@@ -18,7 +18,7 @@ use proxops_core::config::{AuthMethod, Config};
 use proxops_core::diag::Diagnostic;
 use proxops_core::drift::CloudInitSecrets;
 use proxops_core::names::{ClusterName, Ref};
-use proxops_core::plan::{AbortCause, Policy};
+use proxops_core::plan::{AbortCause, Policy, ROOT_PAM};
 use proxops_core::repo::ClusterDesired;
 use proxops_driver::cluster::{
     Prepared, Ready, Session, SharedLive, Transports, Unready, confirm_distinct_pves,
@@ -39,10 +39,6 @@ use crate::context::{self, Env, Workspace};
 use crate::creds;
 use crate::exit::{Exit, Failure};
 use crate::out;
-
-/// The one PVE user that may change what PVE reserves for `root@pam`
-/// (privileged containers' features, bind mounts, raw PCI addresses).
-const ROOT_PAM: &str = "root@pam";
 
 /// Where live state comes from.
 #[derive(Debug, Clone)]
@@ -213,7 +209,7 @@ pub fn prepare_reusing<'w>(
         let Some(cc) = cfg.clusters.get(name) else {
             continue;
         };
-        let mut policy = cluster_policy(cfg, cc);
+        let mut policy = Policy::from_config(cfg, cc, crate::host::identity(cfg));
         warn_risky(name, cc);
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
@@ -288,24 +284,6 @@ enum Built {
         root_pam: Option<bool>,
     },
     Refused(Box<Prepared<'static>>),
-}
-
-/// The policy a cluster's plans are made under, from its configuration.
-fn cluster_policy(cfg: &Config, cc: &proxops_core::config::ClusterConfig) -> Policy {
-    Policy {
-        prune_budget: cfg.prune_budget,
-        nodes: cc.nodes.clone(),
-        allow_empty_prune: cc.allow_empty_prune,
-        restart_policy: cc.restart_policy,
-        purge_ha_and_replicated: cc.purge_ha_and_replicated,
-        host: crate::host::identity(cfg),
-        disruption: cc.limits.disruption.clone(),
-        // A replayed plan is made as the configuration would call PVE.
-        root_pam: cfg.auth == AuthMethod::Ticket && cfg.user.as_deref() == Some(ROOT_PAM),
-        // Holds are the daemon's (it sets them per cycle).
-        holds: Default::default(),
-        now: 0,
-    }
 }
 
 /// Warns of the settings that give up a safety rail.

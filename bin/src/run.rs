@@ -36,6 +36,7 @@ use proxops_core::cycle::CycleRecord;
 use proxops_core::exec::Timestamp;
 use proxops_core::notify::Event;
 use proxops_core::plan::{AbortCause, Plan};
+use proxops_core::render;
 use proxops_core::repo::ClusterDesired;
 use proxops_core::report::Delivery;
 use proxops_core::report::{ClusterReport, CycleReport, CycleResult, RunMode, StatusStore};
@@ -598,7 +599,7 @@ fn one_cycle(g: &GlobalArgs, env: &Env, ws: &Workspace, ctx: &CycleContext<'_>) 
     };
     // Invalid manifests: the clusters abort (parse_error); say why.
     for d in &session.invalid {
-        let text = one_line(&d.to_string());
+        let text = render::one_line(&d.to_string());
         log::event(
             Level::Error,
             "proxops.invalid_input",
@@ -647,7 +648,7 @@ fn credentials_refused(
 ) -> CycleReport {
     let reason = format!(
         "credentials or TLS settings unusable: {}",
-        one_line(&f.message)
+        render::one_line(&f.message)
     );
     let finished_at = unix_now();
     let clusters: Vec<ClusterReport> = cluster_names(g, ws)
@@ -768,7 +769,7 @@ pub(crate) fn elapsed_ms(clock: Instant) -> u64 {
 /// PVE.
 fn unloadable(known: &[String], f: &Failure, stop: &AtomicBool) -> CycleReport {
     let now = unix_now();
-    let message = one_line(&f.message);
+    let message = render::one_line(&f.message);
     let (cause, reason) = if let Some(cause) = f.cause {
         // `not_ready`: URL mode without any good tree.
         (cause, message)
@@ -842,7 +843,7 @@ fn log_plan(plan: &Plan) {
                 ("what", a.op.as_str().into()),
                 ("impact", a.impact.as_str().into()),
                 ("reason", (&a.reason).into()),
-                ("changes", (&one_line(&changes)).into()),
+                ("changes", (&render::one_line(&changes)).into()),
             ],
         );
     }
@@ -857,7 +858,7 @@ fn log_plan(plan: &Plan) {
                 ("kind", an.kind.map_or("", |k| k.as_str()).into()),
                 ("name", an.name.as_deref().unwrap_or("").into()),
                 ("id", (&id).into()),
-                ("message", (&one_line(&an.message)).into()),
+                ("message", (&render::one_line(&an.message)).into()),
             ],
         );
     }
@@ -907,8 +908,4 @@ fn log_delivery(target: &str, event: &Event, delivery: &Delivery) {
         ),
     };
     log::event(level, message, &fields);
-}
-
-fn one_line(s: &str) -> String {
-    s.split_whitespace().collect::<Vec<_>>().join(" ")
 }

@@ -85,7 +85,36 @@ impl Default for Policy {
     }
 }
 
+/// The one PVE user that may change what PVE reserves for `root@pam`
+/// (privileged containers' features, bind mounts, raw PCI addresses).
+pub const ROOT_PAM: &str = "root@pam";
+
 impl Policy {
+    /// The policy cluster `cc`'s plans are made under, from the
+    /// configuration, on the host `host` identifies. No holds: those are
+    /// the daemon's, set per cycle. A plan from a recording is made as the
+    /// configuration would call PVE (`root_pam` from its `auth` and
+    /// `user`); the caller sets what the credentials really are.
+    pub fn from_config(
+        cfg: &proxops_model::config::Config,
+        cc: &proxops_model::config::ClusterConfig,
+        host: proxops_model::host::HostIdentity,
+    ) -> Policy {
+        use proxops_model::config::AuthMethod;
+        Policy {
+            prune_budget: cfg.prune_budget,
+            nodes: cc.nodes.clone(),
+            allow_empty_prune: cc.allow_empty_prune,
+            restart_policy: cc.restart_policy,
+            purge_ha_and_replicated: cc.purge_ha_and_replicated,
+            host,
+            disruption: cc.limits.disruption.clone(),
+            root_pam: cfg.auth == AuthMethod::Ticket && cfg.user.as_deref() == Some(ROOT_PAM),
+            holds: Default::default(),
+            now: 0,
+        }
+    }
+
     pub fn allows(&self, node: &proxops_model::names::NodeName) -> bool {
         self.nodes.is_empty() || self.nodes.contains(node)
     }

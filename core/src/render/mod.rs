@@ -1,6 +1,7 @@
 //! Plan renderings: the text `proxops diff` prints, the stable JSON document
 //! (`proxops-plan/v1`, described in `docs/plan-json.md`) and the Markdown a
-//! pull-request comment carries.
+//! pull-request comment carries; and what an apply did (`results_text`,
+//! `results_json`) and the `proxops status` table (`status_table`).
 //!
 //! This module owns how a [`Plan`] looks to a person or a program and nothing
 //! else: it never decides, sorts actions or filters them (the planner did
@@ -17,16 +18,26 @@
 mod json;
 mod markdown;
 mod printable;
+mod results;
+mod status;
 mod text;
 
 pub use json::{JSON_FORMAT, json, json_with_warnings};
 pub use markdown::markdown;
 pub use markdown::{MARKDOWN_LIMIT, markdown_within};
 pub use printable::{printable, printable_plans};
+pub use results::{results_json, results_text};
+pub use status::status_table;
 pub use text::{action_text, text, text_styled, text_with};
 
 use crate::action::{Action, Anomaly, AnomalyType, Op, Skipped};
 use crate::plan::Plan;
+
+/// `s` on one line: every run of white space (new lines included) one
+/// space, for a table cell or a log field.
+pub fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
 
 /// How the text plan is coloured: plain, or with ANSI SGR escapes (each
 /// kind of item its colour, headings bold). The caller decides, from a
