@@ -27,6 +27,7 @@ use serde::Serialize;
 
 use crate::action::{Action, Op};
 use crate::plan::Plan;
+use crate::pve_error::PveError;
 use crate::rollout::{self, Limits, Wait};
 
 pub use proxops_model::time::Timestamp;
@@ -35,15 +36,31 @@ pub use proxops_model::time::Timestamp;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     Succeeded,
-    /// PVE or the transport refused or failed it. `transient` failures
-    /// (a locked guest, a lock timeout) are expected to clear by themselves.
+    /// PVE or the transport refused or failed it (`pve`: PVE's answer,
+    /// classified once by `step::classify`), or ProxOps ended it before
+    /// anything was sent to the guest (`pve` is `None`: the guest was not
+    /// as the plan saw it, or its step could not be made). `error` tells
+    /// the whole story in an operator's words.
     Failed {
         error: String,
-        transient: bool,
+        pve: Option<PveError>,
     },
     /// The config changed between our read and our write (digest mismatch):
     /// nothing was overwritten; the next cycle re-plans it.
     ChangedUnderUs,
+}
+
+impl Outcome {
+    /// A failure expected to clear by itself (a locked guest, a lock
+    /// timeout, a busy PVE, no answer): the next cycle tries again.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, Outcome::Failed { pve: Some(e), .. } if e.is_transient())
+    }
+
+    /// A failure ProxOps itself ended (nothing PVE answered failed it).
+    pub fn failed(error: String) -> Outcome {
+        Outcome::Failed { error, pve: None }
+    }
 }
 
 /// Per-object states, as `/status` names them (spec §17.3).

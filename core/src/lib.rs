@@ -41,6 +41,7 @@ pub mod host;
 pub mod notify;
 pub mod plan;
 pub mod planner;
+pub mod pve_error;
 pub mod render;
 pub mod report;
 pub mod rollout;

@@ -35,7 +35,6 @@ use serde_json::Value;
 use crate::action::{Action, Params, Target, Work, WriteMethod};
 use crate::exec::Outcome;
 use proxops_model::live::GuestType;
-use proxops_model::manifest::ANNOTATION_SHUTDOWN_TIMEOUT;
 use proxops_model::names::{NodeName, Vmid};
 use proxops_model::repo::ClusterDesired;
 use proxops_model::wire::Bytes;
@@ -107,6 +106,7 @@ impl fmt::Display for Method {
 }
 
 /// Percent-encodes one path segment; its home is the wire grammar.
+pub use crate::pve_error::{PveError, TimeoutName};
 pub use proxops_model::wire::encode_segment;
 
 /// One call the protocol asks the driver to send. `path` is below
@@ -148,76 +148,7 @@ pub enum Answer {
     Error(PveError),
 }
 
-/// What a PVE error means to ProxOps: the one reading of PVE's text.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum PveError {
-    /// The addressed object is not there: 404, or PVE's 5xx wording
-    /// ("does not exist", "no such …", "unable to parse worker upid").
-    #[error("{text}")]
-    NotFound { text: String },
-    /// A shutdown or reboot of a guest that is not running.
-    #[error("{text}")]
-    NotRunning { text: String },
-    /// The guest holds a lock (backup, migrate, snapshot, suspended, …):
-    /// "VM is locked (backup)". Clears when that operation ends.
-    #[error("{text}")]
-    Locked { text: String },
-    /// Another task holds the guest's config lock file: "can't lock file
-    /// … got timeout". Short-lived.
-    #[error("{text}")]
-    ConfigLockTimeout { text: String },
-    /// The config changed between our read and our write (digest mismatch).
-    #[error("{text}")]
-    ChangedUnderUs { text: String },
-    /// PVE is busy or partly unreachable: an operation already in progress,
-    /// no quorum, a node behind the proxy not answering (595, 596).
-    #[error("{text}")]
-    Busy { text: String },
-    /// No HTTP answer at all (connection refused, reset, timed out).
-    #[error("{text}")]
-    NoAnswer { text: String },
-    /// The transport sent nothing and another attempt would not help
-    /// (TLS refused, credentials refused, read-only, not in a recording).
-    #[error("{text}")]
-    NotSent { text: String },
-    /// A task ended with an exit status other than OK or `WARNINGS: n`.
-    #[error("task {upid} failed: {exitstatus}")]
-    TaskFailed { upid: String, exitstatus: String },
-    /// A task was still running at its deadline.
-    #[error(
-        "task {upid} still not finished after {}s, the {timeout} (last seen: {last})",
-        .after.as_secs()
-    )]
-    TaskTimedOut {
-        upid: String,
-        after: Duration,
-        timeout: TimeoutName,
-        last: String,
-    },
-    /// A create refused because its id or volume is taken (qemu-server
-    /// `create_disks`, pve-storage `alloc_image`: "… already exists"):
-    /// asking again gets the same answer; the next cycle re-reads.
-    #[error("{text}")]
-    AlreadyExists { text: String },
-    /// Any other refusal, with PVE's status and text.
-    #[error("{text}")]
-    Refused { status: u16, text: String },
-}
-
 impl PveError {
-    /// Expected to clear by itself: the next cycle tries again.
-    pub fn is_transient(&self) -> bool {
-        matches!(
-            self,
-            PveError::Locked { .. }
-                | PveError::ConfigLockTimeout { .. }
-                | PveError::Busy { .. }
-                | PveError::NoAnswer { .. }
-                | PveError::TaskTimedOut { .. }
-        )
-    }
-
     /// A task's failure, read like PVE's other errors: a lock or a digest
     /// mismatch inside a task means what it means on a synchronous call.
     pub fn from_task_exit(upid: &str, exitstatus: &str) -> PveError {
@@ -313,29 +244,6 @@ fn classify_text(lower: &str, text: &str) -> Option<PveError> {
         return Some(PveError::NotRunning { text });
     }
     None
-}
-
-/// Which configured limit a deadline came from, so a timeout names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TimeoutName {
-    /// `reconcile.task-timeout`.
-    Task(Duration),
-    /// The cluster's `shutdown-timeout` (`reconcile.shutdown-timeout`).
-    Shutdown(Duration),
-    /// The guest's `proxops/shutdown-timeout` annotation.
-    ShutdownAnnotation(Duration),
-}
-
-impl fmt::Display for TimeoutName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            TimeoutName::Task(d) => write!(f, "reconcile.task-timeout of {}s", d.as_secs()),
-            TimeoutName::Shutdown(d) => write!(f, "shutdown-timeout of {}s", d.as_secs()),
-            TimeoutName::ShutdownAnnotation(d) => {
-                write!(f, "{ANNOTATION_SHUTDOWN_TIMEOUT} of {}s", d.as_secs())
-            }
-        }
-    }
 }
 
 /// How a guest is powered off.
@@ -733,13 +641,7 @@ impl Step {
                 }
                 (stages, None)
             }
-            Err(error) => (
-                VecDeque::new(),
-                Some(Outcome::Failed {
-                    error,
-                    transient: false,
-                }),
-            ),
+            Err(error) => (VecDeque::new(), Some(Outcome::failed(error))),
         };
         let mut step = Step {
             settings,
@@ -1086,10 +988,7 @@ impl Step {
             "{error}; PVE reports it {seen}: the shutdown was signalled, so it may still power off by itself (the next cycle looks again); {}",
             self.left_as_is()
         );
-        self.fail(Outcome::Failed {
-            error,
-            transient: false,
-        });
+        self.fail(Outcome::failed(error));
     }
 
     /// The guest as read now against what the plan saw: any difference
@@ -1108,10 +1007,7 @@ impl Step {
             differences.join("; ")
         );
         self.stages.clear();
-        self.fail(Outcome::Failed {
-            error,
-            transient: false,
-        });
+        self.fail(Outcome::failed(error));
     }
 
     /// The answer of a [`Stage::VerifyMark`]: delete only an object that
@@ -1159,10 +1055,7 @@ impl Step {
             call.what()
         );
         self.stages.clear();
-        self.fail(Outcome::Failed {
-            error,
-            transient: false,
-        });
+        self.fail(Outcome::failed(error));
     }
 
     /// What stays as it is after a shutdown that did not finish.
@@ -1266,10 +1159,7 @@ impl Step {
                     "{error}; its power state could not be read back ({e}): the shutdown was signalled, so it may still power off by itself; {}",
                     self.left_as_is()
                 );
-                return self.fail(Outcome::Failed {
-                    error,
-                    transient: false,
-                });
+                return self.fail(Outcome::failed(error));
             }
             _ => {}
         }
@@ -1282,8 +1172,8 @@ impl Step {
                         .push_str("; the guest is left stopped, the next cycle re-plans its power");
                 }
                 Outcome::Failed {
-                    transient: e.is_transient(),
                     error,
+                    pve: Some(e),
                 }
             }
         };

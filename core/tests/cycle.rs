@@ -17,7 +17,7 @@ use proxops_core::names::ClusterName;
 use proxops_core::plan::{AbortCause, Policy};
 use proxops_core::repo::ClusterDesired;
 use proxops_core::rollout::Limits;
-use proxops_core::step::PowerPolicy;
+use proxops_core::step::{PowerPolicy, PveError};
 use support::fixture::cluster;
 use support::sim_pve::{SimPve, drive};
 
@@ -246,14 +246,17 @@ fn one_refused_write_fails_its_object_defers_its_dependants_and_the_rest_converg
     let (r, _) = apply(&d, &mut pve, Ok(()), |_, _| {});
     match state_of(&r, "debian-cloud") {
         ActionState::Done {
-            outcome: Outcome::Failed { error, transient },
+            outcome: Outcome::Failed { error, pve },
             ..
         } => {
             assert!(
                 error.contains("HTTP 500 storage 'local' is not online"),
                 "{error}"
             );
-            assert!(!transient);
+            assert!(
+                matches!(pve, Some(PveError::Refused { status: 500, .. })),
+                "{pve:?}"
+            );
         }
         other => panic!("{other:?}"),
     }

@@ -145,7 +145,7 @@ fn a_failed_prerequisite_defers_its_dependants_on_that_node_only() {
             if fail {
                 Outcome::Failed {
                     error: "download failed: exit code 8".into(),
-                    transient: false,
+                    pve: None,
                 }
             } else {
                 Outcome::Succeeded

@@ -342,7 +342,7 @@ proptest! {
             let outcome = if ok < 7 {
                 Outcome::Succeeded
             } else {
-                Outcome::Failed { error: "task failed".into(), transient: false }
+                Outcome::Failed { error: "task failed".into(), pve: None }
             };
             e.record(i, outcome, t);
         }
@@ -422,7 +422,7 @@ fn a_failed_stop_start_update_pauses_the_rollout_and_counts_as_down() {
         first,
         Outcome::Failed {
             error: "POST …/status/start: start failed: QEMU exited with code 1".into(),
-            transient: false,
+            pve: None,
         },
         2,
     );
@@ -478,7 +478,7 @@ fn a_failure_that_takes_no_guest_down_does_not_pause_the_rollout() {
         live,
         Outcome::Failed {
             error: "refused".into(),
-            transient: false,
+            pve: None,
         },
         2,
     );

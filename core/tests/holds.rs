@@ -79,7 +79,7 @@ fn executed(p: &Plan, outcome: &Outcome) -> Execution {
 fn failed() -> Outcome {
     Outcome::Failed {
         error: "POST /nodes/pve1/qemu/100/status/shutdown: HTTP 500 boom".into(),
-        transient: false,
+        pve: None,
     }
 }
 

@@ -70,6 +70,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "holds",
             "plan",
             "host",
+            "pve_error",
             "exec",
             "hold",
             "target",

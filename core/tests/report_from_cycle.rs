@@ -97,7 +97,7 @@ fn executed(p: &Plan) -> Execution {
         let outcome = if a.name == "db" {
             Outcome::Failed {
                 error: "PVE 500: storage full".into(),
-                transient: false,
+                pve: None,
             }
         } else {
             Outcome::Succeeded

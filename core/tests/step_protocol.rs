@@ -573,14 +573,18 @@ fn a_task_that_never_ends_fails_at_its_deadline_naming_the_timeout() {
         }
     });
     match &run.outcome {
-        Outcome::Failed { error, transient } => {
+        outcome @ Outcome::Failed { error, pve } => {
             assert!(
                 error.contains("still not finished after 1800s")
                     && error.contains("reconcile.task-timeout of 1800s")
                     && error.contains("status \"running\""),
                 "{error}"
             );
-            assert!(*transient);
+            assert!(
+                matches!(pve, Some(PveError::TaskTimedOut { .. })),
+                "{pve:?}"
+            );
+            assert!(outcome.is_transient());
         }
         other => panic!("{other:?}"),
     }
@@ -671,7 +675,7 @@ fn an_unknown_task_fails_at_once() {
         }
     });
     assert!(
-        matches!(&run.outcome, Outcome::Failed { error, transient: false } if error.contains("unable to parse worker upid")),
+        matches!(&run.outcome, Outcome::Failed { error, pve: Some(PveError::NotFound { .. }) } if error.contains("unable to parse worker upid")),
         "{:?}",
         run.outcome
     );
@@ -692,7 +696,10 @@ fn a_task_error_fails_with_its_exit_status() {
         run.outcome,
         Outcome::Failed {
             error: "POST /nodes/pve1/qemu/100/status/start: task UPID:pve1:0001:0002:6B0C:qmstart:100:root@pam: failed: start failed: QEMU exited with code 1".into(),
-            transient: false
+            pve: Some(PveError::TaskFailed {
+                upid: "UPID:pve1:0001:0002:6B0C:qmstart:100:root@pam:".into(),
+                exitstatus: "start failed: QEMU exited with code 1".into(),
+            }),
         }
     );
 }
@@ -732,13 +739,11 @@ fn gone_is_not_success_for_anything_but_a_delete() {
             "Configuration file 'nodes/pve1/qemu-server/100.conf' does not exist",
         )
     });
-    assert!(matches!(
-        run.outcome,
-        Outcome::Failed {
-            transient: false,
-            ..
-        }
-    ));
+    assert!(
+        matches!(run.outcome, Outcome::Failed { .. }) && !run.outcome.is_transient(),
+        "{:?}",
+        run.outcome
+    );
 }
 
 #[test]
@@ -753,7 +758,7 @@ fn a_lock_answer_is_a_transient_failure_left_to_the_next_cycle() {
     for answer in answers {
         let run = drive(&memory_update(false), settings(), |_, _| answer.clone());
         assert!(
-            matches!(&run.outcome, Outcome::Failed { transient: true, error } if error.contains("lock")),
+            matches!(&run.outcome, outcome @ Outcome::Failed { error, .. } if error.contains("lock") && outcome.is_transient()),
             "{:?}",
             run.outcome
         );
@@ -770,13 +775,17 @@ fn a_lock_answer_is_a_transient_failure_left_to_the_next_cycle() {
             upid("qmconfig")
         }
     });
-    assert!(matches!(
-        run.outcome,
-        Outcome::Failed {
-            transient: true,
-            ..
-        }
-    ));
+    assert!(
+        matches!(
+            run.outcome,
+            Outcome::Failed {
+                pve: Some(PveError::ConfigLockTimeout { .. }),
+                ..
+            }
+        ) && run.outcome.is_transient(),
+        "{:?}",
+        run.outcome
+    );
     assert_eq!(run.writes().len(), 1, "no retry within the cycle");
 }
 
@@ -855,7 +864,7 @@ fn shutdown_fails() -> impl FnMut(&Call, Duration) -> Answer {
 fn a_shutdown_that_times_out_is_read_back_and_the_written_change_waits_pending() {
     let run = drive(&memory_update(true), settings(), shutdown_fails());
     match &run.outcome {
-        Outcome::Failed { error, transient } => {
+        outcome @ Outcome::Failed { error, .. } => {
             assert!(
                 error.contains("did not shut down within its shutdown-timeout of 180s")
                     && error.contains("got timeout")
@@ -864,7 +873,7 @@ fn a_shutdown_that_times_out_is_read_back_and_the_written_change_waits_pending()
                     && error.contains("holds it pending until the guest restarts"),
                 "{error}"
             );
-            assert!(!transient);
+            assert!(!outcome.is_transient());
         }
         other => panic!("{other:?}"),
     }

@@ -203,12 +203,11 @@ fn perform_observed(
         std::thread::sleep(due.saturating_duration_since(now()));
         step.handle_timeout(now());
     }
-    let outcome = step.outcome().cloned().unwrap_or(Outcome::Failed {
-        error: format!(
+    let outcome = step.outcome().cloned().unwrap_or_else(|| {
+        Outcome::failed(format!(
             "{} {}/{}: the step protocol stopped without an outcome",
             action.op, action.kind, action.name
-        ),
-        transient: false,
+        ))
     });
     (outcome, step.upids().to_vec())
 }

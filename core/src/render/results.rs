@@ -105,8 +105,8 @@ pub fn results_text(cycles: &[CycleRecord]) -> String {
 fn state_words(state: &ActionState) -> (&'static str, Option<String>) {
     match state {
         ActionState::Done { outcome: Outcome::Succeeded, .. } => ("ok", None),
-        ActionState::Done { outcome: Outcome::Failed { error, transient }, .. } => {
-            ("failed", Some(if *transient { format!("{error} (transient; retried next cycle)") } else { error.clone() }))
+        ActionState::Done { outcome: outcome @ Outcome::Failed { error, .. }, .. } => {
+            ("failed", Some(if outcome.is_transient() { format!("{error} (transient; retried next cycle)") } else { error.clone() }))
         }
         ActionState::Done { outcome: Outcome::ChangedUnderUs, .. } => (
             "failed",

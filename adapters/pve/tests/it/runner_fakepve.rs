@@ -257,7 +257,7 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
     let exec = stop_vm_100(&t, &o);
     match &exec.states()[0] {
         ActionState::Done {
-            outcome: Outcome::Failed { error, transient },
+            outcome: outcome @ Outcome::Failed { error, .. },
             ..
         } => {
             assert!(
@@ -267,7 +267,7 @@ fn a_task_that_outlives_the_task_timeout_fails_with_its_last_status() {
                     && error.contains("status/stop"),
                 "{error}"
             );
-            assert!(*transient);
+            assert!(outcome.is_transient());
         }
         other => panic!("{other:?}"),
     }
@@ -297,17 +297,14 @@ fn a_task_error_fails_the_action_with_the_exit_status() {
     );
     match &exec.states()[0] {
         ActionState::Done {
-            outcome:
-                Outcome::Failed {
-                    error,
-                    transient: false,
-                },
+            outcome: outcome @ Outcome::Failed { error, .. },
             ..
         } => {
             assert!(
                 error.contains("VM 100 already running") && error.contains("task UPID:"),
                 "{error}"
             );
+            assert!(!outcome.is_transient());
         }
         other => panic!("{other:?}"),
     }
