@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 #[path = "support/source.rs"]
 mod source;
 use source::rust_files;
+#[path = "support/code.rs"]
+mod production;
+use production::production_code as code;
 
 /// Each pure crate: its directory (relative to core/), its name in paths,
 /// and the ProxOps crates it may depend on.
@@ -97,20 +100,6 @@ const KNOWN_BACK_IMPORTS: &[(&str, &str, &str)] = &[];
 
 fn core_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// A source's code: comments dropped, and everything from the first
-/// top-level `#[cfg(test)]` on.
-fn code(text: &str) -> String {
-    let end = text.find("\n#[cfg(test)]").unwrap_or(text.len());
-    text[..end]
-        .lines()
-        .map(|l| match l.find("//") {
-            Some(i) => &l[..i],
-            None => l,
-        })
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The top-level modules of this crate that `code` names: `crate::m…` and
