@@ -40,6 +40,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "units",
             "diag",
             "suggest",
+            "yaml_emit",
             "yaml_block",
             "yaml",
             "bounds",
