@@ -24,7 +24,7 @@
 
 pub use proxops_model::{
     bounds, calendar, config, desired, diag, extra, graph, live, manifest, names, outcome, policy,
-    repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
+    repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block, yaml_emit,
 };
 pub use proxops_translate::{adopt, change, docgen, drift, refuse, schema};
 

@@ -42,3 +42,4 @@ pub mod units;
 pub mod wire;
 pub mod yaml;
 pub mod yaml_block;
+pub mod yaml_emit;

@@ -23,5 +23,6 @@ pub mod change;
 pub mod cluster;
 pub mod docgen;
 pub mod drift;
+mod inverse;
 pub mod refuse;
 pub mod schema;
