@@ -23,8 +23,8 @@
 #![warn(clippy::too_many_lines)]
 
 pub use proxops_model::{
-    bounds, calendar, config, desired, diag, extra, graph, live, manifest, names, outcome, policy,
-    repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
+    bounds, calendar, config, desired, diag, extra, firewall, graph, live, manifest, names,
+    outcome, policy, repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
 };
 pub use proxops_translate::{adopt, change, docgen, drift, refuse, schema};
 

@@ -46,6 +46,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "extra",
             "schema_attrs",
             "cluster",
+            "firewall",
             "manifest",
             "live",
             "host",
