@@ -169,6 +169,23 @@ fn address_list(s: &str) -> Result<bool, String> {
     Ok(version.unwrap_or(false))
 }
 
+/// An alias's or IP set entry's address: one address or `addr/len`
+/// network, host bits allowed (`pve_verify_ip_or_cidr` clears them with
+/// `clean_cidr` before Net::IP reads it); returns whether it is IPv6.
+pub fn ip_or_cidr(s: &str) -> Result<bool, String> {
+    let bad = || "value does not look like a valid IP address or CIDR network".to_string();
+    let (addr, len) = match s.split_once('/') {
+        Some((a, l)) => (a, Some(digits::<u32>(l).ok_or_else(bad)?)),
+        None => (s, None),
+    };
+    let addr = ip(addr).ok_or_else(bad)?;
+    let width = if addr.is_ipv6() { 128 } else { 32 };
+    if len.is_some_and(|l| l > width) {
+        return Err(bad());
+    }
+    Ok(addr.is_ipv6())
+}
+
 /// One address, `addr/len` network or `a-b` range, as Net::IP reads it
 /// (it refuses a network with host bits set: "Invalid prefix").
 fn address(s: &str) -> Result<(bool, bool), String> {
@@ -382,7 +399,20 @@ pub fn icmp_type_ok(proto: &Proto, icmp_type: &str) -> bool {
 }
 
 /// A log level (`pve-fw-loglevel`, Firewall.pm).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    serde::Serialize,
+    serde::Deserialize,
+    schemars::JsonSchema,
+)]
+#[serde(rename_all = "lowercase")]
 pub enum LogLevel {
     Emerg,
     Alert,

@@ -8,6 +8,7 @@ pub mod data;
 pub mod grammar;
 pub mod refs;
 pub mod rule;
+pub mod spec;
 
 pub use grammar::{AddrSpec, Address, LogLevel, PortItem, PortSpec, Proto, RefScope};
 pub use refs::Known;
