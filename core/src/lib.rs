@@ -35,6 +35,7 @@ pub mod cluster;
 pub mod cycle;
 pub mod dashboard;
 pub mod exec;
+pub mod firewall_plan;
 pub mod hold;
 pub mod holds;
 pub mod host;

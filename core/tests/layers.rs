@@ -76,6 +76,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "target",
             "state",
             "cluster",
+            "firewall_plan",
             "step",
             "admit",
             "planner",
