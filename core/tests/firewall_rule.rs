@@ -468,3 +468,76 @@ proptest! {
         prop_assert_eq!(Rule::from_api(&serde_json::Value::Object(entry)).unwrap(), rule);
     }
 }
+
+/// Words a rule line is made of, so arbitrary lines get past the first
+/// checks often.
+fn rule_words() -> impl Strategy<Value = String> {
+    let word = prop_oneof![
+        prop::sample::select(vec![
+            "IN",
+            "out",
+            "GROUP",
+            "FORWARD",
+            "|IN",
+            "ACCEPT",
+            "DROP",
+            "SSH(ACCEPT)",
+            "(DROP)",
+            "-i",
+            "-p",
+            "--proto",
+            "-dport",
+            "-sport",
+            "-source",
+            "--dest",
+            "-log",
+            "-icmp-type",
+            "#",
+            "tcp",
+            "icmp",
+            "22",
+            "1:65535",
+            "99999",
+            ",",
+            "+dc/",
+            "+",
+            "guest/",
+            "10.0.0.0/8",
+            "::1",
+            "fe80::/10",
+            "1.2.3.4-1.2.3.1",
+            "net0",
+            "echo-request",
+            "nolog",
+        ])
+        .prop_map(str::to_string),
+        "[ -~]{0,12}",
+        "\\PC{0,6}",
+    ];
+    prop::collection::vec(word, 0..12).prop_map(|w| w.join(" "))
+}
+
+proptest! {
+    /// Whatever a line or an API entry holds, reading it answers; it never
+    /// panics.
+    #[test]
+    fn any_line_or_api_entry_reads_without_panicking(
+        text in rule_words(),
+        fields in prop::collection::btree_map(
+            prop::sample::select(vec!["type", "action", "enable", "macro", "iface", "source",
+                "dest", "proto", "dport", "sport", "log", "icmp-type", "comment"]),
+            prop_oneof![rule_words().prop_map(|s| json!(s)), any::<i64>().prop_map(|n| json!(n)),
+                Just(json!(null)), Just(json!([1]))],
+            0..8,
+        ),
+    ) {
+        if let Ok(rule) = Rule::parse_line(&text) {
+            prop_assert_eq!(Rule::parse_line(&rule.to_string()).unwrap(), rule);
+        }
+        let entry: serde_json::Map<String, serde_json::Value> =
+            fields.into_iter().map(|(k, v)| (k.to_string(), v)).collect();
+        if let Ok(rule) = Rule::from_api(&serde_json::Value::Object(entry)) {
+            prop_assert_eq!(Rule::parse_line(&rule.to_string()).unwrap(), rule);
+        }
+    }
+}
