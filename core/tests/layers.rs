@@ -60,7 +60,14 @@ const ORDER: &[(&str, &[&str])] = &[
     (
         "translate",
         &[
-            "change", "cluster", "adopt", "drift", "refuse", "schema", "docgen",
+            "change",
+            "cluster",
+            "firewall_options",
+            "adopt",
+            "drift",
+            "refuse",
+            "schema",
+            "docgen",
         ],
     ),
     (

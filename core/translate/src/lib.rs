@@ -23,5 +23,6 @@ pub mod change;
 pub mod cluster;
 pub mod docgen;
 pub mod drift;
+pub mod firewall_options;
 pub mod refuse;
 pub mod schema;

@@ -6,6 +6,7 @@
 
 pub mod data;
 pub mod grammar;
+pub mod live;
 pub mod refs;
 pub mod rule;
 pub mod spec;
