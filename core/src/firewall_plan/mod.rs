@@ -5,5 +5,6 @@
 //! the planner, the step protocol and the reader are not wired to them
 //! yet (docs/resources/firewall.md).
 
+pub mod keyed;
 pub mod list;
 pub mod lockout;

@@ -186,6 +186,46 @@ pub fn ip_or_cidr(s: &str) -> Result<bool, String> {
     Ok(addr.is_ipv6())
 }
 
+/// An alias's address as PVE keeps it: `parse_alias` reads it through
+/// `parse_ip_or_cidr`, which drops a `/32` (IPv4) or `/128` (IPv6).
+pub fn stored_alias_cidr(s: &str) -> String {
+    let v6 = s
+        .split('/')
+        .next()
+        .and_then(ip)
+        .is_some_and(|a| a.is_ipv6());
+    let full = if v6 { "/128" } else { "/32" };
+    s.strip_suffix(full).unwrap_or(s).to_string()
+}
+
+/// An IP set entry as PVE keeps it (`create_ip` in `API2/Firewall/IPSet.pm`):
+/// a network's host bits cleared and its address compressed (`clean_cidr`),
+/// then a `/32` or `/128` dropped (`parse_ip_or_cidr`); an alias's name and
+/// a bare address as written.
+pub fn stored_ipset_cidr(s: &str) -> String {
+    let Some((addr, len)) = s.split_once('/') else {
+        return s.to_string();
+    };
+    let (Some(addr), Some(len)) = (ip(addr), digits::<u32>(len)) else {
+        return s.to_string();
+    };
+    let clean = match addr {
+        IpAddr::V4(a) => {
+            let bits = u32::from(a);
+            let mask = u32::MAX.checked_shl(32u32.saturating_sub(len)).unwrap_or(0);
+            core::net::Ipv4Addr::from(bits & mask).to_string()
+        }
+        IpAddr::V6(a) => {
+            let bits = u128::from(a);
+            let mask = u128::MAX
+                .checked_shl(128u32.saturating_sub(len))
+                .unwrap_or(0);
+            core::net::Ipv6Addr::from(bits & mask).to_string()
+        }
+    };
+    stored_alias_cidr(&format!("{clean}/{len}"))
+}
+
 /// One address, `addr/len` network or `a-b` range, as Net::IP reads it
 /// (it refuses a network with host bits set: "Invalid prefix").
 fn address(s: &str) -> Result<(bool, bool), String> {

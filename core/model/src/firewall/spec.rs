@@ -11,6 +11,7 @@ use serde::{Deserialize, Serialize};
 
 use super::grammar::{
     LogLevel, MAX_ALIAS_LEN, MAX_GROUP_LEN, MAX_IPSET_LEN, ip_or_cidr, is_object_name,
+    stored_ipset_cidr,
 };
 use super::rule::{RawRule, Rule, RuleEnv};
 use crate::diag::FieldError;
@@ -321,6 +322,7 @@ pub fn check_ipset(name: &str, set: &IpSetSpec, path: &str) -> Vec<FieldError> {
         format!("{path}.name"),
         &mut errors,
     );
+    // Entries are compared as PVE stores them: 10.0.0.1/8 is 10.0.0.0/8.
     let mut seen = BTreeSet::new();
     for (i, entry) in set.entries.iter().enumerate() {
         let at = format!("{path}.entries[{i}].cidr");
@@ -334,7 +336,17 @@ pub fn check_ipset(name: &str, set: &IpSetSpec, path: &str) -> Vec<FieldError> {
         {
             errors.push(FieldError::new(at.clone(), e));
         }
-        if !seen.insert(cidr) {
+        // create_ip: "a zero prefix is not allowed in ipset entries".
+        if cidr
+            .rsplit_once('/')
+            .is_some_and(|(_, l)| !l.is_empty() && l.bytes().all(|b| b == b'0'))
+        {
+            errors.push(FieldError::new(
+                at.clone(),
+                "a zero prefix is not allowed in ipset entries",
+            ));
+        }
+        if !seen.insert(stored_ipset_cidr(cidr)) {
             errors.push(FieldError::new(
                 at,
                 format!("'{cidr}' is already in the set"),
