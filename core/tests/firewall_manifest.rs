@@ -151,3 +151,31 @@ rules:
     .unwrap();
     assert!(check_ipset("mgmt", &set, "spec").is_empty());
 }
+
+/// The rules of PVE's config lines, as adoption will meet them.
+const LINES: [&str; 6] = [
+    "IN ACCEPT -source +dc/mgmt -p tcp -dport 22",
+    "|OUT DROP -dest 192.0.2.1-192.0.2.9 -p udp -sport 53,123 -log info # ntp and dns",
+    "IN SSH(ACCEPT) -i net0",
+    "GROUP webservers -i net1",
+    "IN ACCEPT -p icmp -icmp-type echo-request",
+    "IN REJECT -p tcp -dport 8000:8100",
+];
+
+#[test]
+fn a_rule_written_back_as_a_manifest_reads_as_the_same_rule() {
+    let rules: Vec<proxops_core::firewall::Rule> = LINES
+        .iter()
+        .map(|l| proxops_core::firewall::Rule::parse_line(l).unwrap())
+        .collect();
+    let specs: Vec<proxops_core::firewall::spec::RuleSpec> = rules
+        .iter()
+        .map(proxops_core::firewall::spec::RuleSpec::from_rule)
+        .collect();
+    // Through YAML text, as `adopt` writes files and `validate` reads them.
+    let yaml = serde_yaml::to_string(&specs).unwrap();
+    let back: Vec<proxops_core::firewall::spec::RuleSpec> = serde_yaml::from_str(&yaml).unwrap();
+    assert_eq!(check_rules(&back, RuleEnv::Guest, "rules").unwrap(), rules);
+    // Only a disabled rule says `enable`.
+    assert!(yaml.matches("enable: false").count() == 1, "{yaml}");
+}

@@ -90,6 +90,27 @@ pub struct RuleSpec {
 }
 
 impl RuleSpec {
+    /// The manifest form of a checked rule, as adoption writes it: ports
+    /// as text, `enable` only when off.
+    pub fn from_rule(rule: &Rule) -> RuleSpec {
+        let text = |v: Option<String>| v.map(PortText::Text);
+        RuleSpec {
+            rule_type: rule.head.pve_type().to_string(),
+            action: rule.head.action().to_string(),
+            enable: (!rule.enable).then_some(false),
+            macro_name: rule.macro_name.clone(),
+            iface: rule.iface.clone(),
+            source: rule.source.as_ref().map(ToString::to_string),
+            dest: rule.dest.as_ref().map(ToString::to_string),
+            proto: rule.proto.as_ref().map(ToString::to_string),
+            dport: text(rule.dport.as_ref().map(ToString::to_string)),
+            sport: text(rule.sport.as_ref().map(ToString::to_string)),
+            log: rule.log,
+            icmp_type: rule.icmp_type.clone(),
+            comment: rule.comment.clone(),
+        }
+    }
+
     fn raw(&self) -> RawRule {
         RawRule {
             rule_type: self.rule_type.clone(),
