@@ -50,6 +50,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "extra",
             "schema_attrs",
             "cluster",
+            "firewall",
             "manifest",
             "live",
             "host",
@@ -63,7 +64,15 @@ const ORDER: &[(&str, &[&str])] = &[
     (
         "translate",
         &[
-            "change", "cluster", "inverse", "drift", "adopt", "refuse", "schema", "docgen",
+            "change",
+            "cluster",
+            "firewall_options",
+            "inverse",
+            "drift",
+            "adopt",
+            "refuse",
+            "schema",
+            "docgen",
         ],
     ),
     (
@@ -79,6 +88,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "target",
             "state",
             "cluster",
+            "firewall_plan",
             "step",
             "admit",
             "planner",

@@ -26,6 +26,7 @@ pub mod config;
 pub mod desired;
 pub mod diag;
 pub mod extra;
+pub mod firewall;
 pub mod graph;
 pub mod host;
 pub mod live;
