@@ -23,10 +23,11 @@
 #![warn(clippy::too_many_lines)]
 
 pub use proxops_model::{
-    bounds, calendar, config, desired, diag, extra, graph, live, manifest, names, outcome, policy,
-    repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
+    bounds, calendar, config, desired, diag, extra, firewall, graph, live, manifest, names,
+    outcome, policy, repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
+    yaml_emit,
 };
-pub use proxops_translate::{adopt, change, docgen, drift, refuse, schema};
+pub use proxops_translate::{adopt, change, docgen, drift, firewall_options, refuse, schema};
 
 pub mod action;
 pub mod admit;
@@ -35,6 +36,7 @@ pub mod cluster;
 pub mod cycle;
 pub mod dashboard;
 pub mod exec;
+pub mod firewall_plan;
 pub mod hold;
 pub mod holds;
 pub mod host;

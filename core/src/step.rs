@@ -212,6 +212,19 @@ pub fn says_gone(message: &str) -> bool {
     message.to_lowercase().contains("does not exist")
 }
 
+/// `(path, privilege)` from PVE's `Permission check failed (/vms/100,
+/// VM.Config.Memory)` (pve-access-control `PVE/RPCEnvironment.pm` `check`,
+/// raised by pve-common `PVE/Exception.pm` `raise_perm_exc`), for the hint
+/// on a 403.
+pub fn missing_privilege(message: &str) -> Option<(&str, &str)> {
+    let start = message.find("Permission check failed (")? + "Permission check failed (".len();
+    let inside = &message[start..];
+    let inside = &inside[..inside.find(')')?];
+    let (path, privilege) = inside.split_once(',')?;
+    let (path, privilege) = (path.trim(), privilege.trim());
+    (!path.is_empty() && !privilege.is_empty()).then_some((path, privilege))
+}
+
 /// The wordings that mean the same whatever the status or wherever they
 /// appear (an HTTP error or a task's exit status).
 fn classify_text(lower: &str, text: &str) -> Option<PveError> {

@@ -126,7 +126,7 @@ pub fn refusal_hint(status: u16, message: &str, acting_as: Option<&str>) -> Opti
         401 => Some(format!(
             "PVE did not accept {who}: the password or the realm in user@realm may be wrong"
         )),
-        403 => Some(match missing_privilege(message) {
+        403 => Some(match step::missing_privilege(message) {
             Some((path, privilege)) if who.contains("token") => format!(
                 "{who} lacks the privilege {privilege} on {path}: grant it to the role of the \
                  token (with privilege separation, to the token itself, not only its user); \
@@ -140,17 +140,6 @@ pub fn refusal_hint(status: u16, message: &str, acting_as: Option<&str>) -> Opti
         }),
         _ => None,
     }
-}
-
-/// `(path, privilege)` from PVE's `Permission check failed (/vms/100,
-/// VM.Config.Memory)`.
-fn missing_privilege(message: &str) -> Option<(&str, &str)> {
-    let start = message.find("Permission check failed (")? + "Permission check failed (".len();
-    let inside = &message[start..];
-    let inside = &inside[..inside.find(')')?];
-    let (path, privilege) = inside.split_once(',')?;
-    let (path, privilege) = (path.trim(), privilege.trim());
-    (!path.is_empty() && !privilege.is_empty()).then_some((path, privilege))
 }
 
 /// PVE's text for a refused request followed by [`refusal_hint`], if any.

@@ -165,8 +165,7 @@ impl Writer<'_> {
             }
         } else {
             match value {
-                SecretValue::Str(s) if yaml::is_plain_safe(s) => String::clone(s),
-                SecretValue::Str(s) => yaml::double_quoted(s),
+                SecretValue::Str(s) => yaml::string(s),
                 SecretValue::Int(i) => i.to_string(),
                 SecretValue::Float(f) => yaml_float(*f),
                 SecretValue::Bool(b) => b.to_string(),

@@ -4,7 +4,8 @@
 
 use regex::Regex;
 
-use crate::yaml::{OutNode, RawNode, RawScalar, double_quoted};
+use crate::yaml::{OutNode, RawNode, RawScalar};
+use proxops_model::yaml_emit::double_quoted;
 
 /// Which leaves get encrypted. At most one rule applies to a document; with
 /// none, sops uses `UnencryptedSuffix("_unencrypted")`.

@@ -3,6 +3,7 @@
 //! a plain scalar; writing produces the 4-space block style sops writes.
 //! This module never decrypts and never types a value by itself.
 
+use proxops_model::yaml_emit;
 use yaml_rust2::parser::{Event, Parser, Tag};
 use yaml_rust2::scanner::{Marker, TScalarStyle};
 
@@ -310,49 +311,27 @@ fn push_indent(out: &mut String, n: usize) {
 }
 
 fn key_source(key: &str) -> String {
-    if is_plain_safe(key) {
-        key.to_string()
-    } else {
-        double_quoted(key)
-    }
+    string(key)
 }
 
-/// A string that reads back as the same string when written unquoted.
-pub(crate) fn is_plain_safe(s: &str) -> bool {
-    let Some(first) = s.chars().next() else {
-        return false;
-    };
-    (first.is_ascii_alphanumeric() || first == '_')
-        && s.chars()
-            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.' | '/' | '@'))
+/// A string that reads back as the same string when written unquoted:
+/// plain for every YAML reader (`yaml_emit::is_plain_safe`) and typed a
+/// string by yaml.v3's resolution, which the MAC depends on.
+fn is_plain_safe(s: &str) -> bool {
+    yaml_emit::is_plain_safe(s)
         && matches!(
             crate::resolve::resolve_plain(s),
             Ok(crate::resolve::Resolved::Str)
         )
 }
 
-/// A YAML double-quoted scalar; every control and non-ASCII character is
-/// escaped so the output is plain ASCII and round-trips exactly.
-pub(crate) fn double_quoted(s: &str) -> String {
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20 || c as u32 == 0x7f => {
-                out.push_str(&format!("\\x{:02x}", c as u32));
-            }
-            c if c.is_ascii() => out.push(c),
-            c if (c as u32) <= 0xffff => out.push_str(&format!("\\u{:04x}", c as u32)),
-            c => out.push_str(&format!("\\U{:08x}", c as u32)),
-        }
+/// A string scalar: plain when [`is_plain_safe`], else double-quoted.
+pub(crate) fn string(s: &str) -> String {
+    if is_plain_safe(s) {
+        s.to_owned()
+    } else {
+        yaml_emit::double_quoted(s)
     }
-    out.push('"');
-    out
 }
 
 #[cfg(test)]
@@ -375,16 +354,46 @@ mod tests {
         assert_eq!(a.line, 2);
     }
 
-    #[test]
-    fn double_quoted_strings_read_back_unchanged() {
-        let s = "tab\there \"q\" back\\slash\nnew ü ✓ 𝄞 \u{1}";
-        let doc = parse_document(&format!("k: {}\n", double_quoted(s)))
-            .unwrap()
-            .unwrap();
-        let RawNode::Map(entries) = doc else { panic!() };
-        let RawNode::Scalar(v) = &entries[0].1 else {
-            panic!()
+    /// `s` as sops' reader takes it back: the same text, and a string.
+    fn reads_back(s: &str) -> Result<(), proptest::test_runner::TestCaseError> {
+        let text = format!("k: {}\n", string(s));
+        let Ok(Some(RawNode::Map(entries))) = parse_document(&text) else {
+            return Err(proptest::test_runner::TestCaseError::fail(text));
         };
-        assert_eq!(v.text, s);
+        let RawNode::Scalar(v) = &entries[0].1 else {
+            panic!("{text}")
+        };
+        proptest::prop_assert_eq!(&v.text, s, "{:?}", text);
+        let typed = crate::resolve::resolve_plain(&v.text);
+        proptest::prop_assert!(
+            v.quoted || matches!(typed, Ok(crate::resolve::Resolved::Str)),
+            "{:?}",
+            text
+        );
+        Ok(())
+    }
+
+    #[test]
+    fn strings_read_back_unchanged() {
+        for s in [
+            "tab\there \"q\" back\\slash\nnew ü ✓ 𝄞 \u{1}",
+            "user@pam",
+            "_x",
+            "1abc",
+            "0777",
+            "yes",
+            "2024-01-01",
+            "a=b",
+            "",
+        ] {
+            reads_back(s).unwrap();
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_string_reads_back_unchanged(s in proptest::prelude::any::<String>()) {
+            reads_back(&s)?;
+        }
     }
 }

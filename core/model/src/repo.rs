@@ -455,7 +455,8 @@ fn composition_entries(
             Ok(Composition::List(l)) => l,
             Err(e) => {
                 let pos = e.pos.or_else(|| index.locate(0, &e.path));
-                let message = if e.message.contains("did not match any variant") {
+                // YAML that reads, yet as neither form of a composition.
+                let message = if crate::yaml::is_yaml_document(text, 0) {
                     "invalid composition: use a mapping `resources:` holding a list of manifest paths relative to this directory, e.g. - ../../vm/base/web.yaml".to_owned()
                 } else {
                     format!("invalid composition: {}", e.message)

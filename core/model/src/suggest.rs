@@ -11,8 +11,8 @@
 //! field that does not exist. This module only computes; it never decides
 //! whether input is valid.
 
-use serde::de::DeserializeOwned;
-use serde_yaml::{Mapping, Value};
+use serde::de::value::{StrDeserializer, UnitDeserializer};
+use serde::de::{DeserializeOwned, DeserializeSeed, MapAccess, SeqAccess, Visitor};
 
 /// The candidate nearest to `word`, when one is near enough to be what was
 /// meant. Ties go to the earlier candidate, so the answer is deterministic.
@@ -97,34 +97,135 @@ fn walk<T: DeserializeOwned>(at: &mut Vec<Seg>, out: &mut Vec<String>) {
     }
 }
 
-/// The fields serde accepts at `at`, when `at` is a struct.
+/// The fields serde accepts at `at`, when `at` is a struct that refuses
+/// unknown fields: the type is read from a [`Probe`] holding only the
+/// unknown key at `at`, and serde hands the valid names to the error it
+/// makes of it (`unknown_field`), typed.
 fn fields_at<T: DeserializeOwned>(at: &[Seg]) -> Option<Vec<String>> {
-    let mut value = Value::Mapping(Mapping::from_iter([(
-        Value::String(PROBE.to_owned()),
-        Value::Null,
-    )]));
-    for seg in at.iter().rev() {
-        value = match seg {
-            Seg::Key(k) => Value::Mapping(Mapping::from_iter([(Value::String(k.clone()), value)])),
-            Seg::Item => Value::Sequence(vec![value]),
-        };
+    match T::deserialize(Probe { at }) {
+        Err(Probed::Fields(fields)) => Some(fields),
+        _ => None,
     }
-    let err = serde_path_to_error::deserialize::<_, T>(value).err()?;
-    if err.path().iter().count() != at.len() + 1 {
-        return None;
-    }
-    let message = err.into_inner().to_string();
-    let rest = message.strip_prefix(&format!("unknown field `{PROBE}`"))?;
-    Some(backticked(rest))
 }
 
-/// The `name`s of serde's "expected one of `a`, `b`" list.
-fn backticked(text: &str) -> Vec<String> {
-    text.split('`')
-        .skip(1)
-        .step_by(2)
-        .map(str::to_owned)
-        .collect()
+/// How reading a [`Probe`] ended.
+#[derive(Debug)]
+enum Probed {
+    /// The struct at the probe's end refused its key, naming its fields.
+    Fields(Vec<String>),
+    /// Anything else: no struct that refuses unknown fields is there.
+    Other,
+}
+
+impl std::fmt::Display for Probed {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("probe")
+    }
+}
+
+impl std::error::Error for Probed {}
+
+impl serde::de::Error for Probed {
+    fn custom<M: std::fmt::Display>(_: M) -> Self {
+        Probed::Other
+    }
+    fn unknown_field(field: &str, expected: &'static [&'static str]) -> Self {
+        if field == PROBE {
+            Probed::Fields(expected.iter().map(|f| (*f).to_owned()).collect())
+        } else {
+            Probed::Other
+        }
+    }
+}
+
+/// A document that is nothing but the path `at`, ending in a mapping that
+/// holds only the key `PROBE`: every map or struct on the way gets one
+/// entry, every list one item.
+struct Probe<'a> {
+    at: &'a [Seg],
+}
+
+impl<'de> serde::Deserializer<'de> for Probe<'_> {
+    type Error = Probed;
+
+    fn deserialize_any<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Probed> {
+        match self.at.split_first() {
+            None => visitor.visit_map(OneEntry {
+                key: Some(PROBE),
+                value: None,
+            }),
+            Some((Seg::Key(k), rest)) => visitor.visit_map(OneEntry {
+                key: Some(k),
+                value: Some(Probe { at: rest }),
+            }),
+            Some((Seg::Item, rest)) => visitor.visit_seq(OneItem(Some(Probe { at: rest }))),
+        }
+    }
+    fn deserialize_option<V: Visitor<'de>>(self, visitor: V) -> Result<V::Value, Probed> {
+        visitor.visit_some(self)
+    }
+    fn deserialize_newtype_struct<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Probed> {
+        visitor.visit_newtype_struct(self)
+    }
+    fn deserialize_enum<V: Visitor<'de>>(
+        self,
+        _: &'static str,
+        _: &'static [&'static str],
+        _: V,
+    ) -> Result<V::Value, Probed> {
+        Err(Probed::Other)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string
+        bytes byte_buf unit unit_struct seq tuple tuple_struct map struct
+        identifier ignored_any
+    }
+}
+
+/// The one entry of a [`Probe`]'s mapping: `PROBE` (with no value) at the
+/// end of the path, else the next key and the rest of the path.
+struct OneEntry<'a> {
+    key: Option<&'a str>,
+    value: Option<Probe<'a>>,
+}
+
+impl<'de> MapAccess<'de> for OneEntry<'_> {
+    type Error = Probed;
+
+    fn next_key_seed<K: DeserializeSeed<'de>>(
+        &mut self,
+        seed: K,
+    ) -> Result<Option<K::Value>, Probed> {
+        match self.key.take() {
+            Some(k) => seed.deserialize(StrDeserializer::new(k)).map(Some),
+            None => Ok(None),
+        }
+    }
+    fn next_value_seed<S: DeserializeSeed<'de>>(&mut self, seed: S) -> Result<S::Value, Probed> {
+        match self.value.take() {
+            Some(p) => seed.deserialize(p),
+            None => seed.deserialize(UnitDeserializer::new()),
+        }
+    }
+}
+
+/// The one item of a [`Probe`]'s list.
+struct OneItem<'a>(Option<Probe<'a>>);
+
+impl<'de> SeqAccess<'de> for OneItem<'_> {
+    type Error = Probed;
+
+    fn next_element_seed<S: DeserializeSeed<'de>>(
+        &mut self,
+        seed: S,
+    ) -> Result<Option<S::Value>, Probed> {
+        self.0.take().map(|p| seed.deserialize(p)).transpose()
+    }
 }
 
 fn render(at: &[Seg]) -> String {

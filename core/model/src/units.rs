@@ -206,16 +206,66 @@ impl fmt::Display for Quantity {
 
 impl<'de> Deserialize<'de> for Quantity {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        #[derive(Deserialize)]
-        #[serde(untagged)]
-        enum Raw {
-            Int(u64),
-            Text(String),
-        }
-        match Raw::deserialize(d)? {
-            Raw::Int(n) => Ok(Quantity(n)),
+        // Judged once the value is read, so an error points where serde
+        // puts a refused value, not inside it.
+        match d.deserialize_any(RawQuantity)? {
+            Raw::Bytes(n) => Ok(Quantity(n)),
             Raw::Text(s) => Quantity::parse(&s).map_err(serde::de::Error::custom),
+            Raw::Neither => Err(serde::de::Error::custom(
+                "invalid value: use a whole number (0 or more) or a text value",
+            )),
         }
+    }
+}
+
+/// What a size was written as.
+enum Raw {
+    Bytes(u64),
+    Text(String),
+    /// Neither a whole number (0 or more) nor a text.
+    Neither,
+}
+
+/// Reads any value into a [`Raw`], consuming it whole.
+struct RawQuantity;
+
+impl<'de> serde::de::Visitor<'de> for RawQuantity {
+    type Value = Raw;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a whole number (0 or more) or a text value")
+    }
+    fn visit_u64<E: serde::de::Error>(self, n: u64) -> Result<Raw, E> {
+        Ok(Raw::Bytes(n))
+    }
+    fn visit_i64<E: serde::de::Error>(self, n: i64) -> Result<Raw, E> {
+        Ok(u64::try_from(n).map_or(Raw::Neither, Raw::Bytes))
+    }
+    fn visit_str<E: serde::de::Error>(self, s: &str) -> Result<Raw, E> {
+        Ok(Raw::Text(s.to_owned()))
+    }
+    fn visit_f64<E: serde::de::Error>(self, _: f64) -> Result<Raw, E> {
+        Ok(Raw::Neither)
+    }
+    fn visit_bool<E: serde::de::Error>(self, _: bool) -> Result<Raw, E> {
+        Ok(Raw::Neither)
+    }
+    fn visit_unit<E: serde::de::Error>(self) -> Result<Raw, E> {
+        Ok(Raw::Neither)
+    }
+    fn visit_none<E: serde::de::Error>(self) -> Result<Raw, E> {
+        Ok(Raw::Neither)
+    }
+    fn visit_seq<A: serde::de::SeqAccess<'de>>(self, mut seq: A) -> Result<Raw, A::Error> {
+        while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+        Ok(Raw::Neither)
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Raw, A::Error> {
+        while map
+            .next_entry::<serde::de::IgnoredAny, serde::de::IgnoredAny>()?
+            .is_some()
+        {}
+        Ok(Raw::Neither)
     }
 }
 

@@ -43,6 +43,12 @@ pub fn deserialize_document<T: DeserializeOwned>(text: &str, doc: usize) -> Resu
     })
 }
 
+/// True when document `doc` (0-based) of a YAML text reads as YAML at all,
+/// whatever its shape: an error reading it into a type is then the type's.
+pub fn is_yaml_document(text: &str, doc: usize) -> bool {
+    deserialize_document::<serde_yaml::Value>(text, doc).is_ok()
+}
+
 /// What reading a document found beyond its first error.
 #[derive(Debug)]
 pub struct Remaining<T> {
@@ -92,14 +98,15 @@ pub fn remaining_errors<T: DeserializeOwned>(
         rest: None,
     };
     let mut meant: Vec<String> = hinted_path(first).into_iter().collect();
-    let (mut path, mut message) = (first.path.clone(), first.message.clone());
+    let mut path = first.path.clone();
     // Each step takes something out or fills a gap for good; the bound
     // only guards against a model no finite number of steps reads.
     for _ in 0..MAX_ERRORS * 4 {
         if out.errors.len() >= MAX_ERRORS {
             break;
         }
-        let stepped = if message.starts_with("missing required field ") {
+        // A path the document does not hold is a required field missing.
+        let stepped = if absent(&doc, &path) {
             fill::<T>(&mut doc, &path).or_else(|| remove_path(&mut doc, &parent(&path)))
         } else {
             remove_path(&mut doc, &path)
@@ -116,9 +123,10 @@ pub fn remaining_errors<T: DeserializeOwned>(
         let raw = clean_path(&err.path().to_string());
         let inner = err.into_inner();
         let cleaned = strip_path_prefix(&clean_message(&inner.to_string(), None), &raw);
+        let message;
         (path, message) = explain(raw, cleaned);
-        let consequence = message.starts_with("missing required field ")
-            && (out.removed.contains(&path) || meant.contains(&path));
+        let consequence =
+            absent(&doc, &path) && (out.removed.contains(&path) || meant.contains(&path));
         if consequence {
             continue;
         }
@@ -199,6 +207,12 @@ fn node_at<'a>(doc: &'a mut serde_yaml::Value, path: &str) -> Option<&'a mut ser
         node = map.get_mut(key.as_str())?;
     }
     Some(node)
+}
+
+/// True when `doc` holds nothing at `path`: an error there is about a
+/// field the document lacks, not one it gives.
+fn absent(doc: &serde_yaml::Value, path: &str) -> bool {
+    node_at(&mut doc.clone(), path).is_none()
 }
 
 /// Takes the entry at `path` (`spec.disks[1].size`) out of `doc` and says
@@ -370,58 +384,73 @@ fn split_path_prefix(m: &str) -> (String, String) {
 /// then the alias.
 const FIELD_ALIASES: &[(&str, &str)] = &[("gateway", "gw")];
 
+/// The few serde_norway messages reworded for an operator. serde's error
+/// carries no kind, only its text and a position, so its words are read
+/// here and nowhere else, and only to choose the words shown: no step of
+/// reading a document depends on them (`remaining_errors` looks at the
+/// document itself).
+enum Said {
+    /// A key given twice in one mapping (or a field and its alias).
+    Duplicate(String),
+    /// A required field the mapping lacks.
+    Missing(String),
+    /// An integer beyond 64 bits, which no field holds.
+    TooLarge(String),
+    Other,
+}
+
+impl Said {
+    fn of(message: &str) -> Said {
+        // `<prefix>"<quoted>"<tail>`, backticks already made quotes.
+        let quoted = |prefix: &str| -> Option<(String, &str)> {
+            let rest = message.strip_prefix(prefix)?.strip_prefix('"')?;
+            rest.split_once('"').map(|(k, tail)| (k.to_owned(), tail))
+        };
+        if let Some((key, _)) =
+            quoted("duplicate entry with key ").or_else(|| quoted("duplicate field "))
+        {
+            return Said::Duplicate(key);
+        }
+        if let Some((key, _)) = quoted("missing field ") {
+            return Said::Missing(key);
+        }
+        match quoted("invalid type: integer ") {
+            Some((n, tail)) if tail.strip_prefix(" as u128").is_some() => Said::TooLarge(n),
+            _ => Said::Other,
+        }
+    }
+}
+
 /// Rewrites the messages an operator meets most often into what to do:
 /// a repeated key names the key as the field; a number too large for any
 /// field says so instead of naming a Rust type.
 fn explain(path: String, message: String) -> (String, String) {
-    let quoted = |m: &str, prefix: &str| -> Option<String> {
-        let rest = m.strip_prefix(prefix)?;
-        let rest = rest.strip_prefix('"')?;
-        rest.split_once('"').map(|(k, _)| k.to_owned())
-    };
-    let dup = quoted(&message, "duplicate entry with key ")
-        .or_else(|| quoted(&message, "duplicate field "));
-    if let Some(key) = dup {
-        let field = if path.is_empty() {
-            key.clone()
+    let field = |key: &str| {
+        if path.is_empty() {
+            key.to_owned()
         } else {
             format!("{path}.{key}")
-        };
+        }
+    };
+    match Said::of(&message) {
         // serde calls a field given under its name and under an alias a
         // duplicate: say that the two spellings are one field.
-        if let Some((_, alias)) = FIELD_ALIASES.iter().find(|(name, _)| *name == key) {
-            return (
-                field,
+        Said::Duplicate(key) => match FIELD_ALIASES.iter().find(|(name, _)| *name == key) {
+            Some((_, alias)) => (
+                field(&key),
                 format!(
                     "both {key:?} and {alias:?} are given: they are one field (PVE's {alias:?} is read as {key:?}); keep only {key:?}"
                 ),
-            );
-        }
-        return (
-            field,
-            format!("duplicate key {key:?}: a key may appear only once in a mapping"),
-        );
+            ),
+            None => (
+                field(&key),
+                format!("duplicate key {key:?}: a key may appear only once in a mapping"),
+            ),
+        },
+        Said::Missing(key) => (field(&key), format!("missing required field {key:?}")),
+        Said::TooLarge(n) => (path, format!("number {n} is too large")),
+        Said::Other => (path, message),
     }
-    if let Some(key) = quoted(&message, "missing field ") {
-        let field = if path.is_empty() {
-            key.clone()
-        } else {
-            format!("{path}.{key}")
-        };
-        return (field, format!("missing required field {key:?}"));
-    }
-    if message.starts_with("data did not match any variant of untagged enum Raw") {
-        return (
-            path,
-            "invalid value: use a whole number (0 or more) or a text value".to_owned(),
-        );
-    }
-    if let Some(n) = quoted(&message, "invalid type: integer ")
-        && message.contains(" as u128")
-    {
-        return (path, format!("number {n} is too large"));
-    }
-    (path, message)
 }
 
 /// serde_yaml prefixes some messages with the path of the value being read
@@ -444,12 +473,12 @@ fn strip_path_prefix(m: &str, path: &str) -> String {
 
 #[cfg(test)]
 mod tests {
+    #![allow(clippy::unwrap_used)]
     use super::*;
     use std::collections::BTreeMap;
 
     #[derive(Debug, serde::Deserialize)]
     #[serde(deny_unknown_fields)]
-    #[allow(dead_code)]
     struct T {
         a: u32,
         b: Vec<BTreeMap<String, u32>>,
@@ -525,12 +554,67 @@ mod tests {
         assert_eq!(more.removed, ["a", "b[1].x", "c", "a"]);
     }
 
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Sized {
+        size: crate::units::Quantity,
+        name: Option<String>,
+        count: Option<u32>,
+    }
+
+    fn first_error(text: &str) -> (String, String) {
+        let e = deserialize_document::<Sized>(text, 0)
+            .map(|s| (s.size, s.name, s.count))
+            .unwrap_err();
+        (e.path, e.message)
+    }
+
+    #[test]
+    fn a_size_that_is_neither_a_number_nor_text_says_what_it_takes() {
+        let want = "invalid value: use a whole number (0 or more) or a text value";
+        for v in ["-5", "1.5", "true", "[1]", "{a: 1}", "~"] {
+            let (path, message) = first_error(&format!("size: {v}\n"));
+            assert_eq!((path.as_str(), message.as_str()), ("size", want), "{v}");
+            // Read on past a first error, from the parsed value.
+            let text = format!("count: many\nsize: {v}\n");
+            let first = deserialize_document::<Sized>(&text, 0).unwrap_err();
+            let value = document_values(&text).unwrap();
+            let more = remaining_errors::<Sized>(&value[0], &first);
+            let found: Vec<(&str, &str)> = more
+                .errors
+                .iter()
+                .map(|e| (e.path.as_str(), e.message.as_str()))
+                .collect();
+            assert_eq!(found, [("size", want)], "{v}");
+        }
+        let (_, message) = first_error("size: lots\n");
+        assert!(message.contains("lots"), "{message}");
+        assert!(deserialize_document::<Sized>("size: 5\n", 0).is_ok());
+        assert!(deserialize_document::<Sized>("size: 5GiB\n", 0).is_ok());
+    }
+
+    #[test]
+    fn a_number_too_large_for_any_field_says_so() {
+        let big = "123456789012345678901234";
+        let (path, message) = first_error(&format!("size: {big}\n"));
+        assert_eq!(
+            (path.as_str(), message),
+            ("size", format!("number {big} is too large"))
+        );
+        let (path, message) = first_error(&format!("size: 1\ncount: {big}\n"));
+        assert_eq!(
+            (path.as_str(), message),
+            ("count", format!("number {big} is too large"))
+        );
+    }
+
     #[test]
     fn second_document_is_reachable() {
-        let text = "a: 1\nb: []\n---\na: 2\nb: []\n";
+        let text = "a: 1\nb: []\n---\na: 2\nb:\n  - x: 3\n";
+        let second = deserialize_document::<T>(text, 1).map(|t| (t.a, t.b));
         assert_eq!(
-            deserialize_document::<T>(text, 1).map(|t| t.a).ok(),
-            Some(2)
+            second.ok(),
+            Some((2, vec![BTreeMap::from([("x".to_owned(), 3)])]))
         );
         assert_eq!(document_count(text).ok().map(|v| v.len()), Some(2));
     }

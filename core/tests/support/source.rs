@@ -1,5 +1,6 @@
 //! Reading the crates' own sources, for the tests that scan them
-//! (`no_io.rs`, `layers.rs`).
+//! (`no_io.rs`, `layers.rs`, `no_message_decisions.rs`); `code.rs` keeps
+//! the production part of one.
 
 use std::path::{Path, PathBuf};
 

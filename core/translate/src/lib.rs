@@ -23,5 +23,7 @@ pub mod change;
 pub mod cluster;
 pub mod docgen;
 pub mod drift;
+pub mod firewall_options;
+mod inverse;
 pub mod refuse;
 pub mod schema;

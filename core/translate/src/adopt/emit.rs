@@ -1,13 +1,15 @@
 //! The YAML text of an adopted manifest: 2-space indentation, block
 //! sequences indented under their key, fields in the manifest structs'
-//! declaration order, strings plain only when no YAML reader could take
-//! them for anything else (otherwise double-quoted with escapes, so user
-//! text such as a description survives byte for byte).
+//! declaration order, each string as `yaml_emit::string` writes it: plain
+//! only when no YAML reader could take it for anything else, otherwise
+//! double-quoted with escapes, so user text such as a description survives
+//! byte for byte.
 
 use serde::Serialize;
 use serde_yaml::Value;
 
 use proxops_model::units::Quantity;
+use proxops_model::yaml_emit::string;
 
 /// Keys whose integer value is a byte count: written as a quantity
 /// (`2GiB`) rather than a bare number of bytes.
@@ -187,108 +189,10 @@ fn scalar(v: &Value) -> String {
     }
 }
 
-/// Words a YAML 1.1 or 1.2 reader resolves to something other than a string.
-const RESERVED: &[&str] = &[
-    "true", "false", "yes", "no", "on", "off", "y", "n", "null", "~", "nan", ".nan", "inf", ".inf",
-    "-.inf", "+.inf",
-];
-
-fn is_plain_safe(s: &str) -> bool {
-    let Some(first) = s.chars().next() else {
-        return false;
-    };
-    let chars_ok = s
-        .chars()
-        .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.' | '/' | '+' | '=' | ':'));
-    if !chars_ok || s.ends_with(':') || RESERVED.contains(&s.to_ascii_lowercase().as_str()) {
-        return false;
-    }
-    if first.is_ascii_alphabetic() || first == '/' {
-        return true;
-    }
-    // A quantity such as `2GiB` or `0.5GiB`: digits, at most one dot, then
-    // a unit that cannot start an exponent or a radix (`1e3`, `0x1F`).
-    let unit_at = s.find(|c: char| c.is_ascii_alphabetic()).unwrap_or(s.len());
-    let (num, unit) = s.split_at(unit_at);
-    first.is_ascii_digit()
-        && !unit.is_empty()
-        && unit.chars().all(|c| c.is_ascii_alphabetic())
-        && !unit.starts_with(['e', 'E', 'x', 'X', 'o', 'O', 'b', 'B'])
-        && num.split('.').count() <= 2
-        && num
-            .split('.')
-            .all(|p| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit()))
-}
-
-/// A string scalar: plain when unambiguous, else double-quoted.
-pub(crate) fn string(s: &str) -> String {
-    if is_plain_safe(s) {
-        return s.to_owned();
-    }
-    let mut out = String::with_capacity(s.len() + 2);
-    out.push('"');
-    for c in s.chars() {
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            '\t' => out.push_str("\\t"),
-            '\r' => out.push_str("\\r"),
-            c if (c as u32) < 0x20
-                || c as u32 == 0x7f
-                || (0x80..0xa0).contains(&(c as u32))
-                || matches!(c as u32, 0x2028 | 0x2029 | 0xfeff) =>
-            {
-                out.push_str(&format!("\\u{:04x}", c as u32));
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-    out
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used)]
     use super::*;
-
-    #[test]
-    fn ambiguous_strings_are_quoted_and_read_back_verbatim() {
-        for s in [
-            "https://x.invalid/a:b",
-            "a:",
-            "0x1F",
-            "1E5",
-            "0b101",
-            "0o17",
-            "2GiB",
-            "on",
-            "Null",
-            "yes",
-            "10.0.0.1",
-            "0000:17:00.0",
-            "a b",
-            "line\nnext\n",
-            "",
-            "-x",
-            "1e3",
-            "x: y",
-            "tab\there",
-            "é\u{2028}",
-        ] {
-            let text = format!("k: {}\n", string(s));
-            let back: std::collections::BTreeMap<String, String> =
-                serde_yaml::from_str(&text).unwrap();
-            assert_eq!(back["k"], s, "{text}");
-        }
-        assert_eq!(string("web-01"), "web-01");
-        assert_eq!(string("a\"b"), "\"a\\\"b\"");
-        assert_eq!(string("2GiB"), "2GiB");
-        assert_eq!(string("0.5GiB"), "0.5GiB");
-        assert_eq!(string("0x1F"), "\"0x1F\"");
-        assert_eq!(string("order=10"), "order=10");
-    }
 
     #[derive(serde::Serialize, serde::Deserialize, PartialEq, Debug)]
     struct Doc {

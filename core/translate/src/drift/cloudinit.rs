@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::adopt::GuestCx;
 use crate::change::ParamValue;
+use crate::inverse::GuestCx;
 
 use proxops_model::manifest::{self, IpConfig, VmSpec};
 use proxops_model::wire::{PropToken, PropertyString};
@@ -152,7 +152,7 @@ fn adopt_ipconfigs(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
                     cx.gap(&key, Some(&v), "unreadable gateway: left to PVE");
                     continue;
                 }
-                crate::adopt::section(&mut vm.cloud_init_data)
+                crate::inverse::section(&mut vm.cloud_init_data)
                     .ipconfigs
                     .push(IpConfig {
                         nic: n,

@@ -14,8 +14,8 @@
 //! anything is translated.)
 //! This module does no I/O.
 
-use crate::adopt::GuestCx;
 use crate::change::{Impact, ParamValue};
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 
 use super::hotplug::Hotplug;

@@ -10,8 +10,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::adopt::GuestCx;
 use crate::change::AnomalyType;
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{
     self, Aio, CdMedia, Cdrom, CdromIntent, CloudInitDrive, Discard, VmDisk, VmSpec,
@@ -438,12 +438,12 @@ fn adopt_drives(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
     adopt_scsihw(cx, &mut scan.disks);
     let cloud_init_on_ide2 = scan.cloud_init.is_some();
     if let Some(ci) = scan.cloud_init {
-        crate::adopt::section(&mut vm.hardware).cloud_init = Some(ci);
+        crate::inverse::section(&mut vm.hardware).cloud_init = Some(ci);
     }
     if let Some((slot, c)) = scan.cd {
         let want_slot = if cloud_init_on_ide2 { "ide3" } else { "ide2" };
         if slot == want_slot {
-            crate::adopt::section(&mut vm.hardware).cdrom = Some(c);
+            crate::inverse::section(&mut vm.hardware).cdrom = Some(c);
         } else {
             let v = cx.cfg.get(&slot);
             cx.gap(

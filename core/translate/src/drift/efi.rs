@@ -2,8 +2,8 @@
 //! both volumes itself, so only the pool and a few tokens are compared; a
 //! change that needs a new volume (pool, TPM version) is an anomaly.
 
-use crate::adopt::GuestCx;
 use crate::change::AnomalyType;
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, Bios, SecureBoot, Tpm, VmSpec};
 use proxops_model::wire::{Bytes, DriveVolume, EfiDisk, TpmState, TpmVersion};
@@ -180,7 +180,7 @@ fn adopt_efidisk(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
     match EfiDisk::parse(e) {
         Ok(ed) if ovmf => match ed.volume.storage() {
             Some(st) => {
-                crate::adopt::section(&mut vm.hardware).efi_disk = Some(manifest::EfiDisk {
+                crate::inverse::section(&mut vm.hardware).efi_disk = Some(manifest::EfiDisk {
                     storage: st.clone(),
                     size: None,
                     template: ed.efitype.clone(),
@@ -218,7 +218,7 @@ fn adopt_tpm(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
         Ok(ts) => match ts.volume.storage() {
             Some(st) => {
                 let version = ts.version.unwrap_or(TpmVersion::V1_2);
-                crate::adopt::section(&mut vm.hardware).tpm = Some(Tpm {
+                crate::inverse::section(&mut vm.hardware).tpm = Some(Tpm {
                     storage: st.clone(),
                     version: Some(version.as_str().to_owned()),
                 });

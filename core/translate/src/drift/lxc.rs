@@ -19,8 +19,8 @@
 //!   upstream; shown in the plan as a stop-start); a new `mpN` is
 //!   hot-plugged, so it is `Live` (decided in `hotplug.rs`).
 
-use crate::adopt::lxc as inverse;
 use crate::change::{AnomalyType, Impact, Params};
+use crate::inverse::lxc as inverse;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, LxcSpec};
 use proxops_model::names::Kind;
@@ -241,7 +241,7 @@ fn opts(ct: &LxcSpec) -> manifest::LxcOptions {
 }
 
 fn opts_mut(ct: &mut LxcSpec) -> &mut manifest::LxcOptions {
-    crate::adopt::section(&mut ct.options)
+    crate::inverse::section(&mut ct.options)
 }
 
 fn unprivileged_refused(live: Option<&str>, want: &str) -> String {

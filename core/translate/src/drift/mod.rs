@@ -49,7 +49,6 @@ use proxops_model::wire::Bytes;
 pub use codec::{Absent, Doc};
 pub use create::{clone_params, create_params, download_params};
 pub use owned::OwnedKey;
-pub use qemu::NESTED_VIRT_FLAG;
 pub use resolve::{CLONE_IDENTITY_KEYS, resolve_clone_source};
 
 /// A cloud-init identity key a clone inherits from its template and the
@@ -108,7 +107,7 @@ pub fn with_create_paths(
 
 /// Adoption of a VM: every row of the qemu table, backwards.
 pub(crate) fn adopt_vm(
-    cx: &mut crate::adopt::GuestCx<'_>,
+    cx: &mut crate::inverse::GuestCx<'_>,
     vm: &mut proxops_model::manifest::VmSpec,
 ) {
     owned::adopt(qemu::KEYS, cx, vm);
@@ -116,7 +115,7 @@ pub(crate) fn adopt_vm(
 
 /// Adoption of a container; `false` when it cannot be declared.
 pub(crate) fn adopt_ct(
-    cx: &mut crate::adopt::GuestCx<'_>,
+    cx: &mut crate::inverse::GuestCx<'_>,
     ct: &mut proxops_model::manifest::LxcSpec,
 ) -> bool {
     owned::adopt(lxc::KEYS, cx, ct)

@@ -5,8 +5,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::adopt::GuestCx;
 use crate::change::AnomalyType;
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, BindMount, LxcRoot, LxcSpec, MountOptions, MountPoint};
 use proxops_model::names::StorageId;

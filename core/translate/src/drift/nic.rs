@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::adopt::GuestCx;
 use crate::change::{AnomalyType, Impact};
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, LxcNic, LxcSpec, VmNic, VmSpec};
 use proxops_model::wire::{LxcNet, MacAddr, PropToken, QemuNet};

@@ -15,8 +15,8 @@
 //! bookkeeping): adoption's gap rule is "not in the table". This module does
 //! no I/O.
 
-use crate::adopt::GuestCx;
 use crate::change::{AnomalyType, Impact, ParamValue, Params};
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 use proxops_model::repo::DesiredObject;
 use proxops_model::wire::parse_bool;

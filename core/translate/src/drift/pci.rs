@@ -4,8 +4,8 @@
 
 use std::collections::BTreeSet;
 
-use crate::adopt::GuestCx;
 use crate::change::AnomalyType;
+use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, PciSlot, VmSpec};
 use proxops_model::wire::{Bdf, HostPci, PciDevice};
@@ -110,7 +110,7 @@ fn adopt_pci(cx: &mut GuestCx<'_>, vm: &mut VmSpec) -> bool {
     for (n, key, v) in cx.take_slots("hostpci") {
         match HostPci::parse(&v) {
             Ok(HostPci { device: PciDevice::Host(bdfs), pcie, extra }) if bdfs.len() == 1 && n <= 999 => {
-                crate::adopt::section(&mut vm.hardware).pci_devices.push(manifest::PciDevice { slot: PciSlot(n as u16), device: bdfs[0].as_str().to_owned(), pcie });
+                crate::inverse::section(&mut vm.hardware).pci_devices.push(manifest::PciDevice { slot: PciSlot(n as u16), device: bdfs[0].as_str().to_owned(), pcie });
                 cx.token_gap(&key, &extra, "passthrough options (x-vga, rombar, mdev, …) are not modelled; PVE keeps them");
             }
             Ok(_) => cx.gap(&key, Some(&v), "a mapped or multi-function device is not modelled: left to PVE (plans show it as a live-only slot)"),

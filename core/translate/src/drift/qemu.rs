@@ -23,9 +23,10 @@
 //! with disk hotplug, memory with memory hotplug and NUMA, cores with cpu
 //! hotplug).
 
-use crate::adopt::qemu as inverse;
-use crate::adopt::section;
 use crate::change::{Impact, ParamValue, Params};
+use crate::inverse::qemu as inverse;
+use crate::inverse::qemu::NESTED_VIRT_FLAG;
+use crate::inverse::section;
 use proxops_model::live::LiveConfig;
 use proxops_model::manifest::{self, VmSpec};
 use proxops_model::repo::DesiredObject;
@@ -504,7 +505,7 @@ pub(crate) fn hardware(vm: &VmSpec) -> manifest::VmHardware {
 }
 
 fn options_mut(vm: &mut VmSpec) -> &mut manifest::VmOptions {
-    crate::adopt::section(&mut vm.options)
+    crate::inverse::section(&mut vm.options)
 }
 
 /// A cloud-init list key (`nameserver`, `searchdomain`): space-joined.
@@ -515,10 +516,6 @@ fn cloud_init_list(
     let l = list(vm.cloud_init_data.as_ref()?);
     (!l.is_empty()).then(|| ParamValue::Plain(l.join(" ")))
 }
-
-/// The CPU flag that turns nested virtualisation on for any CPU type, on
-/// either vendor (qemu-server >= 9.1, `QemuServer/CPUConfig.pm`).
-pub const NESTED_VIRT_FLAG: &str = "+nested-virt";
 
 /// `nested-virt`: with `cpu.type: host` the host's virtualisation
 /// extensions already reach the guest, so nothing is sent; any other type

@@ -1,56 +1,14 @@
-//! LXC and TemplateCT: a live container `/config` read back into an
-//! `LxcSpec` by folding `drift::lxc::KEYS` backwards; here are the inverses
-//! of its scalar rows. `spec.template` cannot be known (PVE does not persist
-//! `ostemplate`): it gets the placeholder and the manifest is INCOMPLETE.
+//! LXC and TemplateCT: the inverses of the scalar rows of
+//! `drift::lxc::KEYS`, each reading one live container key back into an
+//! `LxcSpec`.
 
-use proxops_model::manifest::{LxcCpu, LxcDns, LxcOptions, LxcRoot, LxcSpec, PowerState};
-use proxops_model::names::{ResourceName, StorageId};
+use proxops_model::manifest::LxcSpec;
 use proxops_model::units::Quantity;
 use proxops_model::wire::{self, LxcFeatures};
 
-use super::{GuestCx, TEMPLATE_PLACEHOLDER, section};
+use super::{GuestCx, section};
 
 const MIB: u64 = 1 << 20;
-
-/// `None` when the container has no readable storage-backed rootfs.
-pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<LxcSpec> {
-    let mut ct = LxcSpec {
-        node: cx.guest.node.clone(),
-        vmid: cx.guest.vmid,
-        template: ResourceName::new(TEMPLATE_PLACEHOLDER).unwrap_or_else(|_| cx.name.clone()),
-        state,
-        memory: Quantity::from_bytes(512 * MIB),
-        swap: None,
-        cpu: LxcCpu {
-            cores: 1,
-            units: None,
-        },
-        // Replaced by the rootfs row, or the container is not adopted.
-        root: LxcRoot {
-            storage: StorageId::new("local").ok()?,
-            size: Quantity::from_bytes(0),
-        },
-        mount_points: Vec::new(),
-        bind_mounts: Vec::new(),
-        networks: Vec::new(),
-        dns: None,
-        arch: None,
-        options: None,
-        pve_description: None,
-        tags: Vec::new(),
-        pool: None,
-        extra: Default::default(),
-    };
-    if !crate::drift::adopt_ct(cx, &mut ct) {
-        return None;
-    }
-    ct.dns = ct.dns.filter(|d| *d != LxcDns::default());
-    ct.options = ct.options.filter(|o| *o != LxcOptions::default());
-    cx.incomplete.push(format!(
-        "spec.template: PVE does not keep the template a container was created from (ostemplate); replace {TEMPLATE_PLACEHOLDER:?} with the CTTemplate's metadata.name"
-    ));
-    Some(ct)
-}
 
 pub(crate) fn hostname(cx: &mut GuestCx<'_>, ct: &mut LxcSpec) {
     let missing = format!("no hostname on PVE: the first apply sets it to {}", cx.name);

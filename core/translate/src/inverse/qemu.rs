@@ -1,41 +1,15 @@
-//! VM and TemplateVM: a live qemu `/config` read back into a `VmSpec` by
-//! folding `drift::qemu::KEYS` backwards. Here are the inverses of its
-//! scalar rows; the slot families carry their own. Every value is chosen so
-//! the drift of the result against the same config is empty, apart from the
-//! ownership tag.
+//! VM and TemplateVM: the inverses of the scalar rows of
+//! `drift::qemu::KEYS`, each reading one live qemu key back into a
+//! `VmSpec`; the slot families carry their own.
 
-use proxops_model::manifest::{
-    Bios, CloudInitData, PowerState, VmCpu, VmHardware, VmOptions, VmSpec,
-};
-use proxops_model::units::Quantity;
+use proxops_model::manifest::{Bios, VmSpec};
 use proxops_model::wire::{self, Agent, Boot, DnsList, PropToken, PropertyString, SshKeys};
 
 use super::{GuestCx, section};
 
-const MIB: u64 = 1 << 20;
-
-pub(crate) fn adopt(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> VmSpec {
-    let cpu = VmCpu {
-        cpu_type: "kvm64".into(),
-        cores: 1,
-        limit: None,
-        flags: Vec::new(),
-    };
-    let mut vm = VmSpec::minimal(
-        cx.guest.node.clone(),
-        cx.guest.vmid,
-        Quantity::from_bytes(512 * MIB),
-        cpu,
-    );
-    vm.state = state;
-    crate::drift::adopt_vm(cx, &mut vm);
-    vm.hardware = vm.hardware.filter(|h| *h != VmHardware::default());
-    vm.options = vm.options.filter(|o| *o != VmOptions::default());
-    vm.cloud_init_data = vm
-        .cloud_init_data
-        .filter(|c| *c != CloudInitData::default());
-    vm
-}
+/// The CPU flag that turns nested virtualisation on for any CPU type, on
+/// either vendor (qemu-server >= 9.1, `QemuServer/CPUConfig.pm`).
+pub const NESTED_VIRT_FLAG: &str = "+nested-virt";
 
 /// `name` → `pve-name` only when it differs from `metadata.name`.
 pub(crate) fn name(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
@@ -67,7 +41,7 @@ pub(crate) fn cpu(cx: &mut GuestCx<'_>, vm: &mut VmSpec) {
             PropToken::Pair { key, value } if key == "flags" => {
                 let mut others = Vec::new();
                 for f in value.split(';').filter(|f| !f.is_empty()) {
-                    if f == crate::drift::NESTED_VIRT_FLAG {
+                    if f == NESTED_VIRT_FLAG {
                         section(&mut vm.options).nested_virt = Some(true);
                     } else {
                         others.push(f);
