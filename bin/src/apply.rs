@@ -127,7 +127,7 @@ pub(crate) fn show_and_confirm(
             let shown = shown(std::io::stdout().is_terminal());
             // A plan nobody could see is not applied.
             out::print_rendered_line(&shown).map_err(|f| {
-                if f.message.is_empty() {
+                if f.stdout_closed {
                     Failure::runtime(
                         "standard output was closed before the plan was shown; nothing was written",
                     )

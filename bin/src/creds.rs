@@ -136,22 +136,36 @@ pub fn secrets_path(cc: &ClusterConfig, root: Option<&Path>) -> Result<Option<Pa
         return Ok(None);
     };
     let key = format!("pve.clusters.{}.secrets-file", cc.name.as_str());
-    confined_path(file, &cc.declared_in, &key, root).map(Some)
+    confined_path(file, &cc.declared_in, root)
+        .map(Some)
+        .map_err(|why| unconfined(&cc.declared_in, &key, &why))
+}
+
+/// [`secrets_path`], its refusal said without where the file was named
+/// (`validate` names the file and key itself).
+pub fn secrets_path_alone(
+    cc: &ClusterConfig,
+    root: Option<&Path>,
+) -> Result<Option<PathBuf>, String> {
+    match cc.secrets_file.as_ref() {
+        None => Ok(None),
+        Some(file) => confined_path(file, &cc.declared_in, root).map(Some),
+    }
+}
+
+/// The refusal of a file named by `key` in `declared_in` that is not
+/// confined to the repository (exit 2).
+fn unconfined(declared_in: &str, key: &str, why: &str) -> Failure {
+    Failure::input(format!(
+        "invalid configuration: {declared_in}: {key}: {why}"
+    ))
 }
 
 /// `file`, named by `key` in `declared_in`, on disk and confined to the
 /// repository as [`secrets_path`] says.
-fn confined_path(
-    file: &str,
-    declared_in: &str,
-    key: &str,
-    root: Option<&Path>,
-) -> Result<PathBuf, Failure> {
-    let refuse = |why: String| {
-        Failure::input(format!(
-            "invalid configuration: {declared_in}: {key}: {file:?} {why}: the repository may name only files inside it"
-        ))
-    };
+fn confined_path(file: &str, declared_in: &str, root: Option<&Path>) -> Result<PathBuf, String> {
+    let refuse =
+        |why: String| format!("{file:?} {why}: the repository may name only files inside it");
     let p = Path::new(file);
     if p.is_absolute() {
         return Err(refuse("is an absolute path".to_owned()));
@@ -397,7 +411,8 @@ pub fn daemon_secrets(
     let Some(file) = &d.secrets_file else {
         return Ok(DaemonSecrets::default());
     };
-    let path = confined_path(file, &d.declared_in, "daemon.secrets-file", root)?;
+    let path = confined_path(file, &d.declared_in, root)
+        .map_err(|why| unconfined(&d.declared_in, "daemon.secrets-file", &why))?;
     let label = short(&path);
     let doc = proxops_sops::decrypt_file(&path, sources).map_err(|e| {
         Failure::input(format!(

@@ -58,6 +58,8 @@ pub struct Failure {
     /// they are problems of the repository or configuration
     /// (`validate --output json` prints them).
     pub diagnostics: Vec<Diagnostic>,
+    /// Standard output was closed by its reader ([`Failure::stdout_closed`]).
+    pub stdout_closed: bool,
 }
 
 impl Failure {
@@ -67,6 +69,7 @@ impl Failure {
             message: message.into(),
             cause: None,
             diagnostics: Vec::new(),
+            stdout_closed: false,
         }
     }
 
@@ -76,6 +79,7 @@ impl Failure {
             message: message.into(),
             cause: None,
             diagnostics: Vec::new(),
+            stdout_closed: false,
         }
     }
 
@@ -95,6 +99,7 @@ impl Failure {
             message: String::new(),
             cause: None,
             diagnostics: Vec::new(),
+            stdout_closed: true,
         }
     }
 }

@@ -62,7 +62,7 @@ pub fn print_rendered_line(text: &str) -> Result<(), Failure> {
 /// the command for, so the command's own exit code stands.
 pub fn report(text: &str) -> Result<(), Failure> {
     match print(text) {
-        Err(f) if f.message.is_empty() => Ok(()),
+        Err(f) if f.stdout_closed => Ok(()),
         other => other,
     }
 }
@@ -76,7 +76,7 @@ pub fn report_rendered_line(text: &str) -> Result<(), Failure> {
         std::borrow::Cow::Owned(format!("{text}\n"))
     };
     match print_rendered(&text) {
-        Err(f) if f.message.is_empty() => Ok(()),
+        Err(f) if f.stdout_closed => Ok(()),
         other => other,
     }
 }

@@ -56,7 +56,7 @@ fn watch(
     let in_place = std::io::stdout().is_terminal();
     while !stop.load(Ordering::SeqCst) {
         // A reader gone (`| head`) ends the watch.
-        let closed = |f: &Failure| f.message.is_empty();
+        let closed = |f: &Failure| f.stdout_closed;
         if in_place && let Err(f) = out::print_rendered("\x1b[H\x1b[2J") {
             return if closed(&f) { Ok(Exit::Ok) } else { Err(f) };
         }

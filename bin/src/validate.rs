@@ -157,14 +157,8 @@ fn with_line(d: Diagnostic, root: Option<&Path>, doc: usize) -> Diagnostic {
 fn secrets_file(cc: &ClusterConfig, root: Option<&Path>) -> Option<Diagnostic> {
     let file = cc.secrets_file.as_deref()?;
     let field = format!("pve.clusters.{}.secrets-file", cc.name.as_str());
-    let message = match creds::secrets_path(cc, root) {
-        Err(f) => {
-            let prefix = format!("invalid configuration: {}: {field}: ", cc.declared_in);
-            f.message
-                .strip_prefix(&prefix)
-                .unwrap_or(&f.message)
-                .to_owned()
-        }
+    let message = match creds::secrets_path_alone(cc, root) {
+        Err(why) => why,
         Ok(Some(path)) if !path.is_file() => format!(
             "{file:?} does not exist (looked for {}): create it with sops (docs/credentials.md), or fix the name",
             as_named(file, &cc.declared_in)
