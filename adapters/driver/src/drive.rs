@@ -195,14 +195,18 @@ pub struct PlannedCluster<'a> {
 /// it. An invalid, unreadable or held cluster gets an aborted plan.
 pub fn plan_cluster<'a>(p: &'a Prepared<'a>, lock: Option<&'a Locking>) -> PlannedCluster<'a> {
     let clock = Clock::start();
-    let Ok(ready) = &p.ready else {
-        let now = clock.now();
-        let (abort, diagnostics) = match &p.ready {
-            Err(unready) => (unready.abort(), unready.diagnostics.clone()),
-            Ok(_) => unreachable_refusal(),
-        };
-        let cycle = Cycle::refused(p.name.clone(), abort, diagnostics, now);
-        return PlannedCluster::new(cycle, clock, None);
+    let ready = match &p.ready {
+        Ok(ready) => ready,
+        Err(unready) => {
+            let now = clock.now();
+            let cycle = Cycle::refused(
+                p.name.clone(),
+                unready.abort(),
+                unready.diagnostics.clone(),
+                now,
+            );
+            return PlannedCluster::new(cycle, clock, None);
+        }
     };
     let mut cycle = Cycle::new(
         ready.desired,
@@ -219,15 +223,6 @@ pub fn plan_cluster<'a>(p: &'a Prepared<'a>, lock: Option<&'a Locking>) -> Plann
     };
     drive(&mut cycle, &clock, &mut pve, &Ears::default());
     PlannedCluster::new(cycle, clock, pve.held)
-}
-
-/// The refusal of a cluster that is ready: none (kept out of the types by
-/// the caller's `let … else`).
-fn unreachable_refusal() -> (proxops_core::plan::Abort, Vec<Diagnostic>) {
-    (
-        proxops_core::plan::Abort::new(proxops_core::plan::AbortCause::Plan, "not planned"),
-        Vec::new(),
-    )
 }
 
 impl<'a> PlannedCluster<'a> {
