@@ -14,7 +14,6 @@ mod creds;
 mod diff;
 mod exit;
 mod gitsource;
-mod host;
 mod init;
 mod log;
 mod out;

@@ -209,7 +209,8 @@ pub fn prepare_reusing<'w>(
         let Some(cc) = cfg.clusters.get(name) else {
             continue;
         };
-        let mut policy = Policy::from_config(cfg, cc, crate::host::identity(cfg));
+        let host = proxops_driver::host::identity(cfg, tell_host_identity);
+        let mut policy = Policy::from_config(cfg, cc, host);
         warn_risky(name, cc);
         let scope = ReadScope {
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
@@ -557,6 +558,15 @@ pub fn planned_exit(outcome: &PlanAll) -> Exit {
         exit = exit.worst(Exit::Runtime);
     }
     exit
+}
+
+/// The host identity read from `/sys`, logged when it changes.
+fn tell_host_identity(macs: &str, smbios_uuid: &str) {
+    crate::log::event(
+        crate::log::Level::Debug,
+        "proxops.self host identity read from /sys; a guest showing it is never stopped, restarted or pruned",
+        &[("macs", macs.into()), ("smbios_uuid", smbios_uuid.into())],
+    );
 }
 
 /// The cluster locks of `command`, a wait for one held elsewhere logged.

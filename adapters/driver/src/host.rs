@@ -19,12 +19,15 @@ use std::sync::Mutex;
 use proxops_core::config::Config;
 use proxops_core::host::HostIdentity;
 
-use crate::log::{self, Level};
+/// Told the identity read from `/sys` when it differs from the last one
+/// read: its MAC addresses (comma-separated) and SMBIOS UUID (or empty).
+pub type OnChange = fn(macs: &str, smbios_uuid: &str);
 
 /// The host's identity: `self:` when the host's configuration sets it,
 /// else what `/sys` says, read again every time it is asked (every cycle:
-/// an interface can come or change its MAC), and logged when it changes.
-pub fn identity(cfg: &Config) -> HostIdentity {
+/// an interface can come or change its MAC), told to `on_change` when it
+/// changes.
+pub fn identity(cfg: &Config, on_change: OnChange) -> HostIdentity {
     if let Some(configured) = &cfg.host {
         return configured.clone();
     }
@@ -34,12 +37,7 @@ pub fn identity(cfg: &Config) -> HostIdentity {
         && last.as_ref() != Some(&found)
     {
         let macs = found.macs().join(",");
-        let uuid = found.smbios_uuid().unwrap_or("").to_owned();
-        log::event(
-            Level::Debug,
-            "proxops.self host identity read from /sys; a guest showing it is never stopped, restarted or pruned",
-            &[("macs", (&macs).into()), ("smbios_uuid", (&uuid).into())],
-        );
+        on_change(&macs, found.smbios_uuid().unwrap_or(""));
         *last = Some(found.clone());
     }
     found

@@ -4,8 +4,9 @@
 //! before any inventory read ([`cluster`]), the daemon's schedule, memory
 //! and notifications ([`daemon`]), the cluster lock ([`lock`]),
 //! this host's record of which PVE is managed as which cluster
-//! ([`claims`]), a transport that refuses writes ([`readonly`]) and the
-//! files these keep in the data directory ([`files`]).
+//! ([`claims`]), a transport that refuses writes ([`readonly`]), the
+//! files these keep in the data directory ([`files`]) and what identifies
+//! the host the process runs on, for the self-guest guard ([`host`]).
 //!
 //! The binary keeps arguments, configuration files, credentials, the
 //! choice of transports and printing; the adapters below keep PVE's wire
@@ -20,5 +21,6 @@ pub mod cluster;
 pub mod daemon;
 pub mod drive;
 pub mod files;
+pub mod host;
 pub mod lock;
 pub mod readonly;
