@@ -104,6 +104,10 @@ pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> 
         Spec::ReplicationJob(j) => {
             out.extend(guest_edge(&j.guest, "spec.guest".to_owned(), objects));
         }
+        Spec::FirewallAlias(_)
+        | Spec::FirewallIpSet(_)
+        | Spec::SecurityGroup(_)
+        | Spec::ClusterFirewall(_) => {}
         Spec::HaRule(r) => {
             out.extend(r.resources.iter().enumerate().map(|(i, name)| Edge {
                 target: Ref {
@@ -114,6 +118,7 @@ pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> 
             }));
         }
     }
+    out.extend(firewall_edges(object, objects));
     if let Some(p) = object.spec.vm().and_then(|v| v.pool.as_ref()) {
         out.push(pool(p, "spec.pool"));
     }
@@ -133,6 +138,28 @@ pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> 
         }));
     }
     out
+}
+
+/// The firewall objects of the repository a manifest's rules and IP set
+/// entries name, found by their PVE names (an alias's ignoring case). A
+/// name no manifest holds is not an edge: the reference check tells it.
+fn firewall_edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Vec<Edge> {
+    let refs = crate::firewall::spec::document_refs(&object.spec);
+    if refs.is_empty() {
+        return Vec::new();
+    }
+    refs.into_iter()
+        .filter_map(|r| {
+            let target = objects.iter().find_map(|(key, o)| {
+                let name = crate::firewall::spec::object_name(&key.name, &o.spec)?;
+                (key.kind == r.kind && name.eq_ignore_ascii_case(&r.name)).then(|| key.clone())
+            })?;
+            Some(Edge {
+                target,
+                field: r.field,
+            })
+        })
+        .collect()
 }
 
 /// Checks references, clone rules and cycles; returns each object's

@@ -113,6 +113,10 @@ pub enum Spec {
     HaResource(crate::cluster::spec::HaResourceSpec),
     HaRule(crate::cluster::spec::HaRuleSpec),
     ReplicationJob(crate::cluster::spec::ReplicationJobSpec),
+    FirewallAlias(crate::firewall::AliasSpec),
+    FirewallIpSet(crate::firewall::IpSetSpec),
+    SecurityGroup(crate::firewall::SecurityGroupSpec),
+    ClusterFirewall(crate::firewall::ClusterFirewallSpec),
 }
 
 impl Spec {
@@ -130,6 +134,10 @@ impl Spec {
             Spec::HaResource(_) => Kind::HAResource,
             Spec::HaRule(_) => Kind::HARule,
             Spec::ReplicationJob(_) => Kind::ReplicationJob,
+            Spec::FirewallAlias(_) => Kind::FirewallAlias,
+            Spec::FirewallIpSet(_) => Kind::FirewallIPSet,
+            Spec::SecurityGroup(_) => Kind::SecurityGroup,
+            Spec::ClusterFirewall(_) => Kind::ClusterFirewall,
         }
     }
 
@@ -169,7 +177,12 @@ impl Spec {
             Spec::Vm(s) | Spec::TemplateVm(s) => vec![s.node.clone()],
             Spec::Lxc(s) | Spec::TemplateCt(s) => vec![s.node.clone()],
             Spec::Iso(s) | Spec::CtTemplate(s) | Spec::DiskImage(s) => s.all_nodes(),
-            Spec::Pool(_) | Spec::HaResource(_) => Vec::new(),
+            Spec::Pool(_)
+            | Spec::HaResource(_)
+            | Spec::FirewallAlias(_)
+            | Spec::FirewallIpSet(_)
+            | Spec::SecurityGroup(_)
+            | Spec::ClusterFirewall(_) => Vec::new(),
             Spec::HaRule(r) => r
                 .nodes
                 .iter()
@@ -285,6 +298,12 @@ pub struct VmSpec {
     /// deleted from the clone.
     #[schemars(extend("x-pve-key" = "POST …/clone", "x-default" = "not cloned", "x-impact" = "create-only"))]
     pub clone: Option<ResourceName>,
+    /// The guest's firewall (`/nodes/{node}/{type}/{vmid}/firewall`):
+    /// options, rules, aliases and IP sets. Declaring it makes the guest's
+    /// rule list ProxOps': a rule added by hand is drift. Absent: the
+    /// guest's firewall is not ProxOps' business.
+    #[schemars(extend("x-pve-key" = "…/firewall", "x-default" = "not managed", "x-impact" = "live"))]
+    pub firewall: Option<crate::firewall::GuestFirewall>,
 }
 
 impl VmSpec {
@@ -309,6 +328,7 @@ impl VmSpec {
             pool: None,
             extra: BTreeMap::new(),
             clone: None,
+            firewall: None,
         }
     }
 }
@@ -890,6 +910,12 @@ pub struct LxcSpec {
     #[schemars(transform = crate::schema_attrs::lxc_extra_keys)]
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub extra: BTreeMap<String, String>,
+    /// The guest's firewall (`/nodes/{node}/{type}/{vmid}/firewall`):
+    /// options, rules, aliases and IP sets. Declaring it makes the guest's
+    /// rule list ProxOps': a rule added by hand is drift. Absent: the
+    /// guest's firewall is not ProxOps' business.
+    #[schemars(extend("x-pve-key" = "…/firewall", "x-default" = "not managed", "x-impact" = "live"))]
+    pub firewall: Option<crate::firewall::GuestFirewall>,
 }
 
 #[serde_with::skip_serializing_none]
@@ -1287,6 +1313,12 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
         Spec::HaResource(s) => crate::cluster::spec::validate_ha_resource(s, &mut errs),
         Spec::HaRule(s) => crate::cluster::spec::validate_ha_rule(&metadata.name, s, &mut errs),
         Spec::ReplicationJob(s) => crate::cluster::spec::validate_replication_job(s, &mut errs),
+        Spec::FirewallAlias(_)
+        | Spec::FirewallIpSet(_)
+        | Spec::SecurityGroup(_)
+        | Spec::ClusterFirewall(_) => {
+            errs.extend(crate::firewall::spec::check_document(&metadata.name, spec))
+        }
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");
@@ -1653,6 +1685,9 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
     vm_networks(s, errs);
     vm_hardware(s, errs);
     vm_options(s, errs);
+    if let Some(fw) = &s.firewall {
+        errs.extend(crate::firewall::spec::check_guest(fw, "spec.firewall"));
+    }
 }
 
 /// Memory, the CPU and the PVE name.
@@ -2174,6 +2209,9 @@ fn validate_lxc(s: &LxcSpec, template: bool, errs: &mut Vec<FieldError>) {
     lxc_networks(s, errs);
     lxc_mounts(s, errs);
     lxc_dns(s, errs);
+    if let Some(fw) = &s.firewall {
+        errs.extend(crate::firewall::spec::check_guest(fw, "spec.firewall"));
+    }
 }
 
 /// Memory, swap, cores, the root size and the architecture.
@@ -2428,7 +2466,11 @@ pub fn artifact_extensions(kind: Kind) -> &'static [&'static str] {
         | Kind::BackupJob
         | Kind::HAResource
         | Kind::HARule
-        | Kind::ReplicationJob => &[],
+        | Kind::ReplicationJob
+        | Kind::FirewallAlias
+        | Kind::FirewallIPSet
+        | Kind::SecurityGroup
+        | Kind::ClusterFirewall => &[],
     }
 }
 

@@ -66,6 +66,10 @@ pub enum Kind {
     HAResource,
     HARule,
     ReplicationJob,
+    FirewallAlias,
+    FirewallIPSet,
+    SecurityGroup,
+    ClusterFirewall,
 }
 
 /// An array of one `&'static str` per kind, `Kind::ALL[i].$f()`, built
@@ -83,7 +87,7 @@ macro_rules! per_kind {
 }
 
 impl Kind {
-    pub const ALL: [Kind; 12] = [
+    pub const ALL: [Kind; 16] = [
         Kind::VM,
         Kind::TemplateVM,
         Kind::LXC,
@@ -96,6 +100,10 @@ impl Kind {
         Kind::HAResource,
         Kind::HARule,
         Kind::ReplicationJob,
+        Kind::FirewallAlias,
+        Kind::FirewallIPSet,
+        Kind::SecurityGroup,
+        Kind::ClusterFirewall,
     ];
 
     /// The kinds as messages list them: `VM, TemplateVM, …`.
@@ -117,6 +125,10 @@ impl Kind {
             Kind::HAResource => "HAResource",
             Kind::HARule => "HARule",
             Kind::ReplicationJob => "ReplicationJob",
+            Kind::FirewallAlias => "FirewallAlias",
+            Kind::FirewallIPSet => "FirewallIPSet",
+            Kind::SecurityGroup => "SecurityGroup",
+            Kind::ClusterFirewall => "ClusterFirewall",
         }
     }
 
@@ -139,6 +151,10 @@ impl Kind {
             Kind::HAResource => "haresource",
             Kind::HARule => "harule",
             Kind::ReplicationJob => "replicationjob",
+            Kind::FirewallAlias => "firewallalias",
+            Kind::FirewallIPSet => "firewallipset",
+            Kind::SecurityGroup => "securitygroup",
+            Kind::ClusterFirewall => "clusterfirewall",
         }
     }
 
@@ -160,6 +176,10 @@ impl Kind {
             | Kind::HAResource
             | Kind::HARule
             | Kind::ReplicationJob => Class::ClusterObject,
+            Kind::FirewallAlias
+            | Kind::FirewallIPSet
+            | Kind::SecurityGroup
+            | Kind::ClusterFirewall => Class::Firewall,
         }
     }
 
@@ -167,7 +187,7 @@ impl Kind {
     pub const fn guest_type(self) -> Option<GuestType> {
         match self.class() {
             Class::Guest(t) => Some(t),
-            Class::StorageFile | Class::ClusterObject => None,
+            Class::StorageFile | Class::ClusterObject | Class::Firewall => None,
         }
     }
 
@@ -189,6 +209,12 @@ impl Kind {
         matches!(self.class(), Class::ClusterObject)
     }
 
+    /// The cluster's firewall: FirewallAlias, FirewallIPSet,
+    /// SecurityGroup, ClusterFirewall ([`Class::Firewall`]).
+    pub const fn is_firewall(self) -> bool {
+        matches!(self.class(), Class::Firewall)
+    }
+
     /// A guest kind PVE holds as a template.
     pub const fn is_template(self) -> bool {
         match self {
@@ -202,7 +228,11 @@ impl Kind {
             | Kind::BackupJob
             | Kind::HAResource
             | Kind::HARule
-            | Kind::ReplicationJob => false,
+            | Kind::ReplicationJob
+            | Kind::FirewallAlias
+            | Kind::FirewallIPSet
+            | Kind::SecurityGroup
+            | Kind::ClusterFirewall => false,
         }
     }
 
@@ -230,7 +260,11 @@ impl Kind {
             | Kind::BackupJob
             | Kind::HAResource
             | Kind::HARule
-            | Kind::ReplicationJob => None,
+            | Kind::ReplicationJob
+            | Kind::FirewallAlias
+            | Kind::FirewallIPSet
+            | Kind::SecurityGroup
+            | Kind::ClusterFirewall => None,
         }
     }
 
@@ -251,6 +285,10 @@ impl Kind {
             Kind::HAResource => "haresource",
             Kind::HARule => "harule",
             Kind::ReplicationJob => "replicationjob",
+            Kind::FirewallAlias => "firewallalias",
+            Kind::FirewallIPSet => "firewallipset",
+            Kind::SecurityGroup => "securitygroup",
+            Kind::ClusterFirewall => "clusterfirewall",
         }
     }
 
@@ -276,6 +314,12 @@ pub enum Class {
     /// A cluster-wide object (a pool, a job, an HA resource or rule),
     /// named by its PVE id and owned through the marker in its `comment`.
     ClusterObject,
+    /// PVE's firewall at cluster level: an alias, an IP set or a security
+    /// group (owned through the marker in its `comment`), or the cluster's
+    /// own options and rules (one per cluster). Each is a list PVE edits
+    /// one entry per call, every write checked against the digest of the
+    /// list it changes (pve-firewall `API2/Firewall/*.pm`).
+    Firewall,
 }
 
 /// The two kinds of PVE guest: qemu virtual machines and LXC containers.

@@ -778,6 +778,10 @@ fn read_kind(
         Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
         Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
         Kind::ReplicationJob => read_spec(value, text, doc, Spec::ReplicationJob),
+        Kind::FirewallAlias => read_spec(value, text, doc, Spec::FirewallAlias),
+        Kind::FirewallIPSet => read_spec(value, text, doc, Spec::FirewallIpSet),
+        Kind::SecurityGroup => read_spec(value, text, doc, Spec::SecurityGroup),
+        Kind::ClusterFirewall => read_spec(value, text, doc, Spec::ClusterFirewall),
     }
 }
 

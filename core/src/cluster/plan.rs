@@ -23,8 +23,16 @@ use super::{Endpoints, LiveObject, Owner};
 /// guests are pruned at levels 1 (non-templates) and 0 (templates). A
 /// backup job goes before the guests it names; a pool after its members
 /// (it is pruned only once it has none).
-fn prune_level(kind: Kind) -> u32 {
+pub(crate) fn prune_level(kind: Kind) -> u32 {
     match kind {
+        // A group before the IP sets and aliases its rules name, an IP
+        // set before the aliases its entries name (pve-firewall refuses
+        // nothing here, but a rule naming a deleted set stops matching).
+        Kind::SecurityGroup => 7,
+        Kind::FirewallIPSet => 6,
+        Kind::FirewallAlias => 5,
+        // One per cluster, never deleted.
+        Kind::ClusterFirewall => 0,
         // Before the guest it copies: PVE destroys a guest with a
         // replication job only with purge.
         Kind::BackupJob | Kind::ReplicationJob => 2,

@@ -191,6 +191,7 @@ fn reference(field: &Value) -> Option<String> {
 /// The envelope of `kind`'s documents: `apiVersion` and `kind` fixed, and
 /// for a file kind the file name extensions PVE accepts for it.
 fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
+    use proxops_model::firewall as fw;
     let reference = match kind {
         Kind::VM | Kind::TemplateVM => g.subschema_for::<Document<VmSpec>>(),
         Kind::LXC | Kind::TemplateCT => g.subschema_for::<Document<LxcSpec>>(),
@@ -204,6 +205,10 @@ fn document(g: &mut SchemaGenerator, kind: Kind) -> Map<String, Value> {
         Kind::ReplicationJob => {
             g.subschema_for::<Document<crate::cluster::spec::ReplicationJobSpec>>()
         }
+        Kind::FirewallAlias => g.subschema_for::<Document<fw::AliasSpec>>(),
+        Kind::FirewallIPSet => g.subschema_for::<Document<fw::IpSetSpec>>(),
+        Kind::SecurityGroup => g.subschema_for::<Document<fw::SecurityGroupSpec>>(),
+        Kind::ClusterFirewall => g.subschema_for::<Document<fw::ClusterFirewallSpec>>(),
     };
     let name = reference
         .get("$ref")
@@ -270,6 +275,18 @@ fn kind_description(kind: Kind) -> &'static str {
         }
         Kind::ReplicationJob => {
             "A storage replication job of one guest to one node (docs/resources/replicationjob.md)."
+        }
+        Kind::FirewallAlias => {
+            "A cluster firewall alias: a name for an address or network (docs/resources/firewallalias.md)."
+        }
+        Kind::FirewallIPSet => {
+            "A cluster firewall IP set: named addresses and networks rules refer to (docs/resources/firewallipset.md)."
+        }
+        Kind::SecurityGroup => {
+            "A firewall security group: a rule list other rule lists include (docs/resources/securitygroup.md)."
+        }
+        Kind::ClusterFirewall => {
+            "The cluster's firewall options and rule list, one per cluster (docs/resources/clusterfirewall.md)."
         }
     }
 }

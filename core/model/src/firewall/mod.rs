@@ -14,3 +14,7 @@ pub mod spec;
 pub use grammar::{AddrSpec, Address, LogLevel, PortItem, PortSpec, Proto, RefScope};
 pub use refs::Known;
 pub use rule::{Direction, Head, RawRule, Rule, RuleEnv, RuleError, Verdict};
+pub use spec::{
+    AliasSpec, ClusterFirewallSpec, ClusterOptions, GuestFirewall, GuestOptions, IpSetEntry,
+    IpSetSpec, RuleSpec, SecurityGroupSpec,
+};

@@ -13,6 +13,7 @@ use super::grammar::{
     LogLevel, MAX_ALIAS_LEN, MAX_GROUP_LEN, MAX_IPSET_LEN, ip_or_cidr, is_object_name,
     stored_ipset_cidr,
 };
+use super::refs::Known;
 use super::rule::{RawRule, Rule, RuleEnv};
 use crate::diag::FieldError;
 
@@ -430,6 +431,41 @@ pub fn check_guest(fw: &GuestFirewall, path: &str) -> Vec<FieldError> {
     errors
 }
 
+/// One firewall manifest's own rules (a cluster-level kind's `spec`),
+/// its name being `spec.name` or else `metadata.name`.
+pub fn check_document(
+    metadata_name: &crate::names::ResourceName,
+    spec: &crate::manifest::Spec,
+) -> Vec<FieldError> {
+    use crate::manifest::Spec;
+    let own = |name: &Option<String>| name.clone().unwrap_or_else(|| metadata_name.to_string());
+    match spec {
+        Spec::FirewallAlias(a) => check_alias(&own(&a.name), a, "spec"),
+        Spec::FirewallIpSet(s) => check_ipset(&own(&s.name), s, "spec"),
+        Spec::SecurityGroup(g) => check_group(&own(&g.name), g, "spec"),
+        Spec::ClusterFirewall(c) => check_rules(&c.rules, RuleEnv::Cluster, "spec.rules")
+            .err()
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
+}
+
+/// The name a cluster-level firewall manifest gives its object in PVE.
+pub fn object_name(
+    metadata_name: &crate::names::ResourceName,
+    spec: &crate::manifest::Spec,
+) -> Option<String> {
+    use crate::manifest::Spec;
+    let own =
+        |name: &Option<String>| Some(name.clone().unwrap_or_else(|| metadata_name.to_string()));
+    match spec {
+        Spec::FirewallAlias(a) => own(&a.name),
+        Spec::FirewallIpSet(s) => own(&s.name),
+        Spec::SecurityGroup(g) => own(&g.name),
+        _ => None,
+    }
+}
+
 fn named<'a>(name: Option<&'a str>, at: &str, errors: &mut Vec<FieldError>) -> &'a str {
     name.unwrap_or_else(|| {
         errors.push(FieldError::new(
@@ -438,4 +474,141 @@ fn named<'a>(name: Option<&'a str>, at: &str, errors: &mut Vec<FieldError>) -> &
         ));
         ""
     })
+}
+
+/// An object of the cluster's firewall a manifest names: the kind, its
+/// PVE name, and the field that names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClusterRef {
+    pub kind: crate::names::Kind,
+    pub name: String,
+    pub field: String,
+}
+
+/// The cluster objects `rules` (at `path`) name: security groups, and the
+/// IP sets and aliases a reference finds at cluster level (`dc/`, or
+/// unscoped when `own` — the guest's own IP sets and aliases, lower case —
+/// does not hold the name). Rules that do not read name nothing.
+pub fn rule_refs(rules: &[RuleSpec], path: &str, own: &Known) -> Vec<ClusterRef> {
+    use super::grammar::{Address, RefScope};
+    use crate::names::Kind;
+    let mut out = Vec::new();
+    for (i, spec) in rules.iter().enumerate() {
+        let Ok(rule) = Rule::from_raw(&spec.raw()) else {
+            continue;
+        };
+        if let super::rule::Head::Group(name) = &rule.head {
+            out.push(ClusterRef {
+                kind: Kind::SecurityGroup,
+                name: name.clone(),
+                field: format!("{path}[{i}].action"),
+            });
+        }
+        for (field, addr) in [("source", &rule.source), ("dest", &rule.dest)] {
+            let Some(addr) = addr else { continue };
+            let (kind, scope, name, mine) = match addr.what() {
+                Address::IpSet { scope, name } => (
+                    Kind::FirewallIPSet,
+                    *scope,
+                    name,
+                    own.guest_ipsets.contains(&name.to_ascii_lowercase()),
+                ),
+                Address::Alias { scope, name } => (
+                    Kind::FirewallAlias,
+                    *scope,
+                    name,
+                    own.guest_aliases.contains(&name.to_ascii_lowercase()),
+                ),
+                Address::List { .. } => continue,
+            };
+            let cluster = match scope {
+                RefScope::Cluster => true,
+                RefScope::Any => !mine,
+                RefScope::Guest | RefScope::Sdn => false,
+            };
+            if cluster {
+                out.push(ClusterRef {
+                    kind,
+                    name: name.clone(),
+                    field: format!("{path}[{i}].{field}"),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// The aliases an IP set's entries name (`dc/name` or a bare name; an
+/// entry of a guest's set that names one of `own`'s aliases is the
+/// guest's).
+pub fn entry_refs(set: &IpSetSpec, path: &str, own: &Known) -> Vec<ClusterRef> {
+    set.entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, e)| {
+            let (scoped, name) = match e.cidr.strip_prefix("dc/") {
+                Some(n) => (true, n),
+                None => (false, e.cidr.as_str()),
+            };
+            let cluster = is_object_name(name)
+                && (scoped || !own.guest_aliases.contains(&name.to_ascii_lowercase()));
+            cluster.then(|| ClusterRef {
+                kind: crate::names::Kind::FirewallAlias,
+                name: name.to_string(),
+                field: format!("{path}.entries[{i}].cidr"),
+            })
+        })
+        .collect()
+}
+
+impl GuestFirewall {
+    /// The guest's own aliases and IP sets, lower case, as references
+    /// look them up.
+    pub fn own(&self) -> Known {
+        Known {
+            guest_aliases: self
+                .aliases
+                .iter()
+                .filter_map(|a| a.name.as_ref().map(|n| n.to_ascii_lowercase()))
+                .collect(),
+            guest_ipsets: self
+                .ipsets
+                .iter()
+                .filter_map(|s| s.name.as_ref().map(|n| n.to_ascii_lowercase()))
+                .collect(),
+            ..Known::default()
+        }
+    }
+
+    /// Every cluster object the guest's firewall names.
+    pub fn cluster_refs(&self, path: &str) -> Vec<ClusterRef> {
+        let own = self.own();
+        let mut out = rule_refs(&self.rules, &format!("{path}.rules"), &own);
+        for (i, set) in self.ipsets.iter().enumerate() {
+            out.extend(entry_refs(set, &format!("{path}.ipsets[{i}]"), &own));
+        }
+        out
+    }
+}
+
+/// Every cluster object a cluster-level firewall manifest names.
+pub fn document_refs(spec: &crate::manifest::Spec) -> Vec<ClusterRef> {
+    use crate::manifest::Spec;
+    let none = Known::default();
+    match spec {
+        Spec::FirewallIpSet(s) => entry_refs(s, "spec", &none),
+        Spec::SecurityGroup(g) => rule_refs(&g.rules, "spec.rules", &none),
+        Spec::ClusterFirewall(c) => rule_refs(&c.rules, "spec.rules", &none),
+        Spec::Vm(v) | Spec::TemplateVm(v) => v
+            .firewall
+            .as_ref()
+            .map(|f| f.cluster_refs("spec.firewall"))
+            .unwrap_or_default(),
+        Spec::Lxc(l) | Spec::TemplateCt(l) => l
+            .firewall
+            .as_ref()
+            .map(|f| f.cluster_refs("spec.firewall"))
+            .unwrap_or_default(),
+        _ => Vec::new(),
+    }
 }

@@ -66,6 +66,7 @@ pub(crate) fn ct(cx: &mut GuestCx<'_>, state: Option<PowerState>) -> Option<LxcS
         tags: Vec::new(),
         pool: None,
         extra: Default::default(),
+        firewall: None,
     };
     if !crate::drift::adopt_ct(cx, &mut ct) {
         return None;

@@ -495,6 +495,7 @@ fn mark_placeholder(text: &str) -> String {
 
 /// Reads `text` back with the manifest parser and validates it.
 fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
+    use proxops_model::firewall as fw;
     fn read<S: serde::de::DeserializeOwned>(
         text: &str,
         spec: fn(S) -> Spec,
@@ -517,6 +518,10 @@ fn check_manifest(kind: Kind, text: &str) -> Result<(), String> {
         Kind::ReplicationJob => {
             read::<crate::cluster::spec::ReplicationJobSpec>(text, Spec::ReplicationJob)
         }
+        Kind::FirewallAlias => read::<fw::AliasSpec>(text, Spec::FirewallAlias),
+        Kind::FirewallIPSet => read::<fw::IpSetSpec>(text, Spec::FirewallIpSet),
+        Kind::SecurityGroup => read::<fw::SecurityGroupSpec>(text, Spec::SecurityGroup),
+        Kind::ClusterFirewall => read::<fw::ClusterFirewallSpec>(text, Spec::ClusterFirewall),
     };
     let (metadata, spec) = parsed.map_err(|e| format!("{}: {}", e.path, e.message))?;
     let errs = manifest::validate(&metadata, &spec);
