@@ -194,6 +194,59 @@ impl Spec {
     }
 }
 
+impl Spec {
+    /// The name a cluster-level firewall manifest gives its object in PVE
+    /// (`spec.name`, else `metadata.name`); `None` for other kinds.
+    pub fn firewall_name(&self, metadata_name: &ResourceName) -> Option<String> {
+        let own =
+            |name: &Option<String>| Some(name.clone().unwrap_or_else(|| metadata_name.to_string()));
+        match self {
+            Spec::FirewallAlias(a) => own(&a.name),
+            Spec::FirewallIpSet(s) => own(&s.name),
+            Spec::SecurityGroup(g) => own(&g.name),
+            _ => None,
+        }
+    }
+
+    /// Every object of the cluster's firewall this manifest's rules and
+    /// IP set entries name.
+    pub fn firewall_refs(&self) -> Vec<crate::firewall::spec::ClusterRef> {
+        use crate::firewall::spec::{entry_refs, rule_refs};
+        let none = crate::firewall::Known::default();
+        let guest = |fw: &Option<crate::firewall::GuestFirewall>| {
+            fw.as_ref()
+                .map(|f| f.cluster_refs("spec.firewall"))
+                .unwrap_or_default()
+        };
+        match self {
+            Spec::FirewallIpSet(s) => entry_refs(s, "spec", &none),
+            Spec::SecurityGroup(g) => rule_refs(&g.rules, "spec.rules", &none),
+            Spec::ClusterFirewall(c) => rule_refs(&c.rules, "spec.rules", &none),
+            Spec::Vm(v) | Spec::TemplateVm(v) => guest(&v.firewall),
+            Spec::Lxc(l) | Spec::TemplateCt(l) => guest(&l.firewall),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// One firewall manifest's own rules (a cluster-level firewall kind's
+/// `spec`), its PVE name being `spec.name` or else `metadata.name`.
+fn validate_firewall(metadata_name: &ResourceName, spec: &Spec) -> Vec<FieldError> {
+    use crate::firewall::spec::{check_alias, check_group, check_ipset, check_rules};
+    let name = spec.firewall_name(metadata_name).unwrap_or_default();
+    match spec {
+        Spec::FirewallAlias(a) => check_alias(&name, a, "spec"),
+        Spec::FirewallIpSet(s) => check_ipset(&name, s, "spec"),
+        Spec::SecurityGroup(g) => check_group(&name, g, "spec"),
+        Spec::ClusterFirewall(c) => {
+            check_rules(&c.rules, crate::firewall::RuleEnv::Cluster, "spec.rules")
+                .err()
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
+    }
+}
+
 // ---------------------------------------------------------------- power
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
@@ -1316,9 +1369,7 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
         Spec::FirewallAlias(_)
         | Spec::FirewallIpSet(_)
         | Spec::SecurityGroup(_)
-        | Spec::ClusterFirewall(_) => {
-            errs.extend(crate::firewall::spec::check_document(&metadata.name, spec))
-        }
+        | Spec::ClusterFirewall(_) => errs.extend(validate_firewall(&metadata.name, spec)),
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");

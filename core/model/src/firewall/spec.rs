@@ -431,41 +431,6 @@ pub fn check_guest(fw: &GuestFirewall, path: &str) -> Vec<FieldError> {
     errors
 }
 
-/// One firewall manifest's own rules (a cluster-level kind's `spec`),
-/// its name being `spec.name` or else `metadata.name`.
-pub fn check_document(
-    metadata_name: &crate::names::ResourceName,
-    spec: &crate::manifest::Spec,
-) -> Vec<FieldError> {
-    use crate::manifest::Spec;
-    let own = |name: &Option<String>| name.clone().unwrap_or_else(|| metadata_name.to_string());
-    match spec {
-        Spec::FirewallAlias(a) => check_alias(&own(&a.name), a, "spec"),
-        Spec::FirewallIpSet(s) => check_ipset(&own(&s.name), s, "spec"),
-        Spec::SecurityGroup(g) => check_group(&own(&g.name), g, "spec"),
-        Spec::ClusterFirewall(c) => check_rules(&c.rules, RuleEnv::Cluster, "spec.rules")
-            .err()
-            .unwrap_or_default(),
-        _ => Vec::new(),
-    }
-}
-
-/// The name a cluster-level firewall manifest gives its object in PVE.
-pub fn object_name(
-    metadata_name: &crate::names::ResourceName,
-    spec: &crate::manifest::Spec,
-) -> Option<String> {
-    use crate::manifest::Spec;
-    let own =
-        |name: &Option<String>| Some(name.clone().unwrap_or_else(|| metadata_name.to_string()));
-    match spec {
-        Spec::FirewallAlias(a) => own(&a.name),
-        Spec::FirewallIpSet(s) => own(&s.name),
-        Spec::SecurityGroup(g) => own(&g.name),
-        _ => None,
-    }
-}
-
 fn named<'a>(name: Option<&'a str>, at: &str, errors: &mut Vec<FieldError>) -> &'a str {
     name.unwrap_or_else(|| {
         errors.push(FieldError::new(
@@ -588,27 +553,5 @@ impl GuestFirewall {
             out.extend(entry_refs(set, &format!("{path}.ipsets[{i}]"), &own));
         }
         out
-    }
-}
-
-/// Every cluster object a cluster-level firewall manifest names.
-pub fn document_refs(spec: &crate::manifest::Spec) -> Vec<ClusterRef> {
-    use crate::manifest::Spec;
-    let none = Known::default();
-    match spec {
-        Spec::FirewallIpSet(s) => entry_refs(s, "spec", &none),
-        Spec::SecurityGroup(g) => rule_refs(&g.rules, "spec.rules", &none),
-        Spec::ClusterFirewall(c) => rule_refs(&c.rules, "spec.rules", &none),
-        Spec::Vm(v) | Spec::TemplateVm(v) => v
-            .firewall
-            .as_ref()
-            .map(|f| f.cluster_refs("spec.firewall"))
-            .unwrap_or_default(),
-        Spec::Lxc(l) | Spec::TemplateCt(l) => l
-            .firewall
-            .as_ref()
-            .map(|f| f.cluster_refs("spec.firewall"))
-            .unwrap_or_default(),
-        _ => Vec::new(),
     }
 }
