@@ -216,6 +216,7 @@ pub fn prepare_reusing<'w>(
             allowlist: (!cc.nodes.is_empty()).then(|| cc.nodes.clone()),
             storages: desired.storage_pairs(),
             concurrency: cc.read_concurrency,
+            firewall: proxops_core::firewall_plan::read_scope(desired),
         };
         let built = match source {
             Source::Replay(dir) => replay_transport(name, cc, ws, dir, &sources, &mut invalid)?,

@@ -134,6 +134,14 @@ pub enum Work {
         path: String,
         params: Params,
     },
+    /// Writes to PVE's firewall (pve-firewall `API2/Firewall/*.pm`), one
+    /// entry per call, in order: the calls that turn one list (a rule
+    /// list, an IP set, the aliases, the options) or one object into what
+    /// the manifest says. Each is synchronous (PVE answers `null`); each
+    /// that PVE checks carries a digest: the one the plan read, or the
+    /// one a read right before it returned, after that read found the
+    /// list as the plan expects it at that point ([`FirewallCall`]).
+    Firewall { calls: Vec<FirewallCall> },
     /// `PUT /nodes/{n}/{type}/{id}/resize` with `disk=<key>` and the new
     /// absolute `size` (PVE's binary K/M/G/T spelling): grows one disk or
     /// mount point, online too. PVE refuses to shrink, so `size` is
@@ -143,6 +151,44 @@ pub enum Work {
         disk: String,
         size: Bytes,
     },
+}
+
+/// One write of a [`Work::Firewall`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FirewallCall {
+    pub method: WriteMethod,
+    /// Below `/api2/json`, its data segments encoded.
+    pub path: String,
+    /// The form, without the digest.
+    pub params: Params,
+    /// The list's digest as the plan read it, sent as `digest`: PVE
+    /// refuses the call when the list changed since.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest: Option<String>,
+    /// A read of the list right before the call, which must find it as
+    /// the plan expects it at this point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read: Option<ReadBack>,
+}
+
+/// The read before a [`FirewallCall`]: `GET list`, each entry as one line
+/// (a rule in its config-file form, an entry or option as `key=value`
+/// fields), compared with `expect`; then the call carries the digest that
+/// read returned, when PVE's endpoint takes one (`send_digest`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReadBack {
+    pub list: String,
+    /// The field naming each entry: `pos` for a rule list, `name`,
+    /// `cidr` or `group` for a keyed list, `options` for options.
+    pub key: String,
+    /// Only the entry of this name is compared (a list other objects
+    /// share, as the cluster's aliases); `None`: the whole list.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub only: Option<String>,
+    pub expect: Vec<String>,
+    pub send_digest: bool,
 }
 
 /// The HTTP method of a [`Work::ClusterWrite`].

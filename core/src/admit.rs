@@ -24,6 +24,9 @@ use proxops_model::repo::{ClusterDesired, DesiredObject};
 
 /// Why `action` may not run under `desired` and `policy`, if it may not.
 pub fn refusal(action: &Action, desired: &ClusterDesired, policy: &Policy) -> Option<String> {
+    if let Work::Firewall { calls } = &action.work {
+        return crate::firewall_plan::plan::refusal(action, calls, desired, policy).err();
+    }
     if action.kind.is_cluster_object() {
         return crate::cluster::plan::refusal(action, desired).err();
     }

@@ -43,6 +43,10 @@ pub struct Policy {
     /// be pruned (within the budget) instead of being held by the
     /// empty-desired guard.
     pub allow_empty_prune: bool,
+    /// The cluster's `allow-firewall-lockout`: a plan that would lock
+    /// operators out through the cluster firewall goes, with a warning
+    /// naming the weakened rail, instead of being refused.
+    pub allow_firewall_lockout: bool,
     /// `restart-policy`: whether ProxOps restarts a guest that waits for a
     /// restart to take pending changes (a manifest's
     /// `proxops/restart-policy` overrides it).
@@ -74,6 +78,7 @@ impl Default for Policy {
             prune_budget: proxops_model::config::DEFAULT_PRUNE_BUDGET,
             nodes: Default::default(),
             allow_empty_prune: false,
+            allow_firewall_lockout: false,
             restart_policy: proxops_model::config::RestartPolicy::Never,
             purge_ha_and_replicated: false,
             host: Default::default(),
@@ -105,6 +110,7 @@ impl Policy {
             prune_budget: cfg.prune_budget,
             nodes: cc.nodes.clone(),
             allow_empty_prune: cc.allow_empty_prune,
+            allow_firewall_lockout: cc.allow_firewall_lockout,
             restart_policy: cc.restart_policy,
             purge_ha_and_replicated: cc.purge_ha_and_replicated,
             host,

@@ -172,6 +172,7 @@ pub fn plan(
     b.prunes(policy);
     let mut plan = b.plan;
     crate::cluster::plan::plan(&mut plan, desired, live, policy);
+    crate::firewall_plan::plan::plan(&mut plan, desired, live, policy);
     crate::host::guard(&mut plan, live, &policy.host);
     crate::hold::guard(&mut plan, desired, &policy.holds, policy.now);
     paused_guard(&mut plan, live);

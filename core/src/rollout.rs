@@ -83,6 +83,7 @@ pub fn prerequisites(actions: &[Action]) -> Vec<Vec<(usize, Wait)>> {
     let mut by_object: BTreeMap<&proxops_model::names::Ref, Vec<(&NodeName, usize)>> =
         BTreeMap::new();
     let mut last_on: BTreeMap<(&NodeName, &Target), usize> = BTreeMap::new();
+    let mut last_firewall: Option<usize> = None;
     // Prunes come last, by descending level: the prunes of the level
     // before the current one, and those of the current level.
     let mut previous_level: Vec<usize> = Vec::new();
@@ -122,6 +123,17 @@ pub fn prerequisites(actions: &[Action]) -> Vec<Vec<(usize, Wait)>> {
             && !waits.iter().any(|(w, _)| *w == j)
         {
             waits.push((j, Wait::Order));
+        }
+        // The cluster's firewall objects share lists (its aliases, its IP
+        // set and group indexes) whose digest each write checks: one
+        // after another, or one write's digest is stale for the next.
+        if a.kind.is_firewall() {
+            if let Some(j) = last_firewall
+                && !waits.iter().any(|(w, _)| *w == j)
+            {
+                waits.push((j, Wait::Order));
+            }
+            last_firewall = Some(i);
         }
         last_on.insert((&a.node, &a.target), i);
         if let Some(obj) = &a.object {

@@ -566,7 +566,8 @@ fn params_mut(work: &mut Work) -> Option<&mut Params> {
         | Work::Reboot { .. }
         | Work::MarkTemplate { .. }
         | Work::Delete { .. }
-        | Work::Resize { .. } => None,
+        | Work::Resize { .. }
+        | Work::Firewall { .. } => None,
     }
 }
 

@@ -451,6 +451,11 @@ enum Stage {
         endpoints: crate::cluster::Endpoints,
         id: String,
     },
+    /// The read before a firewall write ([`crate::action::ReadBack`]): the
+    /// list must be as the plan expects it at this point, or the action
+    /// ends with nothing more written; its digest goes with the write
+    /// that follows.
+    FirewallRead(crate::action::ReadBack),
 }
 
 /// What a guest must still be when an action is about to shut it down,
@@ -533,6 +538,7 @@ impl Stage {
             Stage::ReadBack { .. } | Stage::Confirm { .. } => "reading the power state".into(),
             Stage::Verify { .. } => "checking the guest is as planned".into(),
             Stage::VerifyMark { .. } => "checking the object is still ProxOps'".into(),
+            Stage::FirewallRead(_) => "reading the firewall list".into(),
         }
     }
 
@@ -565,6 +571,7 @@ impl Stage {
             Stage::VerifyMark { endpoints, .. } => {
                 Call::new(Method::Get, endpoints.collection.to_owned())
             }
+            Stage::FirewallRead(read) => Call::new(Method::Get, read.list.clone()),
         }
     }
 }
@@ -802,6 +809,10 @@ impl Step {
                 Stage::VerifyMark { endpoints, id } => {
                     let (endpoints, id) = (*endpoints, id.clone());
                     self.mark_verified(call, endpoints, &id, &data)
+                }
+                Stage::FirewallRead(read) => {
+                    let read = read.clone();
+                    self.firewall_read(call, &read, &data)
                 }
                 _ => match data {
                     Value::String(upid) => self.follow(now, call, upid),
@@ -1058,6 +1069,44 @@ impl Step {
                 &format!("{id} no longer ends its comment with the ProxOps marker"),
             ),
         }
+    }
+
+    /// The answer of a [`Stage::FirewallRead`]: the list as the plan
+    /// expects it, and its digest put on the write that follows; else the
+    /// action ends before that write (the next cycle plans from what PVE
+    /// holds then).
+    fn firewall_read(&mut self, call: &Call, read: &crate::action::ReadBack, data: &Value) {
+        let found = match crate::firewall_plan::lines(&read.key, read.only.as_deref(), data) {
+            Ok(found) => found,
+            Err(e) => {
+                return self.changed_under_us(call, &format!("the list cannot be read ({e})"));
+            }
+        };
+        if found.lines != read.expect {
+            let why = format!(
+                "it holds [{}], the plan expects [{}]",
+                found.lines.join(" | "),
+                read.expect.join(" | ")
+            );
+            return self.changed_under_us(call, &why);
+        }
+        self.stage_done();
+        if read.send_digest
+            && let Some(Stage::Write { call, .. }) = self.stages.front_mut()
+        {
+            call.form.push("digest", found.digest);
+        }
+    }
+
+    /// A firewall list changed since the plan read it (by hand, or by
+    /// another writer): nothing more is written.
+    fn changed_under_us(&mut self, call: &Call, why: &str) {
+        let error = format!(
+            "{}: the list changed since the plan read it: {why}; nothing more was written (the next cycle plans from what PVE holds)",
+            call.what()
+        );
+        self.stages.clear();
+        self.fail(Outcome::failed(error));
     }
 
     /// The object about to be deleted is not as the plan saw it: the
@@ -1493,8 +1542,34 @@ fn stages(action: &Action) -> Result<VecDeque<Stage>, String> {
             purge,
             ..
         } => out.extend(delete_guest(guest(*guest_type)?, *stop_first, *purge)),
+        Work::Firewall { calls } => out.extend(firewall(calls)),
     }
     Ok(out)
+}
+
+/// A firewall action's stages: each call, after its read when it has one,
+/// with the digest the plan read when it carries one.
+fn firewall(calls: &[crate::action::FirewallCall]) -> Vec<Stage> {
+    let mut out = Vec::new();
+    for c in calls {
+        let method = match c.method {
+            WriteMethod::Post => Method::Post,
+            WriteMethod::Put => Method::Put,
+            WriteMethod::Delete => Method::Delete,
+        };
+        let mut form = c.params.clone();
+        if let Some(d) = &c.digest {
+            form.push("digest", d.clone());
+        }
+        if let Some(read) = &c.read {
+            out.push(Stage::FirewallRead(read.clone()));
+        }
+        out.push(Stage::Write {
+            call: Call::with_form(method, c.path.clone(), form),
+            gone_is_done: false,
+        });
+    }
+    out
 }
 
 /// A disk grown to its absolute size: qemu-server and pve-container

@@ -41,6 +41,10 @@ fn all_holds_every_kind_once() {
         Kind::HAResource => 9,
         Kind::HARule => 10,
         Kind::ReplicationJob => 11,
+        Kind::FirewallAlias => 12,
+        Kind::FirewallIPSet => 13,
+        Kind::SecurityGroup => 14,
+        Kind::ClusterFirewall => 15,
     };
     let mut seen: Vec<usize> = Kind::ALL.map(number).to_vec();
     seen.sort_unstable();
@@ -109,7 +113,9 @@ fn exactly_the_cluster_level_kinds_have_endpoints() {
             Class::ClusterObject => {
                 assert_eq!(ep.map(|e| e.kind), Some(k), "{k} has no endpoints")
             }
-            Class::Guest(_) | Class::StorageFile => assert!(ep.is_none(), "{k}"),
+            Class::Guest(_) | Class::StorageFile | Class::Firewall => {
+                assert!(ep.is_none(), "{k}")
+            }
         }
     }
     assert_eq!(

@@ -33,9 +33,10 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use proxops_core::firewall::live::{LiveList, LiveOptions, LiveRules};
 use proxops_core::live::{
-    GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power, ReadFailure, Replication,
-    StorageContent,
+    FirewallScope, GuestType, LiveConfig, LiveFirewall, LiveGuest, LiveSnapshot, NodeState, Power,
+    ReadFailure, Replication, StorageContent,
 };
 use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
 use proxops_core::wire::{TagSet, json_template_flag, json_to_text, json_vmid};
@@ -55,6 +56,10 @@ pub struct ReadScope {
     pub storages: BTreeSet<(NodeName, StorageId)>,
     /// Most config/content reads in flight at once (0 is treated as 1).
     pub concurrency: usize,
+    /// Read PVE's firewall: the cluster's, and the guests' of these vmids
+    /// (their manifests declare `spec.firewall`); `None`: the repository
+    /// declares none of it for this cluster, nothing is read.
+    pub firewall: Option<BTreeSet<Vmid>>,
 }
 
 impl ReadScope {
@@ -73,6 +78,7 @@ impl Default for ReadScope {
             allowlist: None,
             storages: BTreeSet::new(),
             concurrency: ReadScope::DEFAULT_CONCURRENCY,
+            firewall: None,
         }
     }
 }
@@ -135,6 +141,7 @@ pub fn adoption_scope(
         allowlist: Some(nodes),
         storages,
         concurrency,
+        firewall: None,
     })
 }
 
@@ -417,6 +424,20 @@ pub fn read_snapshot(
         }
     }
     read_cloudinit_pending(transport, &mut snap, scope.concurrency, &mut failures);
+    if let Some(guests) = &scope.firewall {
+        let fw = read_firewall(transport, acting_as, &snap, guests);
+        failures.extend(fw.cluster.failures().into_iter().cloned());
+        failures.extend(fw.groups.as_ref().err().cloned());
+        failures.extend(
+            fw.group_rules
+                .values()
+                .filter_map(|r| r.as_ref().err().cloned()),
+        );
+        for g in fw.guests.values() {
+            failures.extend(g.failures().into_iter().cloned());
+        }
+        snap.firewall = Some(fw);
+    }
     for (key, idx) in storage_jobs {
         let what = describe(&jobs[idx]);
         let content = match results[idx].take() {
@@ -553,6 +574,94 @@ fn read_listing(
         Ok(r) if !r.is_success() => Err(fail(status_message(&r, acting_as))),
         Ok(r) => ep.parse(r.data()).map_err(|e| fail(e.to_string())),
     })
+}
+
+/// PVE's firewall (pve-firewall `API2/Firewall/*.pm`): the cluster's
+/// options, rules, aliases, IP sets with their entries and security
+/// groups with their rules, and the same lists (no groups) of each live
+/// guest among `guests`. One request at a time: a few per scope.
+fn read_firewall(
+    transport: &dyn Transport,
+    acting_as: Option<&str>,
+    snap: &LiveSnapshot,
+    guests: &BTreeSet<Vmid>,
+) -> LiveFirewall {
+    let get = |path: String| fw_get(transport, acting_as, path);
+    let groups = get("/cluster/firewall/groups".into())
+        .and_then(|(what, data)| LiveList::from_json(&data, "group").map_err(|m| fail(what, m)));
+    let mut group_rules = BTreeMap::new();
+    if let Ok(list) = &groups {
+        for g in &list.entries {
+            let path = format!("/cluster/firewall/groups/{}", encode_segment(&g.name));
+            let rules = get(path)
+                .and_then(|(what, data)| LiveRules::from_json(&data).map_err(|m| fail(what, m)));
+            group_rules.insert(g.name.clone(), rules);
+        }
+    }
+    let mut by_guest = BTreeMap::new();
+    for g in snap.guests.values().filter(|g| guests.contains(&g.vmid)) {
+        let base = format!("{}/firewall", guest_path(g));
+        by_guest.insert(g.vmid, read_fw_scope(&get, &base));
+    }
+    LiveFirewall {
+        cluster: read_fw_scope(&get, "/cluster/firewall"),
+        groups,
+        group_rules,
+        guests: by_guest,
+    }
+}
+
+fn fail(what: String, message: String) -> ReadFailure {
+    ReadFailure { what, message }
+}
+
+/// One scope's options, rules, aliases and IP sets.
+fn read_fw_scope(
+    get: &dyn Fn(String) -> Result<(String, serde_json::Value), ReadFailure>,
+    base: &str,
+) -> FirewallScope {
+    let options = get(format!("{base}/options"))
+        .and_then(|(what, data)| LiveOptions::from_json(&data).map_err(|m| fail(what, m)));
+    let rules = get(format!("{base}/rules"))
+        .and_then(|(what, data)| LiveRules::from_json(&data).map_err(|m| fail(what, m)));
+    let aliases = get(format!("{base}/aliases"))
+        .and_then(|(what, data)| LiveList::from_json(&data, "name").map_err(|m| fail(what, m)));
+    let ipsets = get(format!("{base}/ipset"))
+        .and_then(|(what, data)| LiveList::from_json(&data, "name").map_err(|m| fail(what, m)));
+    let mut entries = BTreeMap::new();
+    if let Ok(list) = &ipsets {
+        for set in &list.entries {
+            let path = format!("{base}/ipset/{}", encode_segment(&set.name));
+            let read = get(path).and_then(|(what, data)| {
+                LiveList::from_json(&data, "cidr").map_err(|m| fail(what, m))
+            });
+            entries.insert(set.name.clone(), read);
+        }
+    }
+    FirewallScope {
+        options,
+        rules,
+        aliases,
+        ipsets,
+        entries,
+    }
+}
+
+/// One `GET` of the firewall: its `data`, or why not. A read a recording
+/// lacks is an empty list (re-record to see it).
+fn fw_get(
+    transport: &dyn Transport,
+    acting_as: Option<&str>,
+    path: String,
+) -> Result<(String, serde_json::Value), ReadFailure> {
+    let request = Request::get(path);
+    let what = describe(&request);
+    match transport.call(&request) {
+        Err(TransportError::NotRecorded { .. }) => Ok((what, serde_json::Value::Array(Vec::new()))),
+        Err(e) => Err(fail(what, e.cause())),
+        Ok(r) if !r.is_success() => Err(fail(what, status_message(&r, acting_as))),
+        Ok(r) => Ok((what, r.data().clone())),
+    }
 }
 
 /// The server has no such API path: 501, or a 404 that is not about an

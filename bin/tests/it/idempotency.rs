@@ -79,6 +79,7 @@ fn executing_the_demo_plan_converges() {
             allowlist: Some(cc.nodes.clone()),
             storages: d.storage_pairs(),
             concurrency: 4,
+            firewall: proxops_core::firewall_plan::read_scope(&d),
         };
         let mut live = read_snapshot(&transport, &scope).unwrap();
 

@@ -44,6 +44,7 @@ mod live_daemon_start;
 mod live_dashboard;
 mod live_faults;
 mod live_files;
+mod live_firewall;
 mod live_last_moment;
 mod live_lock;
 mod live_notify;

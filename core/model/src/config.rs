@@ -311,6 +311,11 @@ pub struct ClusterEntry {
     /// prune budget).
     #[serde(default)]
     pub allow_empty_prune: Option<bool>,
+    /// Explicit opt-out of the firewall lock-out guard: a plan may leave
+    /// the cluster firewall enabled, dropping incoming traffic, with no
+    /// rule admitting PVE's management ports.
+    #[serde(default)]
+    pub allow_firewall_lockout: Option<bool>,
     /// This cluster's `reconcile.shutdown-timeout`.
     #[serde(default)]
     pub shutdown_timeout: Option<String>,
@@ -533,6 +538,10 @@ pub struct ClusterConfig {
     /// `allow-empty-prune: true`: the empty-desired guard is off for this
     /// cluster (a weakened safety rail, named so a reviewer sees it).
     pub allow_empty_prune: bool,
+    /// `allow-firewall-lockout: true`: the firewall lock-out guard is off
+    /// for this cluster (a weakened safety rail, named in every plan it
+    /// lets through).
+    pub allow_firewall_lockout: bool,
     /// `allow-extra-keys`: `spec.extra` keys let through although they are
     /// host-level or never read back (see `crate::extra`).
     pub allow_extra_keys: BTreeSet<String>,
@@ -1536,6 +1545,7 @@ fn resolve_cluster(
         insecure: entry.insecure.unwrap_or(false),
         read_concurrency: rc,
         allow_empty_prune: entry.allow_empty_prune.unwrap_or(false),
+        allow_firewall_lockout: entry.allow_firewall_lockout.unwrap_or(false),
         allow_extra_keys,
         restart_policy: cluster_restart,
         purge_ha_and_replicated: entry

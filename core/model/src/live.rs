@@ -509,6 +509,81 @@ pub struct LiveSnapshot {
     pub paused: std::collections::BTreeSet<Vmid>,
     /// Pools and backup jobs, and each guest's pool.
     pub cluster: ClusterObjects,
+    /// PVE's firewall, read when the repository declares any of it for
+    /// this cluster (`None`: not read this cycle).
+    #[serde(skip)]
+    pub firewall: Option<LiveFirewall>,
+}
+
+/// One answer of the firewall's API, or why it is unknown (never taken as
+/// an empty list).
+pub type FwRead<T> = Result<T, ReadFailure>;
+
+/// A firewall scope's lists: the cluster's (`/cluster/firewall`) or a
+/// guest's (`/nodes/{node}/{type}/{vmid}/firewall`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FirewallScope {
+    pub options: FwRead<crate::firewall::live::LiveOptions>,
+    pub rules: FwRead<crate::firewall::live::LiveRules>,
+    pub aliases: FwRead<crate::firewall::live::LiveList>,
+    /// The IP sets by name and comment (`GET …/ipset`).
+    pub ipsets: FwRead<crate::firewall::live::LiveList>,
+    /// Each listed IP set's entries (`GET …/ipset/{name}`).
+    pub entries: BTreeMap<String, FwRead<crate::firewall::live::LiveList>>,
+}
+
+impl FirewallScope {
+    /// A scope PVE holds nothing of (a guest not created yet): every list
+    /// empty, with the digest of an empty list.
+    pub fn empty() -> FirewallScope {
+        use crate::firewall::live::{EMPTY_LIST_DIGEST, LiveList, LiveOptions, LiveRules};
+        FirewallScope {
+            options: Ok(LiveOptions {
+                digest: EMPTY_LIST_DIGEST.to_owned(),
+                values: BTreeMap::new(),
+            }),
+            rules: Ok(LiveRules {
+                digest: EMPTY_LIST_DIGEST.to_owned(),
+                rules: Vec::new(),
+            }),
+            aliases: Ok(LiveList {
+                digest: EMPTY_LIST_DIGEST.to_owned(),
+                entries: Vec::new(),
+            }),
+            ipsets: Ok(LiveList {
+                digest: EMPTY_LIST_DIGEST.to_owned(),
+                entries: Vec::new(),
+            }),
+            entries: BTreeMap::new(),
+        }
+    }
+
+    /// Every failure of this scope's reads.
+    pub fn failures(&self) -> Vec<&ReadFailure> {
+        let mut out: Vec<&ReadFailure> = [
+            self.options.as_ref().err(),
+            self.rules.as_ref().err(),
+            self.aliases.as_ref().err(),
+            self.ipsets.as_ref().err(),
+        ]
+        .into_iter()
+        .flatten()
+        .collect();
+        out.extend(self.entries.values().filter_map(|e| e.as_ref().err()));
+        out
+    }
+}
+
+/// PVE's firewall this cycle: the cluster's scope, its security groups,
+/// and the scope of each guest whose manifest declares `spec.firewall`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LiveFirewall {
+    pub cluster: FirewallScope,
+    /// The groups by name and comment (`GET /cluster/firewall/groups`).
+    pub groups: FwRead<crate::firewall::live::LiveList>,
+    /// Each listed group's rules.
+    pub group_rules: BTreeMap<String, FwRead<crate::firewall::live::LiveRules>>,
+    pub guests: BTreeMap<Vmid, FirewallScope>,
 }
 
 /// What `/cluster/replication` said: each replicated guest's job ids, or

@@ -341,6 +341,9 @@ fn apply_guest(
             g.config = Ok(cfg);
         }
         Work::Download { .. } | Work::ClusterWrite { .. } => unreachable!(),
+        // The firewall is modelled by fakepve (its digests included), not
+        // here: the simulator's plans hold no firewall.
+        Work::Firewall { .. } => unreachable!("the simulator keeps no firewall"),
     }
 }
 

@@ -74,6 +74,7 @@ fn read_with(bound: usize) -> (usize, usize) {
             ),
         ]),
         concurrency: bound,
+        firewall: None,
     };
     let snap = read_snapshot(&g, &scope).unwrap();
     assert_eq!(snap.guests.len() as u64, GUESTS);

@@ -316,6 +316,7 @@ fn allowlist_ignores_other_nodes_and_marks_unlisted_nodes_unknown() {
         allowlist: Some(BTreeSet::from([node("pve2"), node("pve9")])),
         storages: BTreeSet::from([(node("pve1"), StorageId::new("local").unwrap())]),
         concurrency: 2,
+        firewall: None,
     };
     let t = Counting {
         inner: replay(full()),
