@@ -150,8 +150,10 @@ fn rule_words(list: &Value) -> Vec<String> {
         .collect()
 }
 
-fn plan_of(pve: &FakePve, repo: &Repo) -> Value {
-    let run = proxops(pve, repo, &["diff", "--output", "json"]);
+fn plan_of(pve: &FakePve, repo: &Repo, extra: &[&str]) -> Value {
+    let mut args = vec!["diff", "--output", "json"];
+    args.extend_from_slice(extra);
+    let run = proxops(pve, repo, &args);
     assert_eq!(run.code, 0, "{}", run.all());
     let doc: Value = serde_json::from_str(&run.stdout).unwrap();
     doc["clusters"]
@@ -318,6 +320,19 @@ fn reordering_two_rules_is_a_move_and_a_hand_rule_is_drift() {
     assert_eq!(calls.len(), 1, "{plan}");
     assert_eq!(calls[0]["method"], "PUT", "{plan}");
     assert!(calls[0]["params"].to_string().contains("moveto"), "{plan}");
+    // The same plan offline, from a recording of this PVE.
+    let live_plan = plan_of(&pve, &repo, &[]);
+    let out = tempfile::tempdir().unwrap();
+    let rec = proxops(
+        &pve,
+        &repo,
+        &["record", "--out", out.path().to_str().unwrap()],
+    );
+    assert_eq!(rec.code, 0, "{}", rec.all());
+    let replayed = plan_of(&pve, &repo, &["--replay", out.path().to_str().unwrap()]);
+    assert_eq!(replayed, live_plan);
+    assert_eq!(actions(&replayed).len(), 1, "{replayed}");
+
     let before = writes_below(&pve, "/firewall").len();
     converged(&pve, &repo);
     let moved = &writes_below(&pve, "/firewall")[before..];
@@ -424,7 +439,7 @@ fn the_lockout_guard_refuses_and_its_override_names_the_weakened_rail() {
     // No rule admits 22 or 8006 any more.
     let locked = CLUSTER_FW.replace("dport: \"22,8006\"", "dport: 443");
     repo.write("clusterfirewall/home/home.yaml", &locked);
-    let plan = plan_of(&pve, &repo);
+    let plan = plan_of(&pve, &repo, &[]);
     assert!(
         !actions(&plan)
             .iter()
@@ -441,7 +456,7 @@ fn the_lockout_guard_refuses_and_its_override_names_the_weakened_rail() {
         format!("{text}      allow-firewall-lockout: true\n"),
     )
     .unwrap();
-    let plan = plan_of(&pve, &repo);
+    let plan = plan_of(&pve, &repo, &[]);
     let fw: Vec<Value> = actions(&plan)
         .into_iter()
         .filter(|a| a["kind"] == "ClusterFirewall")

@@ -18,3 +18,4 @@ mod reader_concurrency;
 mod reader_recording;
 mod reader_snapshot;
 mod runner_fakepve;
+mod runner_firewall;
