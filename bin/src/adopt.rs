@@ -165,8 +165,11 @@ fn read_live(
     let guard = ReadOnly::new(transport);
     let scope = reader::adoption_scope(&guard, &cc.nodes, cc.read_concurrency)
         .map_err(|e| Failure::runtime(format!("adopt: {e}")))?;
-    let snapshot = reader::read_snapshot(&guard, &scope)
+    let mut snapshot = reader::read_snapshot(&guard, &scope)
         .map_err(|e| Failure::runtime(format!("adopt: pve inventory read failed: {e}")))?;
+    // The firewall of the cluster and of every guest PVE lists.
+    let guests: BTreeSet<_> = snapshot.guests.keys().map(|(_, v)| *v).collect();
+    snapshot.firewall = Some(reader::read_firewall(&guard, &snapshot, &guests));
     if guard.refused() > 0 {
         return Err(Failure::runtime(format!(
             "adopt: BUG: {} write request(s) were attempted and refused; nothing was written to PVE",

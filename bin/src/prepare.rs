@@ -304,6 +304,13 @@ fn warn_risky(name: &ClusterName, cc: &proxops_core::config::ClusterConfig) {
             &[("cluster", name.as_str().into())],
         );
     }
+    if cc.allow_firewall_lockout {
+        crate::log::event(
+            crate::log::Level::Warn,
+            "the firewall lock-out guard is OFF (allow-firewall-lockout: true): a plan may close PVE's management ports to everyone; remove the key once the intended change is done",
+            &[("cluster", name.as_str().into())],
+        );
+    }
 }
 
 /// A replayed recording as the cluster's transport.

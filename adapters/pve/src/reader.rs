@@ -425,7 +425,7 @@ pub fn read_snapshot(
     }
     read_cloudinit_pending(transport, &mut snap, scope.concurrency, &mut failures);
     if let Some(guests) = &scope.firewall {
-        let fw = read_firewall(transport, acting_as, &snap, guests);
+        let fw = read_firewall(transport, &snap, guests);
         failures.extend(fw.cluster.failures().into_iter().cloned());
         failures.extend(fw.groups.as_ref().err().cloned());
         failures.extend(
@@ -580,12 +580,13 @@ fn read_listing(
 /// options, rules, aliases, IP sets with their entries and security
 /// groups with their rules, and the same lists (no groups) of each live
 /// guest among `guests`. One request at a time: a few per scope.
-fn read_firewall(
+pub fn read_firewall(
     transport: &dyn Transport,
-    acting_as: Option<&str>,
     snap: &LiveSnapshot,
     guests: &BTreeSet<Vmid>,
 ) -> LiveFirewall {
+    let acting_as = transport.acting_as();
+    let acting_as = acting_as.as_deref();
     let get = |path: String| fw_get(transport, acting_as, path);
     let groups = get("/cluster/firewall/groups".into())
         .and_then(|(what, data)| LiveList::from_json(&data, "group").map_err(|m| fail(what, m)));

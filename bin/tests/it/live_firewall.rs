@@ -470,3 +470,85 @@ fn the_lockout_guard_refuses_and_its_override_names_the_weakened_rail() {
         "{plan}"
     );
 }
+
+/// Every file below `root`, relative, with its text (the repository's
+/// own git and data dirs left out).
+fn files(root: &std::path::Path) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let mut todo = vec![root.to_path_buf()];
+    while let Some(dir) = todo.pop() {
+        for e in std::fs::read_dir(&dir).unwrap() {
+            let p = e.unwrap().path();
+            if p.is_dir() {
+                todo.push(p);
+            } else if p.extension().is_some_and(|x| x == "yaml") {
+                let rel = p.strip_prefix(root).unwrap().to_string_lossy().into_owned();
+                out.push((rel, std::fs::read_to_string(&p).unwrap()));
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
+    let mut seed = empty_seed();
+    seed["guests"] = serde_json::json!([seed_vm(300, "legacy", None, false)]);
+    let pve = FakePve::start(&seed).unwrap();
+    let fw = "/cluster/firewall";
+    let office = [("name", "Office"), ("cidr", "198.51.100.0/24"), ("comment", "the office")];
+    call(&pve, "POST", &format!("{fw}/aliases"), &office);
+    call(&pve, "POST", &format!("{fw}/ipset"), &[("name", "admins"), ("comment", "admins")]);
+    call(&pve, "POST", &format!("{fw}/ipset/admins"), &[("cidr", "198.51.100.7"), ("nomatch", "1")]);
+    call(&pve, "POST", &format!("{fw}/ipset/admins"), &[("cidr", "Office")]);
+    call(&pve, "POST", &format!("{fw}/groups"), &[("group", "web")]);
+    let https = [("type", "in"), ("action", "ACCEPT"), ("macro", "HTTPS"), ("enable", "1")];
+    call(&pve, "POST", &format!("{fw}/groups/web"), &https);
+    let mgmt = [("type", "in"), ("action", "ACCEPT"), ("source", "+admins"), ("proto", "tcp"), ("dport", "22,8006"), ("enable", "1")];
+    call(&pve, "POST", &format!("{fw}/rules"), &mgmt);
+    call(&pve, "PUT", &format!("{fw}/options"), &[("enable", "1")]);
+    let vm = "/nodes/pve1/qemu/300/firewall";
+    call(&pve, "POST", &format!("{vm}/rules"), &[("type", "group"), ("action", "web"), ("enable", "1")]);
+    call(&pve, "PUT", &format!("{vm}/options"), &[("enable", "1"), ("dhcp", "1")]);
+
+    let repo = empty_repo(&pve);
+    let adopted = proxops(&pve, &repo, &["adopt"]);
+    assert_eq!(adopted.code, 0, "{}", adopted.all());
+    let written: Vec<(String, String)> = files(repo.path())
+        .into_iter()
+        .filter(|(rel, _)| !rel.starts_with("clusters/"))
+        .collect();
+    let paths: Vec<&str> = written.iter().map(|(p, _)| p.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "clusterfirewall/home/home.yaml",
+            "firewallalias/home/office.yaml",
+            "firewallipset/home/admins.yaml",
+            "securitygroup/home/web.yaml",
+            "vm/home/legacy.yaml"
+        ],
+        "{}",
+        adopted.all()
+    );
+    let vm_text = &written[4].1;
+    assert!(vm_text.contains("firewall:") && vm_text.contains("action: web"), "{vm_text}");
+    let listed: Vec<String> = paths.iter().map(|p| format!("../../{p}")).collect();
+    repo.set_resources(&listed.iter().map(String::as_str).collect::<Vec<_>>());
+
+    // The first plan claims what carries no marker (the objects' comments,
+    // the guest's tag) and changes nothing else.
+    let plan = plan_of(&pve, &repo, &[]);
+    let acts = actions(&plan);
+    assert_eq!(acts.len(), 4, "{plan}");
+    for a in &acts {
+        assert!(a["reason"].as_str().unwrap().contains("claim"), "{a}");
+    }
+    converged(&pve, &repo);
+    assert_eq!(
+        get(&pve, &format!("{fw}/aliases"))[0]["comment"],
+        "the office [proxops]"
+    );
+    assert_eq!(rule_words(&get(&pve, &format!("{vm}/rules"))), ["group web 1"]);
+}

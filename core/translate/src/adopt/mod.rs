@@ -20,6 +20,7 @@ mod one;
 pub use one::{GuestPick, already_managed, only_guest, pick_guest};
 mod emit;
 mod guest;
+mod firewall;
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -338,7 +339,11 @@ fn cluster_objects(
 ) {
     let by_vmid: BTreeMap<Vmid, ResourceName> =
         names.iter().map(|((_, v), n)| (*v, n.clone())).collect();
-    for a in crate::cluster::adopt::adopt(&snapshot.cluster, &by_vmid, &mut out.gaps) {
+    let mut adopted = crate::cluster::adopt::adopt(&snapshot.cluster, &by_vmid, &mut out.gaps);
+    if let Some(fw) = &snapshot.firewall {
+        adopted.extend(firewall::cluster(cluster, fw, &mut out.gaps));
+    }
+    for a in adopted {
         let path = format!("{}/{cluster}/{}.yaml", a.kind.dir(), a.name);
         let r = Ref {
             kind: a.kind,
@@ -390,8 +395,13 @@ fn adopt_guest(
             .insert(manifest::ANNOTATION_ADOPTED_VMID.into(), g.vmid.to_string());
     }
     let state = if template { None } else { power_state(g.power) };
+    let firewall = || {
+        let fw = shared.snapshot.firewall.as_ref()?;
+        firewall::guest(fw.guests.get(&g.vmid)?)
+    };
     let text = if kind.is_qemu() {
-        let spec = guest::vm(&mut cx, state);
+        let mut spec = guest::vm(&mut cx, state);
+        spec.firewall = firewall();
         let doc = Document {
             api_version: API_VERSION.to_owned(),
             kind: kind.to_string(),
@@ -400,7 +410,7 @@ fn adopt_guest(
         };
         emit::to_yaml(&doc)
     } else {
-        let Some(spec) = guest::ct(&mut cx, state) else {
+        let Some(mut spec) = guest::ct(&mut cx, state) else {
             out.skipped.push(format!(
                 "{} {} {}: no readable storage-backed rootfs; not adopted",
                 g.node, g.vmid, name
@@ -408,6 +418,7 @@ fn adopt_guest(
             out.gaps.append(&mut cx.gaps);
             return None;
         };
+        spec.firewall = firewall();
         let doc = Document {
             api_version: API_VERSION.to_owned(),
             kind: kind.to_string(),
