@@ -144,14 +144,14 @@ pub fn edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> 
 /// entries name, found by their PVE names (an alias's ignoring case). A
 /// name no manifest holds is not an edge: the reference check tells it.
 fn firewall_edges(object: &DesiredObject, objects: &BTreeMap<Ref, DesiredObject>) -> Vec<Edge> {
-    let refs = crate::firewall::spec::document_refs(&object.spec);
+    let refs = crate::firewall_repo::document_refs(&object.spec);
     if refs.is_empty() {
         return Vec::new();
     }
     refs.into_iter()
         .filter_map(|r| {
             let target = objects.iter().find_map(|(key, o)| {
-                let name = crate::firewall::spec::object_name(&key.name, &o.spec)?;
+                let name = crate::firewall_repo::object_name(&key.name, &o.spec)?;
                 (key.kind == r.kind && name.eq_ignore_ascii_case(&r.name)).then(|| key.clone())
             })?;
             Some(Edge {

@@ -85,7 +85,8 @@ pub struct Document<S> {
     #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
     /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
-    /// Pool, BackupJob, HAResource, HARule or ReplicationJob;
+    /// Pool, BackupJob, HAResource, HARule, ReplicationJob, FirewallAlias,
+    /// FirewallIPSet, SecurityGroup or ClusterFirewall;
     /// it must match the kind directory the file lives under.
     #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,
@@ -1316,9 +1317,7 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
         Spec::FirewallAlias(_)
         | Spec::FirewallIpSet(_)
         | Spec::SecurityGroup(_)
-        | Spec::ClusterFirewall(_) => {
-            errs.extend(crate::firewall::spec::check_document(&metadata.name, spec))
-        }
+        | Spec::ClusterFirewall(_) => errs.extend(firewall_document(&metadata.name, spec)),
     }
     if let Some(v) = metadata.annotations.get(ANNOTATION_ADOPTED_ID) {
         let path = format!("metadata.annotations.{ANNOTATION_ADOPTED_ID}");
@@ -1687,6 +1686,24 @@ fn validate_vm(s: &VmSpec, template: bool, errs: &mut Vec<FieldError>) {
     vm_options(s, errs);
     if let Some(fw) = &s.firewall {
         errs.extend(crate::firewall::spec::check_guest(fw, "spec.firewall"));
+    }
+}
+
+/// One firewall manifest's own rules (a cluster-level kind's `spec`),
+/// its name being `spec.name` or else `metadata.name`.
+fn firewall_document(metadata_name: &ResourceName, spec: &Spec) -> Vec<FieldError> {
+    use crate::firewall::spec::{check_alias, check_group, check_ipset, check_rules};
+    let own = |name: &Option<String>| name.clone().unwrap_or_else(|| metadata_name.to_string());
+    match spec {
+        Spec::FirewallAlias(a) => check_alias(&own(&a.name), a, "spec"),
+        Spec::FirewallIpSet(s) => check_ipset(&own(&s.name), s, "spec"),
+        Spec::SecurityGroup(g) => check_group(&own(&g.name), g, "spec"),
+        Spec::ClusterFirewall(c) => {
+            check_rules(&c.rules, crate::firewall::RuleEnv::Cluster, "spec.rules")
+                .err()
+                .unwrap_or_default()
+        }
+        _ => Vec::new(),
     }
 }
 

@@ -674,7 +674,7 @@ mod tests {
             assert_eq!(k.word(), k.as_str().to_ascii_lowercase());
         }
         assert_eq!(Kind::WORDS.len(), Kind::ALL.len());
-        assert_eq!(Kind::DIRS[Kind::ALL.len() - 1], Kind::ReplicationJob.dir());
+        assert_eq!(Kind::DIRS[Kind::ALL.len() - 1], Kind::ClusterFirewall.dir());
     }
 
     #[test]
