@@ -18,10 +18,28 @@ fn repo_root() -> PathBuf {
 }
 
 /// Kinds `proxops init` has no example of, each with its reason.
-const NOT_IN_SCAFFOLD: &[(Kind, &str)] = &[(
-    Kind::ReplicationJob,
-    "needs a guest on ZFS storage and a second node; the scaffold converges on one node",
-)];
+const NOT_IN_SCAFFOLD: &[(Kind, &str)] = &[
+    (
+        Kind::ReplicationJob,
+        "needs a guest on ZFS storage and a second node; the scaffold converges on one node",
+    ),
+    (
+        Kind::FirewallAlias,
+        "its addresses are the operator's own networks, and applying firewall kinds is being wired",
+    ),
+    (
+        Kind::FirewallIPSet,
+        "its addresses are the operator's own networks, and applying firewall kinds is being wired",
+    ),
+    (
+        Kind::SecurityGroup,
+        "its rules admit the operator's own traffic, and applying firewall kinds is being wired",
+    ),
+    (
+        Kind::ClusterFirewall,
+        "enabling a cluster's firewall from a scaffold risks locking its operator out of ports 22 and 8006",
+    ),
+];
 
 /// `Kind::ALL` holds every kind: the match has no `_`, so a new variant
 /// does not compile until it is numbered here, and the count then fails
@@ -104,7 +122,8 @@ fn proxops_init_writes_an_example_of_every_kind_but_the_listed_ones() {
 }
 
 /// A cluster-level kind is read (and recorded, and replayed) through its
-/// endpoints; a kind of another class has none.
+/// endpoints; a kind of another class has none (the firewall's lists are
+/// read and written through their own calls, `Class::Firewall`).
 #[test]
 fn exactly_the_cluster_level_kinds_have_endpoints() {
     for k in Kind::ALL {

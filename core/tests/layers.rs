@@ -57,6 +57,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "config",
             "outcome",
             "desired",
+            "firewall_repo",
             "graph",
             "repo",
         ],

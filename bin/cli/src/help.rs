@@ -138,9 +138,11 @@ Write a new repository for the cluster --cluster names into DIR (default: the
 working directory), which must be empty or not exist yet: proxops.yaml,
 clusters/NAME/config.yaml (base-url and nodes to fill in),
 clusters/NAME/resources.yaml listing one example manifest of every kind
-but ReplicationJob, which needs ZFS storage and a second node (VM,
-TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob,
-HAResource, HARule), a .gitignore and a .sops.yaml. The result passes
+but ReplicationJob, which needs ZFS storage and a second node, and the
+firewall's kinds (FirewallAlias, FirewallIPSet, SecurityGroup,
+ClusterFirewall), whose rules an operator writes for the cluster's own
+networks (VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
+Pool, BackupJob, HAResource, HARule), a .gitignore and a .sops.yaml. The result passes
 `proxops validate`. Reads no PVE; a directory that holds anything exits 2
 with nothing written. docs/getting-started.md tries it on fakepve.",
     },
@@ -321,7 +323,8 @@ Exit 0 when it decrypts and the MAC holds; 2 otherwise, naming the error class."
         about: "\
 Print the JSON Schema (draft 2020-12) of one manifest kind (VM, TemplateVM,
 LXC, TemplateCT, ISO, CTTemplate, DiskImage, Pool, BackupJob, HAResource,
-HARule, ReplicationJob; any case), or without KIND one schema covering every
+HARule, ReplicationJob, FirewallAlias, FirewallIPSet, SecurityGroup,
+ClusterFirewall; any case), or without KIND one schema covering every
 kind, chosen by `kind`.
 Generated from the types the loader reads: each field carries its
 description, `x-pve-key`, `x-default`, `x-impact` and the values and patterns the loader accepts. The same schemas

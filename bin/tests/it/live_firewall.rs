@@ -497,20 +497,61 @@ fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
     seed["guests"] = serde_json::json!([seed_vm(300, "legacy", None, false)]);
     let pve = FakePve::start(&seed).unwrap();
     let fw = "/cluster/firewall";
-    let office = [("name", "Office"), ("cidr", "198.51.100.0/24"), ("comment", "the office")];
+    let office = [
+        ("name", "Office"),
+        ("cidr", "198.51.100.0/24"),
+        ("comment", "the office"),
+    ];
     call(&pve, "POST", &format!("{fw}/aliases"), &office);
-    call(&pve, "POST", &format!("{fw}/ipset"), &[("name", "admins"), ("comment", "admins")]);
-    call(&pve, "POST", &format!("{fw}/ipset/admins"), &[("cidr", "198.51.100.7"), ("nomatch", "1")]);
-    call(&pve, "POST", &format!("{fw}/ipset/admins"), &[("cidr", "Office")]);
+    call(
+        &pve,
+        "POST",
+        &format!("{fw}/ipset"),
+        &[("name", "admins"), ("comment", "admins")],
+    );
+    call(
+        &pve,
+        "POST",
+        &format!("{fw}/ipset/admins"),
+        &[("cidr", "198.51.100.7"), ("nomatch", "1")],
+    );
+    call(
+        &pve,
+        "POST",
+        &format!("{fw}/ipset/admins"),
+        &[("cidr", "Office")],
+    );
     call(&pve, "POST", &format!("{fw}/groups"), &[("group", "web")]);
-    let https = [("type", "in"), ("action", "ACCEPT"), ("macro", "HTTPS"), ("enable", "1")];
+    let https = [
+        ("type", "in"),
+        ("action", "ACCEPT"),
+        ("macro", "HTTPS"),
+        ("enable", "1"),
+    ];
     call(&pve, "POST", &format!("{fw}/groups/web"), &https);
-    let mgmt = [("type", "in"), ("action", "ACCEPT"), ("source", "+admins"), ("proto", "tcp"), ("dport", "22,8006"), ("enable", "1")];
+    let mgmt = [
+        ("type", "in"),
+        ("action", "ACCEPT"),
+        ("source", "+admins"),
+        ("proto", "tcp"),
+        ("dport", "22,8006"),
+        ("enable", "1"),
+    ];
     call(&pve, "POST", &format!("{fw}/rules"), &mgmt);
     call(&pve, "PUT", &format!("{fw}/options"), &[("enable", "1")]);
     let vm = "/nodes/pve1/qemu/300/firewall";
-    call(&pve, "POST", &format!("{vm}/rules"), &[("type", "group"), ("action", "web"), ("enable", "1")]);
-    call(&pve, "PUT", &format!("{vm}/options"), &[("enable", "1"), ("dhcp", "1")]);
+    call(
+        &pve,
+        "POST",
+        &format!("{vm}/rules"),
+        &[("type", "group"), ("action", "web"), ("enable", "1")],
+    );
+    call(
+        &pve,
+        "PUT",
+        &format!("{vm}/options"),
+        &[("enable", "1"), ("dhcp", "1")],
+    );
 
     let repo = empty_repo(&pve);
     let adopted = proxops(&pve, &repo, &["adopt"]);
@@ -533,7 +574,10 @@ fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
         adopted.all()
     );
     let vm_text = &written[4].1;
-    assert!(vm_text.contains("firewall:") && vm_text.contains("action: web"), "{vm_text}");
+    assert!(
+        vm_text.contains("firewall:") && vm_text.contains("action: web"),
+        "{vm_text}"
+    );
     let listed: Vec<String> = paths.iter().map(|p| format!("../../{p}")).collect();
     repo.set_resources(&listed.iter().map(String::as_str).collect::<Vec<_>>());
 
@@ -550,5 +594,8 @@ fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
         get(&pve, &format!("{fw}/aliases"))[0]["comment"],
         "the office [proxops]"
     );
-    assert_eq!(rule_words(&get(&pve, &format!("{vm}/rules"))), ["group web 1"]);
+    assert_eq!(
+        rule_words(&get(&pve, &format!("{vm}/rules"))),
+        ["group web 1"]
+    );
 }

@@ -163,6 +163,10 @@ fn every_documented_field_is_in_the_schema() {
         ("haresource", "haresource"),
         ("harule", "harule"),
         ("replicationjob", "replicationjob"),
+        ("firewallalias", "firewallalias"),
+        ("firewallipset", "firewallipset"),
+        ("securitygroup", "securitygroup"),
+        ("clusterfirewall", "clusterfirewall"),
     ] {
         let text =
             std::fs::read_to_string(repo_root().join(format!("docs/resources/{doc}.md"))).unwrap();

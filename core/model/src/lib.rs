@@ -27,6 +27,7 @@ pub mod desired;
 pub mod diag;
 pub mod extra;
 pub mod firewall;
+pub mod firewall_repo;
 pub mod graph;
 pub mod host;
 pub mod live;

@@ -85,7 +85,8 @@ pub struct Document<S> {
     #[schemars(extend("x-default" = "— (required)"))]
     pub api_version: String,
     /// The kind: VM, TemplateVM, LXC, TemplateCT, ISO, CTTemplate, DiskImage,
-    /// Pool, BackupJob, HAResource, HARule or ReplicationJob;
+    /// Pool, BackupJob, HAResource, HARule, ReplicationJob, FirewallAlias,
+    /// FirewallIPSet, SecurityGroup or ClusterFirewall;
     /// it must match the kind directory the file lives under.
     #[schemars(extend("x-default" = "— (required)"))]
     pub kind: String,

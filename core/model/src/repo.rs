@@ -1099,6 +1099,7 @@ fn cross_checks(
     }
     ha_rule_set(objects, indexes, allow, diags);
     replication_targets(objects, indexes, diags);
+    crate::firewall_repo::check(objects, indexes, diags);
     outside
 }
 

@@ -77,7 +77,7 @@ pub fn seed_vm(vmid: u32, name: &str, tags: Option<&str>, running: bool) -> Valu
 }
 
 /// The folders that hold manifests, one per kind.
-pub const KIND_DIRS: [&str; 16] = proxops_core::names::Kind::DIRS;
+pub const KIND_DIRS: [&str; proxops_core::names::Kind::ALL.len()] = proxops_core::names::Kind::DIRS;
 
 /// A copy of the demo pointed at `pve` with no manifests and an empty
 /// composition: what an operator starts adoption from.

@@ -39,6 +39,12 @@ impl Known {
         }
     }
 
+    /// Whether an alias `name` exists where `scope` looks it up, ignoring
+    /// case (an IP set entry's alias, `resolve_alias`).
+    pub fn has_alias(&self, scope: RefScope, name: &str) -> bool {
+        self.alias(scope, name)
+    }
+
     fn ipset(&self, scope: RefScope, name: &str) -> bool {
         match scope {
             RefScope::Cluster => self.cluster_ipsets.contains(name),

@@ -2,8 +2,8 @@
 //! its aliases, IP sets and security groups, and a guest's
 //! `spec.firewall`. These are the shapes docs/resources/firewall.md
 //! describes; the rules one document alone must follow are `check_*`
-//! here, each error at its field path. Not yet a kind of the repository:
-//! nothing reads these from files until the kinds are wired end to end.
+//! here, each error at its field path; what a manifest names across the
+//! repository is checked by `crate::firewall_repo`.
 
 use std::collections::BTreeSet;
 
@@ -59,34 +59,49 @@ impl PortText {
 pub struct RuleSpec {
     /// `in`, `out`, `forward` (cluster and security groups only) or
     /// `group` (the rules of a security group, named by `action`).
+    #[schemars(extend("x-pve-key" = "type", "x-default" = "— (required)", "x-impact" = "live"))]
     #[serde(rename = "type")]
     pub rule_type: String,
     /// `ACCEPT`, `DROP` or `REJECT`; for `type: group`, the group's name.
+    #[schemars(extend("x-pve-key" = "action", "x-default" = "— (required)", "x-impact" = "live"))]
     pub action: String,
     /// Absent: enabled (PVE's API would create it disabled; ProxOps
     /// always sends it).
+    #[schemars(extend("x-pve-key" = "enable", "x-default" = "true", "x-impact" = "live"))]
     pub enable: Option<bool>,
     /// One of PVE's macros (`SSH`, `HTTPS`, …), any case.
+    #[schemars(extend("x-pve-key" = "macro", "x-default" = "none", "x-impact" = "live"))]
     #[serde(rename = "macro")]
     pub macro_name: Option<String>,
-    /// An interface: `netN` on a guest, any name on the cluster.
+    /// An interface: `netN` on a guest, any name on the cluster; not in a
+    /// security group.
+    #[schemars(extend("x-pve-key" = "iface", "x-default" = "none", "x-impact" = "live"))]
     pub iface: Option<String>,
     /// Addresses, a network, a range, `+ipset`, `+dc/ipset`,
     /// `+guest/ipset`, `alias`, `dc/alias` or `guest/alias`.
+    #[schemars(extend("x-pve-key" = "source", "x-default" = "none", "x-impact" = "live"))]
     pub source: Option<String>,
     /// As `source`.
+    #[schemars(extend("x-pve-key" = "dest", "x-default" = "none", "x-impact" = "live"))]
     pub dest: Option<String>,
     /// A protocol name or number of `/etc/protocols`, or `icmpv6`.
+    #[schemars(extend("x-pve-key" = "proto", "x-default" = "none", "x-impact" = "live"))]
     pub proto: Option<String>,
     /// Ports, ranges (`8000:8100`) or service names, comma-separated;
     /// needs `proto`.
+    #[schemars(extend("x-pve-key" = "dport", "x-default" = "none", "x-impact" = "live"))]
     pub dport: Option<PortText>,
     /// As `dport`.
+    #[schemars(extend("x-pve-key" = "sport", "x-default" = "none", "x-impact" = "live"))]
     pub sport: Option<PortText>,
     /// A log level (`info`, `nolog`, …).
+    #[schemars(extend("x-pve-key" = "log", "x-default" = "none", "x-impact" = "live"))]
     pub log: Option<LogLevel>,
     /// An ICMP type name, with `proto: icmp`, `icmpv6` or `ipv6-icmp`.
+    #[schemars(extend("x-pve-key" = "icmp-type", "x-default" = "none", "x-impact" = "live"))]
     pub icmp_type: Option<String>,
+    /// One line of free text, trimmed.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none", "x-impact" = "live"))]
     pub comment: Option<String>,
 }
 
@@ -112,7 +127,7 @@ impl RuleSpec {
         }
     }
 
-    fn raw(&self) -> RawRule {
+    pub(crate) fn raw(&self) -> RawRule {
         RawRule {
             rule_type: self.rule_type.clone(),
             action: self.action.clone(),
@@ -137,10 +152,13 @@ impl RuleSpec {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct LogRateLimit {
     /// Absent: PVE's default, on.
+    #[schemars(extend("x-pve-key" = "log_ratelimit: enable", "x-default" = "true", "x-impact" = "live"))]
     pub enable: Option<bool>,
     /// `<n>/second|minute|hour|day` (PVE: `1/second`).
+    #[schemars(extend("x-pve-key" = "log_ratelimit: rate", "x-default" = "1/second", "x-impact" = "live"))]
     pub rate: Option<String>,
     /// Packets logged before the rate applies (PVE: 5).
+    #[schemars(extend("x-pve-key" = "log_ratelimit: burst", "x-default" = "5", "x-impact" = "live"))]
     pub burst: Option<u32>,
 }
 
@@ -151,15 +169,23 @@ pub struct LogRateLimit {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ClusterOptions {
     /// The firewall on every node (PVE: off).
+    #[schemars(extend("x-pve-key" = "enable", "x-default" = "not managed (PVE: off)", "x-impact" = "live"))]
     pub enable: Option<bool>,
-    /// PVE: `DROP`.
+    /// What incoming traffic no rule decided meets (PVE: `DROP`).
+    #[schemars(extend("x-pve-key" = "policy_in", "x-default" = "not managed (PVE: DROP)", "x-impact" = "live"))]
     pub policy_in: Option<Policy>,
-    /// PVE: `ACCEPT`.
+    /// What outgoing traffic no rule decided meets (PVE: `ACCEPT`).
+    #[schemars(extend("x-pve-key" = "policy_out", "x-default" = "not managed (PVE: ACCEPT)", "x-impact" = "live"))]
     pub policy_out: Option<Policy>,
-    /// PVE: `ACCEPT`.
+    /// What forwarded traffic no rule decided meets (PVE: `ACCEPT`).
+    #[schemars(extend("x-pve-key" = "policy_forward", "x-default" = "not managed (PVE: ACCEPT)", "x-impact" = "live"))]
     pub policy_forward: Option<ForwardPolicy>,
+    /// How many log lines the firewall writes; PVE replaces the whole
+    /// value, so a field left out is PVE's default.
+    #[schemars(extend("x-pve-key" = "log_ratelimit", "x-default" = "not managed (PVE: enable=1,rate=1/second,burst=5)", "x-impact" = "live"))]
     pub log_ratelimit: Option<LogRateLimit>,
     /// Bridge-level filtering (PVE: on).
+    #[schemars(extend("x-pve-key" = "ebtables", "x-default" = "not managed (PVE: on)", "x-impact" = "live"))]
     pub ebtables: Option<bool>,
 }
 
@@ -167,9 +193,13 @@ pub struct ClusterOptions {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct ClusterFirewallSpec {
+    /// The cluster's firewall options; an absent one is not owned.
+    #[schemars(extend("x-pve-key" = "/cluster/firewall/options", "x-default" = "not managed", "x-impact" = "live"))]
     #[serde(default)]
     pub options: ClusterOptions,
-    /// In order: the first rule that matches decides.
+    /// The cluster's rule list, in order: the first rule that matches
+    /// decides. A rule added by hand is drift.
+    #[schemars(extend("x-pve-key" = "/cluster/firewall/rules", "x-default" = "no rules", "x-impact" = "live"))]
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
 }
@@ -180,10 +210,15 @@ pub struct ClusterFirewallSpec {
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct AliasSpec {
     /// The alias's name, when it is not `metadata.name` (on a guest:
-    /// required).
+    /// required). A letter, then letters, digits, `-` and `_`, at most 64
+    /// characters; unique ignoring case.
+    #[schemars(extend("x-pve-key" = "name", "x-default" = "metadata.name", "x-impact" = "live"))]
     pub name: Option<String>,
     /// An address or a network (`10.0.0.0/8`).
+    #[schemars(extend("x-pve-key" = "cidr", "x-default" = "— (required)", "x-impact" = "live"))]
     pub cidr: String,
+    /// Free text shown in PVE.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none", "x-impact" = "live"))]
     pub comment: Option<String>,
 }
 
@@ -192,11 +227,16 @@ pub struct AliasSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct IpSetEntry {
-    /// An address, a network or an alias's name.
+    /// An address, a network or an alias's name (`dc/name` for the
+    /// cluster's).
+    #[schemars(extend("x-pve-key" = "cidr", "x-default" = "— (required)", "x-impact" = "live"))]
     pub cidr: String,
     /// Excluded from the set rather than in it.
+    #[schemars(extend("x-pve-key" = "nomatch", "x-default" = "false", "x-impact" = "live"))]
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub nomatch: bool,
+    /// Free text shown in PVE.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none", "x-impact" = "live"))]
     pub comment: Option<String>,
 }
 
@@ -207,8 +247,16 @@ pub struct IpSetEntry {
 pub struct IpSetSpec {
     /// The set's name, when it is not `metadata.name` (on a guest:
     /// required; `ipfilter-netN` is the set `ipfilter` admits on `netN`).
+    /// A letter, then letters, digits, `-` and `_`, at most 64
+    /// characters; PVE keeps it lower case.
+    #[schemars(extend("x-pve-key" = "name", "x-default" = "metadata.name", "x-impact" = "live"))]
     pub name: Option<String>,
+    /// Free text shown in PVE.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none", "x-impact" = "live"))]
     pub comment: Option<String>,
+    /// The set's addresses, networks and aliases; an entry added by hand
+    /// is drift.
+    #[schemars(extend("x-pve-key" = "…/ipset/{name}", "x-default" = "no entries", "x-impact" = "live"))]
     #[serde(default)]
     pub entries: Vec<IpSetEntry>,
 }
@@ -219,9 +267,17 @@ pub struct IpSetSpec {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct SecurityGroupSpec {
-    /// The group's name, when it is not `metadata.name`.
+    /// The group's name, when it is not `metadata.name`: a letter, then
+    /// letters, digits, `-` and `_`, at most 18 characters; PVE keeps it
+    /// lower case.
+    #[schemars(extend("x-pve-key" = "group", "x-default" = "metadata.name", "x-impact" = "live"))]
     pub name: Option<String>,
+    /// Free text shown in PVE.
+    #[schemars(extend("x-pve-key" = "comment", "x-default" = "none", "x-impact" = "live"))]
     pub comment: Option<String>,
+    /// The group's rules, in order (no `group` rules, no `iface`); a rule
+    /// added by hand is drift.
+    #[schemars(extend("x-pve-key" = "/cluster/firewall/groups/{group}", "x-default" = "no rules", "x-impact" = "live"))]
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
 }
@@ -231,21 +287,38 @@ pub struct SecurityGroupSpec {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GuestOptions {
-    /// PVE: off.
+    /// The guest's firewall (PVE: off); the NIC's own `firewall` flag
+    /// must also be on.
+    #[schemars(extend("x-pve-key" = "enable", "x-default" = "not managed (PVE: off)", "x-impact" = "live"))]
     pub enable: Option<bool>,
+    /// What incoming traffic no rule decided meets (PVE: `DROP`).
+    #[schemars(extend("x-pve-key" = "policy_in", "x-default" = "not managed (PVE: DROP)", "x-impact" = "live"))]
     pub policy_in: Option<Policy>,
+    /// What outgoing traffic no rule decided meets (PVE: `ACCEPT`).
+    #[schemars(extend("x-pve-key" = "policy_out", "x-default" = "not managed (PVE: ACCEPT)", "x-impact" = "live"))]
     pub policy_out: Option<Policy>,
     /// Admit DHCP (PVE: off).
+    #[schemars(extend("x-pve-key" = "dhcp", "x-default" = "not managed (PVE: off)", "x-impact" = "live"))]
     pub dhcp: Option<bool>,
     /// Admit only the addresses of `ipfilter-netN` (PVE: off).
+    #[schemars(extend("x-pve-key" = "ipfilter", "x-default" = "not managed (PVE: off)", "x-impact" = "live"))]
     pub ipfilter: Option<bool>,
     /// Admit only the NIC's own MAC (PVE: on).
+    #[schemars(extend("x-pve-key" = "macfilter", "x-default" = "not managed (PVE: on)", "x-impact" = "live"))]
     pub macfilter: Option<bool>,
     /// Admit neighbour discovery (PVE: on).
+    #[schemars(extend("x-pve-key" = "ndp", "x-default" = "not managed (PVE: on)", "x-impact" = "live"))]
     pub ndp: Option<bool>,
     /// Admit router advertisements from the guest (PVE: off).
+    #[schemars(extend("x-pve-key" = "radv", "x-default" = "not managed (PVE: off)", "x-impact" = "live"))]
     pub radv: Option<bool>,
+    /// The log level of incoming traffic the policy decides (PVE:
+    /// `nolog`).
+    #[schemars(extend("x-pve-key" = "log_level_in", "x-default" = "not managed (PVE: nolog)", "x-impact" = "live"))]
     pub log_level_in: Option<LogLevel>,
+    /// The log level of outgoing traffic the policy decides (PVE:
+    /// `nolog`).
+    #[schemars(extend("x-pve-key" = "log_level_out", "x-default" = "not managed (PVE: nolog)", "x-impact" = "live"))]
     pub log_level_out: Option<LogLevel>,
 }
 
@@ -254,12 +327,23 @@ pub struct GuestOptions {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(deny_unknown_fields, rename_all = "kebab-case")]
 pub struct GuestFirewall {
+    /// The guest's firewall options; an absent one is not owned.
+    #[schemars(extend("x-pve-key" = "…/firewall/options", "x-default" = "not managed", "x-impact" = "live"))]
     #[serde(default)]
     pub options: GuestOptions,
+    /// The guest's rule list, in order: the first rule that matches
+    /// decides. A rule added by hand is drift.
+    #[schemars(extend("x-pve-key" = "…/firewall/rules", "x-default" = "no rules", "x-impact" = "live"))]
     #[serde(default)]
     pub rules: Vec<RuleSpec>,
+    /// The guest's own aliases (`name` required), which its rules name
+    /// as `guest/name` or plainly.
+    #[schemars(extend("x-pve-key" = "…/firewall/aliases", "x-default" = "no aliases", "x-impact" = "live"))]
     #[serde(default)]
     pub aliases: Vec<AliasSpec>,
+    /// The guest's own IP sets (`name` required), which its rules name as
+    /// `+guest/name` or `+name`.
+    #[schemars(extend("x-pve-key" = "…/firewall/ipset", "x-default" = "no IP sets", "x-impact" = "live"))]
     #[serde(default)]
     pub ipsets: Vec<IpSetSpec>,
 }

@@ -73,20 +73,34 @@ pub fn cluster(cluster: &ClusterName, fw: &LiveFirewall, gaps: &mut Vec<Gap>) ->
     let mut out = Vec::new();
     if let Ok(aliases) = &fw.cluster.aliases {
         for e in &aliases.entries {
-            let Some((name, own)) = named(&e.name) else { continue };
+            let Some((name, own)) = named(&e.name) else {
+                continue;
+            };
             let spec = AliasSpec {
                 name: own,
                 cidr: e.cidr.clone().unwrap_or_default(),
                 comment: mark::text_of(e.comment.as_deref()),
             };
-            out.push(adopted(Kind::FirewallAlias, e, name, Spec::FirewallAlias(spec)));
+            out.push(adopted(
+                Kind::FirewallAlias,
+                e,
+                name,
+                Spec::FirewallAlias(spec),
+            ));
         }
     }
     if let Ok(sets) = &fw.cluster.ipsets {
         for e in &sets.entries {
-            let Some((name, own)) = named(&e.name) else { continue };
+            let Some((name, own)) = named(&e.name) else {
+                continue;
+            };
             let Some(Ok(members)) = fw.cluster.entries.get(&e.name) else {
-                gaps.push(gap(Kind::FirewallIPSet, &name, &e.name, "its entries could not be read"));
+                gaps.push(gap(
+                    Kind::FirewallIPSet,
+                    &name,
+                    &e.name,
+                    "its entries could not be read",
+                ));
                 continue;
             };
             let spec = IpSetSpec {
@@ -94,14 +108,26 @@ pub fn cluster(cluster: &ClusterName, fw: &LiveFirewall, gaps: &mut Vec<Gap>) ->
                 comment: mark::text_of(e.comment.as_deref()),
                 entries: entries(members),
             };
-            out.push(adopted(Kind::FirewallIPSet, e, name, Spec::FirewallIpSet(spec)));
+            out.push(adopted(
+                Kind::FirewallIPSet,
+                e,
+                name,
+                Spec::FirewallIpSet(spec),
+            ));
         }
     }
     if let Ok(groups) = &fw.groups {
         for e in &groups.entries {
-            let Some((name, own)) = named(&e.name) else { continue };
+            let Some((name, own)) = named(&e.name) else {
+                continue;
+            };
             let Some(Ok(list)) = fw.group_rules.get(&e.name) else {
-                gaps.push(gap(Kind::SecurityGroup, &name, &e.name, "its rules could not be read"));
+                gaps.push(gap(
+                    Kind::SecurityGroup,
+                    &name,
+                    &e.name,
+                    "its rules could not be read",
+                ));
                 continue;
             };
             let spec = SecurityGroupSpec {
@@ -109,7 +135,12 @@ pub fn cluster(cluster: &ClusterName, fw: &LiveFirewall, gaps: &mut Vec<Gap>) ->
                 comment: mark::text_of(e.comment.as_deref()),
                 rules: rules(&list.rules),
             };
-            out.push(adopted(Kind::SecurityGroup, e, name, Spec::SecurityGroup(spec)));
+            out.push(adopted(
+                Kind::SecurityGroup,
+                e,
+                name,
+                Spec::SecurityGroup(spec),
+            ));
         }
     }
     if let (Ok(options), Ok(list)) = (&fw.cluster.options, &fw.cluster.rules) {
@@ -186,7 +217,11 @@ fn cluster_options(o: &LiveOptions, gaps: &mut Vec<Gap>) -> ClusterOptions {
         "log_ratelimit",
         "ebtables",
     ];
-    for (k, v) in o.values.iter().filter(|(k, _)| !KNOWN.contains(&k.as_str())) {
+    for (k, v) in o
+        .values
+        .iter()
+        .filter(|(k, _)| !KNOWN.contains(&k.as_str()))
+    {
         gaps.push(Gap {
             object: "ClusterFirewall".into(),
             node: String::new(),

@@ -19,8 +19,8 @@
 mod one;
 pub use one::{GuestPick, already_managed, only_guest, pick_guest};
 mod emit;
-mod guest;
 mod firewall;
+mod guest;
 
 use std::collections::{BTreeMap, BTreeSet};
 
