@@ -494,7 +494,9 @@ fn files(root: &std::path::Path) -> Vec<(String, String)> {
 #[test]
 fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
     let mut seed = empty_seed();
-    seed["guests"] = serde_json::json!([seed_vm(300, "legacy", None, false)]);
+    let mut legacy = seed_vm(300, "legacy", None, false);
+    legacy["config"]["cpu"] = serde_json::json!("host");
+    seed["guests"] = serde_json::json!([legacy]);
     let pve = FakePve::start(&seed).unwrap();
     let fw = "/cluster/firewall";
     let office = [
@@ -558,7 +560,7 @@ fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
     assert_eq!(adopted.code, 0, "{}", adopted.all());
     let written: Vec<(String, String)> = files(repo.path())
         .into_iter()
-        .filter(|(rel, _)| !rel.starts_with("clusters/"))
+        .filter(|(rel, _)| rel.contains('/') && !rel.starts_with("clusters/"))
         .collect();
     let paths: Vec<&str> = written.iter().map(|(p, _)| p.as_str()).collect();
     assert_eq!(

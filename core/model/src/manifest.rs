@@ -1383,12 +1383,16 @@ pub fn validate_in(metadata: &Metadata, spec: &Spec, allow: &AllowList<'_>) -> V
             // live job of the manifest's guest and target.
             Spec::ReplicationJob(_) => Some(v.trim().to_owned()),
             Spec::HaRule(r) => Some(r.id.clone().unwrap_or_else(|| metadata.name.to_string())),
+            // An alias, IP set or group: its PVE name.
+            Spec::FirewallAlias(_) | Spec::FirewallIpSet(_) | Spec::SecurityGroup(_) => {
+                spec.firewall_name(&metadata.name)
+            }
             _ => None,
         };
         match own {
             None => errs.push(FieldError::new(
                 path,
-                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob, HAResource, HARule and ReplicationJob manifests"),
+                format!("{ANNOTATION_ADOPTED_ID} only applies to Pool, BackupJob, HAResource, HARule, ReplicationJob, FirewallAlias, FirewallIPSet and SecurityGroup manifests"),
             )),
             Some(id) if v.trim() != id => errs.push(FieldError::new(
                 path,
