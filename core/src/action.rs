@@ -326,18 +326,6 @@ pub struct Skipped {
     pub reason: SkipReason,
 }
 
-impl Skipped {
-    fn sort_key(&self) -> (&str, &str, &str, String, String) {
-        (
-            self.kind.as_str(),
-            &self.name,
-            self.node.as_str(),
-            self.id.to_string(),
-            self.reason.to_string(),
-        )
-    }
-}
-
 impl PartialOrd for Skipped {
     fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
         Some(self.cmp(other))
@@ -345,8 +333,18 @@ impl PartialOrd for Skipped {
 }
 
 impl Ord for Skipped {
+    /// Kind, name, node, then the id and reason as shown: each text is
+    /// built only when everything before it ties (building them for every
+    /// comparison made sorting a large plan's skips costly).
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.sort_key().cmp(&other.sort_key())
+        (self.kind.as_str(), self.name.as_str(), self.node.as_str())
+            .cmp(&(
+                other.kind.as_str(),
+                other.name.as_str(),
+                other.node.as_str(),
+            ))
+            .then_with(|| self.id.to_string().cmp(&other.id.to_string()))
+            .then_with(|| self.reason.to_string().cmp(&other.reason.to_string()))
     }
 }
 

@@ -1,7 +1,7 @@
 //! The planner proper: fills a `Plan` from desired state and a live
 //! snapshot. The rails it keeps are listed in `plan`'s module docs.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 
 use crate::action::{
     Action, Anomaly, AnomalyKind, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target,
@@ -23,7 +23,7 @@ const NO_DIGEST: &str = "; sent without a digest (PVE's answer carried none), so
 
 /// The guest family a kind belongs to: PVE names are claimed per family (a
 /// TemplateVM's guest is a plain VM until it is marked).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 enum Family {
     Qemu,
     Lxc,
@@ -229,7 +229,11 @@ fn paused_guard(plan: &mut Plan, live: &LiveSnapshot) {
 /// Deterministic order (§13.7): creates before prunes; by dependency level,
 /// action rank, node, target; prunes in reverse dependency order.
 pub fn sort_actions(actions: &mut [crate::action::Action]) {
-    actions.sort_by(|a, b| {
+    // Their positions are sorted, then each action moved once: an action
+    // is large, and a sort moving actions moved each many times.
+    let mut order: Vec<usize> = (0..actions.len()).collect();
+    order.sort_by(|&i, &j| {
+        let (a, b) = (&actions[i], &actions[j]);
         let tier = |x: &crate::action::Action| u8::from(x.op == Op::Prune);
         let level = |x: &crate::action::Action| {
             if x.op == Op::Prune {
@@ -247,6 +251,22 @@ pub fn sort_actions(actions: &mut [crate::action::Action]) {
             &b.name,
         ))
     });
+    permute(actions, order);
+}
+
+/// Puts the item at `order[k]` at position `k`, following each cycle of
+/// the permutation with swaps.
+fn permute<T>(items: &mut [T], mut order: Vec<usize>) {
+    for i in 0..order.len() {
+        let mut j = i;
+        while order[j] != i {
+            let next = order[j];
+            items.swap(j, next);
+            order[j] = j;
+            j = next;
+        }
+        order[j] = j;
+    }
 }
 
 /// What a config update planned for the rest of a guest's actions.
@@ -274,10 +294,12 @@ impl<'a> Builder<'a> {
     /// What desired state claims: every vmid cluster-wide (ids are unique
     /// across a PVE cluster, so a migrated guest is still ours) and every
     /// PVE name of its family, with the object that claims it.
+    /// The names are borrowed and hashed: only looked up, never listed.
     #[allow(clippy::type_complexity)] // two sets, read once by `prunes`
-    fn claimed(&self) -> (BTreeSet<Vmid>, BTreeMap<(Family, String), (&'a Ref, Vmid)>) {
+    fn claimed(&self) -> (BTreeSet<Vmid>, HashMap<(Family, &'a str), (&'a Ref, Vmid)>) {
         let mut claimed_ids = BTreeSet::new();
-        let mut claimed_names: BTreeMap<(Family, String), (&'a Ref, Vmid)> = BTreeMap::new();
+        let mut claimed_names: HashMap<(Family, &'a str), (&'a Ref, Vmid)> =
+            HashMap::with_capacity(self.desired.objects.len());
         for o in self.desired.objects.values() {
             if let Some((_, vmid)) = o.spec.guest_id() {
                 claimed_ids.insert(vmid);
@@ -289,13 +311,13 @@ impl<'a> Builder<'a> {
                 let pve_name = match &o.spec {
                     Spec::Vm(v) | Spec::TemplateVm(v) => v
                         .pve_name
-                        .clone()
-                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                        .as_deref()
+                        .unwrap_or_else(|| o.r#ref.name.as_str()),
                     Spec::Lxc(l) | Spec::TemplateCt(l) => l
                         .dns
                         .as_ref()
-                        .and_then(|d| d.hostname.clone())
-                        .unwrap_or_else(|| o.r#ref.name.to_string()),
+                        .and_then(|d| d.hostname.as_deref())
+                        .unwrap_or_else(|| o.r#ref.name.as_str()),
                     _ => continue,
                 };
                 claimed_names
@@ -304,6 +326,19 @@ impl<'a> Builder<'a> {
             }
         }
         (claimed_ids, claimed_names)
+    }
+
+    /// The live guest at `vmid` on `node`, found by its id (the snapshot's
+    /// own look-up clones the node's name for its key): a snapshot's guests
+    /// are keyed by their own node and id, so no guest with that id is no
+    /// guest there. The snapshot is asked when the id's guest (the last,
+    /// should PVE list an id twice) is on another node.
+    fn live_guest(&self, node: &NodeName, vmid: Vmid) -> Option<&'a LiveGuest> {
+        match self.by_vmid.get(&vmid) {
+            Some(g) if g.node == *node => Some(*g),
+            Some(_) => self.live.guest(node, vmid),
+            None => None,
+        }
     }
 
     /// The live guest at `vmid` and its config when the manifest may act
@@ -329,7 +364,7 @@ impl<'a> Builder<'a> {
             );
             return None;
         }
-        let Some(live) = self.live.guest(&node, vmid) else {
+        let Some(live) = self.live_guest(&node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
                 if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
                     self.not_owned(obj, &node, elsewhere);
@@ -1373,7 +1408,7 @@ impl Builder<'_> {
         &mut self,
         g: &LiveGuest,
         policy: &Policy,
-        claimed_names: &BTreeMap<(Family, String), (&Ref, Vmid)>,
+        claimed_names: &HashMap<(Family, &str), (&Ref, Vmid)>,
     ) -> Option<Kind> {
         if !policy.allows(&g.node)
             || self.live.node_state(&g.node) != NodeState::Online
@@ -1393,7 +1428,7 @@ impl Builder<'_> {
         }
         let fam = Family::of_type(g.guest_type);
         if let Some((r, vmid)) = (!g.name.is_empty())
-            .then(|| claimed_names.get(&(fam, g.name.clone())))
+            .then(|| claimed_names.get(&(fam, g.name.as_str())))
             .flatten()
         {
             // Kept, as a guest whose manifest only changed its vmid may

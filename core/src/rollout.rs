@@ -14,7 +14,7 @@
 //! action has ended, and prunes of a higher dependency level before those of
 //! a lower one (a template outlives its clones).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use serde::Serialize;
 
@@ -79,10 +79,12 @@ pub enum Wait {
 /// machine's own rule, not listed here).
 pub fn prerequisites(actions: &[Action]) -> Vec<Vec<(usize, Wait)>> {
     let mut out: Vec<Vec<(usize, Wait)>> = Vec::with_capacity(actions.len());
-    // Per object: (node, index) of its actions so far.
-    let mut by_object: BTreeMap<&proxops_model::names::Ref, Vec<(&NodeName, usize)>> =
-        BTreeMap::new();
-    let mut last_on: BTreeMap<(&NodeName, &Target), usize> = BTreeMap::new();
+    // Per object: (node, index) of its actions so far. Both maps are only
+    // looked up, never listed, so they hash (ordered maps of thousands of
+    // names were a twentieth of planning 10,000 guests).
+    let mut by_object: HashMap<&proxops_model::names::Ref, Vec<(&NodeName, usize)>> =
+        HashMap::with_capacity(actions.len());
+    let mut last_on: HashMap<(&NodeName, &Target), usize> = HashMap::with_capacity(actions.len());
     let mut last_firewall: Option<usize> = None;
     // Prunes come last, by descending level: the prunes of the level
     // before the current one, and those of the current level.

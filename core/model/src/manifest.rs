@@ -1662,7 +1662,20 @@ fn power_rule(state: Option<PowerState>, template: bool, errs: &mut Vec<FieldErr
 pub fn disk_slot(disk: &VmDisk, index: usize) -> String {
     disk.interface
         .clone()
-        .unwrap_or_else(|| format!("scsi{index}"))
+        .unwrap_or_else(|| numbered_slot("scsi", index))
+}
+
+/// `prefix` and `index` (`scsi0`): what `format!("{prefix}{index}")`
+/// gives, without the formatting machinery for the usual one digit (every
+/// disk and NIC of every guest is named each cycle).
+fn numbered_slot(prefix: &str, index: usize) -> String {
+    let mut s = String::with_capacity(prefix.len() + 2);
+    s.push_str(prefix);
+    match u8::try_from(index) {
+        Ok(d) if d < 10 => s.push(char::from(b'0' + d)),
+        _ => s.push_str(&index.to_string()),
+    }
+    s
 }
 
 fn parse_slot(slot: &str, buses: &[(&str, u32)]) -> Option<(String, u32)> {
@@ -1691,7 +1704,9 @@ pub const DISK_BUSES: &[(&str, u32)] = &[("scsi", 30), ("virtio", 15), ("sata", 
 
 /// Where a VM NIC goes: `net0`, …
 pub fn vm_nic_slot(nic: &VmNic, index: usize) -> String {
-    nic.slot.clone().unwrap_or_else(|| format!("net{index}"))
+    nic.slot
+        .clone()
+        .unwrap_or_else(|| numbered_slot("net", index))
 }
 
 /// The IDE slot the CD drive uses: `ide2`, or `ide3` when cloud-init owns `ide2`.
@@ -2252,7 +2267,9 @@ pub fn lxc_mount_slots(s: &LxcSpec) -> (Vec<String>, Vec<String>) {
 }
 
 pub fn lxc_nic_slot(nic: &LxcNic, index: usize) -> String {
-    nic.slot.clone().unwrap_or_else(|| format!("net{index}"))
+    nic.slot
+        .clone()
+        .unwrap_or_else(|| numbered_slot("net", index))
 }
 
 /// The container architectures PVE accepts, spelled as PVE spells them
@@ -2636,6 +2653,14 @@ fn validate_artifact(kind: Kind, s: &ArtifactSpec, errs: &mut Vec<FieldError>) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn numbered_slots_are_spelled_as_formatting_spells_them() {
+        for n in [0, 1, 9, 10, 11, 30, 99, 100, 255, 256, 1000] {
+            assert_eq!(numbered_slot("scsi", n), format!("scsi{n}"));
+            assert_eq!(numbered_slot("net", n), format!("net{n}"));
+        }
+    }
 
     #[test]
     fn an_lxc_gateway_reads_as_gateway_or_pves_gw() {

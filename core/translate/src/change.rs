@@ -357,16 +357,13 @@ impl Anomaly {
         )
     }
 
-    #[allow(clippy::type_complexity)] // a tuple read once, right here
-    fn sort_key(&self) -> (AnomalyType, &str, &str, &str, String, &Option<String>, &str) {
+    /// What anomalies are ordered by before the id as shown.
+    fn sort_head(&self) -> (AnomalyType, &str, &str, &str) {
         (
             self.anomaly_type(),
             self.kind.map_or("", Kind::as_str),
             self.name.as_deref().unwrap_or(""),
             self.node.as_ref().map_or("", NodeName::as_str),
-            self.node_and_id().1,
-            &self.field,
-            &self.message,
         )
     }
 }
@@ -378,8 +375,13 @@ impl PartialOrd for Anomaly {
 }
 
 impl Ord for Anomaly {
+    /// Class, kind, name, node, the id as shown, field, message: the id's
+    /// text is built only when everything before it ties.
     fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        self.sort_key().cmp(&other.sort_key())
+        self.sort_head()
+            .cmp(&other.sort_head())
+            .then_with(|| self.node_and_id().1.cmp(&other.node_and_id().1))
+            .then_with(|| (&self.field, &self.message).cmp(&(&other.field, &other.message)))
     }
 }
 

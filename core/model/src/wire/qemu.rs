@@ -76,24 +76,40 @@ pub struct MacAddr {
     spelling: String,
 }
 
+/// Two characters of a MAC address as `u8::from_str_radix(_, 16)` reads
+/// them: two hex digits, or a `+` sign and one.
+fn hex_octet(hi: u8, lo: u8) -> Option<u8> {
+    let digit = |b: u8| {
+        char::from(b)
+            .to_digit(16)
+            .and_then(|d| u8::try_from(d).ok())
+    };
+    if hi == b'+' {
+        return digit(lo);
+    }
+    Some(digit(hi)? * 16 + digit(lo)?)
+}
+
 impl MacAddr {
     pub fn parse(s: &str) -> Result<MacAddr, WireError> {
         let bad = || WireError::invalid("mac", s, "a MAC address like bc:24:11:4e:8f:d1");
+        // Six two-character parts between five colons: 17 bytes, read in
+        // place (every NIC of every guest is parsed each cycle).
+        let spelling = s.trim();
+        let b = spelling.as_bytes();
+        if b.len() != 17 {
+            return Err(bad());
+        }
         let mut out = [0u8; 6];
-        let mut parts = s.trim().split(':');
-        for o in &mut out {
-            let p = parts.next().ok_or_else(bad)?;
-            if p.len() != 2 {
+        for (i, o) in out.iter_mut().enumerate() {
+            if i > 0 && b[3 * i - 1] != b':' {
                 return Err(bad());
             }
-            *o = u8::from_str_radix(p, 16).map_err(|_| bad())?;
-        }
-        if parts.next().is_some() {
-            return Err(bad());
+            *o = hex_octet(b[3 * i], b[3 * i + 1]).ok_or_else(bad)?;
         }
         Ok(MacAddr {
             octets: out,
-            spelling: s.trim().to_owned(),
+            spelling: spelling.to_owned(),
         })
     }
 
@@ -939,6 +955,52 @@ mod tests {
             QemuNet::parse,
             QemuNet::to_wire,
         );
+    }
+
+    /// What the address reader accepted when it split on `:` and read
+    /// each part with `u8::from_str_radix`: the in-place reader agrees.
+    #[test]
+    fn mac_reader_agrees_with_splitting_on_colons() {
+        fn by_parts(s: &str) -> Option<[u8; 6]> {
+            let mut out = [0u8; 6];
+            let mut parts = s.trim().split(':');
+            for o in &mut out {
+                let p = parts.next()?;
+                if p.len() != 2 {
+                    return None;
+                }
+                *o = u8::from_str_radix(p, 16).ok()?;
+            }
+            parts.next().is_none().then_some(out)
+        }
+        let mut cases = vec![
+            "bc:24:11:4e:8f:d1",
+            " BC:24:11:4E:8F:D1\n",
+            "+a:+0:11:4e:8f:d1",
+            "-a:00:11:4e:8f:d1",
+            "++:00:11:4e:8f:d1",
+            "bc:24:11:4e:8f",
+            "bc:24:11:4e:8f:d1:00",
+            "bc:24:11:4e:8f:d1:",
+            "bc-24-11-4e-8f-d1",
+            "bc:24:11:4e:8f:dg",
+            "bc:24:11:4e:8f::d",
+            "b:c24:11:4e:8f:d1",
+            "é:24:11:4e:8f:d1x",
+            "éé:24:11:4e:8f:d1",
+            "",
+        ];
+        let spelled: Vec<String> = (0u16..=255)
+            .map(|b| format!("{b:02x}:{b:02X}:00:ff:+{}:0{}", b % 10, b % 16))
+            .collect();
+        cases.extend(spelled.iter().map(String::as_str));
+        for s in cases {
+            assert_eq!(
+                MacAddr::parse(s).ok().map(|m| m.octets()),
+                by_parts(s),
+                "{s:?}"
+            );
+        }
     }
 
     #[test]

@@ -154,13 +154,14 @@ fn aio(a: Aio) -> wire::Aio {
 pub(crate) fn cloud_init_storage(vm: &VmSpec) -> Option<StorageId> {
     hardware(vm)
         .cloud_init
+        .as_ref()
         .filter(|c| c.enabled)
-        .and_then(|c| c.storage)
+        .and_then(|c| c.storage.clone())
 }
 
 /// The owned CD drive: slot and value, or `None` when not owned.
 fn cdrom(i: &Input<'_, VmSpec>) -> Result<Option<(&'static str, Drive)>, DriftError> {
-    let Some(c) = hardware(i.spec).cdrom else {
+    let Some(c) = hardware(i.spec).cdrom.clone() else {
         return Ok(None);
     };
     let media = match c.media {
@@ -213,6 +214,7 @@ fn owned_drive_slots(vm: &VmSpec, cfg: &LiveConfig) -> BTreeSet<String> {
     }
     if hardware(vm)
         .cdrom
+        .as_ref()
         .is_some_and(|c| c.intent() != CdromIntent::NotOwned)
     {
         owned.insert(manifest::cdrom_slot(vm).to_owned());

@@ -34,8 +34,9 @@ use proxops_model::wire::{PropToken, PropertyString};
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Hotplug {
     guest_type: GuestType,
-    /// `hotplug` as a set (`network`, `disk`, `usb`, `memory`, `cpu`, …).
-    features: BTreeSet<String>,
+    /// `hotplug` as a set (`network`, `disk`, `usb`, `memory`, `cpu`, …);
+    /// `None` for PVE's default (`1`, or no key), `DEFAULT_FEATURES`.
+    features: Option<BTreeSet<String>>,
     numa: bool,
 }
 
@@ -49,7 +50,11 @@ impl Hotplug {
     pub(crate) fn of(guest_type: GuestType, cfg: &LiveConfig) -> Hotplug {
         Hotplug {
             guest_type,
-            features: super::qemu::hotplug_set(cfg.current("hotplug")),
+            features: match cfg.current("hotplug") {
+                None => None,
+                Some(v) if v.trim() == "1" => None,
+                v => Some(super::qemu::hotplug_set(v)),
+            },
             numa: cfg
                 .current("numa")
                 .is_some_and(|n| proxops_model::wire::parse_bool(n).unwrap_or(false)),
@@ -58,7 +63,10 @@ impl Hotplug {
 
     /// Whether the guest's `hotplug` has `feature`.
     pub(crate) fn has(&self, feature: &str) -> bool {
-        self.features.contains(feature)
+        match &self.features {
+            None => super::qemu::DEFAULT_HOTPLUG.contains(&feature),
+            Some(set) => set.contains(feature),
+        }
     }
 
     /// Whether the guest runs with NUMA on.

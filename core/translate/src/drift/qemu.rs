@@ -32,6 +32,7 @@ use proxops_model::manifest::{self, VmSpec};
 use proxops_model::repo::DesiredObject;
 use proxops_model::units::Quantity;
 use proxops_model::wire::{Agent, Boot, PropToken, PropertyString, SshKeys};
+use std::sync::LazyLock;
 
 use super::codec::{
     Absent, Adopt, Codec, Count, Doc, Field, Flag, ImpactRule, MiB, Rate, Unreadable,
@@ -158,7 +159,7 @@ pub(crate) static KEYS: &[Row<VmSpec>] = &[
         |i| {
             let o = options(i.spec);
             Ok((!o.boot_order.is_empty())
-                .then(|| ParamValue::Plain(Boot::Order(o.boot_order).to_wire())))
+                .then(|| ParamValue::Plain(Boot::Order(o.boot_order.clone()).to_wire())))
         },
         |live, want| live.and_then(|l| Boot::parse(l).ok()) == Boot::parse(want).ok(),
         inverse::boot,
@@ -418,7 +419,7 @@ static HOTPLUG: Field<VmSpec, HotplugList> = Field {
     codec: HotplugList,
     get: |i| {
         let o = options(i.spec);
-        Ok((!o.hotplug.is_empty()).then_some(o.hotplug))
+        Ok((!o.hotplug.is_empty()).then(|| o.hotplug.clone()))
     },
     set: |vm, items| options_mut(vm).hotplug = items,
     absent: Absent::PveDefault("1"),
@@ -496,12 +497,17 @@ pub(crate) fn memory_mib(obj: &DesiredObject, vm: &VmSpec) -> Result<u64, DriftE
         })
 }
 
-pub(crate) fn options(vm: &VmSpec) -> manifest::VmOptions {
-    vm.options.clone().unwrap_or_default()
+/// The VM's options, or the defaults when it sets none (borrowed: the
+/// drift of every guest reads them a dozen times).
+pub(crate) fn options(vm: &VmSpec) -> &manifest::VmOptions {
+    static NONE: LazyLock<manifest::VmOptions> = LazyLock::new(Default::default);
+    vm.options.as_ref().unwrap_or(&NONE)
 }
 
-pub(crate) fn hardware(vm: &VmSpec) -> manifest::VmHardware {
-    vm.hardware.clone().unwrap_or_default()
+/// The VM's hardware section, or the defaults when it sets none.
+pub(crate) fn hardware(vm: &VmSpec) -> &manifest::VmHardware {
+    static NONE: LazyLock<manifest::VmHardware> = LazyLock::new(Default::default);
+    vm.hardware.as_ref().unwrap_or(&NONE)
 }
 
 fn options_mut(vm: &mut VmSpec) -> &mut manifest::VmOptions {
@@ -561,9 +567,17 @@ fn cpu_flags(live: &PropertyString) -> Vec<String> {
 
 /// `cpu`: the model always; `hidden` and `+nested-virt` only when owned.
 fn same_cpu(live: Option<&str>, want: &str) -> bool {
+    // A bare model PVE holds as it is: the comparison below says `true`
+    // without parsing either side.
+    if live == Some(want) && !want.contains([',', '=']) && !want.trim().is_empty() {
+        return true;
+    }
     let (model, hidden, nested) = cpu_parts(want);
-    let live_model = live.and_then(|c| head_of(c, "cputype"));
+    // Parsed once: `head_of` would parse the same text again.
     let parsed = live.and_then(|c| PropertyString::parse(c).ok());
+    let live_model = parsed
+        .as_ref()
+        .and_then(|p| p.positional().or_else(|| p.get("cputype")));
     let live_hidden = parsed
         .as_ref()
         .and_then(|p| {
@@ -574,9 +588,7 @@ fn same_cpu(live: Option<&str>, want: &str) -> bool {
     let live_nested = parsed
         .as_ref()
         .is_some_and(|p| cpu_flags(p).iter().any(|f| f == NESTED_VIRT_FLAG));
-    live_model.as_deref() == Some(model.as_str())
-        && (!hidden || live_hidden)
-        && (!nested || live_nested)
+    live_model == Some(model.as_str()) && (!hidden || live_hidden) && (!nested || live_nested)
 }
 
 /// The live `cpu` with the desired model (and `hidden=1`, and
@@ -653,12 +665,12 @@ fn write_agent(live: Option<&str>, want: ParamValue) -> ParamValue {
         .unwrap_or(want)
 }
 
+/// What PVE hotplugs by default (`hotplug: 1`, or no key).
+pub(crate) const DEFAULT_HOTPLUG: [&str; 3] = ["network", "disk", "usb"];
+
 pub(crate) fn hotplug_set(v: Option<&str>) -> std::collections::BTreeSet<String> {
     match v.map(str::trim) {
-        None | Some("1") => ["network", "disk", "usb"]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect(),
+        None | Some("1") => DEFAULT_HOTPLUG.iter().map(|s| (*s).to_owned()).collect(),
         Some("0") => std::collections::BTreeSet::new(),
         Some(s) => s
             .split(',')
