@@ -25,15 +25,15 @@ const NOT_IN_SCAFFOLD: &[(Kind, &str)] = &[
     ),
     (
         Kind::FirewallAlias,
-        "its addresses are the operator's own networks, and applying firewall kinds is being wired",
+        "its addresses are the operator's own networks",
     ),
     (
         Kind::FirewallIPSet,
-        "its addresses are the operator's own networks, and applying firewall kinds is being wired",
+        "its addresses are the operator's own networks",
     ),
     (
         Kind::SecurityGroup,
-        "its rules admit the operator's own traffic, and applying firewall kinds is being wired",
+        "its rules admit the operator's own traffic",
     ),
     (
         Kind::ClusterFirewall,

@@ -159,29 +159,6 @@ fn estate(repo: &Repo) {
     repo.set_resources(&ESTATE);
 }
 
-/// A call to the fake PVE's API, as a person or another tool makes it:
-/// its `data`.
-fn by_hand(pve: &FakePve, method: &str, path: &str, params: &[(&str, &str)]) -> Value {
-    use proxops_pve::live::LiveTransport;
-    use proxops_pve::transport::{Method, Request, Transport};
-    let method = match method {
-        "GET" => Method::Get,
-        "PUT" => Method::Put,
-        "DELETE" => Method::Delete,
-        _ => Method::Post,
-    };
-    let params = params
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let hand = LiveTransport::new(pve.live_config()).unwrap();
-    let r = hand
-        .call(&Request::new(method, path.to_owned(), params))
-        .unwrap();
-    assert!(r.is_success(), "{method:?} {path}: {r:?}");
-    r.data().clone()
-}
-
 fn pve_get(pve: &FakePve, path: &str) -> Value {
     by_hand(pve, "GET", path, &[])
 }

@@ -106,24 +106,7 @@ fn estate(repo: &Repo) {
 }
 
 fn call(pve: &FakePve, method: &str, path: &str, params: &[(&str, &str)]) -> Value {
-    use proxops_pve::live::LiveTransport;
-    use proxops_pve::transport::{Method, Request, Transport};
-    let method = match method {
-        "GET" => Method::Get,
-        "PUT" => Method::Put,
-        "DELETE" => Method::Delete,
-        _ => Method::Post,
-    };
-    let params = params
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect();
-    let hand = LiveTransport::new(pve.live_config()).unwrap();
-    let r = hand
-        .call(&Request::new(method, path.to_owned(), params))
-        .unwrap();
-    assert!(r.is_success(), "{method:?} {path}: {r:?}");
-    r.data().clone()
+    by_hand(pve, method, path, params)
 }
 
 fn get(pve: &FakePve, path: &str) -> Value {

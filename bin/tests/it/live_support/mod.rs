@@ -477,3 +477,26 @@ pub fn deletes(pve: &FakePve) -> Vec<String> {
         .map(|(_, p)| p)
         .collect()
 }
+
+/// A call to the fake PVE's API, as a person or another tool makes it:
+/// its `data`.
+pub fn by_hand(pve: &FakePve, method: &str, path: &str, params: &[(&str, &str)]) -> Value {
+    use proxops_pve::live::LiveTransport;
+    use proxops_pve::transport::{Method, Request, Transport};
+    let method = match method {
+        "GET" => Method::Get,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        _ => Method::Post,
+    };
+    let params = params
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect();
+    let hand = LiveTransport::new(pve.live_config()).unwrap();
+    let r = hand
+        .call(&Request::new(method, path.to_owned(), params))
+        .unwrap();
+    assert!(r.is_success(), "{method:?} {path}: {r:?}");
+    r.data().clone()
+}
