@@ -272,14 +272,15 @@ fn a_firewall_estate_converges_in_one_apply_then_plans_nothing() {
     assert_eq!(filter[0]["cidr"], "192.0.2.50", "{filter}");
     assert_eq!(get(&pve, &format!("{vm}/aliases"))[0]["name"], "self");
 
-    // Every write PVE checks a digest on carried one.
-    for (m, p, body) in writes_below(&pve, "/firewall") {
-        let checked = m == "DELETE" && p.contains("/ipset/")
-            || (m == "PUT")
-            || (m == "DELETE" && (p.contains("/rules/") || p.contains("/aliases/")));
-        if checked {
-            assert!(body.contains("digest="), "{m} {p} {body}");
-        }
+    // Every update carried a digest (fakepve logs a DELETE's path without
+    // its query: the prune test reads a delete's digest from the plan).
+    let puts: Vec<_> = writes_below(&pve, "/firewall")
+        .into_iter()
+        .filter(|(m, _, _)| m == "PUT")
+        .collect();
+    assert!(!puts.is_empty());
+    for (m, p, body) in puts {
+        assert!(body.contains("digest="), "{m} {p} {body}");
     }
 }
 
@@ -582,5 +583,65 @@ fn an_adopted_firewall_plans_only_the_marker_claims_then_nothing() {
     assert_eq!(
         rule_words(&get(&pve, &format!("{vm}/rules"))),
         ["group web 1"]
+    );
+}
+
+#[test]
+fn a_marked_object_without_a_manifest_is_pruned_under_the_empty_desired_guard() {
+    let pve = FakePve::start(&empty_seed()).unwrap();
+    let repo = Repo::demo_for(&pve);
+    estate(&repo);
+    converged(&pve, &repo);
+
+    // mgmt-net's manifest leaves the composition: its alias is pruned,
+    // the delete carrying the digest of the list it read.
+    let without = |drop: &[&str]| {
+        let mut resources = vec!["../../vm/base/monitoring.yaml".to_owned()];
+        resources.extend(
+            FILES
+                .iter()
+                .filter(|(p, _)| !drop.contains(p))
+                .map(|(p, _)| format!("../../{p}")),
+        );
+        let refs: Vec<&str> = resources.iter().map(String::as_str).collect();
+        repo.set_resources(&refs);
+    };
+    without(&["firewallalias/home/mgmt-net.yaml"]);
+    let (_, saved) = save(&pve, &repo);
+    let prune = &saved["clusters"][0]["actions"][0];
+    assert_eq!(prune["op"], "prune", "{saved}");
+    let delete = &prune["work"]["calls"][0];
+    assert_eq!(delete["method"], "DELETE", "{saved}");
+    assert_eq!(delete["read"]["send_digest"], true, "{saved}");
+    assert_eq!(
+        delete["read"]["expect"][0],
+        "mgmt-net cidr=10.20.0.0/16 # the management network [proxops]",
+        "{saved}"
+    );
+    converged(&pve, &repo);
+    let deleted = writes_below(&pve, "/cluster/firewall/aliases/mgmt-net");
+    assert_eq!(deleted.len(), 1, "{deleted:?}");
+    let aliases = get(&pve, "/cluster/firewall/aliases");
+    assert_eq!(aliases.as_array().unwrap().len(), 1, "{aliases}");
+
+    // No alias manifest left: the guard holds the last marked one.
+    repo.write(
+        "firewallipset/home/admins.yaml",
+        &IPSET_ADMINS.replace("    - {cidr: dc/backup-host}\n", ""),
+    );
+    without(&[
+        "firewallalias/home/mgmt-net.yaml",
+        "firewallalias/home/backup-host.yaml",
+    ]);
+    let plan = plan_of(&pve, &repo, &[]);
+    assert!(
+        plan["anomalies"]
+            .to_string()
+            .contains("0 desired FirewallAlias"),
+        "{plan}"
+    );
+    assert!(
+        !actions(&plan).iter().any(|a| a["kind"] == "FirewallAlias"),
+        "{plan}"
     );
 }
