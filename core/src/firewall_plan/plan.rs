@@ -196,7 +196,7 @@ impl Fw<'_> {
 
     fn create(&mut self, kind: Kind, obj: &DesiredObject, id: &str) {
         let (path, key) = index(kind);
-        let comment = mark::marked(own_comment(&obj.spec), false);
+        let comment = mark::marked(own_comment(&obj.spec), obj.metadata.prune_disabled());
         let mut form = Params::new();
         let mut changes = Vec::new();
         let mut calls = Vec::new();
@@ -250,9 +250,12 @@ impl Fw<'_> {
         let (path, key) = index(kind);
         let id = live.name.as_str();
         let comment = if claim {
-            mark::marked(mark::text_of(live.comment.as_deref()).as_deref(), false)
+            mark::marked(
+                mark::text_of(live.comment.as_deref()).as_deref(),
+                obj.metadata.prune_disabled(),
+            )
         } else {
-            mark::marked(own_comment(&obj.spec), false)
+            mark::marked(own_comment(&obj.spec), obj.metadata.prune_disabled())
         };
         let cidr = match &obj.spec {
             Spec::FirewallAlias(a) if !claim => {
