@@ -105,6 +105,30 @@ fn params(form: Vec<(&'static str, String)>) -> Params {
     p
 }
 
+/// A step's digest rule as a call carries it: the plan's digest, or a
+/// read of the whole list at `path` (entries named by `key`) that must
+/// find `expect`, its digest sent when the endpoint takes one.
+fn checked(
+    check: Check,
+    (path, key): (&str, &str),
+    expect: impl FnOnce() -> Vec<String>,
+    send_digest: bool,
+) -> (Option<String>, Option<ReadBack>) {
+    match check {
+        Check::Digest(d) => (Some(d), None),
+        Check::ReadBack => (
+            None,
+            Some(ReadBack {
+                list: path.to_owned(),
+                key: key.to_owned(),
+                only: None,
+                expect: expect(),
+                send_digest,
+            }),
+        ),
+    }
+}
+
 /// The calls of a rule list at `path` (`…/rules` or a group's path):
 /// [`list::sequence`]'s steps, each read back or carrying the plan's
 /// digest. PVE's rule create takes a digest and ignores it
@@ -114,19 +138,8 @@ pub fn rule_calls(path: &str, live: &[Rule], desired: &[Rule], digest: &str) -> 
         .into_iter()
         .map(|step| {
             let (m, tail, form) = step.call.request();
-            let (digest, read) = match step.check {
-                Check::Digest(d) => (Some(d), None),
-                Check::ReadBack => (
-                    None,
-                    Some(ReadBack {
-                        list: path.to_owned(),
-                        key: RULES.to_owned(),
-                        only: None,
-                        expect: step.expect.iter().map(rule_line).collect(),
-                        send_digest: true,
-                    }),
-                ),
-            };
+            let expect = || step.expect.iter().map(rule_line).collect();
+            let (digest, read) = checked(step.check.clone(), (path, RULES), expect, true);
             FirewallCall {
                 method: method(m),
                 path: format!("{path}{tail}"),
@@ -159,19 +172,8 @@ pub fn entry_calls(
                 EntryCall::Delete(e) => (WriteMethod::Delete, Some(e.name.clone())),
             };
             let takes_digest = m != WriteMethod::Post;
-            let (digest, read) = match step.check {
-                Check::Digest(d) => (Some(d), None),
-                Check::ReadBack => (
-                    None,
-                    Some(ReadBack {
-                        list: path.to_owned(),
-                        key: key.to_owned(),
-                        only: None,
-                        expect: entry_lines(&step.expect, None),
-                        send_digest: takes_digest,
-                    }),
-                ),
-            };
+            let expect = || entry_lines(&step.expect, None);
+            let (digest, read) = checked(step.check.clone(), (path, key), expect, takes_digest);
             FirewallCall {
                 method: m,
                 path: match item {
