@@ -19,6 +19,7 @@ mod log;
 mod out;
 mod prepare;
 mod record;
+mod recordings;
 mod run;
 mod saved;
 mod schema;

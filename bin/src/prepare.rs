@@ -11,7 +11,7 @@
 //! may see are confirmed ([`proxops_driver::cluster`]).
 
 use std::collections::BTreeSet;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
 
 use proxops_core::config::{AuthMethod, Config};
@@ -29,7 +29,6 @@ use proxops_driver::lock::Locking;
 use proxops_pve::auth::{CredentialError, Credentials};
 use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
 use proxops_pve::reader::ReadScope;
-use proxops_pve::replay::ReplayTransport;
 use proxops_pve::tls::TlsTrust;
 use proxops_pve::transport::Transport;
 use proxops_sops::IdentitySources;
@@ -39,12 +38,13 @@ use crate::context::{self, Env, Workspace};
 use crate::creds;
 use crate::exit::{Exit, Failure};
 use crate::out;
+use crate::recordings::Recordings;
 
 /// Where live state comes from.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 pub enum Source {
     /// Recordings `<dir>/<cluster>.json`.
-    Replay(PathBuf),
+    Replay(Recordings),
     /// The PVE API.
     Live,
 }
@@ -219,7 +219,9 @@ pub fn prepare_reusing<'w>(
             firewall: proxops_core::firewall_plan::read_scope(desired),
         };
         let built = match source {
-            Source::Replay(dir) => replay_transport(name, cc, ws, dir, &sources, &mut invalid)?,
+            Source::Replay(recordings) => {
+                replay_transport(name, cc, ws, recordings, &sources, &mut invalid)?
+            }
             Source::Live => live_transport(name, cc, ws, &sources, reuse, &mut invalid)?,
         };
         let (transport, secrets, live) = match built {
@@ -260,6 +262,9 @@ pub fn prepare_reusing<'w>(
                 targets: None,
             }),
         });
+    }
+    if let Source::Replay(recordings) = source {
+        recordings.forget_the_rest();
     }
     if matches!(source, Source::Live) {
         confirm_distinct_pves(&mut clusters, cfg, reuse);
@@ -318,7 +323,7 @@ fn replay_transport(
     name: &ClusterName,
     cc: &proxops_core::config::ClusterConfig,
     ws: &Workspace,
-    dir: &Path,
+    recordings: &Recordings,
     sources: &IdentitySources,
     invalid: &mut Vec<Diagnostic>,
 ) -> Result<Built, Failure> {
@@ -334,8 +339,8 @@ fn replay_transport(
     } else {
         CloudInitSecrets::default()
     };
-    let path = dir.join(format!("{name}.json"));
-    match ReplayTransport::load(&path) {
+    let (path, loaded) = recordings.load(name.as_str());
+    match loaded {
         Ok(t) => Ok(Built::Ready {
             transport: Box::new(t),
             secrets,
