@@ -51,7 +51,7 @@ fn on_guest(obj: &DesiredObject, live: &LiveGuest, op: Op, impact: Impact, work:
     Action {
         op,
         kind: obj.r#ref.kind,
-        name: obj.r#ref.name.to_string(),
+        name: obj.r#ref.name.as_str().to_owned(),
         node: live.node.clone(),
         target: Target::Guest(live.vmid),
         impact,
@@ -280,11 +280,14 @@ struct Updated {
 }
 
 /// A guest's kind, name, node and id as actions name them.
-fn guest_names(obj: &DesiredObject, live: &LiveGuest) -> (Kind, String, NodeName, Vmid, Vmid) {
+fn guest_names<'o>(
+    obj: &'o DesiredObject,
+    live: &'o LiveGuest,
+) -> (Kind, &'o str, &'o NodeName, Vmid, Vmid) {
     (
         obj.r#ref.kind,
-        obj.r#ref.name.to_string(),
-        live.node.clone(),
+        obj.r#ref.name.as_str(),
+        &live.node,
         live.vmid,
         live.vmid,
     )
@@ -341,18 +344,17 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The live guest at `vmid` and its config when the manifest may act
-    /// on it; otherwise what stands in the way is recorded (a skip, an
+    /// The live guest at `vmid`, its config and whether it carries the
+    /// ownership tag, when the manifest may act on it; otherwise what stands in the way is recorded (a skip, an
     /// anomaly, or a create when PVE holds no guest there) and `None`.
     fn admitted(
         &mut self,
         obj: &DesiredObject,
         node: &NodeName,
         vmid: Vmid,
-    ) -> Option<(&'a LiveGuest, &'a LiveConfig)> {
-        let node = node.clone();
+    ) -> Option<(&'a LiveGuest, &'a LiveConfig, bool)> {
         let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
+        let name = obj.r#ref.name.as_str();
         let id = vmid;
         if self.live.node_state(&node) != NodeState::Online {
             self.skip(
@@ -382,7 +384,10 @@ impl<'a> Builder<'a> {
             self.create(obj, &node);
             return None;
         };
-        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
+        // `may_act_on`, with the ownership tag read once for every check
+        // below and the caller's.
+        let owned = live.is_owned_in(self.desired.tag_case_sensitive);
+        if !owned && obj.metadata.adopted_vmid() != Some(live.vmid) {
             self.not_owned(obj, &node, live);
             return None;
         }
@@ -420,9 +425,7 @@ impl<'a> Builder<'a> {
             );
             return None;
         }
-        if live.is_owned_in(self.desired.tag_case_sensitive)
-            && let Some(lock) = live.lock()
-        {
+        if owned && let Some(lock) = live.lock() {
             // PVE refuses config changes and power actions on a locked
             // guest ("VM is locked (backup)": qemu-server `QemuConfig.pm`
             // `check_lock`); trying every cycle only fails.
@@ -447,7 +450,7 @@ impl<'a> Builder<'a> {
             );
             return None;
         }
-        Some((live, config))
+        Some((live, config, owned))
     }
 }
 
@@ -492,14 +495,26 @@ impl Builder<'_> {
             AnomalyType::NeedsPerson,
             (obj.r#ref.kind, obj.r#ref.name.as_str(), node, live.vmid),
             None,
-            format!(
-                "vmid {} is held by {} \"{}\" on node {}, which {tagged}: ProxOps never takes over a guest it does not own (no stop, update or create); give {} a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
-                live.vmid,
-                live_kind(live),
-                live.display_name(),
-                live.node,
-                obj.r#ref,
-            ),
+            // Joined from its parts without `format!`: one message per
+            // guest a manifest collides with, every plan.
+            [
+                "vmid ",
+                &live.vmid.to_string(),
+                " is held by ",
+                live_kind(live).as_str(),
+                " \"",
+                &live.display_name(),
+                "\" on node ",
+                live.node.as_str(),
+                ", which ",
+                tagged,
+                ": ProxOps never takes over a guest it does not own (no stop, update or create); give ",
+                obj.r#ref.kind.as_str(),
+                "/",
+                obj.r#ref.name.as_str(),
+                " a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
+            ]
+            .concat(),
         );
     }
 
@@ -625,7 +640,7 @@ impl Builder<'_> {
                     self.plan.actions.push(Action {
                         op: Op::Download,
                         kind,
-                        name: obj.r#ref.name.to_string(),
+                        name: obj.r#ref.name.as_str().to_owned(),
                         node: node.clone(),
                         target,
                         impact: Impact::Live,
@@ -711,7 +726,7 @@ impl Builder<'_> {
         self.plan.anomalies.push(Anomaly {
             anomaly: AnomalyKind::NeedsPerson,
             kind: Some(obj.r#ref.kind),
-            name: Some(obj.r#ref.name.to_string()),
+            name: Some(obj.r#ref.name.as_str().to_owned()),
             node: Some(node.clone()),
             id: Some(target),
             field: None,
@@ -761,11 +776,10 @@ impl Builder<'_> {
         let Some((node, vmid)) = obj.spec.guest_id() else {
             return;
         };
-        let node = node.clone();
-        let Some((live, config)) = self.admitted(obj, &node, vmid) else {
+        let Some((live, config, owned)) = self.admitted(obj, node, vmid) else {
             return;
         };
-        let (kind, name) = (obj.r#ref.kind, obj.r#ref.name.to_string());
+        let (kind, name) = (obj.r#ref.kind, obj.r#ref.name.as_str());
         match drift::guest_drift(obj, self.ctx, live, config) {
             Err(e) => {
                 self.anomaly(
@@ -775,7 +789,7 @@ impl Builder<'_> {
                     e.to_string(),
                 );
             }
-            Ok(d) if !live.is_owned_in(self.desired.tag_case_sensitive) => {
+            Ok(d) if !owned => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 self.claim(obj, live, config.digest.clone(), &d);
             }
@@ -869,8 +883,8 @@ impl Builder<'_> {
             self.plan.actions.push(Action {
                 op,
                 kind,
-                name,
-                node,
+                name: name.to_owned(),
+                node: node.clone(),
                 target: Target::Guest(vmid),
                 impact: Impact::Live,
                 changes: vec![Change::new("status", Some(from.into()), Some(to.into()))],
@@ -908,8 +922,8 @@ impl Builder<'_> {
         self.plan.actions.push(Action {
             op: Op::MarkTemplate,
             kind,
-            name,
-            node,
+            name: name.to_owned(),
+            node: node.clone(),
             target: Target::Guest(vmid),
             impact: if running {
                 Impact::StopStart
@@ -979,7 +993,7 @@ impl Builder<'_> {
             self.plan.actions.push(Action {
                 op: Op::Update,
                 kind,
-                name: name.clone(),
+                name: name.to_owned(),
                 node: node.clone(),
                 target: Target::Guest(vmid),
                 impact,
@@ -1212,7 +1226,7 @@ impl Builder<'_> {
 
     fn create(&mut self, obj: &DesiredObject, node: &NodeName) {
         let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
+        let name = obj.r#ref.name.as_str().to_owned();
         let Some((_, vmid)) = obj.spec.guest_id() else {
             return;
         };
@@ -1332,7 +1346,7 @@ impl Builder<'_> {
     /// if not, the skip or anomaly that says why it is not created.
     fn artifacts_placed(&mut self, obj: &DesiredObject, node: &NodeName) -> bool {
         let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
+        let name = obj.r#ref.name.as_str();
         let Some((_, id)) = obj.spec.guest_id() else {
             return false;
         };
