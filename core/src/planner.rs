@@ -231,25 +231,31 @@ fn paused_guard(plan: &mut Plan, live: &LiveSnapshot) {
 pub fn sort_actions(actions: &mut [crate::action::Action]) {
     // Their positions are sorted, then each action moved once: an action
     // is large, and a sort moving actions moved each many times.
+    // The order is (tier, level, rank, node, target, name). The first four
+    // are read once per action into two numbers: the node as its place
+    // among the plan's node names, which orders as the names do, so most
+    // comparisons never compare text.
+    let mut nodes: Vec<&NodeName> = actions.iter().map(|a| &a.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let keys: Vec<(u64, usize)> = actions
+        .iter()
+        .map(|a| {
+            let prune = a.op == Op::Prune;
+            let level = if prune { u32::MAX - a.level } else { a.level };
+            let node = nodes.binary_search(&&a.node).unwrap_or(0);
+            (
+                (u64::from(prune) << 40) | (u64::from(level) << 8) | u64::from(a.op.rank()),
+                node,
+            )
+        })
+        .collect();
     let mut order: Vec<usize> = (0..actions.len()).collect();
     order.sort_by(|&i, &j| {
         let (a, b) = (&actions[i], &actions[j]);
-        let tier = |x: &crate::action::Action| u8::from(x.op == Op::Prune);
-        let level = |x: &crate::action::Action| {
-            if x.op == Op::Prune {
-                u32::MAX - x.level
-            } else {
-                x.level
-            }
-        };
-        (tier(a), level(a), a.op.rank(), &a.node, &a.target, &a.name).cmp(&(
-            tier(b),
-            level(b),
-            b.op.rank(),
-            &b.node,
-            &b.target,
-            &b.name,
-        ))
+        keys[i]
+            .cmp(&keys[j])
+            .then_with(|| (&a.target, &a.name).cmp(&(&b.target, &b.name)))
     });
     permute(actions, order);
 }
