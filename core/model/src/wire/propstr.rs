@@ -216,7 +216,7 @@ pub(crate) fn concat(parts: &[&str]) -> String {
 
 /// `s.trim()`, answered at once when `s` starts and ends with a printable
 /// ASCII character (neither is whitespace, so `trim` keeps `s` whole).
-fn trimmed(s: &str) -> &str {
+pub(crate) fn trimmed(s: &str) -> &str {
     match (s.as_bytes().first(), s.as_bytes().last()) {
         (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
         _ => s.trim(),
@@ -294,6 +294,13 @@ mod tests {
                 plain,
                 "{parts:?}"
             );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn trimmed_is_trim(s in "[ \t\u{a0}\u{3000}\u{85}a-z~!=,é]{0,8}") {
+            proptest::prop_assert_eq!(trimmed(&s), s.trim());
         }
     }
 

@@ -95,7 +95,7 @@ impl MacAddr {
         let bad = || WireError::invalid("mac", s, "a MAC address like bc:24:11:4e:8f:d1");
         // Six two-character parts between five colons: 17 bytes, read in
         // place (every NIC of every guest is parsed each cycle).
-        let spelling = s.trim();
+        let spelling = propstr::trimmed(s);
         let b = spelling.as_bytes();
         if b.len() != 17 {
             return Err(bad());
@@ -174,7 +174,7 @@ pub enum DriveVolume {
 
 impl DriveVolume {
     pub fn parse(s: &str) -> Result<DriveVolume, WireError> {
-        let t = s.trim();
+        let t = propstr::trimmed(s);
         if t == "none" {
             return Ok(DriveVolume::None);
         }
