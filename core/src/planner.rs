@@ -362,23 +362,23 @@ impl<'a> Builder<'a> {
         let kind = obj.r#ref.kind;
         let name = obj.r#ref.name.as_str();
         let id = vmid;
-        if self.live.node_state(&node) != NodeState::Online {
+        if self.live.node_state(node) != NodeState::Online {
             self.skip(
                 kind,
-                &name,
-                &node,
+                name,
+                node,
                 Target::Guest(id),
                 SkipReason::NodeOffline { node: node.clone() },
             );
             return None;
         }
-        let Some(live) = self.live_guest(&node, vmid) else {
+        let Some(live) = self.live_guest(node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
                 if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
-                    self.not_owned(obj, &node, elsewhere);
+                    self.not_owned(obj, node, elsewhere);
                     return None;
                 }
-                self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+                self.anomaly(AnomalyType::NeedsPerson, (kind, name, node, id),
                     None,
                     format!(
                         "vmid {vmid} exists on node {} (\"{}\"), not on {node}: migrate it back or change spec.node; ProxOps will not create a second guest",
@@ -387,14 +387,14 @@ impl<'a> Builder<'a> {
                 );
                 return None;
             }
-            self.create(obj, &node);
+            self.create(obj, node);
             return None;
         };
         // `may_act_on`, with the ownership tag read once for every check
         // below and the caller's.
         let owned = live.is_owned_in(self.desired.tag_case_sensitive);
         if !owned && obj.metadata.adopted_vmid() != Some(live.vmid) {
-            self.not_owned(obj, &node, live);
+            self.not_owned(obj, node, live);
             return None;
         }
         let config = match &live.config {
@@ -402,8 +402,8 @@ impl<'a> Builder<'a> {
             Err(f) => {
                 self.skip(
                     kind,
-                    &name,
-                    &node,
+                    name,
+                    node,
                     Target::Guest(id),
                     SkipReason::ConfigUnreadable {
                         message: f.message.clone(),
@@ -413,7 +413,7 @@ impl<'a> Builder<'a> {
             }
         };
         if live.guest_type != guest_type_of(kind) {
-            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+            self.anomaly(AnomalyType::NeedsPerson, (kind, name, node, id),
                 None,
                 format!("vmid {vmid} on PVE is a {} but the manifest is a {kind}: change the manifest's kind or remove the guest by hand", live_kind(live)),
             );
@@ -425,7 +425,7 @@ impl<'a> Builder<'a> {
             } else {
                 ("TemplateVM", "VM")
             };
-            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+            self.anomaly(AnomalyType::NeedsPerson, (kind, name, node, id),
                 Some("template".into()),
                 format!("PVE holds a template at vmid {vmid} but the manifest is a {want}: PVE cannot turn a template back into a guest; change the kind to {demote} or recreate it by hand"),
             );
@@ -437,8 +437,8 @@ impl<'a> Builder<'a> {
             // `check_lock`); trying every cycle only fails.
             self.skip(
                 kind,
-                &name,
-                &node,
+                name,
+                node,
                 Target::Guest(id),
                 SkipReason::Locked {
                     lock: lock.to_owned(),
@@ -449,8 +449,8 @@ impl<'a> Builder<'a> {
         if live.power == Power::Unknown && !live.template {
             self.skip(
                 kind,
-                &name,
-                &node,
+                name,
+                node,
                 Target::Guest(id),
                 SkipReason::PowerUnknown,
             );
@@ -790,7 +790,7 @@ impl Builder<'_> {
             Err(e) => {
                 self.anomaly(
                     AnomalyType::NeedsPerson,
-                    (kind, &name, &node, vmid),
+                    (kind, name, node, vmid),
                     None,
                     e.to_string(),
                 );
@@ -857,8 +857,8 @@ impl Builder<'_> {
                 RestartPolicy::Never if d.changes.is_empty() => {
                     self.skip(
                         kind,
-                        &name,
-                        &node,
+                        name,
+                        node,
                         Target::Guest(id),
                         SkipReason::PendingRestart {
                             keys: pending.iter().map(|k| (*k).to_owned()).collect(),
@@ -1368,14 +1368,14 @@ impl Builder<'_> {
                     );
                     self.anomaly(
                         AnomalyType::NeedsPerson,
-                        (kind, &name, node, id),
+                        (kind, name, node, id),
                         None,
                         message,
                     );
                     return false;
                 }
                 Err(why) => {
-                    self.skip(kind, &name, node, Target::Guest(id), why);
+                    self.skip(kind, name, node, Target::Guest(id), why);
                     return false;
                 }
             }
