@@ -243,6 +243,7 @@ pub fn sort_actions(actions: &mut [crate::action::Action]) {
         .map(|a| {
             let prune = a.op == Op::Prune;
             let level = if prune { u32::MAX - a.level } else { a.level };
+            // Always found: `nodes` holds every action's node.
             let node = nodes.binary_search(&&a.node).unwrap_or(0);
             (
                 (u64::from(prune) << 40) | (u64::from(level) << 8) | u64::from(a.op.rank()),
