@@ -51,7 +51,7 @@ fn on_guest(obj: &DesiredObject, live: &LiveGuest, op: Op, impact: Impact, work:
     Action {
         op,
         kind: obj.r#ref.kind,
-        name: obj.r#ref.name.to_string(),
+        name: obj.r#ref.name.as_str().to_owned(),
         node: live.node.clone(),
         target: Target::Guest(live.vmid),
         impact,
@@ -231,25 +231,32 @@ fn paused_guard(plan: &mut Plan, live: &LiveSnapshot) {
 pub fn sort_actions(actions: &mut [crate::action::Action]) {
     // Their positions are sorted, then each action moved once: an action
     // is large, and a sort moving actions moved each many times.
+    // The order is (tier, level, rank, node, target, name). The first four
+    // are read once per action into two numbers: the node as its place
+    // among the plan's node names, which orders as the names do, so most
+    // comparisons never compare text.
+    let mut nodes: Vec<&NodeName> = actions.iter().map(|a| &a.node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    let keys: Vec<(u64, usize)> = actions
+        .iter()
+        .map(|a| {
+            let prune = a.op == Op::Prune;
+            let level = if prune { u32::MAX - a.level } else { a.level };
+            // Always found: `nodes` holds every action's node.
+            let node = nodes.binary_search(&&a.node).unwrap_or(0);
+            (
+                (u64::from(prune) << 40) | (u64::from(level) << 8) | u64::from(a.op.rank()),
+                node,
+            )
+        })
+        .collect();
     let mut order: Vec<usize> = (0..actions.len()).collect();
     order.sort_by(|&i, &j| {
         let (a, b) = (&actions[i], &actions[j]);
-        let tier = |x: &crate::action::Action| u8::from(x.op == Op::Prune);
-        let level = |x: &crate::action::Action| {
-            if x.op == Op::Prune {
-                u32::MAX - x.level
-            } else {
-                x.level
-            }
-        };
-        (tier(a), level(a), a.op.rank(), &a.node, &a.target, &a.name).cmp(&(
-            tier(b),
-            level(b),
-            b.op.rank(),
-            &b.node,
-            &b.target,
-            &b.name,
-        ))
+        keys[i]
+            .cmp(&keys[j])
+            .then_with(|| (&a.target, &a.name).cmp(&(&b.target, &b.name)))
     });
     permute(actions, order);
 }
@@ -280,11 +287,14 @@ struct Updated {
 }
 
 /// A guest's kind, name, node and id as actions name them.
-fn guest_names(obj: &DesiredObject, live: &LiveGuest) -> (Kind, String, NodeName, Vmid, Vmid) {
+fn guest_names<'o>(
+    obj: &'o DesiredObject,
+    live: &'o LiveGuest,
+) -> (Kind, &'o str, &'o NodeName, Vmid, Vmid) {
     (
         obj.r#ref.kind,
-        obj.r#ref.name.to_string(),
-        live.node.clone(),
+        obj.r#ref.name.as_str(),
+        &live.node,
         live.vmid,
         live.vmid,
     )
@@ -341,36 +351,35 @@ impl<'a> Builder<'a> {
         }
     }
 
-    /// The live guest at `vmid` and its config when the manifest may act
-    /// on it; otherwise what stands in the way is recorded (a skip, an
+    /// The live guest at `vmid`, its config and whether it carries the
+    /// ownership tag, when the manifest may act on it; otherwise what stands in the way is recorded (a skip, an
     /// anomaly, or a create when PVE holds no guest there) and `None`.
     fn admitted(
         &mut self,
         obj: &DesiredObject,
         node: &NodeName,
         vmid: Vmid,
-    ) -> Option<(&'a LiveGuest, &'a LiveConfig)> {
-        let node = node.clone();
+    ) -> Option<(&'a LiveGuest, &'a LiveConfig, bool)> {
         let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
+        let name = obj.r#ref.name.as_str();
         let id = vmid;
-        if self.live.node_state(&node) != NodeState::Online {
+        if self.live.node_state(node) != NodeState::Online {
             self.skip(
                 kind,
-                &name,
-                &node,
+                name,
+                node,
                 Target::Guest(id),
                 SkipReason::NodeOffline { node: node.clone() },
             );
             return None;
         }
-        let Some(live) = self.live_guest(&node, vmid) else {
+        let Some(live) = self.live_guest(node, vmid) else {
             if let Some(elsewhere) = self.by_vmid.get(&vmid).copied() {
                 if !may_act_on(obj, elsewhere, self.desired.tag_case_sensitive) {
-                    self.not_owned(obj, &node, elsewhere);
+                    self.not_owned(obj, node, elsewhere);
                     return None;
                 }
-                self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+                self.anomaly(AnomalyType::NeedsPerson, (kind, name, node, id),
                     None,
                     format!(
                         "vmid {vmid} exists on node {} (\"{}\"), not on {node}: migrate it back or change spec.node; ProxOps will not create a second guest",
@@ -379,11 +388,14 @@ impl<'a> Builder<'a> {
                 );
                 return None;
             }
-            self.create(obj, &node);
+            self.create(obj, node);
             return None;
         };
-        if !may_act_on(obj, live, self.desired.tag_case_sensitive) {
-            self.not_owned(obj, &node, live);
+        // `may_act_on`, with the ownership tag read once for every check
+        // below and the caller's.
+        let owned = live.is_owned_in(self.desired.tag_case_sensitive);
+        if !owned && obj.metadata.adopted_vmid() != Some(live.vmid) {
+            self.not_owned(obj, node, live);
             return None;
         }
         let config = match &live.config {
@@ -391,8 +403,8 @@ impl<'a> Builder<'a> {
             Err(f) => {
                 self.skip(
                     kind,
-                    &name,
-                    &node,
+                    name,
+                    node,
                     Target::Guest(id),
                     SkipReason::ConfigUnreadable {
                         message: f.message.clone(),
@@ -402,7 +414,7 @@ impl<'a> Builder<'a> {
             }
         };
         if live.guest_type != guest_type_of(kind) {
-            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+            self.anomaly(AnomalyType::NeedsPerson, (kind, name, node, id),
                 None,
                 format!("vmid {vmid} on PVE is a {} but the manifest is a {kind}: change the manifest's kind or remove the guest by hand", live_kind(live)),
             );
@@ -414,22 +426,20 @@ impl<'a> Builder<'a> {
             } else {
                 ("TemplateVM", "VM")
             };
-            self.anomaly(AnomalyType::NeedsPerson, (kind, &name, &node, id),
+            self.anomaly(AnomalyType::NeedsPerson, (kind, name, node, id),
                 Some("template".into()),
                 format!("PVE holds a template at vmid {vmid} but the manifest is a {want}: PVE cannot turn a template back into a guest; change the kind to {demote} or recreate it by hand"),
             );
             return None;
         }
-        if live.is_owned_in(self.desired.tag_case_sensitive)
-            && let Some(lock) = live.lock()
-        {
+        if owned && let Some(lock) = live.lock() {
             // PVE refuses config changes and power actions on a locked
             // guest ("VM is locked (backup)": qemu-server `QemuConfig.pm`
             // `check_lock`); trying every cycle only fails.
             self.skip(
                 kind,
-                &name,
-                &node,
+                name,
+                node,
                 Target::Guest(id),
                 SkipReason::Locked {
                     lock: lock.to_owned(),
@@ -440,14 +450,14 @@ impl<'a> Builder<'a> {
         if live.power == Power::Unknown && !live.template {
             self.skip(
                 kind,
-                &name,
-                &node,
+                name,
+                node,
                 Target::Guest(id),
                 SkipReason::PowerUnknown,
             );
             return None;
         }
-        Some((live, config))
+        Some((live, config, owned))
     }
 }
 
@@ -492,14 +502,26 @@ impl Builder<'_> {
             AnomalyType::NeedsPerson,
             (obj.r#ref.kind, obj.r#ref.name.as_str(), node, live.vmid),
             None,
-            format!(
-                "vmid {} is held by {} \"{}\" on node {}, which {tagged}: ProxOps never takes over a guest it does not own (no stop, update or create); give {} a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
-                live.vmid,
-                live_kind(live),
-                live.display_name(),
-                live.node,
-                obj.r#ref,
-            ),
+            // Joined from its parts without `format!`: one message per
+            // guest a manifest collides with, every plan.
+            [
+                "vmid ",
+                &live.vmid.to_string(),
+                " is held by ",
+                live_kind(live).as_str(),
+                " \"",
+                &live.display_name(),
+                "\" on node ",
+                live.node.as_str(),
+                ", which ",
+                tagged,
+                ": ProxOps never takes over a guest it does not own (no stop, update or create); give ",
+                obj.r#ref.kind.as_str(),
+                "/",
+                obj.r#ref.name.as_str(),
+                " a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
+            ]
+            .concat(),
         );
     }
 
@@ -625,7 +647,7 @@ impl Builder<'_> {
                     self.plan.actions.push(Action {
                         op: Op::Download,
                         kind,
-                        name: obj.r#ref.name.to_string(),
+                        name: obj.r#ref.name.as_str().to_owned(),
                         node: node.clone(),
                         target,
                         impact: Impact::Live,
@@ -711,7 +733,7 @@ impl Builder<'_> {
         self.plan.anomalies.push(Anomaly {
             anomaly: AnomalyKind::NeedsPerson,
             kind: Some(obj.r#ref.kind),
-            name: Some(obj.r#ref.name.to_string()),
+            name: Some(obj.r#ref.name.as_str().to_owned()),
             node: Some(node.clone()),
             id: Some(target),
             field: None,
@@ -761,21 +783,20 @@ impl Builder<'_> {
         let Some((node, vmid)) = obj.spec.guest_id() else {
             return;
         };
-        let node = node.clone();
-        let Some((live, config)) = self.admitted(obj, &node, vmid) else {
+        let Some((live, config, owned)) = self.admitted(obj, node, vmid) else {
             return;
         };
-        let (kind, name) = (obj.r#ref.kind, obj.r#ref.name.to_string());
+        let (kind, name) = (obj.r#ref.kind, obj.r#ref.name.as_str());
         match drift::guest_drift(obj, self.ctx, live, config) {
             Err(e) => {
                 self.anomaly(
                     AnomalyType::NeedsPerson,
-                    (kind, &name, &node, vmid),
+                    (kind, name, node, vmid),
                     None,
                     e.to_string(),
                 );
             }
-            Ok(d) if !live.is_owned_in(self.desired.tag_case_sensitive) => {
+            Ok(d) if !owned => {
                 self.plan.anomalies.extend(d.anomalies.iter().cloned());
                 self.claim(obj, live, config.digest.clone(), &d);
             }
@@ -837,8 +858,8 @@ impl Builder<'_> {
                 RestartPolicy::Never if d.changes.is_empty() => {
                     self.skip(
                         kind,
-                        &name,
-                        &node,
+                        name,
+                        node,
                         Target::Guest(id),
                         SkipReason::PendingRestart {
                             keys: pending.iter().map(|k| (*k).to_owned()).collect(),
@@ -869,8 +890,8 @@ impl Builder<'_> {
             self.plan.actions.push(Action {
                 op,
                 kind,
-                name,
-                node,
+                name: name.to_owned(),
+                node: node.clone(),
                 target: Target::Guest(vmid),
                 impact: Impact::Live,
                 changes: vec![Change::new("status", Some(from.into()), Some(to.into()))],
@@ -908,8 +929,8 @@ impl Builder<'_> {
         self.plan.actions.push(Action {
             op: Op::MarkTemplate,
             kind,
-            name,
-            node,
+            name: name.to_owned(),
+            node: node.clone(),
             target: Target::Guest(vmid),
             impact: if running {
                 Impact::StopStart
@@ -979,7 +1000,7 @@ impl Builder<'_> {
             self.plan.actions.push(Action {
                 op: Op::Update,
                 kind,
-                name: name.clone(),
+                name: name.to_owned(),
                 node: node.clone(),
                 target: Target::Guest(vmid),
                 impact,
@@ -1212,7 +1233,7 @@ impl Builder<'_> {
 
     fn create(&mut self, obj: &DesiredObject, node: &NodeName) {
         let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
+        let name = obj.r#ref.name.as_str().to_owned();
         let Some((_, vmid)) = obj.spec.guest_id() else {
             return;
         };
@@ -1332,7 +1353,7 @@ impl Builder<'_> {
     /// if not, the skip or anomaly that says why it is not created.
     fn artifacts_placed(&mut self, obj: &DesiredObject, node: &NodeName) -> bool {
         let kind = obj.r#ref.kind;
-        let name = obj.r#ref.name.to_string();
+        let name = obj.r#ref.name.as_str();
         let Some((_, id)) = obj.spec.guest_id() else {
             return false;
         };
@@ -1348,14 +1369,14 @@ impl Builder<'_> {
                     );
                     self.anomaly(
                         AnomalyType::NeedsPerson,
-                        (kind, &name, node, id),
+                        (kind, name, node, id),
                         None,
                         message,
                     );
                     return false;
                 }
                 Err(why) => {
-                    self.skip(kind, &name, node, Target::Guest(id), why);
+                    self.skip(kind, name, node, Target::Guest(id), why);
                     return false;
                 }
             }

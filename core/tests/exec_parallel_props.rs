@@ -270,8 +270,50 @@ fn limits() -> impl Strategy<Value = Limits> {
         )
 }
 
+/// The order `sort_actions` gave when it compared whole keys.
+fn sorted_by_whole_keys(mut actions: Vec<Action>) -> Vec<Action> {
+    actions.sort_by(|a, b| {
+        let tier = |x: &Action| u8::from(x.op == Op::Prune);
+        let level = |x: &Action| {
+            if x.op == Op::Prune {
+                u32::MAX - x.level
+            } else {
+                x.level
+            }
+        };
+        (tier(a), level(a), a.op.rank(), &a.node, &a.target, &a.name).cmp(&(
+            tier(b),
+            level(b),
+            b.op.rank(),
+            &b.node,
+            &b.target,
+            &b.name,
+        ))
+    });
+    actions
+}
+
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(512))]
+
+    #[test]
+    fn actions_sort_as_comparing_whole_keys_sorted_them(
+        specs in prop::collection::vec(spec(), 0..40),
+        levels in prop::collection::vec(prop::sample::select(vec![0u32, 1, 2, 7, u32::MAX - 1, u32::MAX]), 40),
+    ) {
+        let mut actions: Vec<Action> = specs
+            .iter()
+            .enumerate()
+            .map(|(i, s)| {
+                let mut a = action(s, 900 + (i % 5) as u64);
+                a.level = levels[i];
+                a
+            })
+            .collect();
+        let expected = sorted_by_whole_keys(actions.clone());
+        sort_actions(&mut actions);
+        prop_assert_eq!(actions, expected);
+    }
 
     #[test]
     fn handed_out_actions_respect_dependencies_limits_budgets_and_prune_order(

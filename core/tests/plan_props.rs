@@ -474,6 +474,31 @@ proptest! {
                     && a.message.contains(&g.name)),
                 "no anomaly for {} over untagged vmid {}: {:?}", o.r#ref, vmid, p.anomalies
             );
+            // Word for word the message `format!` spelled before it was
+            // joined from its parts.
+            let kind = match (g.guest_type, g.template) {
+                (GuestType::Qemu, false) => Kind::VM,
+                (GuestType::Qemu, true) => Kind::TemplateVM,
+                (GuestType::Lxc, false) => Kind::LXC,
+                (GuestType::Lxc, true) => Kind::TemplateCT,
+            };
+            let tagged = if g.has_legacy_tag() {
+                "carries no proxops tag (only the old pveconform tag)"
+            } else {
+                "carries no proxops tag"
+            };
+            let whole = format!(
+                "vmid {} is held by {} \"{}\" on node {}, which {tagged}: ProxOps never takes over a guest it does not own (no stop, update or create); give {} a free vmid, or bring the guest under ProxOps with `proxops adopt`, the one way to claim it",
+                g.vmid,
+                kind,
+                g.display_name(),
+                g.node,
+                o.r#ref,
+            );
+            prop_assert!(
+                p.anomalies.iter().any(|a| a.message == whole),
+                "no anomaly reads {:?}: {:?}", whole, p.anomalies
+            );
         }
     }
 

@@ -218,10 +218,15 @@ impl LiveConfig {
     }
 
     /// Keys `<prefix><N>` (e.g. `net0`, `scsi12`, `mp3`) in slot-number order.
+    ///
+    /// The keys starting with `prefix` sit together in the map's order,
+    /// from `prefix` on: only that run is read, not the whole config.
     pub fn slots<'a>(&'a self, prefix: &'a str) -> Vec<(u32, &'a str, &'a str)> {
+        use std::ops::Bound;
         let mut out: Vec<(u32, &str, &str)> = self
             .values
-            .iter()
+            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
             .filter_map(|(k, v)| {
                 let n = k.strip_prefix(prefix)?;
                 if n.is_empty()

@@ -591,7 +591,7 @@ fn memberships(plan: &mut Plan, desired: &ClusterDesired, live: &LiveSnapshot) {
         plan.actions.push(Action {
             op: Op::Update,
             kind: obj.r#ref.kind,
-            name: obj.r#ref.name.to_string(),
+            name: obj.r#ref.name.as_str().to_owned(),
             node: g.node.clone(),
             target: Target::Guest(vmid),
             impact: Impact::Live,

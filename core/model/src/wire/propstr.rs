@@ -56,14 +56,14 @@ impl Token<'_> {
 /// `,`, each on its first `=`, trimmed, empty ones dropped; a pair
 /// without a key is an error.
 pub(super) fn tokens(s: &str) -> Result<Vec<Token<'_>>, WireError> {
-    let mut tokens = Vec::new();
+    let mut tokens = Vec::with_capacity(s.bytes().filter(|b| *b == b',').count() + 1);
     // Split on the ASCII separators byte by byte: the same pieces as
     // `split(',')` and `split_once('=')`, without a searcher set up for
     // each (every drive and NIC of every guest is read each cycle).
     let commas = s.bytes().enumerate().filter(|(_, b)| *b == b',');
     let mut start = 0;
     for end in commas.map(|(i, _)| i).chain(std::iter::once(s.len())) {
-        let raw = s.get(start..end).unwrap_or("").trim();
+        let raw = trimmed(s.get(start..end).unwrap_or(""));
         start = end + 1;
         if raw.is_empty() {
             continue;
@@ -71,7 +71,7 @@ pub(super) fn tokens(s: &str) -> Result<Vec<Token<'_>>, WireError> {
         let eq = raw.bytes().position(|b| b == b'=');
         match eq.map(|i| (raw.get(..i).unwrap_or(""), raw.get(i + 1..).unwrap_or(""))) {
             Some((k, v)) => {
-                let k = k.trim();
+                let k = trimmed(k);
                 if k.is_empty() {
                     return Err(WireError::invalid(
                         "property string",
@@ -79,7 +79,7 @@ pub(super) fn tokens(s: &str) -> Result<Vec<Token<'_>>, WireError> {
                         "key=value tokens with a non-empty key",
                     ));
                 }
-                tokens.push(Token::Pair(k, v.trim()));
+                tokens.push(Token::Pair(k, trimmed(v)));
             }
             None => tokens.push(Token::Positional(raw)),
         }
@@ -185,10 +185,42 @@ impl PropertyString {
 }
 
 pub(crate) fn join_tokens(parts: impl Iterator<Item = String>) -> String {
-    parts
-        .filter(|p| !p.is_empty())
-        .collect::<Vec<_>>()
-        .join(",")
+    // The non-empty parts joined by `,`, written into one string as they
+    // come (not collected first).
+    let mut out = String::new();
+    for p in parts.filter(|p| !p.is_empty()) {
+        if out.is_empty() {
+            out = p;
+        } else {
+            out.push(',');
+            out.push_str(&p);
+        }
+    }
+    out
+}
+
+/// `key=value`, as `format!("{key}={value}")` spells it, without the
+/// formatting machinery.
+pub(crate) fn key_value(key: &str, value: &str) -> String {
+    concat(&[key, "=", value])
+}
+
+/// The parts one after another in a string of their size.
+pub(crate) fn concat(parts: &[&str]) -> String {
+    let mut out = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for p in parts {
+        out.push_str(p);
+    }
+    out
+}
+
+/// `s.trim()`, answered at once when `s` starts and ends with a printable
+/// ASCII character (neither is whitespace, so `trim` keeps `s` whole).
+pub(crate) fn trimmed(s: &str) -> &str {
+    match (s.as_bytes().first(), s.as_bytes().last()) {
+        (Some(a), Some(z)) if a.is_ascii_graphic() && z.is_ascii_graphic() => s,
+        _ => s.trim(),
+    }
 }
 
 #[cfg(test)]
@@ -222,8 +254,53 @@ mod tests {
             "é,ü=ö,ß=,  ,x",
             "host,flags=+nested-virt;-pcid,hidden=1",
             "trailing=,",
+            "\u{a0}x\u{a0}, y\t,\u{3000}=v,k=\u{2003}v\u{2003}",
+            "\tk\t=\tv\t",
+            "a\u{85},\u{85}b=c",
         ] {
             assert_eq!(tokens(s).ok(), by_split(s), "{s:?}");
+        }
+    }
+
+    #[test]
+    fn the_quick_forms_spell_what_their_plain_forms_spelled() {
+        for s in [
+            "", " ", "a", " a", "a ", "\u{a0}a", "a\u{a0}", "\u{3000}", "é", "é ", "x\ty", "~!",
+        ] {
+            assert_eq!(trimmed(s), s.trim(), "{s:?}");
+        }
+        assert_eq!(
+            key_value("bridge", "vmbr0"),
+            format!("{}={}", "bridge", "vmbr0")
+        );
+        assert_eq!(key_value("", ""), "=");
+        assert_eq!(concat(&["local", ":", "vm-1"]), "local:vm-1");
+        assert_eq!(concat(&[]), "");
+        for parts in [
+            vec![],
+            vec![""],
+            vec!["", "a", "", "b=1", ""],
+            vec!["a"],
+            vec!["a", "b", "c"],
+        ] {
+            let plain = parts
+                .iter()
+                .filter(|p| !p.is_empty())
+                .copied()
+                .collect::<Vec<_>>()
+                .join(",");
+            assert_eq!(
+                join_tokens(parts.iter().map(|p| (*p).to_owned())),
+                plain,
+                "{parts:?}"
+            );
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn trimmed_is_trim(s in "[ \t\u{a0}\u{3000}\u{85}a-z~!=,é]{0,8}") {
+            proptest::prop_assert_eq!(trimmed(&s), s.trim());
         }
     }
 

@@ -59,7 +59,7 @@ impl Volid {
     }
 
     pub fn to_wire(&self) -> String {
-        format!("{}:{}", self.storage, self.volname)
+        propstr::concat(&[self.storage.as_str(), ":", &self.volname])
     }
 }
 
@@ -95,7 +95,7 @@ impl MacAddr {
         let bad = || WireError::invalid("mac", s, "a MAC address like bc:24:11:4e:8f:d1");
         // Six two-character parts between five colons: 17 bytes, read in
         // place (every NIC of every guest is parsed each cycle).
-        let spelling = s.trim();
+        let spelling = propstr::trimmed(s);
         let b = spelling.as_bytes();
         if b.len() != 17 {
             return Err(bad());
@@ -174,7 +174,7 @@ pub enum DriveVolume {
 
 impl DriveVolume {
     pub fn parse(s: &str) -> Result<DriveVolume, WireError> {
-        let t = s.trim();
+        let t = propstr::trimmed(s);
         if t == "none" {
             return Ok(DriveVolume::None);
         }
@@ -223,9 +223,18 @@ impl DriveVolume {
         match self {
             DriveVolume::CloudInitCreate { .. } => true,
             DriveVolume::Volume(v) => {
-                let name = v.volname.rsplit('/').next().unwrap_or("");
-                let stem = name.split('.').next().unwrap_or("");
-                stem.starts_with("vm-") && stem.ends_with("-cloudinit")
+                // The last `/`-separated part up to its first `.`, read
+                // byte by byte (both separators are ASCII).
+                let bytes = v.volname.as_bytes();
+                let name = bytes
+                    .iter()
+                    .rposition(|b| *b == b'/')
+                    .map_or(bytes, |i| bytes.get(i + 1..).unwrap_or_default());
+                let stem = name
+                    .iter()
+                    .position(|b| *b == b'.')
+                    .map_or(name, |i| name.get(..i).unwrap_or_default());
+                stem.starts_with(b"vm-") && stem.ends_with(b"-cloudinit")
             }
             _ => false,
         }
@@ -234,8 +243,12 @@ impl DriveVolume {
     pub fn to_wire(&self) -> String {
         match self {
             DriveVolume::None => "none".to_owned(),
-            DriveVolume::Create { storage, size } => format!("{storage}:{}", size.to_gib_string()),
-            DriveVolume::CloudInitCreate { storage } => format!("{storage}:cloudinit"),
+            DriveVolume::Create { storage, size } => {
+                propstr::concat(&[storage.as_str(), ":", &size.to_gib_string()])
+            }
+            DriveVolume::CloudInitCreate { storage } => {
+                propstr::concat(&[storage.as_str(), ":cloudinit"])
+            }
             DriveVolume::Volume(v) => v.to_wire(),
             DriveVolume::Other(s) => s.clone(),
         }
@@ -268,7 +281,7 @@ fn opt_bool(key: &str, v: &str) -> Result<bool, WireError> {
 }
 
 fn pair(key: &str, v: Option<impl AsRef<str>>) -> String {
-    v.map(|v| format!("{key}={}", v.as_ref()))
+    v.map(|v| propstr::key_value(key, v.as_ref()))
         .unwrap_or_default()
 }
 
@@ -547,7 +560,7 @@ impl QemuNet {
 
     pub fn to_wire(&self) -> String {
         let head = match &self.mac {
-            Some(m) => format!("{}={}", self.model, m.to_wire()),
+            Some(m) => propstr::key_value(&self.model, &m.spelling),
             None => self.model.clone(),
         };
         join_tokens(

@@ -28,7 +28,7 @@ impl Bytes {
                 "a number with an optional K/M/G/T suffix, e.g. 32G",
             )
         };
-        let t = s.trim();
+        let t = super::propstr::trimmed(s);
         let lower = t.to_ascii_lowercase();
         let stem = lower
             .strip_suffix("ib")
@@ -144,7 +144,7 @@ pub fn write_bool(b: bool) -> &'static str {
 /// send `"4096"`), or the property string `current=<MiB>[,…]`.
 pub fn parse_memory_mib(s: &str) -> Result<u64, WireError> {
     let expected = "MiB as a whole number, or current=<MiB>";
-    let t = s.trim();
+    let t = super::propstr::trimmed(s);
     if let Ok(n) = t.parse::<u64>() {
         return Ok(n);
     }

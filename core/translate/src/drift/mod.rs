@@ -96,13 +96,11 @@ pub fn with_create_paths(
         };
         field.filter(|f| *f != key).map(str::to_owned)
     };
+    let mut changes = changes;
+    for c in &mut changes {
+        c.path = path(&c.field);
+    }
     changes
-        .into_iter()
-        .map(|c| Change {
-            path: path(&c.field),
-            ..c
-        })
-        .collect()
 }
 
 /// Adoption of a VM: every row of the qemu table, backwards.

@@ -298,6 +298,40 @@ pub(crate) struct KeyIndex {
     /// Per family pattern (`scsi` of `scsiN`, `efidisk0`): whether it
     /// takes a slot number, the family's position and its one field.
     patterns: Vec<(&'static str, bool, usize, Option<&'static str>)>,
+    /// The answer of `scan` for every key a create form names in
+    /// practice (the own keys, every pattern with slots 0 to
+    /// `SLOTS_KNOWN - 1`), read by one hash instead of a tree search and a
+    /// scan of every pattern; any other key is scanned.
+    known: std::collections::HashMap<Box<str>, Option<&'static str>, Fnv>,
+}
+
+/// Slot numbers answered from `KeyIndex::known`: every slot of most
+/// families; the higher slots of `mpN` and `unusedN` (to 255) are scanned.
+const SLOTS_KNOWN: usize = 32;
+
+/// FNV-1a: keys are a few bytes of PVE's key names, built by this
+/// program, so a hash that resists chosen collisions buys nothing.
+#[derive(Default, Clone, Copy)]
+pub(crate) struct Fnv;
+
+impl std::hash::BuildHasher for Fnv {
+    type Hasher = FnvHasher;
+    fn build_hasher(&self) -> FnvHasher {
+        FnvHasher(0xcbf2_9ce4_8422_2325)
+    }
+}
+
+pub(crate) struct FnvHasher(u64);
+
+impl std::hash::Hasher for FnvHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+    fn write(&mut self, bytes: &[u8]) {
+        for b in bytes {
+            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
 }
 
 impl KeyIndex {
@@ -326,13 +360,42 @@ impl KeyIndex {
                 }
             }
         }
-        KeyIndex { own, patterns }
+        let mut index = KeyIndex {
+            own,
+            patterns,
+            known: std::collections::HashMap::default(),
+        };
+        let mut keys: Vec<String> = index.own.keys().map(|k| (*k).to_owned()).collect();
+        for (pattern, numbered, _, _) in &index.patterns {
+            if *numbered {
+                keys.extend((0..SLOTS_KNOWN).map(|n| format!("{pattern}{n}")));
+            } else {
+                keys.push((*pattern).to_owned());
+            }
+        }
+        let known = keys
+            .into_iter()
+            .map(|k| {
+                let field = index.scan(&k);
+                (k.into_boxed_str(), field)
+            })
+            .collect();
+        index.known = known;
+        index
     }
 
     /// The manifest field that asks for `key`: the one row owning it,
     /// `None` when no row or more than one could (`ide2` is the
     /// cloud-init drive, a CD drive or a disk).
     pub(crate) fn create_path(&self, key: &str) -> Option<&'static str> {
+        match self.known.get(key) {
+            Some(field) => *field,
+            None => self.scan(key),
+        }
+    }
+
+    /// `create_path` read from the rows: the own keys, then every pattern.
+    pub(crate) fn scan(&self, key: &str) -> Option<&'static str> {
         if let Some(field) = self.own.get(key) {
             return Some(field);
         }
@@ -527,4 +590,48 @@ pub(crate) fn text(v: Option<&String>) -> Option<ParamValue> {
 /// A boolean owned in both states.
 pub(crate) fn either(v: Option<bool>) -> Option<ParamValue> {
     v.map(|b| ParamValue::Plain(proxops_model::wire::write_bool(b).into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::KeyIndex;
+    use proptest::prelude::*;
+
+    fn indexes() -> [KeyIndex; 2] {
+        [
+            KeyIndex::of(crate::drift::qemu::KEYS),
+            KeyIndex::of(crate::drift::lxc::KEYS),
+        ]
+    }
+
+    #[test]
+    fn the_known_answers_are_the_scans() {
+        for index in indexes() {
+            assert!(!index.known.is_empty());
+            for (key, field) in &index.known {
+                assert_eq!(*field, index.scan(key), "{key}");
+            }
+            // The keys past the known slots, and near misses, are scanned.
+            for (pattern, _, _, _) in &index.patterns {
+                for tail in ["31", "32", "255", "256", "", "x", "0x", "00", "01"] {
+                    let key = format!("{pattern}{tail}");
+                    assert_eq!(index.create_path(&key), index.scan(&key), "{key}");
+                }
+            }
+        }
+        let [qemu, lxc] = indexes();
+        assert_eq!(qemu.create_path("memory"), Some("spec.memory"));
+        assert_eq!(qemu.create_path("net0"), qemu.scan("net0"));
+        assert!(qemu.create_path("net0").is_some());
+        assert_eq!(lxc.create_path("mp40"), lxc.scan("mp40"));
+    }
+
+    proptest! {
+        #[test]
+        fn create_path_is_the_scan(key in "[a-z]{0,8}[0-9]{0,3}") {
+            for index in indexes() {
+                prop_assert_eq!(index.create_path(&key), index.scan(&key));
+            }
+        }
+    }
 }
