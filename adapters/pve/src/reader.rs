@@ -12,8 +12,9 @@
 //! [PROBE]), one `GET /nodes/{n}/qemu?full=1` per node running VMs
 //! (`qmpstatus` tells a paused VM), then one `GET …/qemu/{id}/cloudinit`
 //! per running VM with a cloud-init drive. Reads after the inventory run
-//! with bounded concurrency; results are assembled in a fixed order
-//! whatever the timing.
+//! with bounded concurrency, the cluster-level listings in one pool with
+//! the per-guest, storage and VM-list reads (none needs another's
+//! answer); results are assembled in a fixed order whatever the timing.
 //!
 //! `/pending` rather than `/config`: it lists every key with its current
 //! value, its queued value and a queued removal, plus the `digest` (real
