@@ -7,8 +7,10 @@
 //! resident memory and threads (`/proc/<pid>/status`), its open file
 //! descriptors (`/proc/<pid>/fd`) and its CPU time (`/proc/<pid>/stat`).
 //! Prints, at each of the cycle counts, the resident memory, the most
-//! threads and descriptors seen since the previous one, and the CPU time
-//! per cycle; then the memory after the last count against the first.
+//! threads and descriptors seen since the previous one, the lowest and
+//! highest memory over the 10 cycles up to it (a sample falls anywhere in
+//! a cycle), and the CPU time per cycle; then the memory after the last
+//! count against the first.
 //! Loopback only; stops by itself. Quick mode (CI): 50 guests, 5 and 20
 //! cycles. Needs the test tools (tools/install-test-tools.sh).
 
@@ -218,22 +220,45 @@ fn main() {
             }
             _ => at.cpu_ticks as f64 / tick / at.cycles.max(1) as f64,
         };
+        let (low, high) = rss_range(&samples, at.cycles);
         println!(
-            "after {:>5} cycles: RSS {}, at most {threads} threads and {fds} open descriptors since cycle {since}, CPU {:.3} s per cycle",
+            "after {:>5} cycles: RSS {} (over the last {RANGE} cycles {} to {}), at most {threads} threads and {fds} open descriptors since cycle {since}, CPU {:.3} s per cycle",
             at.cycles,
             support::mib(at.rss_kib),
+            support::mib(low),
+            support::mib(high),
             cpu
         );
-        reported.push(at);
+        reported.push((at, low, high));
         previous = Some(at);
     }
     if let (Some(first), Some(last)) = (reported.first(), reported.last()) {
+        let pct = |a: u64, b: u64| (a as f64 / b as f64 - 1.0) * 100.0;
         println!(
-            "RSS after {} cycles is {:+.1}% of after {}; {:.0} s in all",
-            last.cycles,
-            (last.rss_kib as f64 / first.rss_kib as f64 - 1.0) * 100.0,
-            first.cycles,
+            "RSS after {} cycles is {:+.1}% of after {} (lowest {:+.1}%, highest {:+.1}%); {:.0} s in all",
+            last.0.cycles,
+            pct(last.0.rss_kib, first.0.rss_kib),
+            first.0.cycles,
+            pct(last.1, first.1),
+            pct(last.2, first.2),
             elapsed.as_secs_f64()
         );
     }
+}
+
+/// Cycles before a mark over which the lowest and highest RSS are taken:
+/// one sample falls anywhere in a cycle (reading, planning or between
+/// two), the lowest is what the daemon keeps between cycles, the highest
+/// a cycle's peak.
+const RANGE: u64 = 10;
+
+/// The lowest and highest RSS (KiB) seen over the [`RANGE`] cycles up to
+/// `mark`.
+fn rss_range(samples: &[Sample], mark: u64) -> (u64, u64) {
+    samples
+        .iter()
+        .filter(|s| s.cycles + RANGE > mark && s.cycles <= mark)
+        .fold((u64::MAX, 0), |(lo, hi), s| {
+            (lo.min(s.rss_kib), hi.max(s.rss_kib))
+        })
 }

@@ -7,6 +7,7 @@
 #![warn(clippy::too_many_lines)]
 
 mod adopt;
+mod alloc;
 mod apply;
 mod confined;
 mod context;

@@ -294,10 +294,13 @@ pub fn confirm_privileges(clusters: &mut [Prepared<'_>]) {
     for p in clusters.iter_mut() {
         let Ok(r) = &p.ready else { continue };
         let storages = r.scope.storages.iter().map(|(_, s)| s);
+        let needed = proxops_core::audit::needed(storages);
+        let paths: Vec<&str> = needed.iter().map(|n| n.path.as_str()).collect();
+        let held = identity::read_privileges(r.transport.as_ref(), &paths, r.scope.concurrency);
         let mut missing = Vec::new();
         let mut unread = None;
-        for need in proxops_core::audit::needed(storages) {
-            match identity::read_privileges(r.transport.as_ref(), &need.path) {
+        for (need, held) in needed.into_iter().zip(held) {
+            match held {
                 Ok(held) if held.contains(need.privilege) => {}
                 Ok(_) => missing.push(need),
                 Err(e) => {

@@ -14,11 +14,12 @@
 //! read: that is an error for the caller to fail closed on.
 
 use std::collections::BTreeSet;
+use std::time::Duration;
 
 use proxops_core::live::ReadFailure;
 
 use crate::retry::refusal_hint;
-use crate::transport::{Request, Transport};
+use crate::transport::{Request, Response, Transport, TransportError};
 
 const STATUS_PATH: &str = "/cluster/status";
 
@@ -45,25 +46,52 @@ pub fn read_identity(transport: &dyn Transport) -> Result<PveIdentity, ReadFailu
     PveIdentity::from_json(response.data()).map_err(fail)
 }
 
-/// The privileges these credentials hold on `path`, as PVE computes them
-/// (`GET /access/permissions?path=`: one entry, the effective privileges on
-/// that very path, inherited ones included, and for a token with privilege
-/// separation only what both it and its user hold; pve-access-control
-/// `API2/AccessControl.pm` `permissions`). Any user may read its own.
+/// The privileges these credentials hold on each of `paths`, in their
+/// order, as PVE computes them (`GET /access/permissions?path=`: one entry,
+/// the effective privileges on that very path, inherited ones included,
+/// and for a token with privilege separation only what both it and its
+/// user hold; pve-access-control `API2/AccessControl.pm` `permissions`).
+/// Any user may read its own. At most `bound` requests in flight: the
+/// reads do not depend on each other, so they take one round trip
+/// instead of one each.
 pub fn read_privileges(
     transport: &dyn Transport,
-    path: &str,
-) -> Result<BTreeSet<String>, ReadFailure> {
-    let request = Request::new(
-        crate::transport::Method::Get,
-        PERMISSIONS_PATH,
-        vec![("path".into(), path.to_owned())],
-    );
-    let fail = |message: String| ReadFailure {
+    paths: &[&str],
+    bound: usize,
+) -> Vec<Result<BTreeSet<String>, ReadFailure>> {
+    let requests: Vec<Request> = paths
+        .iter()
+        .map(|path| {
+            Request::new(
+                crate::transport::Method::Get,
+                PERMISSIONS_PATH,
+                vec![("path".into(), (*path).to_owned())],
+            )
+        })
+        .collect();
+    let answers = crate::reader::run_bounded(transport, &requests, bound, Duration::ZERO);
+    paths
+        .iter()
+        .zip(answers)
+        .map(|(path, answer)| privileges_of(path, answer))
+        .collect()
+}
+
+fn privileges_failure(path: &str, message: String) -> ReadFailure {
+    ReadFailure {
         what: format!("GET {PERMISSIONS_PATH}?path={path}"),
         message,
-    };
-    let response = transport.call(&request).map_err(|e| fail(e.cause()))?;
+    }
+}
+
+fn privileges_of(
+    path: &str,
+    answer: Option<Result<Response, TransportError>>,
+) -> Result<BTreeSet<String>, ReadFailure> {
+    let fail = |message: String| privileges_failure(path, message);
+    let response = answer
+        .ok_or_else(|| fail("read did not complete".into()))?
+        .map_err(|e| fail(e.cause()))?;
     if !response.is_success() {
         return Err(fail(format!(
             "HTTP {} {}",
@@ -148,6 +176,72 @@ mod tests {
             standalone.to_string(),
             "standalone PVE node node1 192.168.1.1"
         );
+    }
+
+    /// Answers `/access/permissions` only once `want` reads have started
+    /// (or, noted, after a while without), and counts how many were in
+    /// flight at once.
+    struct AllAtOnce {
+        want: usize,
+        /// In flight, and started in all.
+        counts: std::sync::Mutex<(usize, usize)>,
+        cv: std::sync::Condvar,
+        alone: std::sync::atomic::AtomicUsize,
+        most: std::sync::atomic::AtomicUsize,
+    }
+
+    impl Transport for AllAtOnce {
+        fn call(&self, r: &Request) -> Result<crate::transport::Response, TransportError> {
+            use std::sync::atomic::Ordering::SeqCst;
+            let mut c = self.counts.lock().unwrap();
+            c.0 += 1;
+            c.1 += 1;
+            self.most.fetch_max(c.0, SeqCst);
+            self.cv.notify_all();
+            let (mut c, waited) = self
+                .cv
+                .wait_timeout_while(c, std::time::Duration::from_secs(5), |c| c.1 < self.want)
+                .unwrap();
+            if waited.timed_out() {
+                self.alone.fetch_add(1, SeqCst);
+            }
+            c.0 -= 1;
+            let path = r
+                .params
+                .first()
+                .map(|(_, v)| v.as_str())
+                .unwrap_or_default();
+            Ok(crate::transport::Response {
+                status: 200,
+                reason: "OK".into(),
+                body: json!({"data": {path: {"VM.Audit": 1}}}),
+            })
+        }
+    }
+
+    fn all_at_once(want: usize) -> AllAtOnce {
+        AllAtOnce {
+            want,
+            counts: Default::default(),
+            cv: Default::default(),
+            alone: Default::default(),
+            most: Default::default(),
+        }
+    }
+
+    #[test]
+    fn privileges_on_several_paths_are_read_at_once_within_the_bound() {
+        use std::sync::atomic::Ordering::SeqCst;
+        let t = all_at_once(3);
+        let held = read_privileges(&t, &["/vms", "/nodes", "/storage/local"], 8);
+        assert_eq!(t.alone.load(SeqCst), 0, "the reads went one at a time");
+        assert_eq!(t.most.load(SeqCst), 3);
+        let held: Vec<BTreeSet<String>> = held.into_iter().map(Result::unwrap).collect();
+        assert!(held.iter().all(|h| h.contains("VM.Audit")), "{held:?}");
+        // Bound 1: one at a time.
+        let t = all_at_once(1);
+        assert_eq!(read_privileges(&t, &["/vms", "/nodes"], 1).len(), 2);
+        assert_eq!(t.most.load(SeqCst), 1);
     }
 
     #[test]

@@ -12,8 +12,9 @@
 //! [PROBE]), one `GET /nodes/{n}/qemu?full=1` per node running VMs
 //! (`qmpstatus` tells a paused VM), then one `GET …/qemu/{id}/cloudinit`
 //! per running VM with a cloud-init drive. Reads after the inventory run
-//! with bounded concurrency; results are assembled in a fixed order
-//! whatever the timing.
+//! with bounded concurrency, the cluster-level listings in one pool with
+//! the per-guest, storage and VM-list reads (none needs another's
+//! answer); results are assembled in a fixed order whatever the timing.
 //!
 //! `/pending` rather than `/config`: it lists every key with its current
 //! value, its queued value and a queued removal, plus the `digest` (real
@@ -177,23 +178,6 @@ pub fn read_snapshot(
 
     let mut snap = LiveSnapshot::default();
     let mut failures: Vec<ReadFailure> = Vec::new();
-    for ep in proxops_core::cluster::KINDS {
-        let Some(listing) = read_listing(transport, acting_as, ep) else {
-            snap.cluster.unsupported.insert(ep.kind);
-            snap.cluster
-                .listings
-                .insert(ep.kind, Ok(Default::default()));
-            continue;
-        };
-        if let Err(f) = &listing {
-            failures.push(f.clone());
-        }
-        if ep.kind == Kind::ReplicationJob {
-            // One read serves both: the guest prune rules' view by guest.
-            snap.replication = Replication::of_listing(&listing);
-        }
-        snap.cluster.listings.insert(ep.kind, listing);
-    }
     // Guests whose resource row could not be fully read: no config read.
     let mut row_problems: BTreeMap<(NodeName, Vmid), String> = BTreeMap::new();
 
@@ -305,8 +289,13 @@ pub fn read_snapshot(
         snap.nodes.entry(n).or_insert(NodeState::Unknown);
     }
 
-    // Plan the per-guest and per-storage reads.
-    let mut jobs: Vec<Request> = Vec::new();
+    // Plan the cluster-wide listings, then the per-guest and per-storage
+    // reads: none needs another's answer, so all go through one bounded
+    // pool (the listings first, as they were read before).
+    let mut jobs: Vec<Request> = proxops_core::cluster::KINDS
+        .iter()
+        .map(|ep| Request::get(ep.collection))
+        .collect();
     let mut config_jobs: Vec<((NodeName, Vmid), usize)> = Vec::new();
     for (key, guest) in snap.guests.iter_mut() {
         let req = Request::get(format!("{}/pending", guest_path(guest)));
@@ -391,6 +380,23 @@ pub fn read_snapshot(
     }
 
     let mut results = run_bounded(transport, &jobs, scope.concurrency, round_trip);
+    for (idx, ep) in proxops_core::cluster::KINDS.into_iter().enumerate() {
+        let Some(listing) = listing_of(&jobs[idx], results[idx].take(), acting_as, ep) else {
+            snap.cluster.unsupported.insert(ep.kind);
+            snap.cluster
+                .listings
+                .insert(ep.kind, Ok(Default::default()));
+            continue;
+        };
+        if let Err(f) = &listing {
+            failures.push(f.clone());
+        }
+        if ep.kind == Kind::ReplicationJob {
+            // One read serves both: the guest prune rules' view by guest.
+            snap.replication = Replication::of_listing(&listing);
+        }
+        snap.cluster.listings.insert(ep.kind, listing);
+    }
     for idx in paused_jobs {
         // Unreadable or absent (an older recording): none known paused.
         if let Some(Ok(r)) = results[idx].take()
@@ -547,24 +553,27 @@ fn paused_vms(data: &serde_json::Value) -> Vec<Vmid> {
         .collect()
 }
 
-/// One cluster-level kind's listing (`GET /pools`, `GET /cluster/backup`).
+/// One cluster-level kind's listing (`GET /pools`, `GET /cluster/backup`)
+/// from its answer (`None` from the pool: a read that did not complete).
 /// No answer in the recording being replayed is no objects (a recording
 /// made before ProxOps read them; re-record to see them); any other
 /// failure is kept, and nothing of the kind is then created or pruned.
 /// `None`: this PVE predates the endpoint (`Endpoints::since`; PVE answers
 /// an unknown API path with 501, pve-http-server `AnyEvent.pm`
 /// `handle_api2_request` "Method '…' not implemented").
-fn read_listing(
-    transport: &dyn Transport,
+fn listing_of(
+    request: &Request,
+    outcome: Option<Result<Response, TransportError>>,
     acting_as: Option<&str>,
     ep: proxops_core::cluster::Endpoints,
 ) -> Option<proxops_core::cluster::Listing> {
-    let request = Request::get(ep.collection);
     let fail = |message: String| ReadFailure {
-        what: describe(&request),
+        what: describe(request),
         message,
     };
-    let outcome = transport.call(&request);
+    let Some(outcome) = outcome else {
+        return Some(Err(fail("read did not complete".into())));
+    };
     if ep.since.is_some() && lacks_endpoint(&outcome) {
         return None;
     }
@@ -781,7 +790,7 @@ const MAX_SPREAD: Duration = Duration::from_millis(100);
 /// answer: 1.23 s for 201 requests at 4 in flight, against 1.0 s of
 /// network time); spread, each arrives while the others wait on the
 /// network. A real pveproxy's few workers see the same bursts.
-fn run_bounded(
+pub(crate) fn run_bounded(
     transport: &dyn Transport,
     jobs: &[Request],
     bound: usize,

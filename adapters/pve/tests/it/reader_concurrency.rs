@@ -110,3 +110,71 @@ fn zero_concurrency_still_reads_one_at_a_time() {
     let (max, _) = read_with(0);
     assert_eq!(max, 1);
 }
+
+/// Answers like [`Gauge`]'s, but a cluster-level listing (`/pools`, …)
+/// answers only once a guest's config read has started: read one at a
+/// time before the config reads, as they once were, each would wait for
+/// a read that never comes. The wait ends after a while all the same
+/// (then noted), so a failing run ends instead of hanging.
+struct ListingsWaitForConfigs {
+    gauge: Gauge,
+    config_started: (std::sync::Mutex<bool>, std::sync::Condvar),
+    listings_alone: AtomicUsize,
+}
+
+impl Transport for ListingsWaitForConfigs {
+    fn call(&self, r: &Request) -> Result<Response, TransportError> {
+        let (started, cv) = &self.config_started;
+        if r.path.ends_with("/pending") {
+            *started.lock().unwrap() = true;
+            cv.notify_all();
+        } else if proxops_core::cluster::KINDS
+            .iter()
+            .any(|ep| ep.collection == r.path)
+        {
+            let guard = started.lock().unwrap();
+            let (guard, waited) = cv
+                .wait_timeout_while(guard, Duration::from_secs(5), |s| !*s)
+                .unwrap();
+            if waited.timed_out() {
+                self.listings_alone.fetch_add(1, Ordering::SeqCst);
+            }
+            drop(guard);
+        }
+        self.gauge.call(r)
+    }
+}
+
+#[test]
+fn cluster_listings_are_read_beside_the_config_reads() {
+    let t = ListingsWaitForConfigs {
+        gauge: Gauge {
+            in_flight: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+        },
+        config_started: Default::default(),
+        listings_alone: AtomicUsize::new(0),
+    };
+    // The default bound: more than the listings, so a config read is
+    // among the first reads the pool starts.
+    let scope = ReadScope {
+        concurrency: 8,
+        ..ReadScope::default()
+    };
+    let snap = read_snapshot(&t, &scope).unwrap();
+    assert_eq!(snap.guests.len() as u64, GUESTS);
+    assert!(snap.failures.is_empty(), "{:?}", snap.failures);
+    assert_eq!(
+        t.listings_alone.load(Ordering::SeqCst),
+        0,
+        "a cluster listing was read with no config read under way"
+    );
+    let max = t.gauge.max.load(Ordering::SeqCst);
+    assert!(max <= 8, "bound 8, saw {max} in flight");
+    let kinds = proxops_core::cluster::KINDS.len();
+    assert_eq!(
+        t.gauge.calls.load(Ordering::SeqCst),
+        1 + kinds + GUESTS as usize
+    );
+}
