@@ -7,7 +7,6 @@
 #![warn(clippy::too_many_lines)]
 
 mod adopt;
-mod alloc;
 mod apply;
 mod confined;
 mod context;

@@ -126,11 +126,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     let mut lanes = Lanes::new(log_panic);
     let mut first = Some(first);
     while !stop.load(Ordering::SeqCst) {
-        if lanes.reap() > 0 {
-            // A cycle's reads and plan are gone: what the allocator kept
-            // of their peak goes back to the system before the next one.
-            crate::alloc::release_free_memory();
-        }
+        lanes.reap();
         let now = Instant::now();
         if wake.take() {
             // A verified push: every cluster is due now (one still in its

@@ -61,17 +61,14 @@ impl Lanes {
         }
     }
 
-    /// Forgets the cycles that finished; how many did.
-    pub fn reap(&mut self) -> usize {
+    /// Forgets the cycles that finished.
+    pub fn reap(&mut self) {
         let on_panic = self.on_panic;
-        let mut ended = 0;
         for lane in self.lanes.values_mut() {
             if lane.cycle.as_ref().is_some_and(JoinHandle::is_finished) {
                 wait(lane, on_panic);
-                ended += 1;
             }
         }
-        ended
     }
 
     /// Every cluster is due now (one still in its cycle right after it).
