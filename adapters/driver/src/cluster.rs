@@ -117,6 +117,10 @@ impl Transport for Boxed {
     fn acting_as(&self) -> Option<String> {
         self.0.acting_as()
     }
+
+    fn is_local(&self) -> bool {
+        self.0.is_local()
+    }
 }
 
 /// A live transport shared between the session and whoever reads its

@@ -40,4 +40,8 @@ impl Transport for ReadOnly<'_> {
     fn acting_as(&self) -> Option<String> {
         self.inner.acting_as()
     }
+
+    fn is_local(&self) -> bool {
+        self.inner.is_local()
+    }
 }

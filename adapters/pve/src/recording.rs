@@ -294,4 +294,8 @@ impl<T: Transport> Transport for RecordingTransport<T> {
     fn acting_as(&self) -> Option<String> {
         self.inner.acting_as()
     }
+
+    fn is_local(&self) -> bool {
+        self.inner.is_local()
+    }
 }

@@ -141,6 +141,10 @@ impl Transport for ReplayTransport {
             }
         }
     }
+
+    fn is_local(&self) -> bool {
+        true
+    }
 }
 
 /// A recorded body, checked as JSON when the recording was read.

@@ -135,4 +135,12 @@ pub trait Transport: Send + Sync {
     fn acting_as(&self) -> Option<String> {
         None
     }
+
+    /// Whether the answers come from memory (a recording being replayed)
+    /// rather than over a network: there is no round trip for concurrent
+    /// reads to overlap, so they start together instead of spread
+    /// ([`crate::reader`]).
+    fn is_local(&self) -> bool {
+        false
+    }
 }

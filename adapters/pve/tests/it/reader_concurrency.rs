@@ -178,3 +178,76 @@ fn cluster_listings_are_read_beside_the_config_reads() {
         1 + kinds + GUESTS as usize
     );
 }
+
+/// Answers like [`Gauge`]'s, the inventory after `inventory_takes`, every
+/// later read after 40 ms; notes when each reading thread started its
+/// first read. `local` says what [`Transport::is_local`] answers.
+struct FirstStarts {
+    gauge: Gauge,
+    local: bool,
+    inventory_takes: Duration,
+    first: std::sync::Mutex<std::collections::HashMap<std::thread::ThreadId, std::time::Instant>>,
+}
+
+impl Transport for FirstStarts {
+    fn call(&self, r: &Request) -> Result<Response, TransportError> {
+        if r.path == "/cluster/resources" {
+            std::thread::sleep(self.inventory_takes);
+        } else {
+            let at = std::time::Instant::now();
+            let id = std::thread::current().id();
+            self.first.lock().unwrap().entry(id).or_insert(at);
+            std::thread::sleep(Duration::from_millis(40));
+        }
+        self.gauge.call(r)
+    }
+
+    fn is_local(&self) -> bool {
+        self.local
+    }
+}
+
+/// How far apart the reading threads started, 8 of them.
+fn first_reads_apart(local: bool) -> Duration {
+    let t = FirstStarts {
+        gauge: Gauge {
+            in_flight: AtomicUsize::new(0),
+            max: AtomicUsize::new(0),
+            calls: AtomicUsize::new(0),
+        },
+        local,
+        // Over the most the starts are spread over (100 ms).
+        inventory_takes: Duration::from_millis(150),
+        first: Default::default(),
+    };
+    let scope = ReadScope {
+        concurrency: 8,
+        ..ReadScope::default()
+    };
+    let snap = read_snapshot(&t, &scope).unwrap();
+    assert!(snap.failures.is_empty(), "{:?}", snap.failures);
+    let first = t.first.into_inner().unwrap();
+    assert_eq!(first.len(), 8, "every thread reads");
+    let earliest = first.values().min().unwrap();
+    let latest = first.values().max().unwrap();
+    latest.duration_since(*earliest)
+}
+
+/// Over a network the reading threads start spread over the inventory's
+/// round trip (at most 100 ms: thread 7 of 8 after 87.5 ms), so their
+/// requests do not reach the server together; from a recording the
+/// inventory's "round trip" was parsing it, nothing to overlap, and they
+/// start at once.
+#[test]
+fn reads_from_memory_start_at_once_and_network_reads_spread() {
+    let network = first_reads_apart(false);
+    assert!(
+        network >= Duration::from_millis(85),
+        "network reads started {network:?} apart"
+    );
+    let local = first_reads_apart(true);
+    assert!(
+        local < Duration::from_millis(60),
+        "reads from memory started {local:?} apart"
+    );
+}
