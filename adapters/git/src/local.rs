@@ -67,7 +67,7 @@ pub fn read_tree(root: &RepoRoot) -> Result<RepoTree, GitError> {
         } else {
             Expect::Dir
         };
-        walker.visit(&path, name, &mut tree, &mut stack, expect)?;
+        walker.visit(&path, None, name, &mut tree, &mut stack, expect)?;
     }
     Ok(tree)
 }
@@ -113,16 +113,26 @@ enum Entry {
 
 impl Walker<'_> {
     /// Visits `path` (repo-relative `rel`), reading it only when it has the
-    /// `expect`ed shape.
+    /// `expect`ed shape. `listed` is its type as its directory's listing
+    /// gave it, if known.
     fn visit(
         &self,
         path: &Path,
+        listed: Option<fs::FileType>,
         rel: &str,
         tree: &mut RepoTree,
         stack: &mut Vec<PathBuf>,
         expect: Expect,
     ) -> Result<(), GitError> {
-        match self.classify(path)? {
+        let entry = match listed {
+            Some(t) => Self::classify_listed(path, t),
+            None => None,
+        };
+        let entry = match entry {
+            Some(entry) => entry,
+            None => self.classify(path)?,
+        };
+        match entry {
             Entry::Skip => Ok(()),
             Entry::File(_) if expect == Expect::Dir => Ok(()),
             Entry::File(real) => {
@@ -146,7 +156,7 @@ impl Walker<'_> {
                     return Ok(());
                 }
                 note_cluster_dir(tree, rel);
-                let mut names: Vec<String> = Vec::new();
+                let mut names: Vec<(String, Option<fs::FileType>)> = Vec::new();
                 let entries = fs::read_dir(&real).map_err(|source| GitError::Io {
                     path: path.to_path_buf(),
                     source,
@@ -159,14 +169,15 @@ impl Walker<'_> {
                     if let Ok(name) = entry.file_name().into_string()
                         && name != ".git"
                     {
-                        names.push(name);
+                        names.push((name, entry.file_type().ok()));
                     }
                 }
-                names.sort();
+                names.sort_by(|a, b| a.0.cmp(&b.0));
                 stack.push(real.clone());
-                for name in names {
+                for (name, listed) in names {
                     self.visit(
                         &real.join(&name),
+                        listed,
                         &format!("{rel}/{name}"),
                         tree,
                         stack,
@@ -177,6 +188,24 @@ impl Walker<'_> {
                 Ok(())
             }
         }
+    }
+
+    /// What `path` is from the type its directory listing gave (the
+    /// entry's `d_type`, no system call), as [`Self::classify`] would find
+    /// it with `lstat`; `None` for a symlink, which is followed there.
+    /// Reading 10,000 manifests made 10,000 `lstat` calls, 3% of a
+    /// `diff --replay`, to learn what the listing already said.
+    fn classify_listed(path: &Path, listed: fs::FileType) -> Option<Entry> {
+        if listed.is_symlink() {
+            return None;
+        }
+        Some(if listed.is_dir() {
+            Entry::Dir(path.to_path_buf())
+        } else if listed.is_file() {
+            Entry::File(path.to_path_buf())
+        } else {
+            Entry::Skip
+        })
     }
 
     /// What `path` is, after following a symlink that stays inside the root.

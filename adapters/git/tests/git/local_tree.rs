@@ -232,3 +232,32 @@ fn read_tree_reads_no_more_than_the_read_limit_of_a_file() {
     assert_eq!(tree.files["vm/base/big.yaml"].len(), limit);
     assert_eq!(tree.files["vm/base/small.yaml"], b"a: 1\n");
 }
+
+/// A FIFO where a manifest would be is never opened (opening it would
+/// wait for a writer forever), whether the directory listing or `lstat`
+/// tells what it is: at the top level and below a kind root.
+#[test]
+fn read_tree_skips_a_fifo_instead_of_waiting_on_it() {
+    let s = Scratch::new();
+    let repo = s.work_repo("r");
+    write(&repo, "vm/base/real.yaml", "real");
+    for fifo in ["vm/base/pipe.yaml", "proxops.yaml"] {
+        let made = std::process::Command::new("mkfifo")
+            .arg(repo.join(fifo))
+            .status()
+            .unwrap();
+        assert!(made.success(), "mkfifo {fifo}");
+    }
+    let r = root(&s, "r");
+    let (tx, rx) = std::sync::mpsc::channel();
+    // A reader stuck on the FIFO is left behind; the test fails.
+    std::thread::spawn(move || tx.send(read_tree(&r)));
+    let tree = rx
+        .recv_timeout(std::time::Duration::from_secs(20))
+        .expect("read_tree opened a FIFO and waits on it")
+        .unwrap();
+    assert_eq!(
+        tree.files.keys().collect::<Vec<_>>(),
+        vec!["vm/base/real.yaml"]
+    );
+}
