@@ -36,7 +36,6 @@ use crate::creds;
 use crate::exit::{Exit, Failure};
 use crate::out;
 use crate::prepare::{self, Source};
-use crate::recordings::Recordings;
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let ws = context::load_workspace(g, env)?;
@@ -54,7 +53,7 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
         ));
     };
     let source = match &a.replay {
-        Some(dir) => Source::Replay(Recordings::on_demand(dir.clone())),
+        Some(dir) => Source::Replay(dir.clone()),
         None => Source::Live,
     };
     let session = prepare::prepare(g, env, &ws, &source)?;

@@ -18,13 +18,16 @@ use crate::context::{self, Env};
 use crate::exit::{Exit, Failure};
 use crate::log::{self, Level};
 use crate::out;
-use crate::prepare;
-use crate::recordings;
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let output = a.output.unwrap_or(Output::Text);
-    let (ws, source) = recordings::load_with_source(g, env, a.replay.as_deref())?;
+    let ws = context::load_workspace(g, env)?;
     context::print_warnings(&ws.loaded);
+    let source = match &a.replay {
+        Some(dir) => Source::Replay(dir.clone()),
+        None => Source::Live,
+    };
     let targets = targets(g, a, &ws)?;
     if targets.is_some() && a.out.is_some() {
         return Err(Failure::input(

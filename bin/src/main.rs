@@ -19,7 +19,6 @@ mod log;
 mod out;
 mod prepare;
 mod record;
-mod recordings;
 mod run;
 mod saved;
 mod schema;

@@ -11,7 +11,7 @@
 //! may see are confirmed ([`proxops_driver::cluster`]).
 
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use proxops_core::config::{AuthMethod, Config};
@@ -29,6 +29,7 @@ use proxops_driver::lock::Locking;
 use proxops_pve::auth::{CredentialError, Credentials};
 use proxops_pve::live::{LiveConfig, LiveTransport, RequestLog};
 use proxops_pve::reader::ReadScope;
+use proxops_pve::replay::ReplayTransport;
 use proxops_pve::tls::TlsTrust;
 use proxops_pve::transport::Transport;
 use proxops_sops::IdentitySources;
@@ -38,13 +39,12 @@ use crate::context::{self, Env, Workspace};
 use crate::creds;
 use crate::exit::{Exit, Failure};
 use crate::out;
-use crate::recordings::Recordings;
 
 /// Where live state comes from.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub enum Source {
     /// Recordings `<dir>/<cluster>.json`.
-    Replay(Recordings),
+    Replay(PathBuf),
     /// The PVE API.
     Live,
 }
@@ -219,9 +219,7 @@ pub fn prepare_reusing<'w>(
             firewall: proxops_core::firewall_plan::read_scope(desired),
         };
         let built = match source {
-            Source::Replay(recordings) => {
-                replay_transport(name, cc, ws, recordings, &sources, &mut invalid)?
-            }
+            Source::Replay(dir) => replay_transport(name, cc, ws, dir, &sources, &mut invalid)?,
             Source::Live => live_transport(name, cc, ws, &sources, reuse, &mut invalid)?,
         };
         let (transport, secrets, live) = match built {
@@ -262,9 +260,6 @@ pub fn prepare_reusing<'w>(
                 targets: None,
             }),
         });
-    }
-    if let Source::Replay(recordings) = source {
-        recordings.forget_the_rest();
     }
     if matches!(source, Source::Live) {
         confirm_distinct_pves(&mut clusters, cfg, reuse);
@@ -323,7 +318,7 @@ fn replay_transport(
     name: &ClusterName,
     cc: &proxops_core::config::ClusterConfig,
     ws: &Workspace,
-    recordings: &Recordings,
+    dir: &Path,
     sources: &IdentitySources,
     invalid: &mut Vec<Diagnostic>,
 ) -> Result<Built, Failure> {
@@ -339,8 +334,8 @@ fn replay_transport(
     } else {
         CloudInitSecrets::default()
     };
-    let (path, loaded) = recordings.load(name.as_str());
-    match loaded {
+    let path = dir.join(format!("{name}.json"));
+    match ReplayTransport::load(&path) {
         Ok(t) => Ok(Built::Ready {
             transport: Box::new(t),
             secrets,

@@ -21,11 +21,10 @@ use proxops_core::state;
 use proxops_pve::runner::unix_now;
 
 use crate::args::{CommandArgs, GlobalArgs, Output};
-use crate::context::Env;
+use crate::context::{self, Env};
 use crate::exit::{Exit, Failure};
 use crate::out;
-use crate::prepare;
-use crate::recordings;
+use crate::prepare::{self, Source};
 
 pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> {
     let process_start = unix_now();
@@ -92,8 +91,12 @@ fn once(
     process_start: u64,
     output: Output,
 ) -> Result<(Exit, Duration), Failure> {
-    let (ws, source) = recordings::load_with_source(g, env, a.replay.as_deref())?;
+    let ws = context::load_workspace(g, env)?;
     let poll = ws.loaded.config.poll_interval.as_std();
+    let source = match &a.replay {
+        Some(dir) => Source::Replay(dir.clone()),
+        None => Source::Live,
+    };
     let started_at = unix_now();
     let clock = std::time::Instant::now();
     let outcome = prepare::plan_all(g, env, &ws, &source, None)?;
