@@ -77,7 +77,13 @@ fn live_kind(g: &LiveGuest) -> Kind {
 /// carries the ownership tag, or the manifest is the one `adopt` wrote for
 /// this very vmid (its first update adds the tag: the claim).
 fn may_act_on(obj: &DesiredObject, live: &LiveGuest, case_sensitive: bool) -> bool {
-    live.is_owned_in(case_sensitive) || obj.metadata.adopted_vmid() == Some(live.vmid)
+    claims(obj, live, live.is_owned_in(case_sensitive))
+}
+
+/// [`may_act_on`], the guest's ownership tag already read (`owned`): a
+/// tagged guest, or the one the manifest adopted by its vmid.
+fn claims(obj: &DesiredObject, live: &LiveGuest, owned: bool) -> bool {
+    owned || obj.metadata.adopted_vmid() == Some(live.vmid)
 }
 
 fn desired_power(spec: &Spec) -> Option<PowerState> {
@@ -391,10 +397,10 @@ impl<'a> Builder<'a> {
             self.create(obj, node);
             return None;
         };
-        // `may_act_on`, with the ownership tag read once for every check
-        // below and the caller's.
+        // The ownership tag read once, for every check below and the
+        // caller's.
         let owned = live.is_owned_in(self.desired.tag_case_sensitive);
-        if !owned && obj.metadata.adopted_vmid() != Some(live.vmid) {
+        if !claims(obj, live, owned) {
             self.not_owned(obj, node, live);
             return None;
         }

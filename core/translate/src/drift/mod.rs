@@ -76,7 +76,7 @@ pub fn lxc_owned_keys() -> Vec<OwnedKey> {
 pub fn with_create_paths(
     kind: proxops_model::names::Kind,
     extra: &BTreeMap<String, String>,
-    changes: Vec<Change>,
+    mut changes: Vec<Change>,
 ) -> Vec<Change> {
     let path = |key: &str| -> Option<String> {
         if extra.contains_key(key) {
@@ -96,7 +96,6 @@ pub fn with_create_paths(
         };
         field.filter(|f| *f != key).map(str::to_owned)
     };
-    let mut changes = changes;
     for c in &mut changes {
         c.path = path(&c.field);
     }
