@@ -1,7 +1,7 @@
 //! The planner proper: fills a `Plan` from desired state and a live
 //! snapshot. The rails it keeps are listed in `plan`'s module docs.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet};
 
 use crate::action::{
     Action, Anomaly, AnomalyKind, AnomalyType, Change, Impact, Op, SkipReason, Skipped, Target,
@@ -9,6 +9,7 @@ use crate::action::{
 };
 use crate::plan::{AbortCause, Plan, Policy};
 use proxops_model::config::RestartPolicy;
+use proxops_model::hash::{Fnv, FnvMap};
 use proxops_model::live::{GuestType, LiveConfig, LiveGuest, LiveSnapshot, NodeState, Power};
 use proxops_model::manifest::{PowerState, Spec};
 use proxops_model::names::{Kind, NodeName, Ref, ResourceName, Vmid};
@@ -312,10 +313,10 @@ impl<'a> Builder<'a> {
     /// PVE name of its family, with the object that claims it.
     /// The names are borrowed and hashed: only looked up, never listed.
     #[allow(clippy::type_complexity)] // two sets, read once by `prunes`
-    fn claimed(&self) -> (BTreeSet<Vmid>, HashMap<(Family, &'a str), (&'a Ref, Vmid)>) {
+    fn claimed(&self) -> (BTreeSet<Vmid>, FnvMap<(Family, &'a str), (&'a Ref, Vmid)>) {
         let mut claimed_ids = BTreeSet::new();
-        let mut claimed_names: HashMap<(Family, &'a str), (&'a Ref, Vmid)> =
-            HashMap::with_capacity(self.desired.objects.len());
+        let mut claimed_names: FnvMap<(Family, &'a str), (&'a Ref, Vmid)> =
+            FnvMap::with_capacity_and_hasher(self.desired.objects.len(), Fnv);
         for o in self.desired.objects.values() {
             if let Some((_, vmid)) = o.spec.guest_id() {
                 claimed_ids.insert(vmid);
@@ -1435,7 +1436,7 @@ impl Builder<'_> {
         &mut self,
         g: &LiveGuest,
         policy: &Policy,
-        claimed_names: &HashMap<(Family, &str), (&Ref, Vmid)>,
+        claimed_names: &FnvMap<(Family, &str), (&Ref, Vmid)>,
     ) -> Option<Kind> {
         if !policy.allows(&g.node)
             || self.live.node_state(&g.node) != NodeState::Online

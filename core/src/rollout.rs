@@ -14,7 +14,7 @@
 //! action has ended, and prunes of a higher dependency level before those of
 //! a lower one (a template outlives its clones).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 
 use serde::Serialize;
 
@@ -24,6 +24,7 @@ pub use proxops_model::policy::{
 };
 
 use crate::action::{Action, Impact, Op, Target, Work};
+use proxops_model::hash::{Fnv, FnvMap};
 use proxops_model::names::NodeName;
 use proxops_model::repo::ClusterDesired;
 
@@ -82,9 +83,10 @@ pub fn prerequisites(actions: &[Action]) -> Vec<Vec<(usize, Wait)>> {
     // Per object: (node, index) of its actions so far. Both maps are only
     // looked up, never listed, so they hash (ordered maps of thousands of
     // names were a twentieth of planning 10,000 guests).
-    let mut by_object: HashMap<&proxops_model::names::Ref, Vec<(&NodeName, usize)>> =
-        HashMap::with_capacity(actions.len());
-    let mut last_on: HashMap<(&NodeName, &Target), usize> = HashMap::with_capacity(actions.len());
+    let mut by_object: FnvMap<&proxops_model::names::Ref, Vec<(&NodeName, usize)>> =
+        FnvMap::with_capacity_and_hasher(actions.len(), Fnv);
+    let mut last_on: FnvMap<(&NodeName, &Target), usize> =
+        FnvMap::with_capacity_and_hasher(actions.len(), Fnv);
     let mut last_firewall: Option<usize> = None;
     // Prunes come last, by descending level: the prunes of the level
     // before the current one, and those of the current level.

@@ -34,6 +34,7 @@ const ORDER: &[(&str, &[&str])] = &[
     (
         "model",
         &[
+            "hash",
             "time",
             "secret",
             "names",

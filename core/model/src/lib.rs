@@ -29,6 +29,7 @@ pub mod extra;
 pub mod firewall;
 pub mod firewall_repo;
 pub mod graph;
+pub mod hash;
 pub mod host;
 pub mod live;
 pub mod manifest;

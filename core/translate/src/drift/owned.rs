@@ -17,6 +17,7 @@
 
 use crate::change::{AnomalyType, Impact, ParamValue, Params};
 use crate::inverse::GuestCx;
+use proxops_model::hash::FnvMap;
 use proxops_model::live::LiveConfig;
 use proxops_model::repo::DesiredObject;
 use proxops_model::wire::parse_bool;
@@ -302,37 +303,12 @@ pub(crate) struct KeyIndex {
     /// practice (the own keys, every pattern with slots 0 to
     /// `SLOTS_KNOWN - 1`), read by one hash instead of a tree search and a
     /// scan of every pattern; any other key is scanned.
-    known: std::collections::HashMap<Box<str>, Option<&'static str>, Fnv>,
+    known: FnvMap<Box<str>, Option<&'static str>>,
 }
 
 /// Slot numbers answered from `KeyIndex::known`: every slot of most
 /// families; the higher slots of `mpN` and `unusedN` (to 255) are scanned.
 const SLOTS_KNOWN: usize = 32;
-
-/// FNV-1a: keys are a few bytes of PVE's key names, built by this
-/// program, so a hash that resists chosen collisions buys nothing.
-#[derive(Default, Clone, Copy)]
-pub(crate) struct Fnv;
-
-impl std::hash::BuildHasher for Fnv {
-    type Hasher = FnvHasher;
-    fn build_hasher(&self) -> FnvHasher {
-        FnvHasher(0xcbf2_9ce4_8422_2325)
-    }
-}
-
-pub(crate) struct FnvHasher(u64);
-
-impl std::hash::Hasher for FnvHasher {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for b in bytes {
-            self.0 = (self.0 ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3);
-        }
-    }
-}
 
 impl KeyIndex {
     pub(crate) fn of<S>(rows: &[Row<S>]) -> KeyIndex {
