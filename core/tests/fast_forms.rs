@@ -133,3 +133,164 @@ proptest! {
         prop_assert_eq!(nic.to_wire(), text);
     }
 }
+
+/// `Bytes::parse` as it lowered the whole text to find the suffix.
+fn bytes_by_lowercase(s: &str) -> Option<u64> {
+    let lower = s.trim().to_ascii_lowercase();
+    let stem = lower
+        .strip_suffix("ib")
+        .or_else(|| lower.strip_suffix('b'))
+        .unwrap_or(&lower);
+    let (num, shift) = match stem.chars().last() {
+        Some('k') => (&stem[..stem.len() - 1], 10),
+        Some('m') => (&stem[..stem.len() - 1], 20),
+        Some('g') => (&stem[..stem.len() - 1], 30),
+        Some('t') => (&stem[..stem.len() - 1], 40),
+        Some('p') => (&stem[..stem.len() - 1], 50),
+        _ => (stem, 0),
+    };
+    // Only digits and a point make a number; one of those, with the unit
+    // spelled plainly, reads as the number it is. (This checks how the
+    // suffix is found; what each unit is worth, `scalar.rs`'s own tests.)
+    if !num.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+        return None;
+    }
+    let unit = match shift {
+        10 => "k",
+        20 => "m",
+        30 => "g",
+        40 => "t",
+        50 => "p",
+        _ => "",
+    };
+    proxops_core::wire::Bytes::parse(&format!("{num}{unit}"))
+        .ok()
+        .map(|b| b.get())
+}
+
+/// `parse_bool` as it lowered the text.
+fn bool_by_lowercase(s: &str) -> Option<bool> {
+    match s.trim().to_ascii_lowercase().as_str() {
+        "1" | "yes" | "on" | "true" => Some(true),
+        "0" | "no" | "off" | "false" => Some(false),
+        _ => None,
+    }
+}
+
+fn sized() -> impl Strategy<Value = String> {
+    let part = prop::sample::select(vec![
+        "0", "1", "32", "0.5", ".", "", " ", "k", "K", "m", "M", "g", "G", "t", "T", "p", "P", "i",
+        "I", "b", "B", "iB", "IB", "x", "\u{e9}", "\u{212a}", "-",
+    ]);
+    prop::collection::vec(part, 0..5).prop_map(|p| p.concat())
+}
+
+fn flag_text() -> impl Strategy<Value = String> {
+    let part = prop::sample::select(vec![
+        "1", "0", "yes", "YES", "No", "on", "oFF", "true", "False", " ", "t", "\u{130}", "",
+    ]);
+    prop::collection::vec(part, 0..3).prop_map(|p| p.concat())
+}
+
+/// A drive's head and tokens as the reader split them before it took the
+/// head out in place, with the volume read the way it read it then.
+fn drive_by_copy(
+    s: &str,
+) -> Option<(
+    proxops_core::wire::DriveVolume,
+    Vec<proxops_core::wire::PropToken>,
+)> {
+    use proxops_core::names::StorageId;
+    use proxops_core::wire::{Bytes, DriveVolume, PropToken, PropertyString, Volid};
+    let tokens = PropertyString::parse(s).ok()?.into_tokens();
+    let mut head = None;
+    let mut rest = Vec::new();
+    for (i, t) in tokens.into_iter().enumerate() {
+        match t {
+            PropToken::Positional(v) if i == 0 && head.is_none() => head = Some(v),
+            PropToken::Pair { key, value }
+                if head.is_none() && key == "file" && !value.contains('=') =>
+            {
+                head = Some(value)
+            }
+            other => rest.push(other),
+        }
+    }
+    let t = head?.trim().to_owned();
+    let volume = if t == "none" {
+        DriveVolume::None
+    } else {
+        match t.split_once(':') {
+            None => DriveVolume::Other(t.clone()),
+            Some(_) if t.starts_with('/') => DriveVolume::Other(t.clone()),
+            Some((storage, r)) => {
+                let sid = StorageId::new(storage).ok()?;
+                if !r.is_empty() && r.bytes().all(|b| b.is_ascii_digit() || b == b'.') {
+                    DriveVolume::Create {
+                        storage: sid,
+                        size: Bytes::parse_gib(r).ok()?,
+                    }
+                } else if r == "cloudinit" {
+                    DriveVolume::CloudInitCreate { storage: sid }
+                } else {
+                    DriveVolume::Volume(Volid::parse(&t).ok()?)
+                }
+            }
+        }
+    };
+    let modelled = [
+        "import-from",
+        "media",
+        "iothread",
+        "discard",
+        "ssd",
+        "aio",
+        "size",
+    ];
+    rest.retain(|t| !t.key().is_some_and(|k| modelled.contains(&k)));
+    Some((volume, rest))
+}
+
+fn drive_text() -> impl Strategy<Value = String> {
+    let token = prop::sample::select(vec![
+        "local-lvm:vm-100-disk-0",
+        "local:iso/a.iso",
+        "file=local:100/vm-100-disk-1.qcow2",
+        "file=a=b",
+        "none",
+        "/dev/sdb",
+        "local-lvm:32",
+        "ceph:cloudinit",
+        "bad id:x",
+        "local:",
+        "size=32G",
+        "iothread=1",
+        "cache=writeback",
+        "backup=0",
+        "ro",
+        "",
+    ]);
+    prop::collection::vec(token, 0..5).prop_map(|t| t.join(","))
+}
+
+proptest! {
+    #[test]
+    fn sizes_read_as_lowering_read_them(text in sized()) {
+        let fast = proxops_core::wire::Bytes::parse(&text).ok().map(|b| b.get());
+        prop_assert_eq!(fast, bytes_by_lowercase(&text), "{:?}", text);
+    }
+
+    #[test]
+    fn flags_read_as_lowering_read_them(text in flag_text()) {
+        prop_assert_eq!(proxops_core::wire::parse_bool(&text).ok(), bool_by_lowercase(&text), "{:?}", text);
+    }
+
+    #[test]
+    fn drives_split_as_copying_split_them(text in drive_text()) {
+        let fast = proxops_core::wire::Drive::parse(&text).ok().map(|d| (d.volume, d.extra));
+        let plain = drive_by_copy(&text);
+        if let Some(fast) = fast {
+            prop_assert_eq!(Some(fast), plain, "{:?}", text);
+        }
+    }
+}

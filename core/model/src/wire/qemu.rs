@@ -28,6 +28,19 @@ impl Volid {
         })
     }
 
+    /// [`Volid::parse`] of `s` = `<storage>:<volname>` whose storage id
+    /// the caller has read already: the same checks of the volume name,
+    /// the same error.
+    fn with_storage(s: &str, storage: StorageId, volname: &str) -> Result<Volid, WireError> {
+        if volname.is_empty() || volname.contains(',') {
+            return Err(WireError::invalid("volume", s, "<storage>:<volume name>"));
+        }
+        Ok(Volid {
+            storage,
+            volname: volname.to_owned(),
+        })
+    }
+
     /// `<storage>:<content>/<filename>`, e.g. an ISO's volume id.
     pub fn for_file(storage: StorageId, content: &str, filename: &str) -> Volid {
         Volid {
@@ -203,7 +216,8 @@ impl DriveVolume {
         if rest == "cloudinit" {
             return Ok(DriveVolume::CloudInitCreate { storage: sid });
         }
-        Volid::parse(t).map(DriveVolume::Volume)
+        // `Volid::parse(t)` with the storage id already read.
+        Volid::with_storage(t, sid, rest).map(DriveVolume::Volume)
     }
 
     /// The storage (pool) the volume is on, when it is on one.
@@ -257,23 +271,25 @@ impl DriveVolume {
 
 /// Splits the head value (leading positional token, or one of `head_keys`)
 /// from the other tokens.
-fn split_head<'a>(tokens: Vec<Token<'a>>, head_keys: &[&str]) -> (Option<&'a str>, Vec<Token<'a>>) {
-    let mut head = None;
-    let mut rest = Vec::with_capacity(tokens.len());
-    for (i, t) in tokens.into_iter().enumerate() {
-        match t {
-            Token::Positional(v) if i == 0 && head.is_none() => head = Some(v),
-            // A volume with `=` in it cannot be written back in front
-            // (`a=` would read as a key): not a volume, so kept as a token.
-            Token::Pair(key, value)
-                if head.is_none() && head_keys.contains(&key) && !value.contains('=') =>
-            {
-                head = Some(value)
-            }
-            other => rest.push(other),
-        }
-    }
-    (head, rest)
+fn split_head<'a>(
+    mut tokens: Vec<Token<'a>>,
+    head_keys: &[&str],
+) -> (Option<&'a str>, Vec<Token<'a>>) {
+    // The first token when positional, else the first head key whose
+    // value has no `=` (a volume with `=` in it cannot be written back in
+    // front: `a=` would read as a key, so it is kept as a token). Taken
+    // out in place: the rest keep their order, and no second list is
+    // built for every drive of every guest.
+    let at = match tokens.first() {
+        Some(Token::Positional(_)) => Some(0),
+        _ => tokens.iter().position(|t| {
+            matches!(t, Token::Pair(key, value) if head_keys.contains(key) && !value.contains('='))
+        }),
+    };
+    let head = at.map(|i| match tokens.remove(i) {
+        Token::Positional(v) | Token::Pair(_, v) => v,
+    });
+    (head, tokens)
 }
 
 fn opt_bool(key: &str, v: &str) -> Result<bool, WireError> {

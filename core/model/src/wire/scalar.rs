@@ -29,18 +29,25 @@ impl Bytes {
             )
         };
         let t = super::propstr::trimmed(s);
-        let lower = t.to_ascii_lowercase();
-        let stem = lower
-            .strip_suffix("ib")
-            .or_else(|| lower.strip_suffix('b'))
-            .unwrap_or(&lower);
-        let (num, shift) = match stem.chars().last() {
-            Some('k') => (&stem[..stem.len() - 1], 10),
-            Some('m') => (&stem[..stem.len() - 1], 20),
-            Some('g') => (&stem[..stem.len() - 1], 30),
-            Some('t') => (&stem[..stem.len() - 1], 40),
-            Some('p') => (&stem[..stem.len() - 1], 50),
-            _ => (stem, 0),
+        // Suffixes in any case, matched in place (every live disk's
+        // `size=` is read each cycle); the number is digits and a point,
+        // which have no case.
+        let stem = strip_suffix_ascii_ci(t, "ib")
+            .or_else(|| strip_suffix_ascii_ci(t, "b"))
+            .unwrap_or(t);
+        let unit = stem.as_bytes().last().map(u8::to_ascii_lowercase);
+        let shift = match unit {
+            Some(b'k') => 10,
+            Some(b'm') => 20,
+            Some(b'g') => 30,
+            Some(b't') => 40,
+            Some(b'p') => 50,
+            _ => 0,
+        };
+        let num = if shift == 0 {
+            stem
+        } else {
+            stem.get(..stem.len() - 1).unwrap_or("")
         };
         let v = scaled(num, shift).ok_or_else(bad)?;
         u64::try_from(v).map(Bytes).map_err(|_| bad())
@@ -95,6 +102,13 @@ impl Bytes {
 /// `<decimal> * 2^shift`, rounded down, computed exactly: `123`, `1.5`,
 /// `.5`; at most 20 integer and 30 fraction digits (2^30 divides 10^30, so
 /// every GiB amount in bytes has an exact decimal of that length).
+/// `s` without `suffix` (ASCII, matched in any case).
+fn strip_suffix_ascii_ci<'a>(s: &'a str, suffix: &str) -> Option<&'a str> {
+    let cut = s.len().checked_sub(suffix.len())?;
+    let (stem, end) = (s.get(..cut)?, s.get(cut..)?);
+    end.eq_ignore_ascii_case(suffix).then_some(stem)
+}
+
 fn scaled(s: &str, shift: u32) -> Option<u128> {
     let (int, frac) = s.split_once('.').unwrap_or((s, ""));
     if (int.is_empty() && frac.is_empty()) || int.len() > 20 || frac.len() > 30 {
@@ -123,14 +137,19 @@ fn scaled(s: &str, shift: u32) -> Option<u128> {
 /// PVE's boolean grammar: `1/0`, `yes/no`, `on/off`, `true/false`,
 /// case-insensitive.
 pub fn parse_bool(s: &str) -> Result<bool, WireError> {
-    match s.trim().to_ascii_lowercase().as_str() {
-        "1" | "yes" | "on" | "true" => Ok(true),
-        "0" | "no" | "off" | "false" => Ok(false),
-        _ => Err(WireError::invalid(
+    // Compared in place: every flag of every guest is read each cycle.
+    let t = s.trim();
+    let any = |words: [&str; 4]| words.iter().any(|w| t.eq_ignore_ascii_case(w));
+    if any(["1", "yes", "on", "true"]) {
+        Ok(true)
+    } else if any(["0", "no", "off", "false"]) {
+        Ok(false)
+    } else {
+        Err(WireError::invalid(
             "boolean",
             s,
             "1/0, yes/no, on/off or true/false",
-        )),
+        ))
     }
 }
 

@@ -287,36 +287,41 @@ fn disk_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, d: &VmDisk, want: Dri
         acc.resize(slot, ls, Bytes(ds.bytes()));
     }
     // Option tokens converge through the live form: same volume, new tokens [PROBE].
-    let next = disk_overlay(&ld, d);
-    if next != ld {
+    if let Some(next) = disk_overlay(ld, d) {
         acc.set_plain(slot, Some(live), next.to_wire(), STOP);
     }
 }
 
-/// The live drive with the owned option tokens set; everything else kept.
-fn disk_overlay(ld: &Drive, d: &VmDisk) -> Drive {
-    let mut next = ld.clone();
+/// The live drive with the owned option tokens set, everything else kept;
+/// `None` when that is the live drive itself. Each token below is set only
+/// where it differs from the live one, so any set changes the drive.
+fn disk_overlay(mut next: Drive, d: &VmDisk) -> Option<Drive> {
+    let mut changed = false;
     if let Some(w) = d.iothread
-        && ld.iothread.unwrap_or(false) != w
+        && next.iothread.unwrap_or(false) != w
     {
         next.iothread = Some(w);
+        changed = true;
     }
     if let Some(w) = d.discard.map(discard)
-        && ld.discard.unwrap_or(wire::Discard::Ignore) != w
+        && next.discard.unwrap_or(wire::Discard::Ignore) != w
     {
         next.discard = Some(w);
+        changed = true;
     }
     if let Some(w) = d.ssd
-        && ld.ssd != Some(w)
+        && next.ssd != Some(w)
     {
         next.ssd = Some(w);
+        changed = true;
     }
     if let Some(w) = d.aio.map(aio)
-        && ld.aio != Some(w)
+        && next.aio != Some(w)
     {
         next.aio = Some(w);
+        changed = true;
     }
-    next
+    changed.then_some(next)
 }
 
 /// A live cloud-init drive anywhere satisfies the manifest (its slot is

@@ -2,8 +2,6 @@
 //! MAC or hwaddr PVE assigned stays), a live-only NIC never removed, and
 //! adoption that never pins a PVE-assigned MAC.
 
-use std::collections::BTreeSet;
-
 use crate::change::{AnomalyType, Impact};
 use crate::inverse::GuestCx;
 use proxops_model::live::LiveConfig;
@@ -68,12 +66,12 @@ fn qemu_nets_drift(
     cfg: &LiveConfig,
     acc: &mut Acc,
 ) -> Result<(), DriftError> {
-    let mut owned = BTreeSet::new();
+    let mut owned = Vec::with_capacity(i.spec.networks.len());
     for (n, nic) in i.spec.networks.iter().enumerate() {
         let slot = manifest::vm_nic_slot(nic, n);
         let want = qemu_net(i, nic, n)?;
         qemu_net_drift(acc, cfg, &slot, nic, want);
-        owned.insert(slot);
+        owned.push(slot);
     }
     // A clone that declares no NIC keeps its template's.
     if !(i.spec.clone.is_some() && i.spec.networks.is_empty()) {
@@ -82,9 +80,10 @@ fn qemu_nets_drift(
     Ok(())
 }
 
-fn live_only_nics(acc: &mut Acc, cfg: &LiveConfig, owned: &BTreeSet<String>) {
+/// `owned`: the slots the manifest declares (a guest has a handful).
+fn live_only_nics(acc: &mut Acc, cfg: &LiveConfig, owned: &[String]) {
     for (_, key, _) in cfg.slots("net") {
-        if !owned.contains(key) {
+        if !owned.iter().any(|o| o == key) {
             acc.anomaly(AnomalyType::LiveOnlySlot, Some(key), format!("{key} is on PVE but not in the manifest: ProxOps never removes a NIC; declare it or remove it by hand"));
         }
     }
@@ -115,19 +114,24 @@ fn qemu_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &VmNic, want: 
         acc.set_plain(slot, None, want.to_wire(), Impact::StopStart);
         return;
     };
-    let Some(ln) = read_live(acc, slot, QemuNet::parse(live)) else {
+    let Some(mut next) = read_live(acc, slot, QemuNet::parse(live)) else {
         return;
     };
-    let mut next = ln.clone();
-    next.model = want.model.clone();
-    next.bridge = want.bridge.clone();
-    overlay_mac(&mut next.mac, want.mac);
+    // The live NIC becomes the next one in place; what is overlaid is
+    // compared as it goes (the live NIC was copied whole for every guest
+    // to compare at the end).
+    let mut changed = next.model != want.model || next.bridge != want.bridge;
+    next.model = want.model;
+    next.bridge = want.bridge;
+    changed |= overlay_mac(&mut next.mac, want.mac);
+    let before = (next.tag, next.rate.clone(), next.firewall);
     overlay_common(
         (&mut next.tag, &mut next.rate, &mut next.firewall),
         (n.vlan, n.rate_limit, n.firewall),
     );
+    changed |= (next.tag, &next.rate, next.firewall) != (before.0, &before.1, before.2);
     // A MAC PVE assigned stays: the live form keeps it.
-    if next != ln {
+    if changed {
         acc.set_plain(slot, Some(live), next.to_wire(), Impact::StopStart);
     }
 }
@@ -136,12 +140,15 @@ fn qemu_net_drift(acc: &mut Acc, cfg: &LiveConfig, slot: &str, n: &VmNic, want: 
 /// manifest spells it; the same address keeps PVE's spelling, because PVE
 /// compares the text and re-creates a container's veth when it changes
 /// (pve-container `LXC.pm` `update_net`).
-fn overlay_mac(live: &mut Option<MacAddr>, want: Option<MacAddr>) {
+/// Whether it changed the live one.
+fn overlay_mac(live: &mut Option<MacAddr>, want: Option<MacAddr>) -> bool {
     if let Some(w) = want
         && live.as_ref() != Some(&w)
     {
         *live = Some(w);
+        return true;
     }
+    false
 }
 
 /// `tag`, `rate` and `firewall`, alike on VM and container NICs, from the
@@ -253,12 +260,12 @@ fn lxc_nets_drift(
     cfg: &LiveConfig,
     acc: &mut Acc,
 ) -> Result<(), DriftError> {
-    let mut owned = BTreeSet::new();
+    let mut owned = Vec::with_capacity(i.spec.networks.len());
     for (n, nic) in i.spec.networks.iter().enumerate() {
         let slot = manifest::lxc_nic_slot(nic, n);
         let want = lxc_net(i, nic, n)?;
         lxc_net_drift(acc, cfg, &slot, nic, want);
-        owned.insert(slot);
+        owned.push(slot);
     }
     live_only_nics(acc, cfg, &owned);
     Ok(())
