@@ -294,3 +294,33 @@ proptest! {
         }
     }
 }
+
+fn tag_list() -> impl Strategy<Value = Vec<String>> {
+    let tag = prop::sample::select(vec![
+        "proxops",
+        "web",
+        "Web",
+        "a",
+        "a.b",
+        "z-1",
+        "_x",
+        "proxops-noprune",
+        "10",
+        "1a",
+    ]);
+    prop::collection::vec(tag.prop_map(str::to_owned), 0..6)
+}
+
+proptest! {
+    /// The desired tags' text, sorted and joined without building a set,
+    /// is the set's own text.
+    #[test]
+    fn tags_join_as_their_set_writes_them(tags in tag_list()) {
+        use proxops_core::wire::{Tag, TagSet, join_tags};
+        let set = TagSet(tags.iter().map(|t| Tag::new(t).unwrap()).collect());
+        let mut sorted: Vec<&str> = tags.iter().map(String::as_str).collect();
+        sorted.sort_unstable();
+        sorted.dedup();
+        prop_assert_eq!(join_tags(sorted.into_iter()), set.to_wire());
+    }
+}

@@ -222,12 +222,22 @@ impl LiveConfig {
     /// The keys starting with `prefix` sit together in the map's order,
     /// from `prefix` on: only that run is read, not the whole config.
     pub fn slots<'a>(&'a self, prefix: &'a str) -> Vec<(u32, &'a str, &'a str)> {
+        let mut out: Vec<(u32, &str, &str)> = self.slots_unordered(prefix).collect();
+        out.sort_by_key(|(n, _, _)| *n);
+        out
+    }
+
+    /// [`LiveConfig::slots`] in the map's order (`net10` before `net2`),
+    /// without collecting them: for a question any order answers.
+    pub fn slots_unordered<'a>(
+        &'a self,
+        prefix: &'a str,
+    ) -> impl Iterator<Item = (u32, &'a str, &'a str)> + 'a {
         use std::ops::Bound;
-        let mut out: Vec<(u32, &str, &str)> = self
-            .values
+        self.values
             .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix))
-            .filter_map(|(k, v)| {
+            .take_while(move |(k, _)| k.starts_with(prefix))
+            .filter_map(move |(k, v)| {
                 let n = k.strip_prefix(prefix)?;
                 if n.is_empty()
                     || !n.bytes().all(|b| b.is_ascii_digit())
@@ -237,9 +247,6 @@ impl LiveConfig {
                 }
                 Some((n.parse().ok()?, k.as_str(), v.as_str()))
             })
-            .collect();
-        out.sort_by_key(|(n, _, _)| *n);
-        out
     }
 
     /// `memory` in MiB (number, numeric string, or `current=N`).

@@ -34,7 +34,7 @@ pub use qemu::{
     TpmState, TpmVersion, Volid,
 };
 pub use scalar::{Agent, Boot, Bytes, DnsList, parse_bool, parse_memory_mib, write_bool};
-pub use tags::{Tag, TagSet};
+pub use tags::{Tag, TagSet, join_tags};
 
 /// Why a PVE value could not be read (or a value could not be written).
 /// The text names the key and what PVE's grammar expects there.

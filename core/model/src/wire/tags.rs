@@ -13,13 +13,19 @@ pub struct Tag(String);
 
 impl Tag {
     pub fn new(s: &str) -> Result<Tag, WireError> {
+        Tag::check(s).map(|()| Tag(s.to_owned()))
+    }
+
+    /// Whether `s` is a tag, with [`Tag::new`]'s error when it is not;
+    /// nothing is copied.
+    pub fn check(s: &str) -> Result<(), WireError> {
         let b = s.as_bytes();
         let ok = !b.is_empty()
             && (b[0].is_ascii_alphanumeric() || b[0] == b'_')
             && b.iter()
                 .all(|c| c.is_ascii_alphanumeric() || matches!(c, b'-' | b'_' | b'+' | b'.'));
         if ok {
-            Ok(Tag(s.to_owned()))
+            Ok(())
         } else {
             Err(WireError::invalid(
                 "tags",
@@ -90,8 +96,22 @@ impl TagSet {
 
     /// Sorted, `;`-joined: PVE's own storage form.
     pub fn to_wire(&self) -> String {
-        self.0.iter().map(Tag::as_str).collect::<Vec<_>>().join(";")
+        join_tags(self.0.iter().map(Tag::as_str))
     }
+}
+
+/// Tags in the order given, `;`-joined: [`TagSet::to_wire`] of sorted,
+/// distinct tags.
+pub fn join_tags<'a>(tags: impl Iterator<Item = &'a str> + Clone) -> String {
+    let len = tags.clone().map(|t| t.len() + 1).sum::<usize>();
+    let mut out = String::with_capacity(len);
+    for (i, t) in tags.enumerate() {
+        if i > 0 {
+            out.push(';');
+        }
+        out.push_str(t);
+    }
+    out
 }
 
 #[cfg(test)]

@@ -597,30 +597,32 @@ impl Acc {
 /// `tags`: the user's tags plus the ownership tag, sorted, `;`-joined;
 /// plus `proxops-noprune` for an object annotated `proxops/prune: disabled`,
 /// so PVE itself remembers the protection once the manifest is gone.
-pub(crate) fn desired_tags(
-    obj: &DesiredObject,
-    tags: &[String],
-) -> Result<proxops_model::wire::TagSet, DriftError> {
-    let object = &obj.r#ref;
+/// The text of the `TagSet` they make, without building it: every guest's
+/// tags are compared each cycle.
+pub(crate) fn desired_tags(obj: &DesiredObject, tags: &[String]) -> Result<String, DriftError> {
     let no_prune = obj
         .metadata
         .prune_disabled()
         .then_some(proxops_model::manifest::NO_PRUNE_TAG);
-    let mut set = proxops_model::wire::TagSet::default();
+    let mut set: Vec<&str> = Vec::with_capacity(tags.len() + 2);
     for t in tags
         .iter()
         .map(String::as_str)
         .chain(std::iter::once(proxops_model::manifest::OWNERSHIP_TAG))
         .chain(no_prune)
     {
-        let tag = proxops_model::wire::Tag::new(t).map_err(|e| DriftError::Unsupported {
-            object: object.clone(),
+        proxops_model::wire::Tag::check(t).map_err(|e| DriftError::Unsupported {
+            object: obj.r#ref.clone(),
             field: "spec.tags".into(),
             message: e.to_string(),
         })?;
-        set.insert(tag);
+        set.push(t);
     }
-    Ok(set)
+    // A `TagSet`'s order (tags compare as their text) and its one copy
+    // of each.
+    set.sort_unstable();
+    set.dedup();
+    Ok(proxops_model::wire::join_tags(set.into_iter()))
 }
 
 /// A rate (a NIC's MB/s, a CPU limit) as PVE spells it: `100`, `12.5`.

@@ -191,11 +191,7 @@ pub(crate) const fn tags<S: GuestSpec>(impact: Impact) -> Row<S> {
             "tags",
             "spec.tags",
             impact,
-            |i: &Input<'_, S>| {
-                Ok(plain(
-                    super::desired_tags(i.obj, i.spec.user_tags())?.to_wire(),
-                ))
-            },
+            |i: &Input<'_, S>| Ok(plain(super::desired_tags(i.obj, i.spec.user_tags())?)),
             same_tags,
             |cx, s| *s.user_tags_mut() = cx.tags(),
         )
