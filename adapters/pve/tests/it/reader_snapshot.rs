@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 use std::sync::Mutex;
 
-use proxops_core::live::{GuestType, NodeState, Power};
+use proxops_core::live::{GuestType, LiveSnapshot, NodeState, Power};
 use proxops_core::names::{Kind, NodeName, StorageId, Vmid};
 use proxops_core::wire::{Drive, QemuNet};
 use proxops_pve::reader::{ReadError, ReadScope, read_snapshot};
@@ -368,36 +368,68 @@ fn snapshot_is_deterministic_and_serialises() {
     assert!(ja.contains("\"guests\":[{"));
 }
 
-fn real_fixture(name: &str) -> Value {
+/// One answer body from the repository's `fixtures/pve-shapes`: made-up
+/// content in the shape of captured PVE answers (its README says which
+/// shape each file follows, after the wire-format notes in pve-wire.md).
+fn pve_shaped(name: &str) -> Value {
     let path = format!(
-        "{}/../../../shared/fixtures/pve-real/{name}",
+        "{}/../../fixtures/pve-shapes/{name}",
         env!("CARGO_MANIFEST_DIR")
     );
-    serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap()
+    let text = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    serde_json::from_slice(&text).unwrap()
+}
+
+/// The snapshot of a recording that answers `/cluster/resources` with
+/// `body` and nothing else.
+fn snapshot_of_resources(body: Value) -> LiveSnapshot {
+    let answer = json!({"method": "GET", "path": "/cluster/resources", "query": "", "status": 200, "body": body});
+    read_snapshot(&replay(vec![answer]), &ReadScope::default()).unwrap()
 }
 
 #[test]
 fn real_cluster_resources_answer_reads_nodes_guests_and_tags() {
-    let body = real_fixture("cluster-resources__goproxmox.json");
-    let rec = json!({"format": "proxops-recording/v1", "cluster": "lab", "responses": [
-        {"method": "GET", "path": "/cluster/resources", "query": "", "status": 200, "body": body}
-    ]});
-    let snap = read_snapshot(
-        &ReplayTransport::from_json(rec.to_string().as_bytes()).unwrap(),
-        &ReadScope::default(),
-    )
-    .unwrap();
-    assert_eq!(snap.nodes.len(), 4);
-    assert!(snap.nodes.values().all(|s| *s == NodeState::Online));
-    let leap = snap.guest(&node("node1"), vmid(101)).unwrap();
-    assert!(leap.template);
-    assert_eq!(leap.power, Power::Stopped);
-    let tagged = snap.guest(&node("node1"), vmid(102)).unwrap();
-    assert_eq!(tagged.tags.to_wire(), "go-proxmox+cloud-init");
+    let snap = snapshot_of_resources(pve_shaped("cluster-resources.json"));
+    // Three node rows, four guest rows; the eight storage rows are neither.
     assert_eq!(
-        snap.guest(&node("node2"), vmid(100)).unwrap().power,
-        Power::Running
+        snap.nodes.keys().map(NodeName::as_str).collect::<Vec<_>>(),
+        ["alder", "birch", "cedar"]
     );
+    assert!(snap.nodes.values().all(|s| *s == NodeState::Online));
+    assert_eq!(
+        snap.guests
+            .keys()
+            .map(|(n, v)| (n.as_str(), v.get()))
+            .collect::<Vec<_>>(),
+        [
+            ("alder", 111),
+            ("alder", 112),
+            ("birch", 110),
+            ("cedar", 130)
+        ]
+    );
+    let template = snap.guest(&node("alder"), vmid(111)).unwrap();
+    assert!(template.template);
+    assert_eq!(template.power, Power::Stopped);
+    assert!(template.tags.is_empty(), "no `tags` key: no tags");
+    // `+`, `-` and `.` are inside one tag; only `;` separates tags.
+    let tagged = snap.guest(&node("alder"), vmid(112)).unwrap();
+    assert_eq!(tagged.tags.iter().count(), 1);
+    assert_eq!(tagged.tags.to_wire(), "ci-runner+v1.2");
+    assert!(!tagged.template);
+    let running = snap.guest(&node("birch"), vmid(110)).unwrap();
+    assert_eq!(running.power, Power::Running);
+    assert_eq!(running.name, "gitea");
+    assert_eq!(
+        snap.guest(&node("cedar"), vmid(130)).unwrap().name,
+        "VM 130"
+    );
+    // The storage rows' `shared` and `plugintype` are kept per storage.
+    let id = |s: &str| StorageId::new(s).unwrap();
+    assert!(snap.is_shared(&id("nfs-isos")));
+    assert!(!snap.is_shared(&id("local-zfs")));
+    assert_eq!(snap.storage_type(&id("local-zfs")), Some("zfspool"));
+    assert_eq!(snap.storage_type(&id("nfs-isos")), Some("nfs"));
     // No config was recorded: every guest's config is a failure, none is absent.
     assert!(snap.guests.values().all(|g| {
         g.config
@@ -409,20 +441,19 @@ fn real_cluster_resources_answer_reads_nodes_guests_and_tags() {
 
 #[test]
 fn real_trimmed_resources_split_tags_on_semicolons() {
-    let body = real_fixture("cluster-resources-trimmed__vmconfig-tags-test.json");
-    let rec = json!({"format": "proxops-recording/v1", "cluster": "lab", "responses": [
-        {"method": "GET", "path": "/cluster/resources", "query": "", "status": 200, "body": body}
-    ]});
-    let snap = read_snapshot(
-        &ReplayTransport::from_json(rec.to_string().as_bytes()).unwrap(),
-        &ReadScope::default(),
-    )
-    .unwrap();
-    let g = snap.guest(&node("pve"), vmid(101)).unwrap();
-    assert!(g.tags.contains("blue") && g.tags.contains("red"));
-    assert_eq!(g.power, Power::Unknown, "no status in the row");
+    let snap = snapshot_of_resources(pve_shaped("cluster-resources-vm-trimmed.json"));
+    let g = snap.guest(&node("elm"), vmid(301)).unwrap();
     assert_eq!(
-        snap.node_state(&node("pve")),
+        g.tags.iter().map(|t| t.as_str()).collect::<Vec<_>>(),
+        ["amber", "teal"]
+    );
+    assert_eq!(g.power, Power::Unknown, "no status in the row");
+    let template = snap.guest(&node("elm"), vmid(302)).unwrap();
+    assert!(template.template);
+    assert_eq!(template.tags.to_wire(), "amber");
+    assert!(snap.guest(&node("elm"), vmid(300)).unwrap().tags.is_empty());
+    assert_eq!(
+        snap.node_state(&node("elm")),
         NodeState::Unknown,
         "no node row"
     );

@@ -9,6 +9,6 @@
 mod common;
 
 mod encrypt_roundtrip;
+mod fixture_set;
 mod real_sops;
 mod refusals;
-mod shared_fixtures;

