@@ -107,7 +107,27 @@ struct Builder<'a> {
     refused_downloads: BTreeSet<(Ref, NodeName)>,
     /// Live guests by vmid (ids are unique across a PVE cluster).
     by_vmid: BTreeMap<Vmid, &'a LiveGuest>,
+    nodes: NodeStates<'a>,
     policy: &'a Policy,
+}
+
+/// `LiveSnapshot::node_state` by a hash of the node's name, read for
+/// every guest: the ordered map compared names byte by byte at each
+/// level (3% of planning 10,000 guests).
+struct NodeStates<'a>(FnvMap<&'a str, NodeState>);
+
+impl<'a> NodeStates<'a> {
+    fn of(live: &'a LiveSnapshot) -> NodeStates<'a> {
+        NodeStates(live.nodes.iter().map(|(n, s)| (n.as_str(), *s)).collect())
+    }
+
+    /// As `LiveSnapshot::node_state`: a node PVE did not list is unknown.
+    fn get(&self, node: &NodeName) -> NodeState {
+        self.0
+            .get(node.as_str())
+            .copied()
+            .unwrap_or(NodeState::Unknown)
+    }
 }
 
 /// Plans one cluster. `live` must come from a read that succeeded as a
@@ -123,10 +143,11 @@ pub fn plan(
     // does nothing this cycle (no create, update or prune on a partial
     // read). Guests on an offline node are a different matter: nothing can
     // be done there anyway, and the other nodes go on.
+    let nodes = NodeStates::of(live);
     let unreadable: Vec<&proxops_model::live::ReadFailure> = live
         .guests
         .values()
-        .filter(|g| policy.allows(&g.node) && live.node_state(&g.node) == NodeState::Online)
+        .filter(|g| policy.allows(&g.node) && nodes.get(&g.node) == NodeState::Online)
         .filter_map(|g| g.config.as_ref().err())
         .collect();
     if let Some(first) = unreadable.first() {
@@ -162,6 +183,7 @@ pub fn plan(
         downloads: BTreeSet::new(),
         refused_downloads: BTreeSet::new(),
         by_vmid: live.guests.values().map(|g| (g.vmid, g)).collect(),
+        nodes,
         policy,
     };
     // Artifacts first: guests check whether their prerequisites are present
@@ -370,7 +392,7 @@ impl<'a> Builder<'a> {
         let kind = obj.r#ref.kind;
         let name = obj.r#ref.name.as_str();
         let id = vmid;
-        if self.live.node_state(node) != NodeState::Online {
+        if self.nodes.get(node) != NodeState::Online {
             self.skip(
                 kind,
                 name,
@@ -1439,7 +1461,7 @@ impl Builder<'_> {
         claimed_names: &FnvMap<(Family, &str), (&Ref, Vmid)>,
     ) -> Option<Kind> {
         if !policy.allows(&g.node)
-            || self.live.node_state(&g.node) != NodeState::Online
+            || self.nodes.get(&g.node) != NodeState::Online
             || g.config.is_err()
         {
             // Never prune what we could not read.
