@@ -331,7 +331,7 @@ fn split_key(text: &str) -> Option<(Node<'_>, &str)> {
                 || colon >= MAX_KEY
                 || key == "<<"
                 || starts_with_indicator(key)
-                || key.contains(" #")
+                || comment_start(key).is_some()
             {
                 return None;
             }
@@ -358,10 +358,26 @@ fn key_colon(text: &str) -> Option<usize> {
 /// A character that cannot start a plain scalar in block context (or
 /// starts something this reader leaves to libyaml).
 fn starts_with_indicator(text: &str) -> bool {
-    text.starts_with([
-        '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@',
-        '`',
-    ])
+    // Every indicator is ASCII: the first byte says (a character searcher
+    // set up per scalar cost more than the rest of reading it).
+    const INDICATORS: &[u8] = b"-?:,[]{}#&*!|>'\"%@`";
+    text.as_bytes()
+        .first()
+        .is_some_and(|b| INDICATORS.contains(b))
+}
+
+/// Where the first ` #` (a comment after a space) starts.
+fn comment_start(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut from = 1;
+    while let Some(i) = bytes.get(from..)?.iter().position(|&b| b == b'#') {
+        let hash = from + i;
+        if bytes[hash - 1] == b' ' {
+            return Some(hash - 1);
+        }
+        from = hash + 1;
+    }
+    None
 }
 
 /// A value written on one line after `key: ` or `- `.
@@ -384,7 +400,7 @@ fn inline_value(text: &str) -> Option<Node<'_>> {
 
 /// A plain scalar on one line, up to a comment.
 fn plain(text: &str) -> Option<Node<'_>> {
-    let end = text.find(" #").unwrap_or(text.len());
+    let end = comment_start(text).unwrap_or(text.len());
     let scalar = text[..end].trim_end_matches(' ');
     if key_colon(scalar).is_some() {
         // `a: b: c`: libyaml refuses a mapping there.
@@ -465,13 +481,19 @@ fn flow_sequence(text: &str) -> Option<Node<'_>> {
 /// boolean, a plain decimal integer or a string; `None` for anything that
 /// could read as another kind of number (signs, floats, hexadecimal, …).
 fn resolve(scalar: &str) -> Option<Node<'_>> {
-    match scalar {
-        "" | "~" | "null" | "Null" | "NULL" => return Some(Node::Null),
-        "true" | "True" | "TRUE" => return Some(Node::Bool(true)),
-        "false" | "False" | "FALSE" => return Some(Node::Bool(false)),
-        _ => {}
+    let Some(&first) = scalar.as_bytes().first() else {
+        return Some(Node::Null);
+    };
+    // Only a short scalar starting so can be a null or a boolean: most
+    // scalars are told apart by their first byte.
+    if scalar.len() <= 5 && matches!(first, b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F') {
+        match scalar {
+            "~" | "null" | "Null" | "NULL" => return Some(Node::Null),
+            "true" | "True" | "TRUE" => return Some(Node::Bool(true)),
+            "false" | "False" | "FALSE" => return Some(Node::Bool(false)),
+            _ => {}
+        }
     }
-    let first = scalar.as_bytes()[0];
     if scalar.bytes().all(|b| b.is_ascii_digit()) {
         // Leading zeros make a string (YAML 1.2); beyond u64, let
         // serde_norway decide.
@@ -498,7 +520,7 @@ fn could_be_number(scalar: &str) -> bool {
         || unsigned.eq_ignore_ascii_case(".inf")
         || unsigned.eq_ignore_ascii_case(".nan")
         || scalar.parse::<f64>().is_ok()
-        || unsigned.parse::<f64>().is_ok()
+        || (unsigned.len() < scalar.len() && unsigned.parse::<f64>().is_ok())
         || unsigned.bytes().all(|b| b.is_ascii_digit())
 }
 
