@@ -43,6 +43,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "suggest",
             "yaml_emit",
             "yaml_block",
+            "yaml_node",
             "yaml",
             "bounds",
             "wire",

@@ -3,13 +3,17 @@
 //! what is wrong. Two generators: YAML-ish noise dropped into any file of
 //! the demo repository, and small edits (delete, duplicate, swap, retype,
 //! unknown key, truncate) of the demo's own files. The same texts hold
-//! the block-YAML reader (`yaml_block`) to serde_norway's reading.
+//! the block-YAML reader (`yaml_block`) to serde_norway's reading, and the
+//! manifests read straight from its tree (`yaml_node`) to those read from
+//! serde_norway's values.
 
 #![allow(clippy::unwrap_used)]
 // Reads the demo fixtures and PROPTEST_CASES.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 mod support;
+#[path = "support/typed.rs"]
+mod typed;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::OnceLock;
@@ -290,6 +294,9 @@ fn same_reading(text: &str) -> Result<(), TestCaseError> {
     if let Some(fast) = yaml_block::documents(text) {
         let reference = yaml::serde_documents(text).map(|d| format!("{d:?}"));
         prop_assert_eq!(Ok(format!("{fast:?}")), reference, "{}", text);
+    }
+    if let Err(e) = typed::typed_readings_agree(text) {
+        return Err(TestCaseError::fail(e));
     }
     Ok(())
 }

@@ -46,3 +46,4 @@ pub mod wire;
 pub mod yaml;
 pub mod yaml_block;
 pub mod yaml_emit;
+pub mod yaml_node;

@@ -21,7 +21,9 @@ use crate::manifest::{self, Document, Metadata, Spec};
 use crate::names::{ClusterName, Kind, NodeName, Ref, ResourceName, Vmid, article};
 use crate::outcome::AbortCause;
 use crate::units::{WireUnit, binary_spelling, surprise};
-use crate::yaml::{deserialize_document, document_values, from_value, remaining_errors};
+use crate::yaml::{deserialize_document, from_value, remaining_errors, serde_documents};
+use crate::yaml_block::{self, Node};
+use crate::yaml_node::from_node;
 
 /// The files of a repository, as the git adapter read them.
 #[derive(Debug, Clone, Copy)]
@@ -297,7 +299,7 @@ fn is_yaml(p: &str) -> bool {
     p.ends_with(".yaml") || p.ends_with(".yml")
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(untagged)]
 enum Composition {
     Map(CompositionMap),
@@ -308,13 +310,15 @@ enum Composition {
 /// 10,000 guests): read through the block-YAML reader when it can, else
 /// (and for the error's position) by serde_norway from the text.
 fn read_composition(text: &str) -> Result<Composition, crate::yaml::DocError> {
-    crate::yaml_block::documents(text)
-        .and_then(|docs| docs.into_iter().next())
-        .and_then(|doc| from_value(&doc))
+    let docs = yaml_block::nodes(text);
+    let first = docs.as_ref().and_then(|d| d.first());
+    first
+        .and_then(from_node)
+        .or_else(|| first.and_then(|doc| from_value(&doc.to_value())))
         .map_or_else(|| deserialize_document(text, 0), Ok)
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 struct CompositionMap {
     #[serde(default)]
@@ -549,7 +553,7 @@ fn listed_files(
     listed
 }
 
-#[derive(Deserialize)]
+#[derive(Debug, PartialEq, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct Head {
     #[serde(default)]
@@ -582,8 +586,8 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
         return;
     };
     let index = YamlIndex::build(text);
-    let docs = match document_values(text) {
-        Ok(d) => d,
+    let docs = match Docs::read(text) {
+        Ok(docs) => docs,
         Err(e) => {
             let message = if e.path.is_empty() {
                 format!("YAML syntax error: {}", e.message)
@@ -595,7 +599,8 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             return;
         }
     };
-    if docs.iter().all(serde_yaml::Value::is_null) {
+    let docs = docs.trees();
+    if docs.iter().all(Tree::is_null) {
         // An emptied file would drop its objects without a word, and prune
         // their guests: refuse it instead.
         diags.push(Diagnostic::file(
@@ -605,12 +610,12 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
         return;
     }
     let dir_kind = file.split('/').next().and_then(Kind::from_dir);
-    for (doc, value) in docs.iter().enumerate() {
-        if value.is_null() {
+    for (doc, &tree) in docs.iter().enumerate() {
+        if tree.is_null() {
             continue;
         }
         let at = |path: &str| index.locate(doc, path);
-        let head = match read_doc::<Head>(value, text, doc) {
+        let head = match tree.read::<Head>(text, doc) {
             Ok(h) => h,
             Err(e) => {
                 let pos = e.pos.or_else(|| at(&e.path));
@@ -629,13 +634,14 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
                 continue;
             }
         };
-        let parsed = read_kind(kind, value, text, doc);
+        let mut converted = None;
+        let (tree, parsed) = read_manifest(kind, tree, text, doc, &mut converted);
         let before = diags.len();
         let (metadata, spec) = match parsed {
             Ok(p) => p,
             Err(unread) => {
                 report_unread(*unread, file, extra, &at, diags);
-                unit_notes(value, file, &at, &mut diags[before..], warnings);
+                unit_notes(tree, file, &at, &mut diags[before..], warnings);
                 continue;
             }
         };
@@ -646,7 +652,7 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
                     .at(at(&fe.path)),
             );
         }
-        unit_notes(value, file, &at, &mut diags[before..], warnings);
+        unit_notes(tree, file, &at, &mut diags[before..], warnings);
         let r = Ref {
             kind,
             name: metadata.name.clone(),
@@ -758,30 +764,166 @@ fn manifest_kind(
     Ok(kind)
 }
 
-/// The document read as its kind's manifest.
-fn read_kind(
+/// A file's documents: block YAML read into trees typed manifests are
+/// read from directly; anything else by serde_norway into values.
+enum Docs<'a> {
+    Block(Vec<Node<'a>>),
+    Values(Vec<serde_yaml::Value>),
+}
+
+impl<'a> Docs<'a> {
+    fn read(text: &'a str) -> Result<Self, crate::yaml::DocError> {
+        match yaml_block::nodes(text) {
+            Some(nodes) => Ok(Docs::Block(nodes)),
+            None => serde_documents(text).map(Docs::Values),
+        }
+    }
+
+    fn trees(&self) -> Vec<Tree<'_, 'a>> {
+        match self {
+            Docs::Block(nodes) => nodes.iter().map(Tree::Block).collect(),
+            Docs::Values(values) => values.iter().map(Tree::Value).collect(),
+        }
+    }
+}
+
+/// Document `doc` read as its `kind`'s manifest, and the tree it was read
+/// from. Only a block-read document that reads as its kind's manifest
+/// takes the fast path; any other is read from its value as before (made
+/// into `converted`), which finds every error and its position.
+fn read_manifest<'t, 'a>(
     kind: Kind,
-    value: &serde_yaml::Value,
+    tree: Tree<'t, 'a>,
     text: &str,
     doc: usize,
-) -> Result<(Metadata, Spec), Box<Unread>> {
+    converted: &'t mut Option<serde_yaml::Value>,
+) -> (Tree<'t, 'a>, Result<(Metadata, Spec), Box<Unread>>) {
+    let value = match tree {
+        Tree::Block(node) => {
+            if let Some(read) = read_kind(kind, &FromNode(node)) {
+                return (tree, Ok(read));
+            }
+            &*converted.insert(node.to_value())
+        }
+        Tree::Value(v) => v,
+    };
+    let parsed = read_kind(kind, &FromValue { value, text, doc });
+    (Tree::Value(value), parsed)
+}
+
+/// A document as read: a tree from the block reader, typed values read
+/// straight from it, or serde_norway's value (any other YAML, and any
+/// block-read document the fast path refused).
+#[derive(Clone, Copy)]
+enum Tree<'t, 'a> {
+    Block(&'t Node<'a>),
+    Value(&'t serde_yaml::Value),
+}
+
+impl<'t> Tree<'t, '_> {
+    fn is_null(&self) -> bool {
+        match self {
+            Tree::Block(n) => n.is_null(),
+            Tree::Value(v) => v.is_null(),
+        }
+    }
+
+    /// Document `doc` read as `T`: from the tree when it reads, else as
+    /// before from its value, then (for the error's position) its text.
+    fn read<T: serde::de::DeserializeOwned>(
+        self,
+        text: &str,
+        doc: usize,
+    ) -> Result<T, crate::yaml::DocError> {
+        match self {
+            Tree::Block(node) => {
+                from_node(node).map_or_else(|| read_doc(&node.to_value(), text, doc), Ok)
+            }
+            Tree::Value(value) => read_doc(value, text, doc),
+        }
+    }
+
+    /// The node under the text key `key` of a mapping.
+    fn get(self, key: &str) -> Option<Self> {
+        match self {
+            Tree::Block(n) => n.get(key).map(Tree::Block),
+            Tree::Value(v) => v.get(key).map(Tree::Value),
+        }
+    }
+
+    /// The items of a list (none for anything else).
+    fn items(self) -> Vec<Self> {
+        match self {
+            Tree::Block(Node::Seq(items)) => items.iter().map(Tree::Block).collect(),
+            Tree::Value(serde_yaml::Value::Sequence(items)) => {
+                items.iter().map(Tree::Value).collect()
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// A text or a number as written.
+    fn scalar_text(self) -> Option<std::borrow::Cow<'t, str>> {
+        match self {
+            Tree::Block(Node::Str(s)) => Some(s.as_ref().into()),
+            Tree::Block(Node::Int(n)) => Some(n.to_string().into()),
+            Tree::Value(serde_yaml::Value::String(s)) => Some(s.as_str().into()),
+            Tree::Value(serde_yaml::Value::Number(n)) => Some(n.to_string().into()),
+            _ => None,
+        }
+    }
+}
+
+/// How a document is read as one kind's manifest, `S` its spec.
+trait SpecReader {
+    type Out;
+    fn read<S: serde::de::DeserializeOwned>(&self, wrap: fn(S) -> Spec) -> Self::Out;
+}
+
+/// From the block reader's tree: `None` where that does not read, and
+/// the document is then read as before.
+struct FromNode<'t, 'a>(&'t Node<'a>);
+
+impl SpecReader for FromNode<'_, '_> {
+    type Out = Option<(Metadata, Spec)>;
+    fn read<S: serde::de::DeserializeOwned>(&self, wrap: fn(S) -> Spec) -> Self::Out {
+        from_node::<Document<S>>(self.0).map(|d| (d.metadata, wrap(d.spec)))
+    }
+}
+
+/// From serde_norway's value, finding every error when it does not read.
+struct FromValue<'t> {
+    value: &'t serde_yaml::Value,
+    text: &'t str,
+    doc: usize,
+}
+
+impl SpecReader for FromValue<'_> {
+    type Out = Result<(Metadata, Spec), Box<Unread>>;
+    fn read<S: serde::de::DeserializeOwned>(&self, wrap: fn(S) -> Spec) -> Self::Out {
+        read_spec(self.value, self.text, self.doc, wrap)
+    }
+}
+
+/// The document read as its kind's manifest.
+fn read_kind<R: SpecReader>(kind: Kind, reader: &R) -> R::Out {
     match kind {
-        Kind::VM => read_spec(value, text, doc, Spec::Vm),
-        Kind::TemplateVM => read_spec(value, text, doc, Spec::TemplateVm),
-        Kind::LXC => read_spec(value, text, doc, Spec::Lxc),
-        Kind::TemplateCT => read_spec(value, text, doc, Spec::TemplateCt),
-        Kind::ISO => read_spec(value, text, doc, Spec::Iso),
-        Kind::CTTemplate => read_spec(value, text, doc, Spec::CtTemplate),
-        Kind::DiskImage => read_spec(value, text, doc, Spec::DiskImage),
-        Kind::Pool => read_spec(value, text, doc, Spec::Pool),
-        Kind::BackupJob => read_spec(value, text, doc, Spec::BackupJob),
-        Kind::HAResource => read_spec(value, text, doc, Spec::HaResource),
-        Kind::HARule => read_spec(value, text, doc, Spec::HaRule),
-        Kind::ReplicationJob => read_spec(value, text, doc, Spec::ReplicationJob),
-        Kind::FirewallAlias => read_spec(value, text, doc, Spec::FirewallAlias),
-        Kind::FirewallIPSet => read_spec(value, text, doc, Spec::FirewallIpSet),
-        Kind::SecurityGroup => read_spec(value, text, doc, Spec::SecurityGroup),
-        Kind::ClusterFirewall => read_spec(value, text, doc, Spec::ClusterFirewall),
+        Kind::VM => reader.read(Spec::Vm),
+        Kind::TemplateVM => reader.read(Spec::TemplateVm),
+        Kind::LXC => reader.read(Spec::Lxc),
+        Kind::TemplateCT => reader.read(Spec::TemplateCt),
+        Kind::ISO => reader.read(Spec::Iso),
+        Kind::CTTemplate => reader.read(Spec::CtTemplate),
+        Kind::DiskImage => reader.read(Spec::DiskImage),
+        Kind::Pool => reader.read(Spec::Pool),
+        Kind::BackupJob => reader.read(Spec::BackupJob),
+        Kind::HAResource => reader.read(Spec::HaResource),
+        Kind::HARule => reader.read(Spec::HaRule),
+        Kind::ReplicationJob => reader.read(Spec::ReplicationJob),
+        Kind::FirewallAlias => reader.read(Spec::FirewallAlias),
+        Kind::FirewallIPSet => reader.read(Spec::FirewallIpSet),
+        Kind::SecurityGroup => reader.read(Spec::SecurityGroup),
+        Kind::ClusterFirewall => reader.read(Spec::ClusterFirewall),
     }
 }
 
@@ -892,7 +1034,7 @@ const WIRE_QUANTITIES: &[(&str, WireUnit)] = &[
 /// spelling (`did you mean 4096MiB?`); a valid one that does not come out
 /// whole on the wire (`size: 32G` is 29.80 GiB) is a warning.
 fn unit_notes(
-    value: &serde_yaml::Value,
+    tree: Tree<'_, '_>,
     file: &str,
     at: &dyn Fn(&str) -> Option<(usize, usize)>,
     errors: &mut [Diagnostic],
@@ -908,7 +1050,7 @@ fn unit_notes(
         }
     }
     for (schema, wire) in WIRE_QUANTITIES {
-        for (indexes, text) in quantities_at(value, schema) {
+        for (indexes, text) in quantities_at(tree, schema) {
             // The concrete path is spelled out only when a diagnostic
             // needs it: a valid manifest (nearly all of them) needs none.
             let path = || concrete_path(schema, &indexes);
@@ -940,11 +1082,11 @@ fn unit_notes(
 
 /// The scalars at a schema path (`spec.disks[].size`) of a document, with
 /// the list indexes on the way to each and its text as written.
-fn quantities_at<'v>(
-    value: &'v serde_yaml::Value,
+fn quantities_at<'t>(
+    tree: Tree<'t, '_>,
     schema: &str,
-) -> Vec<(Vec<usize>, std::borrow::Cow<'v, str>)> {
-    let mut found: Vec<(Vec<usize>, &serde_yaml::Value)> = vec![(Vec::new(), value)];
+) -> Vec<(Vec<usize>, std::borrow::Cow<'t, str>)> {
+    let mut found: Vec<(Vec<usize>, Tree<'t, '_>)> = vec![(Vec::new(), tree)];
     for seg in schema.split('.') {
         let (key, list) = match seg.strip_suffix("[]") {
             Some(k) => (k, true),
@@ -954,7 +1096,7 @@ fn quantities_at<'v>(
         for (indexes, v) in found {
             let Some(child) = v.get(key) else { continue };
             if list {
-                for (i, item) in child.as_sequence().into_iter().flatten().enumerate() {
+                for (i, item) in child.items().into_iter().enumerate() {
                     let mut at = indexes.clone();
                     at.push(i);
                     next.push((at, item));
@@ -967,11 +1109,7 @@ fn quantities_at<'v>(
     }
     found
         .into_iter()
-        .filter_map(|(indexes, v)| match v {
-            serde_yaml::Value::String(s) => Some((indexes, s.as_str().into())),
-            serde_yaml::Value::Number(n) => Some((indexes, n.to_string().into())),
-            _ => None,
-        })
+        .filter_map(|(indexes, v)| Some((indexes, v.scalar_text()?)))
         .collect()
 }
 
@@ -1214,5 +1352,42 @@ impl ClusterDesired {
             }
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `Head` and `Composition` read from the block tree as from the value.
+    #[test]
+    fn heads_and_compositions_read_the_same_from_the_block_tree() {
+        let texts = [
+            "apiVersion: proxops/v1alpha1\nkind: VM\nmetadata:\n  name: a\nspec: {}\n",
+            "apiVersion: 1\nkind: true\n",
+            "apiVersion: [a, 1]\nkind:\n  x: 1\n",
+            "apiVersion: ~\n",
+            "1: a\nkind: VM\n",
+            "- a\n- b\n",
+            "resources:\n- ../../vm/a.yaml\n-\n- 1\n",
+            "resources:\n  - ../../vm/a.yaml\n  - ''\n",
+            "resources: ~\n",
+            "resources: []\nother: 1\n",
+            "- ../../vm/a.yaml\n- ~\n",
+            "- [a]\n",
+            "x\n---\n---\nkind: LXC\n",
+        ];
+        let mut read = 0;
+        for text in texts {
+            for node in yaml_block::nodes(text).unwrap_or_default() {
+                let value = node.to_value();
+                let head = from_node::<Head>(&node);
+                assert_eq!(head, from_value::<Head>(&value), "{text}");
+                let comp = from_node::<Composition>(&node);
+                assert_eq!(comp, from_value::<Composition>(&value), "{text}");
+                read += usize::from(head.is_some()) + usize::from(comp.is_some());
+            }
+        }
+        assert!(read > 8, "only {read} read");
     }
 }

@@ -17,12 +17,77 @@
 //! would refuse) makes [`documents`] answer `None`, and the caller reads the
 //! text with serde_norway, which also gives errors their messages and
 //! positions. The differential tests below hold the two readers to that.
+//!
+//! The reader builds a [`Node`] tree borrowing the text; typed manifests
+//! are read straight from it ([`crate::yaml_node`]), and the
+//! `serde_yaml::Value` serde_norway would build is made from it only where
+//! a caller needs one.
+
+use std::borrow::Cow;
+use std::collections::BTreeSet;
 
 use serde_yaml::{Mapping, Number, Value};
+
+/// A node of a document this reader read: a scalar resolved as
+/// serde_norway resolves it (quoted text borrowed where it has no escape),
+/// or a block. Keys are scalars, in the order written, each once.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Node<'a> {
+    Null,
+    Bool(bool),
+    /// A plain decimal integer (the only numbers this reader takes).
+    Int(u64),
+    Str(Cow<'a, str>),
+    Seq(Vec<Node<'a>>),
+    Map(Vec<(Node<'a>, Node<'a>)>),
+}
+
+impl Node<'_> {
+    pub fn is_null(&self) -> bool {
+        matches!(self, Node::Null)
+    }
+
+    /// The `serde_yaml::Value` serde_norway builds for the same text.
+    pub fn to_value(&self) -> Value {
+        match self {
+            Node::Null => Value::Null,
+            Node::Bool(b) => Value::Bool(*b),
+            Node::Int(n) => Value::Number(Number::from(*n)),
+            Node::Str(s) => Value::String(s.as_ref().to_owned()),
+            Node::Seq(items) => Value::Sequence(items.iter().map(Node::to_value).collect()),
+            Node::Map(entries) => {
+                let mut map = Mapping::with_capacity(entries.len());
+                for (k, v) in entries {
+                    map.insert(k.to_value(), v.to_value());
+                }
+                Value::Mapping(map)
+            }
+        }
+    }
+
+    /// The value under the text key `key` of a mapping (as
+    /// `serde_yaml::Value::get` with a `&str` finds it: text keys only).
+    pub fn get(&self, key: &str) -> Option<&Self> {
+        match self {
+            Node::Map(entries) => entries
+                .iter()
+                .find(|(k, _)| matches!(k, Node::Str(s) if s == key))
+                .map(|(_, v)| v),
+            _ => None,
+        }
+    }
+}
 
 /// Every document of `text`, as serde_norway would read it, when the text
 /// stays inside the subset this module reads; `None` otherwise.
 pub fn documents(text: &str) -> Option<Vec<Value>> {
+    nodes(text).map(|docs| docs.iter().map(Node::to_value).collect())
+}
+
+/// Every document of `text` as a [`Node`] tree (`Node::Null` for an empty
+/// one), when the text stays inside the subset this module reads; `None`
+/// otherwise.
+pub fn nodes(text: &str) -> Option<Vec<Node<'_>>> {
     if !plain_characters(text) {
         return None;
     }
@@ -67,6 +132,9 @@ const MAX_DEPTH: usize = 64;
 /// its colon; this reader, counting bytes, stops a little short of that.
 const MAX_KEY: usize = 1000;
 
+/// Up to this many keys, a mapping's keys are compared one by one.
+const SHORT_MAP: usize = 16;
+
 /// A line with content: its indentation and what follows it.
 #[derive(Debug, Clone, Copy)]
 struct Line<'a> {
@@ -79,9 +147,9 @@ struct Reader<'a> {
     at: usize,
 }
 
-fn document(lines: Vec<Line<'_>>) -> Option<Value> {
+fn document(lines: Vec<Line<'_>>) -> Option<Node<'_>> {
     let Some(first) = lines.first().copied() else {
-        return Some(Value::Null);
+        return Some(Node::Null);
     };
     if first.indent != 0 {
         return None;
@@ -99,7 +167,7 @@ impl<'a> Reader<'a> {
     }
 
     /// The block node whose first line is the current one, at `indent`.
-    fn block(&mut self, indent: usize, depth: usize) -> Option<Value> {
+    fn block(&mut self, indent: usize, depth: usize) -> Option<Node<'a>> {
         if depth > MAX_DEPTH {
             return None;
         }
@@ -111,8 +179,9 @@ impl<'a> Reader<'a> {
         }
     }
 
-    fn mapping(&mut self, indent: usize, depth: usize) -> Option<Value> {
-        let mut map = Mapping::new();
+    fn mapping(&mut self, indent: usize, depth: usize) -> Option<Node<'a>> {
+        let mut map: Vec<(Node<'a>, Node<'a>)> = Vec::new();
+        let mut seen: Option<BTreeSet<Node<'a>>> = None;
         while let Some(line) = self.peek().filter(|l| l.indent == indent) {
             if is_item(line.text) {
                 return None;
@@ -124,15 +193,23 @@ impl<'a> Reader<'a> {
             } else {
                 self.inline(rest, indent)?
             };
-            // A key given twice is serde_norway's error to report.
-            if map.insert(key, value).is_some() {
+            // A key given twice is serde_norway's error to report. A long
+            // mapping is checked through a set, a short one by looking.
+            let repeated = if map.len() < SHORT_MAP {
+                map.iter().any(|(k, _)| *k == key)
+            } else {
+                let seen = seen.get_or_insert_with(|| map.iter().map(|(k, _)| k.clone()).collect());
+                !seen.insert(key.clone())
+            };
+            if repeated {
                 return None;
             }
+            map.push((key, value));
         }
-        self.ends_at(indent).then_some(Value::Mapping(map))
+        self.ends_at(indent).then_some(Node::Map(map))
     }
 
-    fn sequence(&mut self, indent: usize, depth: usize) -> Option<Value> {
+    fn sequence(&mut self, indent: usize, depth: usize) -> Option<Node<'a>> {
         let mut items = Vec::new();
         while let Some(line) = self
             .peek()
@@ -158,32 +235,32 @@ impl<'a> Reader<'a> {
                 items.push(self.inline(rest, indent)?);
             }
         }
-        self.ends_at(indent).then_some(Value::Sequence(items))
+        self.ends_at(indent).then_some(Node::Seq(items))
     }
 
     /// The value of `key:` with nothing after it: a block on the following
     /// lines (deeper, or a sequence at the key's own indentation), else null.
-    fn nested(&mut self, indent: usize, depth: usize) -> Option<Value> {
+    fn nested(&mut self, indent: usize, depth: usize) -> Option<Node<'a>> {
         match self.peek() {
             Some(next) if next.indent > indent => self.block(next.indent, depth + 1),
             Some(next) if next.indent == indent && is_item(next.text) => {
                 self.sequence(indent, depth + 1)
             }
-            _ => Some(Value::Null),
+            _ => Some(Node::Null),
         }
     }
 
     /// The item of a bare `-`: a deeper block, else null.
-    fn nested_item(&mut self, indent: usize, depth: usize) -> Option<Value> {
+    fn nested_item(&mut self, indent: usize, depth: usize) -> Option<Node<'a>> {
         match self.peek() {
             Some(next) if next.indent > indent => self.block(next.indent, depth + 1),
-            _ => Some(Value::Null),
+            _ => Some(Node::Null),
         }
     }
 
     /// A value on its key's (or item's) line; a deeper line after it would
     /// continue a multi-line scalar or be an error, both left to libyaml.
-    fn inline(&mut self, text: &str, indent: usize) -> Option<Value> {
+    fn inline(&mut self, text: &'a str, indent: usize) -> Option<Node<'a>> {
         if self.peek().is_some_and(|l| l.indent > indent) {
             return None;
         }
@@ -235,7 +312,7 @@ fn plain_characters(text: &str) -> bool {
 /// Splits `key: rest` (or `key:`): the key as a value and what follows the
 /// colon, spaces and a trailing comment taken off. `None` when the line is
 /// not a one-line key this reader takes.
-fn split_key(text: &str) -> Option<(Value, &str)> {
+fn split_key(text: &str) -> Option<(Node<'_>, &str)> {
     let (key, after) = match text.as_bytes().first()? {
         b'"' | b'\'' => {
             let (scalar, len) = quoted(text)?;
@@ -245,7 +322,7 @@ fn split_key(text: &str) -> Option<(Value, &str)> {
             if text.len() - after.len() > MAX_KEY {
                 return None;
             }
-            (Value::String(scalar), after)
+            (Node::Str(scalar), after)
         }
         _ => {
             let colon = key_colon(text)?;
@@ -254,7 +331,7 @@ fn split_key(text: &str) -> Option<(Value, &str)> {
                 || colon >= MAX_KEY
                 || key == "<<"
                 || starts_with_indicator(key)
-                || key.contains(" #")
+                || comment_start(key).is_some()
             {
                 return None;
             }
@@ -281,23 +358,39 @@ fn key_colon(text: &str) -> Option<usize> {
 /// A character that cannot start a plain scalar in block context (or
 /// starts something this reader leaves to libyaml).
 fn starts_with_indicator(text: &str) -> bool {
-    text.starts_with([
-        '-', '?', ':', ',', '[', ']', '{', '}', '#', '&', '*', '!', '|', '>', '\'', '"', '%', '@',
-        '`',
-    ])
+    // Every indicator is ASCII: the first byte says (a character searcher
+    // set up per scalar cost more than the rest of reading it).
+    const INDICATORS: &[u8] = b"-?:,[]{}#&*!|>'\"%@`";
+    text.as_bytes()
+        .first()
+        .is_some_and(|b| INDICATORS.contains(b))
+}
+
+/// Where the first ` #` (a comment after a space) starts.
+fn comment_start(text: &str) -> Option<usize> {
+    let bytes = text.as_bytes();
+    let mut from = 1;
+    while let Some(i) = bytes.get(from..)?.iter().position(|&b| b == b'#') {
+        let hash = from + i;
+        if bytes[hash - 1] == b' ' {
+            return Some(hash - 1);
+        }
+        from = hash + 1;
+    }
+    None
 }
 
 /// A value written on one line after `key: ` or `- `.
-fn inline_value(text: &str) -> Option<Value> {
+fn inline_value(text: &str) -> Option<Node<'_>> {
     match text.as_bytes().first()? {
         b'"' | b'\'' => {
             let (scalar, len) = quoted(text)?;
-            only_comment(&text[len..]).then_some(Value::String(scalar))
+            only_comment(&text[len..]).then_some(Node::Str(scalar))
         }
         b'[' => flow_sequence(text),
         b'{' => {
             let rest = text.strip_prefix("{}")?;
-            only_comment(rest).then(|| Value::Mapping(Mapping::new()))
+            only_comment(rest).then(|| Node::Map(Vec::new()))
         }
         b'-' if text.len() > 1 && !text.starts_with("- ") => plain(text),
         _ if starts_with_indicator(text) => None,
@@ -306,8 +399,8 @@ fn inline_value(text: &str) -> Option<Value> {
 }
 
 /// A plain scalar on one line, up to a comment.
-fn plain(text: &str) -> Option<Value> {
-    let end = text.find(" #").unwrap_or(text.len());
+fn plain(text: &str) -> Option<Node<'_>> {
+    let end = comment_start(text).unwrap_or(text.len());
     let scalar = text[..end].trim_end_matches(' ');
     if key_colon(scalar).is_some() {
         // `a: b: c`: libyaml refuses a mapping there.
@@ -324,7 +417,7 @@ fn only_comment(rest: &str) -> bool {
 
 /// A single- or double-quoted scalar at the start of `text`, and the bytes
 /// it takes. Double quotes only without escapes.
-fn quoted(text: &str) -> Option<(String, usize)> {
+fn quoted(text: &str) -> Option<(Cow<'_, str>, usize)> {
     let quote = *text.as_bytes().first()?;
     let body = &text[1..];
     if quote == b'"' {
@@ -332,7 +425,12 @@ fn quoted(text: &str) -> Option<(String, usize)> {
         if body.as_bytes()[end] == b'\\' {
             return None;
         }
-        return Some((body[..end].to_owned(), end + 2));
+        return Some((Cow::Borrowed(&body[..end]), end + 2));
+    }
+    let end = body.find('\'')?;
+    if !body[end + 1..].starts_with('\'') {
+        // No quote written twice: the text as it stands.
+        return Some((Cow::Borrowed(&body[..end]), end + 2));
     }
     let mut out = String::new();
     let mut rest = body;
@@ -344,21 +442,21 @@ fn quoted(text: &str) -> Option<(String, usize)> {
             rest = &rest[end + 2..];
         } else {
             let taken = text.len() - rest.len() + end + 1;
-            return Some((out, taken));
+            return Some((Cow::Owned(out), taken));
         }
     }
 }
 
 /// `[a, "b", 'c']` on one line: plain items without flow indicators,
 /// colons or comments, or quoted items.
-fn flow_sequence(text: &str) -> Option<Value> {
+fn flow_sequence(text: &str) -> Option<Node<'_>> {
     let close = text.find(']')?;
     if !only_comment(&text[close + 1..]) {
         return None;
     }
     let inner = &text[1..close];
     if inner.trim_start_matches(' ').is_empty() {
-        return Some(Value::Sequence(Vec::new()));
+        return Some(Node::Seq(Vec::new()));
     }
     inner
         .split(',')
@@ -367,7 +465,7 @@ fn flow_sequence(text: &str) -> Option<Value> {
             match item.as_bytes().first()? {
                 b'"' | b'\'' => {
                     let (scalar, len) = quoted(item)?;
-                    (len == item.len()).then_some(Value::String(scalar))
+                    (len == item.len()).then_some(Node::Str(scalar))
                 }
                 _ if starts_with_indicator(item) || item.contains(['[', '{', '}', '#', ':']) => {
                     None
@@ -375,36 +473,39 @@ fn flow_sequence(text: &str) -> Option<Value> {
                 _ => resolve(item),
             }
         })
-        .collect::<Option<Vec<Value>>>()
-        .map(Value::Sequence)
+        .collect::<Option<Vec<Node<'_>>>>()
+        .map(Node::Seq)
 }
 
 /// What serde_norway makes of a plain scalar, when it is sure to be null, a
 /// boolean, a plain decimal integer or a string; `None` for anything that
 /// could read as another kind of number (signs, floats, hexadecimal, …).
-fn resolve(scalar: &str) -> Option<Value> {
-    match scalar {
-        "" | "~" | "null" | "Null" | "NULL" => return Some(Value::Null),
-        "true" | "True" | "TRUE" => return Some(Value::Bool(true)),
-        "false" | "False" | "FALSE" => return Some(Value::Bool(false)),
-        _ => {}
+fn resolve(scalar: &str) -> Option<Node<'_>> {
+    let Some(&first) = scalar.as_bytes().first() else {
+        return Some(Node::Null);
+    };
+    // Only a short scalar starting so can be a null or a boolean: most
+    // scalars are told apart by their first byte.
+    if scalar.len() <= 5 && matches!(first, b'~' | b'n' | b'N' | b't' | b'T' | b'f' | b'F') {
+        match scalar {
+            "~" | "null" | "Null" | "NULL" => return Some(Node::Null),
+            "true" | "True" | "TRUE" => return Some(Node::Bool(true)),
+            "false" | "False" | "FALSE" => return Some(Node::Bool(false)),
+            _ => {}
+        }
     }
-    let first = scalar.as_bytes()[0];
     if scalar.bytes().all(|b| b.is_ascii_digit()) {
         // Leading zeros make a string (YAML 1.2); beyond u64, let
         // serde_norway decide.
         if first == b'0' && scalar.len() > 1 {
-            return Some(Value::String(scalar.to_owned()));
+            return Some(Node::Str(Cow::Borrowed(scalar)));
         }
-        return scalar
-            .parse::<u64>()
-            .ok()
-            .map(|n| Value::Number(Number::from(n)));
+        return scalar.parse::<u64>().ok().map(Node::Int);
     }
     if (first.is_ascii_digit() || matches!(first, b'+' | b'-' | b'.')) && could_be_number(scalar) {
         return None;
     }
-    Some(Value::String(scalar.to_owned()))
+    Some(Node::Str(Cow::Borrowed(scalar)))
 }
 
 /// Whether serde_norway might read `scalar` (starting with a digit, a sign
@@ -419,7 +520,7 @@ fn could_be_number(scalar: &str) -> bool {
         || unsigned.eq_ignore_ascii_case(".inf")
         || unsigned.eq_ignore_ascii_case(".nan")
         || scalar.parse::<f64>().is_ok()
-        || unsigned.parse::<f64>().is_ok()
+        || (unsigned.len() < scalar.len() && unsigned.parse::<f64>().is_ok())
         || unsigned.bytes().all(|b| b.is_ascii_digit())
 }
 
@@ -436,11 +537,31 @@ mod tests {
             .map(|d| format!("{d:?}"))
     }
 
-    /// Where the fast reader answers, it answers as serde_norway does.
+    /// Where the fast reader answers, it answers as serde_norway does, and
+    /// values read from its tree are those read from serde_norway's value.
     fn agrees(text: &str) -> Result<(), TestCaseError> {
         if let Some(fast) = documents(text) {
             prop_assert_eq!(Some(format!("{fast:?}")), reference(text), "{}", text);
         }
+        for node in nodes(text).unwrap_or_default() {
+            typed_agree::<Value>(&node, text)?;
+            typed_agree::<std::collections::BTreeMap<String, String>>(&node, text)?;
+            typed_agree::<std::collections::BTreeMap<String, Option<u32>>>(&node, text)?;
+            typed_agree::<Vec<Option<String>>>(&node, text)?;
+            typed_agree::<Vec<Vec<bool>>>(&node, text)?;
+            typed_agree::<Option<(String, u64)>>(&node, text)?;
+            typed_agree::<crate::units::Quantity>(&node, text)?;
+        }
+        Ok(())
+    }
+
+    fn typed_agree<T: serde::de::DeserializeOwned + std::fmt::Debug>(
+        node: &Node<'_>,
+        text: &str,
+    ) -> Result<(), TestCaseError> {
+        let fast = crate::yaml_node::from_node::<T>(node).map(|t| format!("{t:?}"));
+        let old = crate::yaml::from_value::<T>(&node.to_value()).map(|t| format!("{t:?}"));
+        prop_assert_eq!(fast, old, "{}", text);
         Ok(())
     }
 
