@@ -257,6 +257,38 @@ pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
     })
 }
 
+/// Reads a cluster's manifests on the calling thread and, where there is
+/// a second core, one more, each taking the next file not yet taken; core
+/// merges what they found in path order, so the result is the one a
+/// single thread gives. Two, because composing the repository is about a
+/// third of a 10,000-guest diff and the machines this runs on have few
+/// cores to spare (each thread's heap costs memory: docs/performance.md).
+struct TwoThreads;
+
+impl repo::FanOut for TwoThreads {
+    fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let next = AtomicUsize::new(0);
+        let work = || {
+            loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= n {
+                    break;
+                }
+                job(i);
+            }
+        };
+        let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
+        std::thread::scope(|s| {
+            // Without a second thread every file is read on this one.
+            if cores > 1 && n > 1 {
+                let _ = std::thread::Builder::new().spawn_scoped(s, work);
+            }
+            work();
+        });
+    }
+}
+
 /// Loads configuration and desired state from a tree's files (the
 /// `explicit` process config, when given, as `--config`), and checks the
 /// `--cluster` filter against the configured clusters.
@@ -271,7 +303,7 @@ pub fn load_tree(
         bytes,
     });
     let ov = overrides(g, env);
-    let loaded = repo::load(input, explicit, &ov).map_err(|d| {
+    let loaded = repo::load_with(input, explicit, &ov, &TwoThreads).map_err(|d| {
         let refs: Vec<&Diagnostic> = d.iter().collect();
         Failure {
             diagnostics: d.clone(),

@@ -75,6 +75,26 @@ impl Loaded {
     }
 }
 
+/// Runs a cluster's file readings, which are independent of one another.
+/// Core starts no thread of its own: [`InOrder`] runs them one after
+/// another, and a caller with threads to give passes its own. Whatever
+/// the order they ran in, their results are merged in path order, so
+/// every object, error and warning is the same.
+pub trait FanOut: Sync {
+    /// Calls `job(i)` once for each `i` in `0..n`, in any order and on any
+    /// thread, and returns when every call has returned.
+    fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync));
+}
+
+/// Every job on the caller's thread, in order.
+pub struct InOrder;
+
+impl FanOut for InOrder {
+    fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
+        (0..n).for_each(job);
+    }
+}
+
 /// Loads configuration and every cluster's composition. `Err` holds the
 /// diagnostics that refuse the whole tree (configuration, repository shape);
 /// per-cluster problems are inside `Loaded::clusters`.
@@ -82,6 +102,16 @@ pub fn load(
     input: RepoInput<'_>,
     explicit_config: Option<ConfigSource<'_>>,
     overrides: &Overrides,
+) -> Result<Loaded, Vec<Diagnostic>> {
+    load_with(input, explicit_config, overrides, &InOrder)
+}
+
+/// [`load`], each cluster's manifests read through `fan_out`.
+pub fn load_with(
+    input: RepoInput<'_>,
+    explicit_config: Option<ConfigSource<'_>>,
+    overrides: &Overrides,
+    fan_out: &dyn FanOut,
 ) -> Result<Loaded, Vec<Diagnostic>> {
     let mut global = Vec::new();
 
@@ -170,7 +200,7 @@ pub fn load(
         };
         let mut outside = false;
         let composed = compose_cluster(
-            input,
+            (input, fan_out),
             name,
             &cc.nodes,
             &extra,
@@ -352,7 +382,7 @@ fn clean_join(base: &str, rel: &str) -> Option<String> {
 /// `listed`, which becomes `None` when the composition cannot be read (then
 /// nobody can say which files are unlisted).
 fn compose_cluster(
-    input: RepoInput<'_>,
+    (input, fan_out): (RepoInput<'_>, &dyn FanOut),
     name: &ClusterName,
     allow: &BTreeSet<NodeName>,
     extra: &AllowList<'_>,
@@ -401,20 +431,26 @@ fn compose_cluster(
         all.extend(listed.keys().cloned());
     }
 
-    // Parse every listed file, in lexicographic path order.
+    // Read every listed file (through `fan_out`), then take what each
+    // found in lexicographic path order.
+    let files: Vec<(&String, &Vec<u8>)> = listed
+        .keys()
+        .filter_map(|file| Some((file, input.files.get(file)?)))
+        .collect();
+    let readings: Vec<std::sync::OnceLock<FileReading>> =
+        files.iter().map(|_| std::sync::OnceLock::new()).collect();
+    fan_out.run(files.len(), &|i| {
+        if let (Some((file, bytes)), Some(slot)) = (files.get(i), readings.get(i)) {
+            // Each job fills its own slot once.
+            let _ = slot.set(read_file(file, bytes, extra));
+        }
+    });
     let mut objects: BTreeMap<Ref, DesiredObject> = BTreeMap::new();
     let mut indexes: BTreeMap<String, YamlIndex> = BTreeMap::new();
-    for file in listed.keys() {
-        let Some(bytes) = input.files.get(file) else {
-            continue;
-        };
-        let mut found = Found {
-            objects: &mut objects,
-            indexes: &mut indexes,
-            diags: &mut diags,
-            warnings: &mut *warnings,
-        };
-        parse_file(file, bytes, extra, &mut found);
+    for ((file, _), reading) in files.iter().zip(readings) {
+        if let Some(reading) = reading.into_inner() {
+            reading.merge(file, &mut objects, &mut indexes, &mut diags, warnings);
+        }
     }
 
     let outside = cross_checks(&objects, &indexes, allow, &mut diags);
@@ -562,18 +598,68 @@ struct Head {
     kind: Option<serde_yaml::Value>,
 }
 
-/// What reading the files of a cluster collects.
-struct Found<'a> {
-    objects: &'a mut BTreeMap<Ref, DesiredObject>,
-    indexes: &'a mut BTreeMap<String, YamlIndex>,
-    diags: &'a mut Vec<Diagnostic>,
-    warnings: &'a mut Vec<Diagnostic>,
+/// What reading one file found, on its own: its objects in document
+/// order, its errors and warnings, and its index of positions (kept only
+/// when the file was read as YAML).
+#[derive(Default)]
+struct FileReading {
+    objects: Vec<DesiredObject>,
+    index: Option<YamlIndex>,
+    diags: Vec<Diagnostic>,
+    warnings: Vec<Diagnostic>,
 }
 
-fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found<'_>) {
-    let Found {
+impl FileReading {
+    /// Adds what the file found to the cluster's, after every file before
+    /// it in path order: an object named twice is an error of the later
+    /// file.
+    fn merge(
+        self,
+        file: &str,
+        objects: &mut BTreeMap<Ref, DesiredObject>,
+        indexes: &mut BTreeMap<String, YamlIndex>,
+        diags: &mut Vec<Diagnostic>,
+        warnings: &mut Vec<Diagnostic>,
+    ) {
+        diags.extend(self.diags);
+        warnings.extend(self.warnings);
+        for o in self.objects {
+            if let Some(prev) = objects.get(&o.r#ref) {
+                let at = self
+                    .index
+                    .as_ref()
+                    .and_then(|index| index.locate(o.doc, "metadata.name"));
+                diags.push(
+                    Diagnostic::file(
+                        file,
+                        format!(
+                            "{} is defined twice in this cluster's composition (also in {})",
+                            o.r#ref, prev.file
+                        ),
+                    )
+                    .with_field("metadata.name")
+                    .at(at),
+                );
+                continue;
+            }
+            objects.insert(o.r#ref.clone(), o);
+        }
+        if let Some(index) = self.index {
+            indexes.insert(file.to_owned(), index);
+        }
+    }
+}
+
+fn read_file(file: &str, bytes: &[u8], extra: &AllowList<'_>) -> FileReading {
+    let mut reading = FileReading::default();
+    parse_file(file, bytes, extra, &mut reading);
+    reading
+}
+
+fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut FileReading) {
+    let FileReading {
         objects,
-        indexes,
+        index: kept,
         diags,
         warnings,
     } = found;
@@ -657,34 +743,17 @@ fn parse_file(file: &str, bytes: &[u8], extra: &AllowList<'_>, found: &mut Found
             kind,
             name: metadata.name.clone(),
         };
-        if let Some(prev) = objects.get(&r) {
-            diags.push(
-                Diagnostic::file(
-                    file,
-                    format!(
-                        "{r} is defined twice in this cluster's composition (also in {})",
-                        prev.file
-                    ),
-                )
-                .with_field("metadata.name")
-                .at(at("metadata.name")),
-            );
-            continue;
-        }
-        objects.insert(
-            r.clone(),
-            DesiredObject {
-                r#ref: r,
-                file: file.to_owned(),
-                doc,
-                metadata,
-                spec,
-                deps: BTreeSet::new(),
-                level: 0,
-            },
-        );
+        objects.push(DesiredObject {
+            r#ref: r,
+            file: file.to_owned(),
+            doc,
+            metadata,
+            spec,
+            deps: BTreeSet::new(),
+            level: 0,
+        });
     }
-    indexes.insert(file.to_owned(), index);
+    *kept = Some(index);
 }
 
 /// A document's kind, from its `apiVersion` and `kind`, in the folder it
