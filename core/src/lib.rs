@@ -23,9 +23,9 @@
 #![warn(clippy::too_many_lines)]
 
 pub use proxops_model::{
-    bounds, calendar, config, desired, diag, extra, firewall, graph, live, manifest, names,
-    outcome, policy, repo, schema_attrs, secret, suggest, time, units, wire, yaml, yaml_block,
-    yaml_emit, yaml_node,
+    bounds, calendar, config, desired, diag, extra, firewall, graph, live, live_text, manifest,
+    names, outcome, policy, repo, schema_attrs, secret, suggest, time, units, wire, yaml,
+    yaml_block, yaml_emit, yaml_node,
 };
 pub use proxops_translate::{adopt, change, docgen, drift, firewall_options, refuse, schema};
 

@@ -55,6 +55,7 @@ const ORDER: &[(&str, &[&str])] = &[
             "firewall",
             "manifest",
             "live",
+            "live_text",
             "host",
             "config",
             "outcome",

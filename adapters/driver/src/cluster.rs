@@ -121,6 +121,10 @@ impl Transport for Boxed {
     fn is_local(&self) -> bool {
         self.0.is_local()
     }
+
+    fn recorded_body(&self, request: &Request) -> Option<(u16, &str)> {
+        self.0.recorded_body(request)
+    }
 }
 
 /// A live transport shared between the session and whoever reads its

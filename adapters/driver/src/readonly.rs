@@ -44,4 +44,11 @@ impl Transport for ReadOnly<'_> {
     fn is_local(&self) -> bool {
         self.inner.is_local()
     }
+
+    fn recorded_body(&self, request: &Request) -> Option<(u16, &str)> {
+        // Only a GET passes: anything else is refused by `call`.
+        (request.method == Method::Get)
+            .then(|| self.inner.recorded_body(request))
+            .flatten()
+    }
 }

@@ -145,6 +145,21 @@ impl Transport for ReplayTransport {
     fn is_local(&self) -> bool {
         true
     }
+
+    fn recorded_body(&self, request: &Request) -> Option<(u16, &str)> {
+        let key = (
+            request.method,
+            request.path.clone(),
+            query_string(&request.params),
+        );
+        let answer = self.answers.get(&key)?;
+        let text = match &answer.body {
+            Body::Parsed(_) => return None,
+            Body::Text(t) => t.get(),
+            Body::Range(start, end) => self.text.get(*start..*end)?,
+        };
+        Some((answer.status, text))
+    }
 }
 
 /// A recorded body, checked as JSON when the recording was read.
@@ -363,6 +378,28 @@ mod tests {
         let keys: Vec<&String> = first.data()[0].as_object().unwrap().keys().collect();
         assert_eq!(keys, ["type", "node", "z", "a"], "key order is kept");
         assert_eq!(text_bodies.call(&requests[1]).unwrap().status, 500);
+    }
+
+    #[test]
+    fn a_recorded_body_is_the_text_its_answer_is_parsed_from() {
+        let (text_bodies, parsed) = both(RECORDING);
+        for r in [
+            Request::get("/cluster/resources"),
+            Request::get("/nodes/pve1/qemu/100/config"),
+            Request::new(Method::Get, "/version", vec![("full".into(), "1".into())]),
+        ] {
+            let (status, body) = text_bodies.recorded_body(&r).unwrap();
+            let answer = text_bodies.call(&r).unwrap();
+            assert_eq!(status, answer.status, "{}", r.path);
+            let read: Value = serde_json::from_str(body).unwrap();
+            assert_eq!(read, answer.body, "{}", r.path);
+            assert_eq!(
+                parsed.recorded_body(&r),
+                None,
+                "a parsed recording has no text"
+            );
+        }
+        assert_eq!(text_bodies.recorded_body(&Request::get("/version")), None);
     }
 
     #[test]

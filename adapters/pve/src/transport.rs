@@ -143,4 +143,12 @@ pub trait Transport: Send + Sync {
     fn is_local(&self) -> bool {
         false
     }
+
+    /// The status and body, as JSON text, of the answer this transport
+    /// holds for `request` (a recording being replayed), for a reader that
+    /// reads it without a `Value` tree; `None` when it holds none as text,
+    /// and the answer is [`Transport::call`]'s.
+    fn recorded_body(&self, _request: &Request) -> Option<(u16, &str)> {
+        None
+    }
 }

@@ -32,6 +32,7 @@ pub mod graph;
 pub mod hash;
 pub mod host;
 pub mod live;
+pub mod live_text;
 pub mod manifest;
 pub mod names;
 pub mod outcome;

@@ -98,20 +98,30 @@ impl LiveConfig {
         let obj = data
             .as_object()
             .ok_or_else(|| not_json_of("config", data, "a JSON object of config keys"))?;
+        Ok(LiveConfig::from_config_entries(
+            obj.iter().map(|(k, v)| (k.as_str(), json_to_text(v))),
+        ))
+    }
+
+    /// [`LiveConfig::from_json`] of the config's keys, each value as
+    /// [`json_to_text`] reads it (`None`: unset). Each key once.
+    pub(crate) fn from_config_entries<K: AsRef<str> + Into<String>>(
+        entries: impl ExactSizeIterator<Item = (K, Option<String>)>,
+    ) -> LiveConfig {
         let mut cfg = LiveConfig::default();
-        let mut values = Vec::with_capacity(obj.len());
-        for (k, v) in obj {
-            let Some(text) = json_to_text(v) else {
+        let mut values = Vec::with_capacity(entries.len());
+        for (k, text) in entries {
+            let Some(text) = text else {
                 continue;
             };
-            if k == "digest" {
+            if k.as_ref() == "digest" {
                 cfg.digest = Some(text);
             } else {
-                values.push((k.clone(), text));
+                values.push((k.into(), text));
             }
         }
         cfg.values = full_map(values);
-        Ok(cfg)
+        cfg
     }
 
     /// From the `data` array of `GET …/pending`: one entry per key with
@@ -126,23 +136,32 @@ impl LiveConfig {
         let items = data
             .as_array()
             .ok_or_else(|| bad("a JSON array of pending entries"))?;
+        let text = |item: &serde_json::Value, member: &str| item.get(member).and_then(json_to_text);
+        let entries = items.iter().map(|item| PendingEntry {
+            key: text(item, "key"),
+            value: text(item, "value"),
+            pending: text(item, "pending"),
+            delete: text(item, "delete"),
+        });
+        LiveConfig::from_pending_entries(entries).ok_or_else(|| bad("entries with a key"))
+    }
+
+    /// [`LiveConfig::from_pending_json`] of its entries; `None` when one
+    /// has no key.
+    pub(crate) fn from_pending_entries(
+        entries: impl ExactSizeIterator<Item = PendingEntry>,
+    ) -> Option<LiveConfig> {
         let mut cfg = LiveConfig::default();
-        let mut values = Vec::with_capacity(items.len());
-        for item in items {
-            let key = item
-                .get("key")
-                .and_then(json_to_text)
-                .ok_or_else(|| bad("entries with a key"))?;
-            let current = item.get("value").and_then(json_to_text);
+        let mut values = Vec::with_capacity(entries.len());
+        for item in entries {
+            let key = item.key?;
+            let current = item.value;
             if key == "digest" {
                 cfg.digest = current;
                 continue;
             }
-            let queued = item.get("pending").and_then(json_to_text);
-            let delete = item
-                .get("delete")
-                .and_then(json_to_text)
-                .is_some_and(|d| d != "0");
+            let queued = item.pending;
+            let delete = item.delete.is_some_and(|d| d != "0");
             let will_be = if delete {
                 None
             } else {
@@ -156,7 +175,7 @@ impl LiveConfig {
             }
         }
         cfg.values = full_map(values);
-        Ok(cfg)
+        Some(cfg)
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
@@ -295,6 +314,15 @@ fn not_json_of(key: &str, data: &serde_json::Value, expected: &str) -> WireError
 
 fn truncate(s: &str) -> String {
     s.chars().take(120).collect()
+}
+
+/// One entry of a `GET …/pending` answer, each member as [`json_to_text`]
+/// reads it (`None`: absent or `null`).
+pub(crate) struct PendingEntry {
+    pub key: Option<String>,
+    pub value: Option<String>,
+    pub pending: Option<String>,
+    pub delete: Option<String>,
 }
 
 /// One guest from `/cluster/resources`, with its config read.
