@@ -45,7 +45,7 @@ impl LiveConfig {
 
 /// A body `{"data": …, …}`: its `data`, the other members skipped; a
 /// body without `data`, or with it twice, is refused.
-struct Envelope<T>(T);
+pub struct Envelope<T>(pub T);
 
 impl<'de, T: Deserialize<'de>> Deserialize<'de> for Envelope<T> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {

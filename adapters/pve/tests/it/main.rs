@@ -17,5 +17,6 @@ mod live_tls;
 mod reader_concurrency;
 mod reader_recording;
 mod reader_snapshot;
+mod replay_text_reads;
 mod runner_fakepve;
 mod runner_firewall;
