@@ -19,6 +19,9 @@ pub use crate::names::GuestType;
 use crate::names::{Kind, NodeName, StorageId, Vmid};
 use crate::wire::{TagSet, Volid, WireError, WireValue, json_to_text, parse_memory_mib};
 
+mod values;
+pub use values::{ConfigTooLarge, ConfigValues, Iter as ConfigIter};
+
 /// One read that did not give a usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
 pub struct ReadFailure {
