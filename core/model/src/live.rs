@@ -3,12 +3,14 @@
 //!
 //! The PVE adapter's reader builds it from recorded or live responses; the
 //! planner compares it with desired state. Every collection is ordered
-//! (BTreeMap, sorted Vec), so the same responses give the same snapshot.
+//! (BTreeMap, sorted Vec, [`ConfigValues`]), so the same responses give the
+//! same snapshot.
 //!
 //! **Architecture Invariant:** a read that failed is kept as a
 //! `ReadFailure`, never turned into absence. Absence drives creates and
 //! prunes; a failed read must drive neither. This module does no I/O.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -17,7 +19,7 @@ use serde::ser::{SerializeSeq, Serializer};
 use crate::cluster::Owner;
 pub use crate::names::GuestType;
 use crate::names::{Kind, NodeName, StorageId, Vmid};
-use crate::wire::{TagSet, Volid, WireError, WireValue, json_to_text, parse_memory_mib};
+use crate::wire::{TagSet, Volid, WireError, WireValue, json_text, json_to_text, parse_memory_mib};
 
 mod values;
 pub use values::{ConfigTooLarge, ConfigValues, Iter as ConfigIter};
@@ -85,7 +87,7 @@ impl Power {
 /// PVE holds back for that start, with the value the running guest has now.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveConfig {
-    pub values: BTreeMap<String, String>,
+    pub values: ConfigValues,
     /// PVE's config digest (kept out of `values`): opaque, sent back for
     /// optimistic locking.
     pub digest: Option<String>,
@@ -104,16 +106,16 @@ impl LiveConfig {
         let mut cfg = LiveConfig::default();
         let mut values = Vec::with_capacity(obj.len());
         for (k, v) in obj {
-            let Some(text) = json_to_text(v) else {
+            let Some(text) = json_text(v) else {
                 continue;
             };
             if k == "digest" {
-                cfg.digest = Some(text);
+                cfg.digest = Some(text.into_owned());
             } else {
-                values.push((k.clone(), text));
+                values.push((k.as_str(), text));
             }
         }
-        cfg.values = full_map(values);
+        cfg.values = ConfigValues::from_entries(values).map_err(|_| too_large("config"))?;
         Ok(cfg)
     }
 
@@ -134,36 +136,38 @@ impl LiveConfig {
         for item in items {
             let key = item
                 .get("key")
-                .and_then(json_to_text)
+                .and_then(json_text)
                 .ok_or_else(|| bad("entries with a key"))?;
-            let current = item.get("value").and_then(json_to_text);
+            let current = item.get("value").and_then(json_text);
             if key == "digest" {
-                cfg.digest = current;
+                cfg.digest = current.map(Cow::into_owned);
                 continue;
             }
-            let queued = item.get("pending").and_then(json_to_text);
+            let queued = item.get("pending").and_then(json_text);
             let delete = item
                 .get("delete")
-                .and_then(json_to_text)
+                .and_then(json_text)
                 .is_some_and(|d| d != "0");
+            let held = delete || queued.as_ref().is_some_and(|q| Some(q) != current.as_ref());
             let will_be = if delete {
                 None
             } else {
-                queued.clone().or(current.clone())
+                queued.or_else(|| current.clone())
             };
-            if delete || queued.as_ref().is_some_and(|q| Some(q) != current.as_ref()) {
-                cfg.pending.insert(key.clone(), current);
+            if held {
+                cfg.pending
+                    .insert(key.as_ref().to_owned(), current.map(Cow::into_owned));
             }
             if let Some(v) = will_be {
                 values.push((key, v));
             }
         }
-        cfg.values = full_map(values);
+        cfg.values = ConfigValues::from_entries(values).map_err(|_| too_large("pending"))?;
         Ok(cfg)
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
+        self.values.get(key)
     }
 
     /// The value the running guest has now: the current value of a pending
@@ -222,8 +226,8 @@ impl LiveConfig {
 
     /// Keys `<prefix><N>` (e.g. `net0`, `scsi12`, `mp3`) in slot-number order.
     ///
-    /// The keys starting with `prefix` sit together in the map's order,
-    /// from `prefix` on: only that run is read, not the whole config.
+    /// The keys starting with `prefix` sit together in the map's order:
+    /// only that run is read, not the whole config.
     pub fn slots<'a>(&'a self, prefix: &'a str) -> Vec<(u32, &'a str, &'a str)> {
         let mut out: Vec<(u32, &str, &str)> = self.slots_unordered(prefix).collect();
         out.sort_by_key(|(n, _, _)| *n);
@@ -236,20 +240,16 @@ impl LiveConfig {
         &'a self,
         prefix: &'a str,
     ) -> impl Iterator<Item = (u32, &'a str, &'a str)> + 'a {
-        use std::ops::Bound;
-        self.values
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(move |(k, _)| k.starts_with(prefix))
-            .filter_map(move |(k, v)| {
-                let n = k.strip_prefix(prefix)?;
-                if n.is_empty()
-                    || !n.bytes().all(|b| b.is_ascii_digit())
-                    || (n.len() > 1 && n.starts_with('0'))
-                {
-                    return None;
-                }
-                Some((n.parse().ok()?, k.as_str(), v.as_str()))
-            })
+        self.values.prefixed(prefix).filter_map(move |(k, v)| {
+            let n = k.strip_prefix(prefix)?;
+            if n.is_empty()
+                || !n.bytes().all(|b| b.is_ascii_digit())
+                || (n.len() > 1 && n.starts_with('0'))
+            {
+                return None;
+            }
+            Some((n.parse().ok()?, k, v))
+        })
     }
 
     /// `memory` in MiB (number, numeric string, or `current=N`).
@@ -279,12 +279,14 @@ impl LiveConfig {
     }
 }
 
-/// A map built from all its entries at once: its nodes are full, where
-/// one insert at a time leaves them about half empty (a 10,000-guest
-/// snapshot's configs are the largest thing it holds). A key given twice
-/// keeps its last value, as repeated inserts would.
-fn full_map(entries: Vec<(String, String)>) -> BTreeMap<String, String> {
-    entries.into_iter().collect()
+/// A config response too large to hold ([`ConfigTooLarge`]); the response
+/// itself is not shown, it is over 4 GiB.
+fn too_large(key: &str) -> WireError {
+    WireError::Invalid {
+        key: key.into(),
+        value: "(more than 4 GiB of keys and values)".into(),
+        expected: "a config of at most 4 GiB".into(),
+    }
 }
 
 /// `data` (shortened) is not the JSON `expected` for `key`.
