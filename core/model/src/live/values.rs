@@ -131,9 +131,10 @@ impl ConfigValues {
     /// with it sorts after every key that does): two binary searches find
     /// them, no other key is read.
     pub fn prefixed(&self, prefix: &str) -> Iter<'_> {
-        let front = self.keys.partition_point(|s| self.span(*s) < prefix);
+        let prefix = prefix.as_bytes();
+        let front = self.keys.partition_point(|s| self.key_bytes(*s) < prefix);
         let run = self.keys.get(front..).map_or(0, |rest| {
-            rest.partition_point(|s| self.span(*s).starts_with(prefix))
+            rest.partition_point(|s| self.key_bytes(*s).starts_with(prefix))
         });
         Iter {
             map: self,
@@ -208,7 +209,17 @@ impl ConfigValues {
 
     /// Entry `key`'s index, or where it would go.
     fn search(&self, key: &str) -> Result<usize, usize> {
-        self.keys.binary_search_by(|s| self.span(*s).cmp(key))
+        let key = key.as_bytes();
+        self.keys.binary_search_by(|s| self.key_bytes(*s).cmp(key))
+    }
+
+    /// A key as bytes, for comparing: `str` orders by its bytes, and bytes
+    /// need no check that the span lies on char boundaries.
+    fn key_bytes(&self, s: KeySpan) -> &[u8] {
+        self.text
+            .as_bytes()
+            .get(s.start as usize..s.end as usize)
+            .unwrap_or_default()
     }
 
     fn span(&self, s: KeySpan) -> &str {
