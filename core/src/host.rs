@@ -142,7 +142,7 @@ mod tests {
     fn guest(t: GuestType, values: &[(&str, &str)]) -> LiveGuest {
         let mut c = LiveConfig::default();
         for (k, v) in values {
-            c.values.insert((*k).into(), (*v).into());
+            c.values.insert((*k).into(), (*v).into()).unwrap();
         }
         LiveGuest {
             node: NodeName::new("pve1").unwrap(),

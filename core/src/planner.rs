@@ -1226,7 +1226,7 @@ impl Builder<'_> {
             cfg.values
                 .iter()
                 .filter(|(k, _)| is_volume_key(k))
-                .map(|(_, v)| v.clone())
+                .map(|(_, v)| v.to_owned())
                 .collect()
         } else {
             // Created earlier in this plan: its create form says where

@@ -115,7 +115,7 @@ fn snapshot(qemu: &[(usize, String)], lxc: &[(usize, String)], listing: &[String
     ] {
         let mut cfg = LiveConfig::default();
         for (k, v) in pairs {
-            cfg.values.insert(keys[*k].to_owned(), v.clone());
+            cfg.values.insert(keys[*k].to_owned(), v.clone()).unwrap();
         }
         s.guests.insert(
             (node.clone(), Vmid::new(vmid).unwrap()),

@@ -59,12 +59,15 @@ fn drift_update_converges_in_one_write() {
             {
                 let g = snap.guests.get_mut(&(node.clone(), vmid)).unwrap();
                 let cfg = g.config.as_mut().unwrap();
-                cfg.values.insert("memory".into(), "12345".into());
-                cfg.values.insert("cores".into(), "7".into());
-                cfg.values.insert("tags".into(), "handmade;proxops".into());
-                let net0 = cfg.values.get("net0").cloned().unwrap();
+                cfg.values.insert("memory".into(), "12345".into()).unwrap();
+                cfg.values.insert("cores".into(), "7".into()).unwrap();
                 cfg.values
-                    .insert("net0".into(), net0.replace("bridge=vmbr0", "bridge=vmbr9"));
+                    .insert("tags".into(), "handmade;proxops".into())
+                    .unwrap();
+                let net0 = cfg.values.get("net0").unwrap().to_owned();
+                cfg.values
+                    .insert("net0".into(), net0.replace("bridge=vmbr0", "bridge=vmbr9"))
+                    .unwrap();
             }
             let live = snap.guest(node, vmid).unwrap().clone();
             let d = guest_drift(o, &ctx, &live, live.config.as_ref().unwrap()).unwrap();
@@ -425,7 +428,7 @@ mod pending_semantics {
                 if !cfg.values.contains_key("agent") {
                     continue;
                 }
-                cfg.values.insert("agent".into(), "0".into());
+                cfg.values.insert("agent".into(), "0".into()).unwrap();
                 touched.push(g.vmid);
             }
             let plan = replan(&c, &live, &never);

@@ -3,10 +3,8 @@
 //! was, over generated inputs.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use std::collections::BTreeMap;
-
 use proptest::prelude::*;
-use proxops_core::live::LiveConfig;
+use proxops_core::live::{ConfigValues, LiveConfig};
 
 /// `LiveConfig::slots` as it read every key of the config.
 fn slots_by_full_scan<'a>(cfg: &'a LiveConfig, prefix: &'a str) -> Vec<(u32, &'a str, &'a str)> {
@@ -21,7 +19,7 @@ fn slots_by_full_scan<'a>(cfg: &'a LiveConfig, prefix: &'a str) -> Vec<(u32, &'a
             {
                 return None;
             }
-            Some((n.parse().ok()?, k.as_str(), v.as_str()))
+            Some((n.parse().ok()?, k, v))
         })
         .collect();
     out.sort_by_key(|(n, _, _)| *n);
@@ -60,8 +58,9 @@ proptest! {
         keys in prop::collection::vec(key(), 0..24),
         prefix in prop::sample::select(vec!["net", "mp", "scsi", "sata", "hostpci", "ne", ""]),
     ) {
-        let values: BTreeMap<String, String> =
+        let entries: Vec<(String, String)> =
             keys.iter().enumerate().map(|(i, k)| (k.clone(), format!("v{i}"))).collect();
+        let values = ConfigValues::from_entries(entries).unwrap();
         let cfg = LiveConfig { values, ..LiveConfig::default() };
         prop_assert_eq!(cfg.slots(prefix), slots_by_full_scan(&cfg, prefix));
     }

@@ -451,7 +451,7 @@ fn check(kind: &str, fields: &Fields) -> Result<(), TestCaseError> {
         if tags.is_empty() {
             cfg.values.remove("tags");
         } else {
-            cfg.values.insert("tags".into(), tags.to_wire());
+            cfg.values.insert("tags".into(), tags.to_wire()).unwrap();
         }
         g.tags = tags;
     }

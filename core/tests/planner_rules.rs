@@ -968,7 +968,9 @@ fn a_guest_locked_in_its_config_is_skipped_with_the_lock_named() {
     let c = cluster(&[VM]);
     let mut s = snapshot();
     let mut cfg = vm_config(100, "2048", "proxops", false);
-    cfg.values.insert("lock".into(), "suspended".into());
+    cfg.values
+        .insert("lock".into(), "suspended".into())
+        .unwrap();
     add(
         &mut s,
         "pve1",
@@ -996,10 +998,12 @@ fn a_guest_locked_in_its_config_is_skipped_with_the_lock_named() {
 fn template_on_pve2(storage: &str, shared: bool) -> LiveSnapshot {
     let mut s = snapshot();
     let mut cfg = vm_config(9000, "1024", "proxops", true);
-    cfg.values.insert(
-        "scsi0".into(),
-        format!("{storage}:base-9000-disk-0,size=8G"),
-    );
+    cfg.values
+        .insert(
+            "scsi0".into(),
+            format!("{storage}:base-9000-disk-0,size=8G"),
+        )
+        .unwrap();
     add(
         &mut s,
         "pve2",

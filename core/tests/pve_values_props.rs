@@ -218,15 +218,15 @@ proptest! {
         ] {
             let g = pve.guests.get_mut(&(node(), proxops_core::names::Vmid::new(vmid).unwrap())).unwrap();
             let cfg = g.config.as_mut().unwrap();
-            let net = cfg.values.get("net0").unwrap().clone();
+            let net = cfg.values.get("net0").unwrap().to_owned();
             let theirs = format!("{from}{}", respell(octets));
             let ours = format!("{from}{}", spell(octets));
             prop_assert!(net.contains(&ours), "{net}");
             let net = net.replace(&ours, &theirs).replace("bridge=vmbr0", "bridge=vmbr9");
-            cfg.values.insert("net0".into(), net);
+            cfg.values.insert("net0".into(), net).unwrap();
             if !c.case_sensitive {
                 let tags = cfg.values.get("tags").unwrap().to_ascii_uppercase();
-                cfg.values.insert("tags".into(), tags.clone());
+                cfg.values.insert("tags".into(), tags.clone()).unwrap();
                 g.tags = proxops_core::wire::TagSet::parse(&tags).unwrap();
             }
         }

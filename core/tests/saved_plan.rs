@@ -117,7 +117,7 @@ fn update_of_one_guest() -> (ClusterDesired, LiveSnapshot, Plan, Vmid) {
         .map(|(k, g)| (k.clone(), g.clone()))
         .unwrap();
     let mut cfg: LiveConfig = guest.config.clone().unwrap();
-    cfg.values.insert("memory".into(), "64".into());
+    cfg.values.insert("memory".into(), "64".into()).unwrap();
     cfg.digest = Some("digest-before".into());
     live.guests.get_mut(&key).unwrap().config = Ok(cfg);
     let p = plan_of(&c, &live, &secrets);

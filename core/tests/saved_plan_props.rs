@@ -66,7 +66,7 @@ fn reviewed() -> (ClusterDesired, LiveSnapshot, Plan) {
     live.guests.remove(&guests[0]);
     let g = live.guests.get_mut(&guests[1]).unwrap();
     let cfg = g.config.as_mut().unwrap();
-    cfg.values.insert("memory".into(), "64".into());
+    cfg.values.insert("memory".into(), "64".into()).unwrap();
     cfg.digest = Some("digest-of-the-reviewed-read".into());
     for (vmid, tags) in [(FOREIGN, "prod"), (ORPHAN, "proxops")] {
         let cfg = fixture::config(json!({

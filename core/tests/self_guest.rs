@@ -111,7 +111,8 @@ fn by_uuid(live: &mut LiveSnapshot, id: u64) -> Policy {
         .unwrap();
     if let Ok(c) = &mut g.config {
         c.values
-            .insert("smbios1".into(), format!("uuid={}", UUID.to_uppercase()));
+            .insert("smbios1".into(), format!("uuid={}", UUID.to_uppercase()))
+            .unwrap();
     }
     Policy {
         host: HostIdentity::new(None, Some(UUID)).unwrap(),

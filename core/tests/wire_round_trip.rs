@@ -27,7 +27,7 @@ fn check_config(data: serde_json::Value) -> usize {
                 .is_some_and(|n| !n.is_empty() && n.bytes().all(|b| b.is_ascii_digit()))
         };
         let lxc = cfg.get("hostname").is_some() || cfg.get("rootfs").is_some();
-        match k.as_str() {
+        match k {
             _ if slot("net") && lxc => round_trip::<LxcNet>(k, v),
             _ if slot("net") => round_trip::<QemuNet>(k, v),
             _ if slot("scsi") || slot("virtio") || slot("sata") || slot("ide") => {

@@ -20,7 +20,7 @@ use std::fmt::Debug;
 
 use proxops_core::config::{self, ConfigSource, ConfigSources, Overrides};
 use proxops_core::diag::Diagnostic;
-use proxops_core::live::{LiveConfig, StorageContent};
+use proxops_core::live::{ConfigValues, LiveConfig, StorageContent};
 use proxops_core::names::{NodeName, StorageId};
 use proxops_core::repo::{self, Loaded, RepoInput};
 use proxops_core::wire::{
@@ -204,12 +204,15 @@ pub fn propstr(data: &[u8]) {
         _ => {
             // A whole config line `key: value`, as `LiveConfig` hands it out.
             let (key, value) = s.split_once(':').unwrap_or(("net0", &s));
+            let (key, value) = (key.trim(), value.trim());
+            let Ok(values) = ConfigValues::from_entries(vec![(key, value)]) else {
+                return;
+            };
             let cfg = LiveConfig {
-                values: [(key.trim().to_owned(), value.trim().to_owned())].into(),
+                values,
                 digest: None,
                 pending: Default::default(),
             };
-            let key = key.trim();
             let _ = cfg.typed::<Drive>(key);
             let _ = cfg.typed::<QemuNet>(key);
             let _ = cfg.typed::<LxcNet>(key);

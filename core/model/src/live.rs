@@ -3,12 +3,14 @@
 //!
 //! The PVE adapter's reader builds it from recorded or live responses; the
 //! planner compares it with desired state. Every collection is ordered
-//! (BTreeMap, sorted Vec), so the same responses give the same snapshot.
+//! (BTreeMap, sorted Vec, [`ConfigValues`]), so the same responses give the
+//! same snapshot.
 //!
 //! **Architecture Invariant:** a read that failed is kept as a
 //! `ReadFailure`, never turned into absence. Absence drives creates and
 //! prunes; a failed read must drive neither. This module does no I/O.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::Serialize;
@@ -17,7 +19,10 @@ use serde::ser::{SerializeSeq, Serializer};
 use crate::cluster::Owner;
 pub use crate::names::GuestType;
 use crate::names::{Kind, NodeName, StorageId, Vmid};
-use crate::wire::{TagSet, Volid, WireError, WireValue, json_to_text, parse_memory_mib};
+use crate::wire::{TagSet, Volid, WireError, WireValue, json_text, json_to_text, parse_memory_mib};
+
+mod values;
+pub use values::{ConfigTooLarge, ConfigValues, Iter as ConfigIter};
 
 /// One read that did not give a usable answer.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -82,7 +87,7 @@ impl Power {
 /// PVE holds back for that start, with the value the running guest has now.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct LiveConfig {
-    pub values: BTreeMap<String, String>,
+    pub values: ConfigValues,
     /// PVE's config digest (kept out of `values`): opaque, sent back for
     /// optimistic locking.
     pub digest: Option<String>,
@@ -98,16 +103,15 @@ impl LiveConfig {
         let obj = data
             .as_object()
             .ok_or_else(|| not_json_of("config", data, "a JSON object of config keys"))?;
-        Ok(LiveConfig::from_config_entries(
-            obj.iter().map(|(k, v)| (k.as_str(), json_to_text(v))),
-        ))
+        LiveConfig::from_config_entries(obj.iter().map(|(k, v)| (k.as_str(), json_text(v))))
+            .map_err(|_| too_large("config"))
     }
 
     /// [`LiveConfig::from_json`] of the config's keys, each value as
-    /// [`json_to_text`] reads it (`None`: unset). Each key once.
-    pub(crate) fn from_config_entries<K: AsRef<str> + Into<String>>(
-        entries: impl ExactSizeIterator<Item = (K, Option<String>)>,
-    ) -> LiveConfig {
+    /// [`json_text`] reads it (`None`: unset). Each key once.
+    pub(crate) fn from_config_entries<'t, K: AsRef<str>>(
+        entries: impl ExactSizeIterator<Item = (K, Option<Cow<'t, str>>)>,
+    ) -> Result<LiveConfig, ConfigTooLarge> {
         let mut cfg = LiveConfig::default();
         let mut values = Vec::with_capacity(entries.len());
         for (k, text) in entries {
@@ -115,13 +119,13 @@ impl LiveConfig {
                 continue;
             };
             if k.as_ref() == "digest" {
-                cfg.digest = Some(text);
+                cfg.digest = Some(text.into_owned());
             } else {
-                values.push((k.into(), text));
+                values.push((k, text));
             }
         }
-        cfg.values = full_map(values);
-        cfg
+        cfg.values = ConfigValues::from_entries(values)?;
+        Ok(cfg)
     }
 
     /// From the `data` array of `GET …/pending`: one entry per key with
@@ -136,50 +140,60 @@ impl LiveConfig {
         let items = data
             .as_array()
             .ok_or_else(|| bad("a JSON array of pending entries"))?;
-        let text = |item: &serde_json::Value, member: &str| item.get(member).and_then(json_to_text);
+        fn text<'v>(item: &'v serde_json::Value, member: &str) -> Option<Cow<'v, str>> {
+            item.get(member).and_then(json_text)
+        }
         let entries = items.iter().map(|item| PendingEntry {
             key: text(item, "key"),
             value: text(item, "value"),
             pending: text(item, "pending"),
             delete: text(item, "delete"),
         });
-        LiveConfig::from_pending_entries(entries).ok_or_else(|| bad("entries with a key"))
+        match LiveConfig::from_pending_entries(entries) {
+            Ok(Some(cfg)) => Ok(cfg),
+            Ok(None) => Err(bad("entries with a key")),
+            Err(_) => Err(too_large("pending")),
+        }
     }
 
     /// [`LiveConfig::from_pending_json`] of its entries; `None` when one
     /// has no key.
-    pub(crate) fn from_pending_entries(
-        entries: impl ExactSizeIterator<Item = PendingEntry>,
-    ) -> Option<LiveConfig> {
+    pub(crate) fn from_pending_entries<'t>(
+        entries: impl ExactSizeIterator<Item = PendingEntry<'t>>,
+    ) -> Result<Option<LiveConfig>, ConfigTooLarge> {
         let mut cfg = LiveConfig::default();
         let mut values = Vec::with_capacity(entries.len());
         for item in entries {
-            let key = item.key?;
+            let Some(key) = item.key else {
+                return Ok(None);
+            };
             let current = item.value;
             if key == "digest" {
-                cfg.digest = current;
+                cfg.digest = current.map(Cow::into_owned);
                 continue;
             }
             let queued = item.pending;
             let delete = item.delete.is_some_and(|d| d != "0");
+            let held = delete || queued.as_ref().is_some_and(|q| Some(q) != current.as_ref());
             let will_be = if delete {
                 None
             } else {
-                queued.clone().or(current.clone())
+                queued.or_else(|| current.clone())
             };
-            if delete || queued.as_ref().is_some_and(|q| Some(q) != current.as_ref()) {
-                cfg.pending.insert(key.clone(), current);
+            if held {
+                cfg.pending
+                    .insert(key.as_ref().to_owned(), current.map(Cow::into_owned));
             }
             if let Some(v) = will_be {
                 values.push((key, v));
             }
         }
-        cfg.values = full_map(values);
-        Some(cfg)
+        cfg.values = ConfigValues::from_entries(values)?;
+        Ok(Some(cfg))
     }
 
     pub fn get(&self, key: &str) -> Option<&str> {
-        self.values.get(key).map(String::as_str)
+        self.values.get(key)
     }
 
     /// The value the running guest has now: the current value of a pending
@@ -238,8 +252,8 @@ impl LiveConfig {
 
     /// Keys `<prefix><N>` (e.g. `net0`, `scsi12`, `mp3`) in slot-number order.
     ///
-    /// The keys starting with `prefix` sit together in the map's order,
-    /// from `prefix` on: only that run is read, not the whole config.
+    /// The keys starting with `prefix` sit together in the map's order:
+    /// only that run is read, not the whole config.
     pub fn slots<'a>(&'a self, prefix: &'a str) -> Vec<(u32, &'a str, &'a str)> {
         let mut out: Vec<(u32, &str, &str)> = self.slots_unordered(prefix).collect();
         out.sort_by_key(|(n, _, _)| *n);
@@ -252,20 +266,16 @@ impl LiveConfig {
         &'a self,
         prefix: &'a str,
     ) -> impl Iterator<Item = (u32, &'a str, &'a str)> + 'a {
-        use std::ops::Bound;
-        self.values
-            .range::<str, _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(move |(k, _)| k.starts_with(prefix))
-            .filter_map(move |(k, v)| {
-                let n = k.strip_prefix(prefix)?;
-                if n.is_empty()
-                    || !n.bytes().all(|b| b.is_ascii_digit())
-                    || (n.len() > 1 && n.starts_with('0'))
-                {
-                    return None;
-                }
-                Some((n.parse().ok()?, k.as_str(), v.as_str()))
-            })
+        self.values.prefixed(prefix).filter_map(move |(k, v)| {
+            let n = k.strip_prefix(prefix)?;
+            if n.is_empty()
+                || !n.bytes().all(|b| b.is_ascii_digit())
+                || (n.len() > 1 && n.starts_with('0'))
+            {
+                return None;
+            }
+            Some((n.parse().ok()?, k, v))
+        })
     }
 
     /// `memory` in MiB (number, numeric string, or `current=N`).
@@ -295,12 +305,14 @@ impl LiveConfig {
     }
 }
 
-/// A map built from all its entries at once: its nodes are full, where
-/// one insert at a time leaves them about half empty (a 10,000-guest
-/// snapshot's configs are the largest thing it holds). A key given twice
-/// keeps its last value, as repeated inserts would.
-fn full_map(entries: Vec<(String, String)>) -> BTreeMap<String, String> {
-    entries.into_iter().collect()
+/// A config response too large to hold ([`ConfigTooLarge`]); the response
+/// itself is not shown, it is over 4 GiB.
+fn too_large(key: &str) -> WireError {
+    WireError::Invalid {
+        key: key.into(),
+        value: "(more than 4 GiB of keys and values)".into(),
+        expected: "a config of at most 4 GiB".into(),
+    }
 }
 
 /// `data` (shortened) is not the JSON `expected` for `key`.
@@ -318,11 +330,11 @@ fn truncate(s: &str) -> String {
 
 /// One entry of a `GET …/pending` answer, each member as [`json_to_text`]
 /// reads it (`None`: absent or `null`).
-pub(crate) struct PendingEntry {
-    pub key: Option<String>,
-    pub value: Option<String>,
-    pub pending: Option<String>,
-    pub delete: Option<String>,
+pub(crate) struct PendingEntry<'t> {
+    pub key: Option<Cow<'t, str>>,
+    pub value: Option<Cow<'t, str>>,
+    pub pending: Option<Cow<'t, str>>,
+    pub delete: Option<Cow<'t, str>>,
 }
 
 /// One guest from `/cluster/resources`, with its config read.

@@ -11,6 +11,7 @@
 //! [`LiveConfig::from_pending_json`] or [`LiveConfig::from_json`], which
 //! accept or refuse it with the errors they always gave.
 
+use std::borrow::Cow;
 use std::fmt;
 
 use serde::Deserialize;
@@ -24,6 +25,8 @@ impl LiveConfig {
     pub fn from_pending_body(body: &str) -> Option<LiveConfig> {
         let Envelope(entries) = serde_json::from_str::<Envelope<Vec<Entry>>>(body).ok()?;
         LiveConfig::from_pending_entries(entries.into_iter().map(|e| e.0))
+            .ok()
+            .flatten()
     }
 
     /// [`LiveConfig::from_json`] of the `data` of a `GET …/config`
@@ -32,14 +35,12 @@ impl LiveConfig {
         let Envelope(Keys(keys)) = serde_json::from_str::<Envelope<Keys>>(body).ok()?;
         // A JSON object keeps a key's last value; read here, a key named
         // twice is left to the `Value` reader.
-        let mut names: Vec<&str> = keys.iter().map(|(k, _)| k.as_str()).collect();
+        let mut names: Vec<&str> = keys.iter().map(|(k, _)| k.as_ref()).collect();
         names.sort_unstable();
         if names.windows(2).any(|w| w.first() == w.last()) {
             return None;
         }
-        Some(LiveConfig::from_config_entries(
-            keys.into_iter().map(|(k, v)| (k, v.0)),
-        ))
+        LiveConfig::from_config_entries(keys.into_iter().map(|(k, v)| (k, v.0))).ok()
     }
 }
 
@@ -75,36 +76,40 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Envelope<T> {
     }
 }
 
-/// A value as [`crate::wire::json_to_text`] reads a scalar: `null` none,
-/// a boolean `1`/`0`, an integer in decimal, a string as it is. Anything
-/// else is refused (`json_to_text` gives it a text of its own).
-struct Text(Option<String>);
+/// A value as [`crate::wire::json_text`] reads a scalar: `null` none, a
+/// boolean `1`/`0`, an integer in decimal, a string as it is (borrowed
+/// from the body when it has no escapes). Anything else is refused
+/// (`json_text` gives it a text of its own).
+struct Text<'de>(Option<Cow<'de, str>>);
 
-impl<'de> Deserialize<'de> for Text {
+impl<'de> Deserialize<'de> for Text<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Scalar;
-        impl Visitor<'_> for Scalar {
-            type Value = Text;
+        impl<'de> Visitor<'de> for Scalar {
+            type Value = Text<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("null, a boolean, an integer or a string")
             }
-            fn visit_unit<E: de::Error>(self) -> Result<Text, E> {
+            fn visit_unit<E: de::Error>(self) -> Result<Text<'de>, E> {
                 Ok(Text(None))
             }
-            fn visit_bool<E: de::Error>(self, b: bool) -> Result<Text, E> {
-                Ok(Text(Some(if b { "1" } else { "0" }.to_owned())))
+            fn visit_bool<E: de::Error>(self, b: bool) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Borrowed(if b { "1" } else { "0" }))))
             }
-            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Text, E> {
-                Ok(Text(Some(n.to_string())))
+            fn visit_u64<E: de::Error>(self, n: u64) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(n.to_string()))))
             }
-            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Text, E> {
-                Ok(Text(Some(n.to_string())))
+            fn visit_i64<E: de::Error>(self, n: i64) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(n.to_string()))))
             }
-            fn visit_str<E: de::Error>(self, s: &str) -> Result<Text, E> {
-                Ok(Text(Some(s.to_owned())))
+            fn visit_borrowed_str<E: de::Error>(self, s: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Borrowed(s))))
             }
-            fn visit_string<E: de::Error>(self, s: String) -> Result<Text, E> {
-                Ok(Text(Some(s)))
+            fn visit_str<E: de::Error>(self, s: &str) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(s.to_owned()))))
+            }
+            fn visit_string<E: de::Error>(self, s: String) -> Result<Text<'de>, E> {
+                Ok(Text(Some(Cow::Owned(s))))
             }
         }
         d.deserialize_any(Scalar)
@@ -114,20 +119,20 @@ impl<'de> Deserialize<'de> for Text {
 /// One entry of a `/pending` answer: an object whose `key`, `value`,
 /// `pending` and `delete` are read as [`Text`], each at most once; other
 /// members are skipped, as the `Value` reader skips them.
-struct Entry(PendingEntry);
+struct Entry<'de>(PendingEntry<'de>);
 
-impl<'de> Deserialize<'de> for Entry {
+impl<'de> Deserialize<'de> for Entry<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Members;
         impl<'de> Visitor<'de> for Members {
-            type Value = Entry;
+            type Value = Entry<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a pending entry")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry<'de>, A::Error> {
                 let (mut key, mut value, mut pending, mut delete) = (None, None, None, None);
                 while let Some(member) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    let slot: &mut Option<Option<String>> = match &*member {
+                    let slot: &mut Option<Option<Cow<'de, str>>> = match &*member {
                         "key" => &mut key,
                         "value" => &mut value,
                         "pending" => &mut pending,
@@ -158,19 +163,19 @@ impl<'de> Deserialize<'de> for Entry {
 
 /// A config object's members in the order they came, each value as
 /// [`Text`].
-struct Keys(Vec<(String, Text)>);
+struct Keys<'de>(Vec<(Cow<'de, str>, Text<'de>)>);
 
-impl<'de> Deserialize<'de> for Keys {
+impl<'de> Deserialize<'de> for Keys<'de> {
     fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         struct Members;
         impl<'de> Visitor<'de> for Members {
-            type Value = Keys;
+            type Value = Keys<'de>;
             fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 f.write_str("a config object")
             }
-            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys, A::Error> {
+            fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Keys<'de>, A::Error> {
                 let mut keys = Vec::with_capacity(map.size_hint().unwrap_or(32));
-                while let Some(key) = map.next_key::<String>()? {
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     keys.push((key, map.next_value::<Text>()?));
                 }
                 Ok(Keys(keys))

@@ -139,18 +139,17 @@ fn apply_guest(
             if *guest_type == GuestType::Qemu {
                 qemu_defaults(&mut cfg, vmid);
             } else {
-                cfg.values
-                    .entry("arch".into())
-                    .or_insert_with(|| "amd64".into());
-                cfg.values
-                    .entry("ostype".into())
-                    .or_insert_with(|| "debian".into());
-                cfg.values
-                    .entry("memory".into())
-                    .or_insert_with(|| "512".into());
-                cfg.values
-                    .entry("swap".into())
-                    .or_insert_with(|| "512".into());
+                let defaults = [
+                    ("arch", "amd64"),
+                    ("ostype", "debian"),
+                    ("memory", "512"),
+                    ("swap", "512"),
+                ];
+                for (k, v) in defaults {
+                    if !cfg.values.contains_key(k) {
+                        cfg.values.insert(k.into(), v.into()).unwrap();
+                    }
+                }
             }
             let start = param(params, "start") == Some("1");
             let name_key = if *guest_type == GuestType::Qemu {
@@ -187,7 +186,7 @@ fn apply_guest(
             let mut cfg = LiveConfig::default();
             let mut counter = 0;
             for (k, v) in &src_cfg.values {
-                if matches!(k.as_str(), "template" | "lock" | "name") {
+                if matches!(k, "template" | "lock" | "name") {
                     continue;
                 }
                 let v = if is_volume_key(k) {
@@ -195,19 +194,23 @@ fn apply_guest(
                 } else if let Some(n) = k.strip_prefix("net").filter(|n| n.parse::<u32>().is_ok()) {
                     fresh_mac(src.guest_type, v, vmid, n.parse().unwrap())
                 } else {
-                    v.clone()
+                    v.to_owned()
                 };
-                cfg.values.insert(k.clone(), v);
+                cfg.values.insert(k.to_owned(), v).unwrap();
             }
-            cfg.values.insert("name".into(), name.clone());
-            cfg.values.insert(
-                "smbios1".into(),
-                format!("uuid=00000000-0000-4000-8000-{:012}", vmid.get()),
-            );
-            cfg.values.insert(
-                "vmgenid".into(),
-                format!("00000000-0000-4000-9000-{:012}", vmid.get()),
-            );
+            cfg.values.insert("name".into(), name.clone()).unwrap();
+            cfg.values
+                .insert(
+                    "smbios1".into(),
+                    format!("uuid=00000000-0000-4000-8000-{:012}", vmid.get()),
+                )
+                .unwrap();
+            cfg.values
+                .insert(
+                    "vmgenid".into(),
+                    format!("00000000-0000-4000-9000-{:012}", vmid.get()),
+                )
+                .unwrap();
             let gt = src.guest_type;
             for (k, v) in &config.0 {
                 store(&mut cfg, gt, vmid, k, v.expose(), &mut counter);
@@ -337,7 +340,7 @@ fn apply_guest(
                     LxcMount::Bind(_) => panic!("a bind mount has no size"),
                 },
             };
-            cfg.values.insert(disk.clone(), value);
+            cfg.values.insert(disk.clone(), value).unwrap();
             g.config = Ok(cfg);
         }
         Work::Download { .. } | Work::ClusterWrite { .. } => unreachable!(),
@@ -575,23 +578,27 @@ fn qemu_defaults(cfg: &mut LiveConfig, vmid: Vmid) {
     v.insert(
         "meta".into(),
         "creation-qemu=10.0.2,ctime=1754900283".into(),
-    );
+    )
+    .unwrap();
     v.insert(
         "smbios1".into(),
         format!("uuid=00000000-0000-4000-8000-{:012}", vmid.get()),
-    );
+    )
+    .unwrap();
     v.insert(
         "vmgenid".into(),
         format!("00000000-0000-4000-9000-{:012}", vmid.get()),
-    );
+    )
+    .unwrap();
     if !v.contains_key("boot") {
         let mut order: Vec<String> = v
             .keys()
             .filter(|k| is_disk_slot(k) || k.starts_with("net"))
-            .cloned()
+            .map(str::to_owned)
             .collect();
         order.sort();
-        v.insert("boot".into(), format!("order={}", order.join(";")));
+        v.insert("boot".into(), format!("order={}", order.join(";")))
+            .unwrap();
     }
 }
 
@@ -721,7 +728,7 @@ fn store(
                 }
                 DriveVolume::CloudInitCreate { storage } => {
                     if let Some((slot, _)) = cfg.values.iter().find(|(other, value)| {
-                        other.as_str() != k
+                        *other != k
                             && is_disk_slot(other)
                             && Drive::parse(value).is_ok_and(|d| d.is_cloudinit())
                     }) {
@@ -762,7 +769,7 @@ fn store(
         }
         _ => v.to_owned(),
     };
-    cfg.values.insert(k.to_owned(), value);
+    cfg.values.insert(k.to_owned(), value).unwrap();
 }
 
 /// rootfs takes `disk-0`; mount points share the counter [PROBE §20.16].
@@ -810,13 +817,13 @@ fn mark_as_template(g: &mut LiveGuest) {
         .filter(|(k, _)| is_volume_key(k))
         .map(|(k, v)| {
             (
-                k.clone(),
+                k.to_owned(),
                 v.replace(&format!(":vm-{id}-disk-"), &format!(":base-{id}-disk-")),
             )
         })
         .collect();
-    cfg.values.extend(renamed);
-    cfg.values.insert("template".into(), "1".into());
+    cfg.values.extend(renamed).unwrap();
+    cfg.values.insert("template".into(), "1".into()).unwrap();
     g.template = true;
     g.power = Power::Stopped;
     g.config = Ok(cfg);

@@ -143,7 +143,7 @@ impl SimPve {
                 let mut data: BTreeMap<String, serde_json::Value> = cfg
                     .values
                     .iter()
-                    .map(|(k, v)| (k.clone(), json!(v)))
+                    .map(|(k, v)| (k.to_owned(), json!(v)))
                     .collect();
                 if let Some(d) = cfg.digest {
                     data.insert("digest".into(), json!(d));

@@ -2,6 +2,8 @@
 //! on endpoint and PVE version, normalised to text or typed scalars; and the
 //! one encoding of a value placed in an API path segment.
 
+use std::borrow::Cow;
+
 use serde_json::Value;
 
 use super::WireError;
@@ -13,34 +15,39 @@ use crate::names::Vmid;
 /// `[key, value]` pairs) becomes one line per element, a pair as
 /// `key: value`. `null` means "not set" and yields `None`.
 pub fn json_to_text(v: &Value) -> Option<String> {
-    match v {
-        Value::Null => None,
-        Value::Bool(b) => Some(if *b { "1" } else { "0" }.to_owned()),
-        Value::Number(n) => Some(match (n.as_u64(), n.as_i64(), n.as_f64()) {
+    json_text(v).map(Cow::into_owned)
+}
+
+/// [`json_to_text`], borrowing a string value rather than copying it: for
+/// a reader that copies the text once, into where it is kept.
+pub fn json_text(v: &Value) -> Option<Cow<'_, str>> {
+    let text = match v {
+        Value::Null => return None,
+        Value::String(s) => return Some(Cow::Borrowed(s)),
+        Value::Bool(b) => if *b { "1" } else { "0" }.to_owned(),
+        Value::Number(n) => match (n.as_u64(), n.as_i64(), n.as_f64()) {
             (Some(u), _, _) => u.to_string(),
             (None, Some(i), _) => i.to_string(),
             (None, None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => {
                 format!("{}", f as i64)
             }
             _ => n.to_string(),
-        }),
-        Value::String(s) => Some(s.clone()),
-        Value::Array(items) => Some(
-            items
-                .iter()
-                .map(|item| match item {
-                    Value::Array(pair) => pair
-                        .iter()
-                        .filter_map(json_to_text)
-                        .collect::<Vec<_>>()
-                        .join(": "),
-                    other => json_to_text(other).unwrap_or_default(),
-                })
-                .collect::<Vec<_>>()
-                .join("\n"),
-        ),
-        Value::Object(_) => Some(v.to_string()),
-    }
+        },
+        Value::Array(items) => items
+            .iter()
+            .map(|item| match item {
+                Value::Array(pair) => pair
+                    .iter()
+                    .filter_map(json_to_text)
+                    .collect::<Vec<_>>()
+                    .join(": "),
+                other => json_to_text(other).unwrap_or_default(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n"),
+        Value::Object(_) => v.to_string(),
+    };
+    Some(Cow::Owned(text))
 }
 
 /// `vmid`: a number in /cluster/resources, a string in the LXC list.

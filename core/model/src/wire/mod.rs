@@ -26,7 +26,7 @@ mod scalar;
 mod tags;
 
 pub use cloudinit::{SshKey, SshKeyId, SshKeys, percent_decode, percent_encode};
-pub use json::{encode_segment, json_template_flag, json_to_text, json_vmid};
+pub use json::{encode_segment, json_template_flag, json_text, json_to_text, json_vmid};
 pub use lxc::{LxcBindMount, LxcFeatures, LxcMount, LxcNet, LxcVolumeMount};
 pub use propstr::{PropToken, PropertyString};
 pub use qemu::{

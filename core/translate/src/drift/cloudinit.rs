@@ -51,7 +51,7 @@ pub(crate) const CLONE_IDENTITY: Family<VmSpec> = Family {
                 .values
                 .keys()
                 .filter(|k| is_identity_key(k) && *k != "cipassword" && !declared.contains(*k))
-                .cloned()
+                .map(str::to_owned)
                 .collect();
             for k in keys {
                 acc.delete(&k, cfg.get(&k), REBOOT);

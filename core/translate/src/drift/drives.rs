@@ -195,7 +195,7 @@ pub(crate) fn live_cloud_init(cfg: &LiveConfig) -> Option<(&str, Drive)> {
         Drive::parse(value)
             .ok()
             .filter(Drive::is_cloudinit)
-            .map(|d| (key.as_str(), d))
+            .map(|d| (key, d))
     })
 }
 

@@ -275,8 +275,8 @@ impl<'a> GuestCx<'a> {
             .cfg
             .values
             .iter()
-            .filter(|(k, _)| !self.consumed.contains(*k) && !BOOKKEEPING.contains(&k.as_str()))
-            .map(|(k, v)| (k.clone(), v.clone()))
+            .filter(|(k, _)| !self.consumed.contains(*k) && !BOOKKEEPING.contains(k))
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
             .collect();
         for (k, v) in rest {
             if is_default_value(&k, &v) {
