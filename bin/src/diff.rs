@@ -72,6 +72,14 @@ pub fn run(g: &GlobalArgs, a: &CommandArgs, env: &Env) -> Result<Exit, Failure> 
     if a.exit_code {
         exit = exit.worst(exit_code(&plans));
     }
+    // The process ends with this command: the plans, the live snapshots
+    // and the desired objects (no secret among them: those stay in the
+    // configuration, which is dropped as usual) are left to the system
+    // instead of freed one allocation at a time, 3% of a 10,000-guest diff.
+    std::mem::forget(outcome);
+    std::mem::forget(plans);
+    let mut ws = ws;
+    std::mem::forget(std::mem::take(&mut ws.loaded.clusters));
     Ok(exit)
 }
 
