@@ -389,23 +389,20 @@ pub fn read_snapshot(
         ));
     }
 
-    // A guest's config is made into its `LiveConfig` by the reading
-    // thread that asked for it (through `/config` when `/pending` is
-    // missing), straight from a recorded answer's text when there is one:
-    // parsed into `Value` trees first, a 10,000-guest recording's config
-    // answers were the longest stretch of a `diff --replay` after planning.
+    // A recording's answers wait on nothing: they are read on this
+    // thread, each guest's config straight from the recording's text
+    // (parsed into `Value` trees first, a 10,000-guest recording's config
+    // answers were the longest stretch of a `diff --replay` after
+    // planning). A second thread made it no faster and its heap, holding
+    // half the configs, cost 8 MiB more at the peak. Over a network the
+    // reading threads bring back answers and the configs are made here,
+    // as they always were.
+    let local = transport.is_local();
     let is_config: BTreeSet<usize> = config_jobs.iter().map(|(_, idx)| *idx).collect();
-    // Answers from memory wait on nothing: they are read on this thread.
-    // A second one made a 10,000-guest `diff --replay` no faster and its
-    // heap, holding half the configs, cost 8 MiB more at the peak.
-    let bound = if transport.is_local() {
-        1
-    } else {
-        scope.concurrency
-    };
+    let bound = if local { 1 } else { scope.concurrency };
     let mut results = run_bounded_with(&jobs, bound, round_trip, |i, job| {
-        if is_config.contains(&i) {
-            Read::Config(read_guest_config(transport, job, acting_as))
+        if local && is_config.contains(&i) {
+            Read::Config(read_guest_config(transport, job, None, acting_as))
         } else {
             Read::Answer(transport.call(job))
         }
@@ -440,7 +437,10 @@ pub fn read_snapshot(
     for (key, idx) in config_jobs {
         let read = match results.get_mut(idx).and_then(Option::take) {
             Some(Read::Config(read)) => read,
-            _ => read_config(describe(&jobs[idx]), None, true, acting_as),
+            Some(Read::Answer(answer)) => {
+                read_guest_config(transport, &jobs[idx], Some(answer), acting_as)
+            }
+            None => read_config(describe(&jobs[idx]), None, true, acting_as),
         };
         match read {
             ConfigRead::Vanished => {
@@ -806,17 +806,23 @@ enum Read {
     Config(ConfigRead),
 }
 
-/// A guest's config from the answer to `GET …/pending` (`job`), read
-/// through `GET …/config` when the server or recording has no `/pending`.
+/// A guest's config from the answer to `GET …/pending` (`job`; `None`:
+/// not asked yet), read through `GET …/config` when the server or
+/// recording has no `/pending`.
 fn read_guest_config(
     transport: &dyn Transport,
     job: &Request,
+    answer: Option<Result<Response, TransportError>>,
     acting_as: Option<&str>,
 ) -> ConfigRead {
-    if let Some(cfg) = recorded_config(transport, job, LiveConfig::from_pending_body) {
-        return ConfigRead::Read(Ok(cfg));
-    }
-    let outcome = Some(transport.call(job));
+    let answer = match answer {
+        Some(answer) => answer,
+        None => match recorded_config(transport, job, LiveConfig::from_pending_body) {
+            Some(cfg) => return ConfigRead::Read(Ok(cfg)),
+            None => transport.call(job),
+        },
+    };
+    let outcome = Some(answer);
     if lacks_pending(&outcome)
         && let Some(guest) = job.path.strip_suffix("/pending")
     {
