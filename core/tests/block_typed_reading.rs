@@ -10,30 +10,21 @@
 
 #[path = "support/typed.rs"]
 mod typed;
+#[path = "support/walk.rs"]
+mod walk;
 
 use proptest::prelude::*;
 use typed::typed_readings_agree;
 
 /// Every `.yaml`/`.yml` file under `fixtures/` and this crate's tests.
 fn shipped_yaml() -> Vec<(String, String)> {
-    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let mut stack = vec![here.join("../fixtures"), here.join("tests")];
-    let mut out = Vec::new();
-    while let Some(dir) = stack.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
-            continue;
-        };
-        for entry in entries {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else if p.extension().is_some_and(|e| e == "yaml" || e == "yml")
-                && let Ok(text) = std::fs::read_to_string(&p)
-            {
-                out.push((p.display().to_string(), text));
-            }
-        }
-    }
+    let tests = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
+    let mut out: Vec<(String, String)> = [walk::fixtures(""), tests]
+        .iter()
+        .flat_map(|root| walk::files(root))
+        .filter(|p| p.extension().is_some_and(|e| e == "yaml" || e == "yml"))
+        .filter_map(|p| Some((p.display().to_string(), std::fs::read_to_string(&p).ok()?)))
+        .collect();
     out.sort();
     out
 }

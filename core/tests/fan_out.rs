@@ -9,9 +9,12 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+#[path = "support/walk.rs"]
+mod walk;
 
 use proptest::prelude::*;
 use proxops_core::config::Overrides;
@@ -105,41 +108,40 @@ fn agree(files: &BTreeMap<String, Vec<u8>>) -> Result<(), String> {
 
 /// Every file under `dir`, by its `/`-separated path relative to `dir`.
 fn files_of(dir: &Path) -> BTreeMap<String, Vec<u8>> {
-    let mut out = BTreeMap::new();
-    let mut stack = vec![dir.to_path_buf()];
-    while let Some(d) = stack.pop() {
-        for entry in std::fs::read_dir(&d).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            } else {
-                let rel = p.strip_prefix(dir).unwrap().to_str().unwrap();
-                out.insert(rel.replace('\\', "/"), std::fs::read(&p).unwrap());
-            }
-        }
-    }
-    out
+    walk::files(dir)
+        .into_iter()
+        .map(|p| {
+            let rel = p.strip_prefix(dir).unwrap().to_str().unwrap();
+            (rel.replace('\\', "/"), std::fs::read(&p).unwrap())
+        })
+        .collect()
 }
 
 #[test]
 fn every_fixture_repository_loads_the_same_whatever_order_its_files_are_read_in() {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/repos");
-    let mut stack = vec![root];
-    let mut repos = 0;
-    while let Some(dir) = stack.pop() {
-        if dir.join("proxops.yaml").is_file() || dir.join("clusters").is_dir() {
-            let files = files_of(&dir);
-            agree(&files).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
-            repos += 1;
-            continue;
-        }
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
-            }
-        }
+    // A repository is the folder that holds `proxops.yaml` or `clusters/`.
+    let root = walk::fixtures("repos");
+    let repos: BTreeSet<PathBuf> = walk::files(&root)
+        .iter()
+        .filter_map(|p| {
+            // The file's folder first, up to the fixtures' root.
+            let up: Vec<&Path> = p.ancestors().skip(1).take_while(|a| *a != root).collect();
+            let above_clusters = up
+                .iter()
+                .position(|a| a.file_name().is_some_and(|n| n == "clusters"))
+                .and_then(|i| up.get(i + 1));
+            let of_config = p
+                .file_name()
+                .is_some_and(|n| n == "proxops.yaml")
+                .then(|| up.first())
+                .flatten();
+            above_clusters.or(of_config).map(|dir| dir.to_path_buf())
+        })
+        .collect();
+    for dir in &repos {
+        agree(&files_of(dir)).unwrap_or_else(|e| panic!("{}: {e}", dir.display()));
     }
+    let repos = repos.len();
     assert!(repos >= 100, "only {repos} repositories found");
 }
 

@@ -9,6 +9,9 @@
 // Reads the fixtures from disk.
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
+#[path = "support/walk.rs"]
+mod walk;
+
 use proptest::prelude::*;
 use proxops_core::live::LiveConfig;
 use serde_json::Value;
@@ -42,37 +45,28 @@ fn config_agree(body: &str) -> Result<Option<LiveConfig>, String> {
 
 #[test]
 fn every_shipped_config_answer_reads_the_same_and_the_fast_way() {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../fixtures/live");
-    let mut stack = vec![root];
     let (mut pending, mut config) = (0, 0);
-    while let Some(dir) = stack.pop() {
-        for entry in std::fs::read_dir(&dir).unwrap() {
-            let p = entry.unwrap().path();
-            if p.is_dir() {
-                stack.push(p);
+    for p in walk::files(&walk::fixtures("live")) {
+        if p.extension().is_none_or(|e| e != "json") {
+            continue;
+        }
+        let doc: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
+        for r in doc["responses"].as_array().into_iter().flatten() {
+            let (Some(path), Some(status)) = (r["path"].as_str(), r["status"].as_u64()) else {
+                continue;
+            };
+            if !(200..300).contains(&status) {
                 continue;
             }
-            if p.extension().is_none_or(|e| e != "json") {
-                continue;
-            }
-            let doc: Value = serde_json::from_slice(&std::fs::read(&p).unwrap()).unwrap();
-            for r in doc["responses"].as_array().into_iter().flatten() {
-                let (Some(path), Some(status)) = (r["path"].as_str(), r["status"].as_u64()) else {
-                    continue;
-                };
-                if !(200..300).contains(&status) {
-                    continue;
-                }
-                let body = r["body"].to_string();
-                if path.ends_with("/pending") {
-                    let read = pending_agree(&body).unwrap();
-                    assert!(read.is_some(), "{}: {path} not read from text", p.display());
-                    pending += 1;
-                } else if path.ends_with("/config") && path.contains("/nodes/") {
-                    let read = config_agree(&body).unwrap();
-                    assert!(read.is_some(), "{}: {path} not read from text", p.display());
-                    config += 1;
-                }
+            let body = r["body"].to_string();
+            if path.ends_with("/pending") {
+                let read = pending_agree(&body).unwrap();
+                assert!(read.is_some(), "{}: {path} not read from text", p.display());
+                pending += 1;
+            } else if path.ends_with("/config") && path.contains("/nodes/") {
+                let read = config_agree(&body).unwrap();
+                assert!(read.is_some(), "{}: {path} not read from text", p.display());
+                config += 1;
             }
         }
     }

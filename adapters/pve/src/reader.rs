@@ -710,7 +710,7 @@ enum ConfigRead {
 }
 
 /// The members of a `/cluster/resources` row [`read_snapshot`] reads.
-const ROW_MEMBERS: [&str; 14] = [
+pub const ROW_MEMBERS: [&str; 14] = [
     "type",
     "node",
     "status",

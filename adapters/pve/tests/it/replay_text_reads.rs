@@ -9,7 +9,7 @@
 
 use proptest::prelude::*;
 use proxops_core::live::LiveSnapshot;
-use proxops_pve::reader::{ReadScope, read_snapshot};
+use proxops_pve::reader::{ROW_MEMBERS, ReadScope, read_snapshot};
 use proxops_pve::recording::Recording;
 use proxops_pve::replay::ReplayTransport;
 use serde_json::{Value, json};
@@ -84,27 +84,10 @@ fn json_value() -> impl Strategy<Value = Value> {
 }
 
 fn member() -> impl Strategy<Value = String> {
+    let mut names: Vec<&str> = ROW_MEMBERS.to_vec();
+    names.extend(["cpu", "maxmem", "id"]);
     prop_oneof![
-        prop::sample::select(vec![
-            "type",
-            "node",
-            "status",
-            "storage",
-            "shared",
-            "plugintype",
-            "content",
-            "vmid",
-            "template",
-            "tags",
-            "pool",
-            "name",
-            "lock",
-            "hastate",
-            "cpu",
-            "maxmem",
-            "id",
-        ])
-        .prop_map(str::to_owned),
+        prop::sample::select(names).prop_map(str::to_owned),
         "[a-z]{1,4}",
     ]
 }
