@@ -112,20 +112,36 @@ impl ReplayTransport {
     }
 }
 
+impl ReplayTransport {
+    /// A request's key among the recorded answers.
+    fn key(request: &Request) -> (Method, String, String) {
+        (
+            request.method,
+            request.path.clone(),
+            query_string(&request.params),
+        )
+    }
+
+    /// The text of a body kept as text (`None`: a parsed body).
+    fn text_of<'a>(&'a self, body: &'a Body) -> Option<&'a str> {
+        match body {
+            Body::Parsed(_) => None,
+            Body::Text(t) => Some(t.get()),
+            Body::Range(start, end) => Some(self.text.get(*start..*end).unwrap_or_default()),
+        }
+    }
+}
+
 impl Transport for ReplayTransport {
     fn call(&self, request: &Request) -> Result<Response, TransportError> {
-        let query = query_string(&request.params);
-        let key = (request.method, request.path.clone(), query);
+        let key = ReplayTransport::key(request);
         match self.answers.get(&key) {
             Some(a) => Ok(Response {
                 status: a.status,
                 reason: a.reason.clone(),
                 body: match &a.body {
                     Body::Parsed(v) => v.clone(),
-                    Body::Text(t) => parsed(t.get(), request)?,
-                    Body::Range(start, end) => {
-                        parsed(self.text.get(*start..*end).unwrap_or_default(), request)?
-                    }
+                    kept => parsed(self.text_of(kept).unwrap_or_default(), request)?,
                 },
             }),
             None => {
@@ -147,18 +163,8 @@ impl Transport for ReplayTransport {
     }
 
     fn recorded_body(&self, request: &Request) -> Option<(u16, &str)> {
-        let key = (
-            request.method,
-            request.path.clone(),
-            query_string(&request.params),
-        );
-        let answer = self.answers.get(&key)?;
-        let text = match &answer.body {
-            Body::Parsed(_) => return None,
-            Body::Text(t) => t.get(),
-            Body::Range(start, end) => self.text.get(*start..*end)?,
-        };
-        Some((answer.status, text))
+        let answer = self.answers.get(&ReplayTransport::key(request))?;
+        Some((answer.status, self.text_of(&answer.body)?))
     }
 }
 

@@ -138,8 +138,9 @@ pub trait Transport: Send + Sync {
 
     /// Whether the answers come from memory (a recording being replayed)
     /// rather than over a network: there is no round trip for concurrent
-    /// reads to overlap, so they start together instead of spread
-    /// ([`crate::reader`]).
+    /// reads to overlap, so [`crate::reader`] reads them on the calling
+    /// thread (and what it does read in a pool starts together, not
+    /// spread).
     fn is_local(&self) -> bool {
         false
     }
