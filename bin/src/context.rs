@@ -216,7 +216,8 @@ pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
         Some(r) => {
             let rr =
                 proxops_git::RepoRoot::explicit(r).map_err(|e| Failure::input(e.to_string()))?;
-            let tree = proxops_git::read_tree(&rr).map_err(|e| Failure::runtime(e.to_string()))?;
+            let tree = proxops_git::read_tree_with(&rr, &TwoThreads)
+                .map_err(|e| Failure::runtime(e.to_string()))?;
             let commit = if rr.is_git() {
                 proxops_git::head_commit(&rr).ok().flatten()
             } else {
@@ -257,12 +258,13 @@ pub fn load_local(g: &GlobalArgs, env: &Env) -> Result<Workspace, Failure> {
     })
 }
 
-/// Reads a cluster's manifests on the calling thread and, where there is
-/// a second core, one more, each taking the next file not yet taken; core
-/// merges what they found in path order, so the result is the one a
-/// single thread gives. Two, because composing the repository is about a
-/// third of a 10,000-guest diff and the machines this runs on have few
-/// cores to spare (each thread's heap costs memory: docs/performance.md).
+/// Runs the repository's file reads and each cluster's manifest readings
+/// on the calling thread and, where there is a second core, one more,
+/// each taking the next job not yet taken; their results are taken in
+/// order, so the result is the one a single thread gives. Two, because
+/// reading and composing the repository is about half of a 10,000-guest
+/// diff and the machines this runs on have few cores to spare (each
+/// thread's heap costs memory: docs/performance.md).
 struct TwoThreads;
 
 impl repo::FanOut for TwoThreads {
@@ -280,7 +282,7 @@ impl repo::FanOut for TwoThreads {
         };
         let cores = std::thread::available_parallelism().map_or(1, std::num::NonZero::get);
         std::thread::scope(|s| {
-            // Without a second thread every file is read on this one.
+            // Without a second thread every job runs on this one.
             if cores > 1 && n > 1 {
                 let _ = std::thread::Builder::new().spawn_scoped(s, work);
             }

@@ -25,7 +25,7 @@ mod url;
 
 pub use discover::{RepoRoot, discover, start_dir};
 pub use error::GitError;
-pub use local::{head_commit, read_bounded, read_tree};
+pub use local::{head_commit, read_bounded, read_tree, read_tree_with};
 pub use scope::{KIND_ROOTS, RepoTree};
 pub use source::{DesiredTree, GitSource};
 pub use url::{DEFAULT_IO_TIMEOUT, FetchOutcome, GitToken, UrlSource};

@@ -5,8 +5,10 @@
 use std::fs;
 use std::io::{self, Read};
 use std::path::{Path, PathBuf};
+use std::sync::OnceLock;
 
 use proxops_model::bounds::READ_LIMIT;
+use proxops_model::repo::{FanOut, InOrder};
 
 use crate::error::detail;
 use crate::scope::{CLUSTERS, KIND_ROOTS, PROCESS_CONFIG, RepoTree, note_cluster_dir};
@@ -51,6 +53,15 @@ pub fn head_commit(root: &RepoRoot) -> Result<Option<String>, GitError> {
 /// - A file that vanishes between listing and reading (an editor's rename)
 ///   is skipped; any other read failure is an error.
 pub fn read_tree(root: &RepoRoot) -> Result<RepoTree, GitError> {
+    read_tree_with(root, &InOrder)
+}
+
+/// [`read_tree`], the files read through `fan_out` (the walk lists them
+/// first; a caller with threads to give passes its own). They are taken
+/// in walk order whatever order they were read in: a 10,000-manifest
+/// repository spent a sixth of a `diff --replay` reading its files one
+/// after another.
+pub fn read_tree_with(root: &RepoRoot, fan_out: &dyn FanOut) -> Result<RepoTree, GitError> {
     let walker = Walker {
         root: root.path(),
         git_dir: root.path().join(".git"),
@@ -72,7 +83,7 @@ pub fn read_tree(root: &RepoRoot) -> Result<RepoTree, GitError> {
             walker.visit(&path, None, name, &mut walked, &mut stack, expect)
         });
     let Walked { mut tree, files } = walked;
-    for (file, read) in files.iter().zip(read_all(&files)) {
+    for (file, read) in files.iter().zip(read_all(&files, fan_out)) {
         match read {
             Ok(bytes) => {
                 tree.files.insert(file.rel.clone(), bytes);
@@ -107,45 +118,22 @@ struct Found {
     real: PathBuf,
 }
 
-/// Every file's bytes, in `files`' order, read on two threads where there
-/// are two cores: each read is a few system calls that wait on the kernel,
-/// and a 10,000-manifest repository spent a sixth of a `diff --replay`
-/// reading its files one after another.
-fn read_all(files: &[Found]) -> Vec<io::Result<Vec<u8>>> {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    let next = AtomicUsize::new(0);
-    let read = || {
-        let mut got = Vec::new();
-        loop {
-            let i = next.fetch_add(1, Ordering::Relaxed);
-            let Some(file) = files.get(i) else {
-                return got;
-            };
-            got.push((i, read_bounded(&file.real)));
+/// Every file's bytes, in `files`' order, each read once through
+/// `fan_out`.
+fn read_all(files: &[Found], fan_out: &dyn FanOut) -> Vec<io::Result<Vec<u8>>> {
+    let slots: Vec<OnceLock<io::Result<Vec<u8>>>> = files.iter().map(|_| OnceLock::new()).collect();
+    fan_out.run(files.len(), &|i| {
+        if let (Some(file), Some(slot)) = (files.get(i), slots.get(i)) {
+            // Each job fills its own slot once.
+            let _ = slot.set(read_bounded(&file.real));
         }
-    };
-    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
-    let reads: Vec<(usize, io::Result<Vec<u8>>)> = std::thread::scope(|s| {
-        // No second thread (one core, or none could start): all on this one.
-        let other = (cores > 1 && files.len() > 1)
-            .then(|| std::thread::Builder::new().spawn_scoped(s, read).ok())
-            .flatten();
-        let mut mine = read();
-        if let Some(Ok(theirs)) = other.map(|t| t.join()) {
-            mine.extend(theirs);
-        }
-        mine
     });
-    let mut out: Vec<Option<io::Result<Vec<u8>>>> = files.iter().map(|_| None).collect();
-    for (i, r) in reads {
-        if let Some(slot) = out.get_mut(i) {
-            *slot = Some(r);
-        }
-    }
-    // A thread that died left its files unread: they are read here.
-    out.into_iter()
+    // A job that did not run (its thread died) leaves its file to be read
+    // here.
+    slots
+        .into_iter()
         .zip(files)
-        .map(|(r, f)| r.unwrap_or_else(|| read_bounded(&f.real)))
+        .map(|(slot, f)| slot.into_inner().unwrap_or_else(|| read_bounded(&f.real)))
         .collect()
 }
 

@@ -261,3 +261,52 @@ fn read_tree_skips_a_fifo_instead_of_waiting_on_it() {
         vec!["vm/base/real.yaml"]
     );
 }
+
+/// The files read through any fan-out (last first, or on three threads)
+/// make the tree reading them in turn makes, each file under its own path.
+#[test]
+fn read_tree_with_any_fan_out_reads_the_same_tree() {
+    use proxops_git::read_tree_with;
+    use proxops_model::repo::FanOut;
+    struct Reversed;
+    impl FanOut for Reversed {
+        fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
+            (0..n).rev().for_each(job);
+        }
+    }
+    struct Threads;
+    impl FanOut for Threads {
+        fn run(&self, n: usize, job: &(dyn Fn(usize) + Sync)) {
+            let next = std::sync::atomic::AtomicUsize::new(0);
+            let work = || {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                    if i >= n {
+                        break;
+                    }
+                    job(i);
+                }
+            };
+            std::thread::scope(|s| {
+                s.spawn(work);
+                s.spawn(work);
+                work();
+            });
+        }
+    }
+    let s = Scratch::new();
+    let repo = s.work_repo("r");
+    write(&repo, "proxops.yaml", "config");
+    for i in 0..40 {
+        write(
+            &repo,
+            &format!("vm/base/g{i:02}.yaml"),
+            &format!("guest {i}"),
+        );
+    }
+    write(&repo, "clusters/lab/resources.yaml", "resources: []");
+    let want = read_tree(&root(&s, "r")).unwrap();
+    assert_eq!(want.files.len(), 42);
+    assert!(read_tree_with(&root(&s, "r"), &Reversed).unwrap() == want);
+    assert!(read_tree_with(&root(&s, "r"), &Threads).unwrap() == want);
+}
