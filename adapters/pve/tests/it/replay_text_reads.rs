@@ -158,6 +158,7 @@ proptest! {
         let text = recording
             .to_string()
             .replacen(&serde_json::from_str::<Value>(&inventory).unwrap().to_string(), &inventory, 1);
+        prop_assert!(text.contains(&inventory), "the inventory stands as generated");
         let (fast, trees) = both_ways(text.as_bytes());
         prop_assert_eq!(fast, trees);
     }
