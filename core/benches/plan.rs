@@ -11,7 +11,7 @@
 #![allow(clippy::disallowed_methods, clippy::disallowed_types)]
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use proxops_core::config::Overrides;
 use proxops_core::drift::{CloudInitSecrets, Context};
@@ -111,10 +111,12 @@ fn live(n: usize) -> LiveSnapshot {
 /// The time this thread has spent on a CPU (the kernel's schedstat, in
 /// nanoseconds): on a shared machine this moves far less than wall time,
 /// which also counts the time other work held the CPU. The kernel brings
-/// it up to date at its scheduler ticks (every few milliseconds), so one
-/// reading can be a tick behind: it is read around all the runs of a size
-/// and divided by them, never around one plan.
+/// the figure up to date at its scheduler ticks (every few milliseconds)
+/// and whenever it schedules; yielding first makes it schedule, so the
+/// reading is exact to microseconds (a tick behind, 0 or 4 ms, without)
+/// and can be taken around one plan.
 fn on_cpu() -> std::time::Duration {
+    std::thread::yield_now();
     let ns = std::fs::read_to_string("/proc/thread-self/schedstat")
         .ok()
         .and_then(|s| s.split_whitespace().next()?.parse().ok())
@@ -130,52 +132,67 @@ fn main() {
     } else {
         &[1_000, 10_000, 20_000]
     };
-    let mut results = Vec::new();
-    for &n in sizes {
-        if filter
-            .as_ref()
-            .is_some_and(|f| !n.to_string().contains(f.as_str()))
-        {
-            continue;
-        }
-        let d = desired(n);
-        let l = live(n);
-        let secrets = CloudInitSecrets::default();
-        let ctx = Context {
-            cluster: &d,
-            secrets: &secrets,
+    let secrets = CloudInitSecrets::default();
+    let policy = Policy::default();
+    let mut sized: Vec<Sized> = sizes
+        .iter()
+        .filter(|n| {
+            filter
+                .as_ref()
+                .is_none_or(|f| n.to_string().contains(f.as_str()))
+        })
+        .map(|&n| Sized {
+            n,
+            desired: desired(n),
+            live: live(n),
+            runs: match (quick, n >= 10_000) {
+                (true, _) => 3,
+                (false, true) => 11,
+                (false, false) => 21,
+            },
+            times: Vec::new(),
+            cpu: Duration::ZERO,
+            actions: 0,
+        })
+        .collect();
+    // The sizes take turns, one plan each, in alternating order: on a
+    // shared machine the load drifts over the seconds a size takes, and
+    // timing one size after the other put that drift into their ratio
+    // (2.19 and 2.31 median in two runs minutes apart).
+    let rounds = sized.iter().map(|s| s.runs).max().unwrap_or(0);
+    for round in 0..rounds {
+        let order: Vec<usize> = if round % 2 == 0 {
+            (0..sized.len()).collect()
+        } else {
+            (0..sized.len()).rev().collect()
         };
-        let policy = Policy::default();
-        let runs = match (quick, n >= 10_000) {
-            (true, _) => 3,
-            (false, true) => 11,
-            (false, false) => 21,
-        };
-        let mut times = Vec::new();
-        let mut actions = 0;
-        let cpu_before = on_cpu();
-        for _ in 0..runs {
-            let t = Instant::now();
-            let p = plan(&d, &l, &ctx, &policy);
-            times.push(t.elapsed());
-            actions = p.actions.len();
+        for i in order {
+            let s = &mut sized[i];
+            if s.times.len() < s.runs {
+                s.plan_once(&secrets, &policy);
+            }
         }
-        // On CPU per plan, its drop included.
-        let cpu = on_cpu().saturating_sub(cpu_before);
-        times.sort();
-        let median = times[times.len() / 2];
-        println!(
-            "plan {n:>6} guests: median {:>8.2} ms  (min {:.2} ms, mean on CPU {:.2} ms, {runs} runs, {actions} actions)",
-            median.as_secs_f64() * 1e3,
-            times[0].as_secs_f64() * 1e3,
-            cpu.as_secs_f64() * 1e3 / runs as f64
-        );
-        results.push((n, median, times[0]));
     }
-    if let (Some((_, m10, b10)), Some((_, m20, b20))) = (
-        results.iter().find(|r| r.0 == 10_000),
-        results.iter().find(|r| r.0 == 20_000),
-    ) {
+    for s in &mut sized {
+        s.times.sort();
+        let median = s.times[s.times.len() / 2];
+        println!(
+            "plan {:>6} guests: median {:>8.2} ms  (min {:.2} ms, mean on CPU {:.2} ms, {} runs, {} actions)",
+            s.n,
+            median.as_secs_f64() * 1e3,
+            s.times[0].as_secs_f64() * 1e3,
+            s.cpu.as_secs_f64() * 1e3 / s.runs as f64,
+            s.runs,
+            s.actions
+        );
+    }
+    let at = |n: usize| {
+        sized
+            .iter()
+            .find(|s| s.n == n)
+            .map(|s| (s.times[s.times.len() / 2], s.times[0]))
+    };
+    if let (Some((m10, b10)), Some((m20, b20))) = (at(10_000), at(20_000)) {
         // The best run is the one least disturbed by other work on the
         // machine; both are printed.
         println!(
@@ -183,5 +200,33 @@ fn main() {
             m20.as_secs_f64() / m10.as_secs_f64(),
             b20.as_secs_f64() / b10.as_secs_f64()
         );
+    }
+}
+
+/// One size's fixture and what its plans measured.
+struct Sized {
+    n: usize,
+    desired: ClusterDesired,
+    live: LiveSnapshot,
+    runs: usize,
+    times: Vec<Duration>,
+    /// On CPU over its plans, their drops included.
+    cpu: Duration,
+    actions: usize,
+}
+
+impl Sized {
+    fn plan_once(&mut self, secrets: &CloudInitSecrets, policy: &Policy) {
+        let ctx = Context {
+            cluster: &self.desired,
+            secrets,
+        };
+        let cpu_before = on_cpu();
+        let t = Instant::now();
+        let p = plan(&self.desired, &self.live, &ctx, policy);
+        self.times.push(t.elapsed());
+        self.actions = p.actions.len();
+        drop(p);
+        self.cpu += on_cpu().saturating_sub(cpu_before);
     }
 }
