@@ -124,6 +124,10 @@ fn on_cpu() -> std::time::Duration {
     std::time::Duration::from_nanos(ns)
 }
 
+/// Twice the build machine's last-level cache (32 MiB): written through
+/// before a cold plan, it leaves none of the plan's inputs cached.
+const EVICT_BYTES: usize = 64 << 20;
+
 fn main() {
     let filter: Option<String> = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let quick = std::env::var("PROXOPS_BENCH_QUICK").is_ok_and(|v| !v.is_empty() && v != "0");
@@ -150,15 +154,19 @@ fn main() {
                 (false, true) => 11,
                 (false, false) => 21,
             },
-            times: Vec::new(),
+            warm: Vec::new(),
+            cold: Vec::new(),
             cpu: Duration::ZERO,
             actions: 0,
         })
         .collect();
-    // The sizes take turns, one plan each, in alternating order: on a
-    // shared machine the load drifts over the seconds a size takes, and
-    // timing one size after the other put that drift into their ratio
-    // (2.19 and 2.31 median in two runs minutes apart).
+    let mut evict = vec![0u8; EVICT_BYTES];
+    // The sizes take turns, in alternating order: on a shared machine the
+    // load drifts over the seconds a size takes, and timing one size after
+    // the other put that drift into their ratio (2.19 and 2.31 median in
+    // two runs minutes apart). Each turn plans a size three times: after
+    // the caches were emptied (cold), then twice more, the last timed
+    // (warm: what fits of its inputs is cached from the plan before).
     let rounds = sized.iter().map(|s| s.runs).max().unwrap_or(0);
     for round in 0..rounds {
         let order: Vec<usize> = if round % 2 == 0 {
@@ -168,39 +176,48 @@ fn main() {
         };
         for i in order {
             let s = &mut sized[i];
-            if s.times.len() < s.runs {
+            if s.warm.len() < s.runs {
+                for (k, byte) in evict.iter_mut().enumerate().step_by(64) {
+                    *byte = byte.wrapping_add(k as u8);
+                }
+                std::hint::black_box(&evict);
+                let cold = s.plan_once(&secrets, &policy);
+                s.cold.push(cold);
                 s.plan_once(&secrets, &policy);
+                let warm = s.plan_once(&secrets, &policy);
+                s.warm.push(warm);
             }
         }
     }
     for s in &mut sized {
-        s.times.sort();
-        let median = s.times[s.times.len() / 2];
+        s.warm.sort();
+        s.cold.sort();
         println!(
-            "plan {:>6} guests: median {:>8.2} ms  (min {:.2} ms, mean on CPU {:.2} ms, {} runs, {} actions)",
+            "plan {:>6} guests: median {:>8.2} ms  (min {:.2} ms, mean on CPU {:.2} ms, {} runs, {} actions); cold caches: median {:.2} ms",
             s.n,
-            median.as_secs_f64() * 1e3,
-            s.times[0].as_secs_f64() * 1e3,
-            s.cpu.as_secs_f64() * 1e3 / s.runs as f64,
+            ms(s.median()),
+            ms(s.warm[0]),
+            ms(s.cpu) / (3 * s.runs) as f64,
             s.runs,
-            s.actions
+            s.actions,
+            ms(s.cold[s.cold.len() / 2]),
         );
     }
-    let at = |n: usize| {
-        sized
-            .iter()
-            .find(|s| s.n == n)
-            .map(|s| (s.times[s.times.len() / 2], s.times[0]))
-    };
-    if let (Some((m10, b10)), Some((m20, b20))) = (at(10_000), at(20_000)) {
+    let at = |n: usize| sized.iter().find(|s| s.n == n);
+    if let (Some(s10), Some(s20)) = (at(10_000), at(20_000)) {
         // The best run is the one least disturbed by other work on the
         // machine; both are printed.
         println!(
-            "ratio 20k/10k: median {:.2}, best {:.2}",
-            m20.as_secs_f64() / m10.as_secs_f64(),
-            b20.as_secs_f64() / b10.as_secs_f64()
+            "ratio 20k/10k: median {:.2}, best {:.2}; cold caches: median {:.2}",
+            ms(s20.median()) / ms(s10.median()),
+            ms(s20.warm[0]) / ms(s10.warm[0]),
+            ms(s20.cold[s20.cold.len() / 2]) / ms(s10.cold[s10.cold.len() / 2]),
         );
     }
+}
+
+fn ms(d: Duration) -> f64 {
+    d.as_secs_f64() * 1e3
 }
 
 /// One size's fixture and what its plans measured.
@@ -209,14 +226,23 @@ struct Sized {
     desired: ClusterDesired,
     live: LiveSnapshot,
     runs: usize,
-    times: Vec<Duration>,
-    /// On CPU over its plans, their drops included.
+    /// Planned right after a plan of the same size.
+    warm: Vec<Duration>,
+    /// Planned after the caches were emptied.
+    cold: Vec<Duration>,
+    /// On CPU over all its plans, their drops included.
     cpu: Duration,
     actions: usize,
 }
 
 impl Sized {
-    fn plan_once(&mut self, secrets: &CloudInitSecrets, policy: &Policy) {
+    /// The median warm plan (sorted).
+    fn median(&self) -> Duration {
+        self.warm[self.warm.len() / 2]
+    }
+
+    /// One plan: its wall time (the drop of the plan not included).
+    fn plan_once(&mut self, secrets: &CloudInitSecrets, policy: &Policy) -> Duration {
         let ctx = Context {
             cluster: &self.desired,
             secrets,
@@ -224,9 +250,10 @@ impl Sized {
         let cpu_before = on_cpu();
         let t = Instant::now();
         let p = plan(&self.desired, &self.live, &ctx, policy);
-        self.times.push(t.elapsed());
+        let took = t.elapsed();
         self.actions = p.actions.len();
         drop(p);
         self.cpu += on_cpu().saturating_sub(cpu_before);
+        took
     }
 }
