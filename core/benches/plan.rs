@@ -1,8 +1,10 @@
 //! Planning speed at 1,000 / 10,000 / 20,000 guests (`cargo bench -p proxops-core`).
 //!
-//! A plain harness (no extra crate): each size is planned several times and
-//! the median wall time is printed. `PROXOPS_BENCH_QUICK=1` (CI) plans
-//! 1,000 guests three times. The fixture is half converged guests,
+//! A plain harness (no extra crate): each size is planned several times,
+//! the sizes taking turns, and the median wall time is printed, with its
+//! inputs cached from the plan before (warm) and with the caches emptied
+//! first (cold). `PROXOPS_BENCH_QUICK=1` (CI) takes 1,000 guests through
+//! three turns. The fixture is half converged guests,
 //! a quarter drifted, an eighth missing and an eighth tagged orphans, spread
 //! over 8 nodes, so every planner path is exercised.
 
