@@ -58,7 +58,7 @@ impl<'de, T: Deserialize<'de>> Deserialize<'de> for Envelope<T> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Envelope<T>, A::Error> {
                 let mut data = None;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
                     if key == "data" {
                         if data.is_some() {
                             return Err(de::Error::duplicate_field("data"));
@@ -131,7 +131,7 @@ impl<'de> Deserialize<'de> for Entry<'de> {
             }
             fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Entry<'de>, A::Error> {
                 let (mut key, mut value, mut pending, mut delete) = (None, None, None, None);
-                while let Some(member) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                while let Some(member) = map.next_key::<Cow<'de, str>>()? {
                     let slot: &mut Option<Option<Cow<'de, str>>> = match &*member {
                         "key" => &mut key,
                         "value" => &mut value,
